@@ -1,0 +1,82 @@
+"""The allocation policy interface: a create request in, an ordered OST list out.
+
+Every policy (Lustre's round-robin and QOS allocators, the paper's random and MCMF
+policies) implements :class:`PlacementPolicy`. The simulator and the mapper service call
+policies only through this interface.
+"""
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from mapper.cluster_state import ClusterSnapshot
+
+LOV_OFFSET_DEFAULT = 0xFFFF
+"""Stripe offset meaning "allocator chooses" (``lfs setstripe -i -1``; lustre_user.h)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRequest:
+    """One file creation asking for a layout.
+
+    Attributes:
+        job_id: application identity (Lustre jobid).
+        stripe_count: requested stripes; ``-1`` = every usable OST, ``0`` = default (1).
+        stripe_size: bytes per stripe (multiple of 64 KiB).
+        expected_bytes: bytes the application expects to write (0 if unknown).
+        pool: OST pool name, or None for all OSTs.
+        path: file path (informational; the mapper logs it).
+    """
+    job_id: str
+    stripe_count: int
+    stripe_size: int = 1 << 20
+    expected_bytes: int = 0
+    pool: str | None = None
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A policy's decision: OST indices in stripe order, and who decided."""
+    osts: tuple[int, ...]
+    policy: str
+    note: str = ""
+
+
+class AllocationError(Exception):
+    """No layout could be allocated. ``errno`` is the code Lustre would return."""
+    errno: int = errno.EIO
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class NoSpaceError(AllocationError):
+    """No usable OST left (Lustre returns ENOSPC)."""
+    errno = errno.ENOSPC
+
+
+class InvalidRequestError(AllocationError):
+    """The request itself is wrong: bad stripe count, unknown pool (EINVAL)."""
+    errno = errno.EINVAL
+
+
+class QosUnavailable(AllocationError):
+    """QOS declined (EAGAIN in lod_qos.c): the caller falls back to round-robin."""
+    errno = errno.EAGAIN
+
+
+@runtime_checkable
+class PlacementPolicy(Protocol):
+    """An OST allocation policy.
+
+    ``allocate`` returns OST indices in stripe order, all distinct, all usable
+    (see :mod:`mapper.ost_health`) and inside the request's pool; its length is the
+    request's stripe count clipped to the usable OSTs. Raises :class:`AllocationError`
+    subclasses when nothing can be allocated.
+    """
+    name: str
+
+    def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement: ...

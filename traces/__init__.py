@@ -1,0 +1,1 @@
+"""Trace format, generators and importers (Darshan, ``lfs df``) for lustre-alloc."""
