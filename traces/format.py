@@ -184,11 +184,13 @@ def read_trace_lines(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
         line_no = 1
         last_ts = 0.0
         header_seen = False
-        reader = csv.reader(fh)
-        for row in reader:
-            line_no = reader.line_num + 1
-            if not row or (row[0].startswith("#")):
+        # One physical line is one row: a comment may hold any text (quotes, commas),
+        # and a record's fields are quoted CSV only when they contain , or ".
+        for line_no, line in enumerate(fh, start=2):
+            line = line.rstrip("\r\n")
+            if not line.strip() or line.startswith("#"):
                 continue
+            row = next(csv.reader([line])) if '"' in line else line.split(",")
             if not header_seen:
                 if tuple(c.strip() for c in row) != COLUMNS:
                     raise TraceFormatError(name, line_no, "header",
@@ -259,7 +261,8 @@ def write_trace(path: str | Path, records: Iterable[TraceRecord],
     with _open_text(path, "w") as fh:
         fh.write(MAGIC + "\n")
         for c in comments:
-            fh.write(f"# {c}\n")
+            for part in str(c).splitlines() or [""]:
+                fh.write(f"# {part}\n")
         fh.write(",".join(COLUMNS) + "\n")
         for r in records:
             fh.write(format_record(r))
@@ -267,14 +270,29 @@ def write_trace(path: str | Path, records: Iterable[TraceRecord],
     return count
 
 
+def _text_field(value: str, field: str) -> str:
+    """A job_id/file_id as a CSV field: quoted (``"`` doubled) if it holds ``,`` or ``"``."""
+    if "\n" in value or "\r" in value:
+        raise ValueError(f"{field}: a line break cannot be written in a trace: {value!r}")
+    if "," in value or '"' in value:
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
 def format_record(r: TraceRecord) -> str:
-    """One CSV line (with newline) for a record, the inverse of the reader."""
+    """One CSV line (with newline) for a record, the inverse of the reader.
+
+    Raises:
+        ValueError: a job_id or file_id holds a line break.
+    """
+    job = _text_field(r.job_id, "job_id")
+    fid = _text_field(r.file_id, "file_id")
     if r.op == "delete":
-        return f"{r.timestamp_s:.6f},delete,{r.job_id},{r.file_id},,,,,{r.ops}\n"
+        return f"{r.timestamp_s:.6f},delete,{job},{fid},,,,,{r.ops}\n"
     if r.op == "read":
         ost = "" if r.ost is None else str(r.ost)
-        return f"{r.timestamp_s:.6f},read,{r.job_id},{r.file_id},{r.bytes},,,{ost},{r.ops}\n"
-    return (f"{r.timestamp_s:.6f},write,{r.job_id},{r.file_id},{r.bytes},"
+        return f"{r.timestamp_s:.6f},read,{job},{fid},{r.bytes},,,{ost},{r.ops}\n"
+    return (f"{r.timestamp_s:.6f},write,{job},{fid},{r.bytes},"
             f"{r.stripe_count},{r.stripe_size},,{r.ops}\n")
 
 

@@ -1,0 +1,350 @@
+"""Darshan logs to lustre-alloc traces, through PyDarshan.
+
+A Darshan log (``*.darshan``) holds, per module, one record per (file, rank); a rank of
+-1 is a file shared by all ranks, reduced into one record. What this importer takes:
+
+``DXT_POSIX``  per-operation segments of each (rank, file): ``offset``, ``length``
+               (bytes), ``start_time``/``end_time`` (seconds since job start), e.g.
+               ``{'offset': 2048, 'length': 262144, 'start_time': 0.02997, 'end_time': 0.03310}``.
+               When a file has DXT data, its records come from here: one trace record per
+               run of same-op segments within ``aggregate_s`` seconds (``ops`` = segments).
+``POSIX``      counters of files without DXT data: ``POSIX_WRITES``/``POSIX_READS``
+               (operations), ``POSIX_BYTES_WRITTEN``/``POSIX_BYTES_READ`` (bytes) and the
+               times ``POSIX_F_WRITE_START_TIMESTAMP``/``POSIX_F_READ_START_TIMESTAMP``
+               (seconds since job start, falling back to ``POSIX_F_OPEN_START_TIMESTAMP``):
+               one write record and one read record per file.
+``LUSTRE``     each file's layout: ``LUSTRE_COMP_STRIPE_SIZE`` (bytes),
+               ``LUSTRE_COMP_STRIPE_COUNT`` and the OST ids of its objects (PyDarshan
+               3.5 presents older logs' ``LUSTRE_STRIPE_SIZE``/``LUSTRE_STRIPE_WIDTH`` in
+               this component form too). Writes carry the first component's stripe size
+               and count; a file without a LUSTRE record gets the defaults.
+``MPI-IO``     only counted in the notes (``MPIIO_BYTES_WRITTEN``): its bytes reach the
+               file system through the POSIX layer, which is what is imported.
+job            ``<exe basename>.<jobid>`` from the log's job header and ``exe`` line.
+
+Darshan records no unlink, so an imported trace has no deletes. A read of a file that
+the log never wrote (it existed before the job) becomes a read naming an OST when the
+LUSTRE record gives the file's OSTs (the paper's read entries, Section IV-A3), its
+bytes split evenly over them; without a layout it is skipped and counted in the notes.
+A log without some module still imports; :attr:`DarshanImport.notes` says what was
+missing or skipped.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from traces.format import DEFAULT_STRIPE_SIZE, STRIPE_SIZE_UNIT, TraceRecord
+
+
+class DarshanImportError(RuntimeError):
+    """A Darshan log that cannot be opened or read; the message names the file."""
+
+
+class DarshanLogNotFound(FileNotFoundError):
+    """No shipped example log of that name; the message lists the available ones."""
+
+
+@dataclass(frozen=True)
+class LustreLayout:
+    """A file's Lustre layout from the Darshan LUSTRE module.
+
+    ``stripe_size`` in bytes; ``ost_ids`` are the OST indices of the file's objects, in
+    layout order, over all components.
+    """
+    file: str
+    stripe_size: int
+    stripe_count: int
+    ost_ids: tuple[int, ...]
+    pool_name: str = ""
+
+
+@dataclass
+class DarshanImport:
+    """The result of :func:`import_darshan`.
+
+    ``records`` are time ordered (seconds since job start); ``layouts`` is keyed by file
+    path; ``notes`` says which modules were used, missing or skipped.
+    """
+    path: str
+    job_id: str
+    records: list[TraceRecord]
+    layouts: dict[str, LustreLayout]
+    notes: list[str] = field(default_factory=list)
+
+
+def _darshan_dirs() -> list[Path]:
+    import darshan  # local: importing PyDarshan loads its C library
+
+    base = Path(darshan.__file__).resolve().parent
+    return [base / "examples" / "example_logs", base / "tests" / "input"]
+
+
+def shipped_logs() -> dict[str, Path]:
+    """The example ``*.darshan`` logs shipped in the installed PyDarshan wheel, by name."""
+    found: dict[str, Path] = {}
+    for d in _darshan_dirs():
+        if d.is_dir():
+            for p in sorted(d.glob("*.darshan")):
+                found.setdefault(p.name, p)
+    return found
+
+
+def example_log_path(name: str) -> Path:
+    """Path of a shipped example log, by file name (``.darshan`` optional).
+
+    Raises:
+        DarshanLogNotFound: no such log; the message lists the available names.
+    """
+    logs = shipped_logs()
+    key = name if name.endswith(".darshan") else name + ".darshan"
+    if key in logs:
+        return logs[key]
+    available = ", ".join(sorted(logs)) or "none (PyDarshan ships no example logs here)"
+    raise DarshanLogNotFound(f"{name}: no shipped Darshan log of that name; available: {available}")
+
+
+def resolve_log(path_or_name: str | Path) -> Path:
+    """A log path as given if it exists, else a shipped example log of that name."""
+    p = Path(path_or_name)
+    if p.is_file():
+        return p
+    if p.parent == Path(".") or str(p) == p.name:
+        return example_log_path(p.name)
+    raise FileNotFoundError(f"{p}: no such Darshan log")
+
+
+def open_report(path: str | Path) -> Any:
+    """Open a log with ``darshan.DarshanReport(path, read_all=True)``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        DarshanImportError: PyDarshan cannot read it (not a Darshan log, truncated).
+    """
+    import darshan
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such Darshan log")
+    try:
+        return darshan.DarshanReport(str(p), read_all=True)
+    except RuntimeError as exc:
+        raise DarshanImportError(f"{p}: not a readable Darshan log ({exc})") from None
+
+
+def _report(src: str | Path | Any) -> Any:
+    return open_report(src) if isinstance(src, (str, Path)) else src
+
+
+def darshan_job_id(report: Any) -> str:
+    """``<exe basename>.<jobid>``, e.g. ``ior.6909118``; ``darshan.<jobid>`` if exe is empty."""
+    exe = str(report.metadata.get("exe", "") or "").split()
+    name = os.path.basename(exe[0]) if exe else ""
+    jobid = report.metadata.get("job", {}).get("jobid", 0)
+    return f"{name or 'darshan'}.{jobid}"
+
+
+def _records(report: Any, module: str) -> list[dict]:
+    """The raw record dicts of a module ([] if absent), via the public ``to_numpy``."""
+    if module not in report.records:
+        return []
+    return list(report.records[module].to_numpy())
+
+
+def lustre_layouts(src: str | Path | Any) -> dict[str, LustreLayout]:
+    """Per-file Lustre layouts of a log's LUSTRE module, keyed by file path.
+
+    Args:
+        src: a log path or an open ``DarshanReport``.
+
+    Returns:
+        ``{path: LustreLayout}``; empty when the log has no LUSTRE module.
+    """
+    report = _report(src)
+    names = report.name_records
+    cols = report.counters.get("LUSTRE", {}).get("counters", []) if hasattr(report, "counters") else []
+    out: dict[str, LustreLayout] = {}
+    for rec in _records(report, "LUSTRE"):
+        fname = names.get(rec["id"], str(rec["id"]))
+        comps = rec.get("components")
+        if comps:  # PyDarshan >= 3.4.5: per-component counters
+            first = dict(zip(cols, (int(v) for v in comps[0]["counters"])))
+            size = first.get("LUSTRE_COMP_STRIPE_SIZE", -1)
+            count = first.get("LUSTRE_COMP_STRIPE_COUNT", -1)
+            osts = tuple(int(o) for c in comps for o in c["ost_ids"])
+            pool = str(comps[0].get("pool_name", "") or "")
+        else:  # older flat form
+            flat = dict(zip(cols, (int(v) for v in rec["counters"])))
+            size = flat.get("LUSTRE_STRIPE_SIZE", -1)
+            count = flat.get("LUSTRE_STRIPE_WIDTH", -1)
+            osts = tuple(int(o) for o in rec.get("ost_ids", ()))
+            pool = ""
+        if count <= 0:
+            count = len(osts) or 1
+        out[fname] = LustreLayout(fname, int(size), int(count), osts, pool)
+    return out
+
+
+def dxt_write_sizes(src: str | Path | Any) -> dict[str, list[int]]:
+    """The sequence of write sizes (bytes) of each (rank, file), from DXT_POSIX.
+
+    Keys are ``"<rank>:<file path>"``; values the ``length`` of each write segment in
+    issue (``start_time``) order. Empty when the log has no DXT_POSIX module. This is
+    the input of the Markov write-size predictor (paper Section III-B).
+    """
+    report = _report(src)
+    names = report.name_records
+    out: dict[str, list[int]] = {}
+    for rec in _records(report, "DXT_POSIX"):
+        segs = sorted(rec["write_segments"], key=lambda s: s["start_time"])
+        if not segs:
+            continue
+        key = f"{rec['rank']}:{names.get(rec['id'], str(rec['id']))}"
+        out.setdefault(key, []).extend(int(s["length"]) for s in segs)
+    return out
+
+
+def _aggregate(segs: Iterable[dict], window_s: float) -> list[tuple[float, int, int]]:
+    """(start time, bytes, ops) runs of time-sorted segments each within window_s."""
+    runs: list[tuple[float, int, int]] = []
+    t0 = b = n = None
+    for s in segs:
+        t = max(0.0, float(s["start_time"]))
+        if t0 is None or t - t0 > window_s:
+            if t0 is not None:
+                runs.append((t0, b, n))
+            t0, b, n = t, 0, 0
+        b += int(s["length"])
+        n += 1
+    if t0 is not None:
+        runs.append((t0, b, n))
+    return runs
+
+
+def import_darshan(path: str | Path, *, job_id: str | None = None,
+                   aggregate_s: float = 1.0,
+                   default_stripe_count: int = 1,
+                   default_stripe_size: int = DEFAULT_STRIPE_SIZE) -> DarshanImport:
+    """Convert a Darshan log into trace records (see the module docstring for the mapping).
+
+    Args:
+        path: the ``.darshan`` log.
+        job_id: job identity; default :func:`darshan_job_id`. File ids are
+            ``<job_id>:<file path>``.
+        aggregate_s: DXT segments of one (rank, file, op) starting within this many
+            seconds of a run's first segment become one record; 0 keeps one record per
+            segment. Default 1 s, as the trace format's ``ops`` column describes.
+        default_stripe_count: stripe count of files without a LUSTRE record (Lustre's
+            default, 1).
+        default_stripe_size: stripe size, bytes, of files without a LUSTRE record
+            (Lustre's default, 1 MiB).
+
+    Raises:
+        FileNotFoundError, DarshanImportError: as :func:`open_report`.
+    """
+    report = open_report(path)
+    job = job_id or darshan_job_id(report)
+    names = report.name_records
+    notes: list[str] = []
+    modules = set(report.modules)
+    layouts = lustre_layouts(report)
+    if "LUSTRE" not in modules:
+        notes.append(f"LUSTRE: module absent; stripe count {default_stripe_count}, "
+                     f"stripe size {default_stripe_size} used for every file")
+
+    path_of: dict[str, str] = {}  # file id -> file path
+
+    def fid(rec_id: int) -> tuple[str, str]:
+        name = names.get(rec_id, str(rec_id))
+        path_of[f"{job}:{name}"] = name
+        return name, f"{job}:{name}"
+
+    def layout(name: str) -> tuple[int, int]:
+        lay = layouts.get(name)
+        if lay is None:
+            return default_stripe_count, default_stripe_size
+        size = lay.stripe_size
+        if size <= 0 or size % STRIPE_SIZE_UNIT:
+            size = default_stripe_size
+        return lay.stripe_count, size
+
+    raw: list[TraceRecord] = []
+    dxt = _records(report, "DXT_POSIX")
+    dxt_ids = {rec["id"] for rec in dxt}
+    if "DXT_POSIX" in modules:
+        n_seg = 0
+        for rec in dxt:
+            name, file_id = fid(rec["id"])
+            sc, ss = layout(name)
+            for op, key in (("write", "write_segments"), ("read", "read_segments")):
+                segs = sorted(rec[key], key=lambda s: s["start_time"])
+                n_seg += len(segs)
+                for t, b, n in _aggregate(segs, aggregate_s):
+                    raw.append(TraceRecord(t, op, job, file_id, b,
+                                           sc if op == "write" else 0,
+                                           ss if op == "write" else 0, None, n))
+        notes.append(f"DXT_POSIX: {len(dxt)} (rank, file) records, {n_seg} segments imported")
+    else:
+        notes.append("DXT_POSIX: module absent; POSIX counters used")
+    if "POSIX" in modules:
+        cols = report.counters["POSIX"]
+        used = 0
+        for rec in _records(report, "POSIX"):
+            if rec["id"] in dxt_ids:
+                continue
+            c = dict(zip(cols["counters"], rec["counters"]))
+            f = dict(zip(cols["fcounters"], rec["fcounters"]))
+            name, file_id = fid(rec["id"])
+            sc, ss = layout(name)
+            opened = max(0.0, float(f.get("POSIX_F_OPEN_START_TIMESTAMP", 0.0)))
+            w_at = float(f.get("POSIX_F_WRITE_START_TIMESTAMP", 0.0)) or opened
+            r_at = float(f.get("POSIX_F_READ_START_TIMESTAMP", 0.0)) or opened
+            if c["POSIX_WRITES"] > 0:
+                raw.append(TraceRecord(max(0.0, w_at), "write", job, file_id,
+                                       int(c["POSIX_BYTES_WRITTEN"]), sc, ss, None,
+                                       int(c["POSIX_WRITES"])))
+                used += 1
+                if c["POSIX_READS"] > 0 and r_at < w_at:
+                    r_at = w_at  # a read-write file: its read counter follows the create
+            if c["POSIX_READS"] > 0:
+                raw.append(TraceRecord(max(0.0, r_at), "read", job, file_id,
+                                       int(c["POSIX_BYTES_READ"]), 0, 0, None,
+                                       int(c["POSIX_READS"])))
+                used += 1
+        notes.append(f"POSIX: counters of {len(report.records['POSIX'])} records "
+                     f"({len(dxt_ids)} files covered by DXT), {used} trace records from counters")
+    else:
+        notes.append("POSIX: module absent; no counters imported")
+    if "MPI-IO" in modules:
+        mp = report.records["MPI-IO"].to_df()["counters"]
+        notes.append(f"MPI-IO: {len(mp)} records, {int(mp['MPIIO_BYTES_WRITTEN'].sum())} bytes "
+                     "written (not added: the POSIX layer carries the same bytes)")
+    for other in sorted(modules - {"POSIX", "DXT_POSIX", "LUSTRE", "MPI-IO"}):
+        notes.append(f"{other}: not imported")
+
+    raw.sort(key=lambda r: (r.timestamp_s, r.op != "write"))
+    records: list[TraceRecord] = []
+    written: set[str] = set()
+    skipped_reads = 0
+    for r in raw:
+        if r.op == "write":
+            written.add(r.file_id)
+        elif r.file_id not in written:
+            lay = layouts.get(path_of[r.file_id])
+            if lay is None or not lay.ost_ids:
+                skipped_reads += 1
+                continue
+            k = len(lay.ost_ids)
+            for i, ost in enumerate(lay.ost_ids):
+                b = r.bytes // k + (1 if i < r.bytes % k else 0)
+                n = max(1, r.ops // k + (1 if i < r.ops % k else 0))
+                records.append(TraceRecord(r.timestamp_s, "read", job, "", b, 0, 0, ost, n))
+            continue
+        records.append(r)
+    if skipped_reads:
+        notes.append(f"reads: {skipped_reads} read records of files neither written in the "
+                     "log nor with a LUSTRE layout skipped")
+    notes.append("deletes: Darshan records no unlink; the trace has none")
+    return DarshanImport(str(path), job, records, layouts, notes)
