@@ -1,0 +1,156 @@
+"""Reader for ``brw_stats``: per-OST (and per-MDT) block I/O histograms.
+
+Location: ``/proc/fs/lustre/osd-{ldiskfs,zfs}/<target>/brw_stats`` up to 2.14,
+``/sys/kernel/debug/lustre/osd-*/<target>/brw_stats`` from 2.15 (LU-14927); ``obdfilter/<target>/
+brw_stats`` is a symlink to it. Real example (Lustre 2.10.1 on ZFS, ``osd-zfs/lustrefs-OST0000/
+brw_stats``, abridged)::
+
+    snapshot_time:         1510782606.797216394 (secs.nsecs)
+
+                               read      |     write
+    pages per bulk r/w     rpcs  % cum % |  rpcs        % cum %
+    1:		        13  56  56   |  153   0   0
+    1K:		         0   0 100   | 4059303  94 100
+
+                               read      |     write
+    I/O time (1/1000s)     ios   % cum % |  ios         % cum %
+    1:		         1 100 100   |    0   0   0
+
+                               read      |     write
+    disk I/O size          ios   % cum % |  ios         % cum %
+    8:		         4  17  17   |    0   0   0
+    4M:		         0   0 100   | 4059303  94 100
+
+2.15+ prints ``snapshot_time:``, ``start_time:`` and ``elapsed_time:`` as ``<sec.nsec> secs.nsecs``
+(no parentheses). Each block: a title row, a header ``<name> <unit> % cum % | <unit> % cum %``,
+then rows ``<bucket>: <read count> <read %> <read cum %> | <write count> <write %> <write cum %>``.
+Buckets are powers of two printed with K/M/G suffixes (1K = 1024). Blocks: ``pages per bulk r/w``
+(rpcs), ``discontiguous pages`` (rpcs), ``discontiguous blocks`` (rpcs), ``disk fragmented I/Os``
+(ios), ``disk I/Os in flight`` (ios), ``I/O time (1/1000s)`` (ios), ``disk I/O size`` (ios), and on
+master ``block maps msec`` (maps); osd-zfs omits some. Format from ``osd_brw_stats`` printing in
+lustre/osd-ldiskfs/osd_lproc.c and ``lprocfs_oh_tally_log2`` (lustre/obdclass/lprocfs_status.c):
+a value ``v`` is counted in the smallest bucket ``2**i >= v``, so a bucket label is the upper
+bound of the values in it. Percent columns are ignored (they are derived).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from collectors.errors import BrwStatsError
+from collectors.readers._common import TIMESTAMP_RE, parse_timestamp, split_lines
+
+_TIME_RE = re.compile(
+    rf"^(snapshot_time|start_time|elapsed_time):\s+{TIMESTAMP_RE}\s+(?:\(secs\.nsecs\)|secs\.nsecs)$",
+    re.ASCII)
+_TITLE_RE = re.compile(r"^\s+read\s+\|\s+write$", re.ASCII)
+_HEADER_RE = re.compile(
+    r"^(?P<name>\S.*?)\s+(?P<unit>[A-Za-z]+)\s+%\s+cum\s+%\s+\|\s+(?P<wunit>[A-Za-z]+)\s+%\s+cum\s+%$",
+    re.ASCII)
+_ROW_RE = re.compile(
+    r"^(?P<bucket>\d{1,20})(?P<scale>[KMG]?):\s+(?P<r>\d+)\s+\d+\s+\d+\s+\|\s+(?P<w>\d+)\s+\d+\s+\d+$",
+    re.ASCII)
+_SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+#: Block names the collector reduces (Section III-D: "I/O read/write time and sizes per OST").
+IO_TIME = "I/O time (1/1000s)"
+DISK_IO_SIZE = "disk I/O size"
+
+
+@dataclass(slots=True)
+class Histogram:
+    """One brw_stats block.
+
+    Attributes:
+        name: block title, e.g. ``I/O time (1/1000s)``.
+        unit: what is counted: ``rpcs``, ``ios`` or ``maps``.
+        buckets: bucket labels as integers (upper bounds; 1K -> 1024), ascending.
+        read: count per bucket for reads, cumulative since start; same length as ``buckets``.
+        write: the same for writes.
+    """
+    name: str
+    unit: str
+    buckets: list[int] = field(default_factory=list)
+    read: list[int] = field(default_factory=list)
+    write: list[int] = field(default_factory=list)
+
+    def as_dict(self, direction: str) -> dict[int, int]:
+        """``{bucket: count}`` for ``direction`` ``"read"`` or ``"write"``."""
+        return dict(zip(self.buckets, self.read if direction == "read" else self.write))
+
+
+@dataclass(slots=True)
+class BrwStats:
+    """A parsed brw_stats file.
+
+    Attributes:
+        snapshot_time: seconds (see :class:`collectors.readers.stats_file.StatsSnapshot`).
+        start_time, elapsed_time: 2.15+ only, seconds.
+        histograms: block name -> :class:`Histogram`, in file order (blocks may be empty).
+        skipped: ``(line number, reason)`` for lines not understood.
+    """
+    snapshot_time: float
+    start_time: float | None = None
+    elapsed_time: float | None = None
+    histograms: dict[str, Histogram] = field(default_factory=dict)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+def parse_brw_stats(text: str, source: str = "<text>") -> BrwStats:
+    """Parse the text of one brw_stats file.
+
+    Args:
+        text: file contents or one ``lctl get_param`` value.
+        source: path or parameter name, used in errors.
+
+    Returns:
+        Every histogram block, with read and write counts per bucket.
+
+    Raises:
+        BrwStatsError: no ``snapshot_time:`` line.
+    """
+    times: dict[str, float] = {}
+    histograms: dict[str, Histogram] = {}
+    skipped: list[tuple[int, str]] = []
+    current: Histogram | None = None
+    expect_header = False
+    for lineno, line in split_lines(text):
+        if not line.strip():
+            current = None
+            continue
+        m = _TIME_RE.match(line)
+        if m:
+            times.setdefault(m.group(1), parse_timestamp(m.group(2), m.group(3)))
+            continue
+        if _TITLE_RE.match(line):
+            expect_header = True
+            current = None
+            continue
+        if expect_header:
+            expect_header = False
+            m = _HEADER_RE.match(line)
+            if m:
+                name = m.group("name")
+                if name in histograms:
+                    skipped.append((lineno, f"repeated block {name}"))
+                    continue
+                current = Histogram(name, m.group("unit"))
+                histograms[name] = current
+                continue
+            skipped.append((lineno, "block title without header"))
+            continue
+        m = _ROW_RE.match(line)
+        if m and current is not None:
+            bucket = int(m.group("bucket")) * _SCALE[m.group("scale")]
+            if current.buckets and bucket <= current.buckets[-1]:
+                skipped.append((lineno, f"bucket {bucket} out of order in {current.name}"))
+                continue
+            current.buckets.append(bucket)
+            current.read.append(int(m.group("r")))
+            current.write.append(int(m.group("w")))
+            continue
+        skipped.append((lineno, "row outside a block" if m else "unrecognised line"))
+    if "snapshot_time" not in times:
+        raise BrwStatsError("no 'snapshot_time:' line", source=source, field="snapshot_time")
+    return BrwStats(times["snapshot_time"], times.get("start_time"), times.get("elapsed_time"),
+                    histograms, skipped)
