@@ -128,6 +128,12 @@ def open_report(path: str | Path) -> Any:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such Darshan log")
+    with open(p, "rb") as fh:
+        head = fh.read(8)
+    # a Darshan 3 log opens with its version string, e.g. b"3.21\0\0\0\0" (darshan-log-format.h);
+    # checking it first keeps the C library from printing its own errors on a stray file
+    if not head.startswith(b"3."):
+        raise DarshanImportError(f"{p}: not a Darshan 3 log (starts with {head[:8]!r})")
     try:
         return darshan.DarshanReport(str(p), read_all=True)
     except RuntimeError as exc:
