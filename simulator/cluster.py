@@ -1,0 +1,107 @@
+"""The simulated servers' static description and initial fill, built from a scenario.
+
+OST ``i`` of a generated cluster sits on OSS ``i // osts_per_oss`` (``oss0``...), as
+``mkfs.lustre --index`` numbering usually follows servers. A real ``lfs df`` snapshot
+(:mod:`traces.lfs_df`) gives real OST sizes and used space; an ``lctl dl -t`` OST map
+gives the real OST -> OSS assignment, else OSTs are grouped ``osts_per_oss`` at a time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mapper.cluster_state import ClusterSnapshot, OssState, OstState
+from simulator.scenario import ClusterSpec, ScenarioError
+
+KIB = 1024
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+@dataclass
+class SimCluster:
+    """Static cluster description plus the initial used space.
+
+    Attributes:
+        oss_names: OSS names, shape (S,).
+        ost_index: Lustre OST index of each simulated OST, shape (N,).
+        ost_oss: OSS position (into ``oss_names``) of each OST, shape (N,).
+        capacity_bytes: OST sizes, shape (N,).
+        used_bytes: used space at t=0, shape (N,).
+        bandwidth_bytes_s: OST bandwidths, shape (N,).
+    """
+    oss_names: list[str]
+    ost_index: np.ndarray
+    ost_oss: np.ndarray
+    capacity_bytes: np.ndarray
+    used_bytes: np.ndarray
+    bandwidth_bytes_s: np.ndarray
+
+    @property
+    def ost_count(self) -> int:
+        return int(self.ost_index.shape[0])
+
+    def snapshot(self, used_bytes: np.ndarray | None = None) -> ClusterSnapshot:
+        """A mapper :class:`ClusterSnapshot` of this cluster (t=0 state by default)."""
+        used = self.used_bytes if used_bytes is None else used_bytes
+        osts = []
+        for i in range(self.ost_count):
+            total = int(self.capacity_bytes[i] // KIB)
+            free = max(0, total - int(used[i] // KIB))
+            osts.append(OstState(index=int(self.ost_index[i]), oss=self.oss_names[self.ost_oss[i]],
+                                 kbytes_total=total, kbytes_free=free, kbytes_avail=free))
+        return ClusterSnapshot(osts=osts, osses={n: OssState(n) for n in self.oss_names})
+
+
+def build_cluster(spec: ClusterSpec, seed: int) -> SimCluster:
+    """Build the cluster and its initial fill (deterministic for ``seed``).
+
+    Raises:
+        ScenarioError: an ``lfs df`` snapshot or filesystem that does not exist.
+    """
+    fill = spec.initial_fill
+    bw = spec.ost_bandwidth_mib_s * MIB
+    if fill.mode == "lfs_df":
+        return _from_lfs_df(spec, bw)
+    n = spec.oss_count * spec.osts_per_oss
+    capacity = np.full(n, spec.ost_size_gib * GIB)
+    if fill.mode == "explicit":
+        used_frac = np.asarray(fill.used_fraction, dtype=float)
+    else:
+        rng = np.random.default_rng(seed)
+        used_frac = rng.uniform(fill.cold_fraction[0], fill.cold_fraction[1], size=n)
+        hot = rng.choice(n, size=fill.hot_osts, replace=False)
+        used_frac[hot] = fill.hot_fraction
+    return SimCluster(oss_names=[f"oss{s}" for s in range(spec.oss_count)],
+                      ost_index=np.arange(n), ost_oss=np.arange(n) // spec.osts_per_oss,
+                      capacity_bytes=capacity, used_bytes=np.floor(capacity * used_frac),
+                      bandwidth_bytes_s=np.full(n, bw))
+
+
+def _from_lfs_df(spec: ClusterSpec, bw: float) -> SimCluster:
+    from traces.lfs_df import read_lfs_df_for_scenario
+    fill = spec.initial_fill
+    try:
+        osts, ost_to_oss = read_lfs_df_for_scenario(fill.path, fill.filesystem, fill.snapshot,
+                                                    fill.ost_map)
+    except (ValueError, KeyError, IndexError) as e:
+        raise ScenarioError(f"cluster.initial_fill: {e}") from None
+    n = len(osts)
+    if ost_to_oss is None:
+        ost_to_oss = {o.index: f"oss{k // spec.osts_per_oss}" for k, o in enumerate(osts)}
+    names: list[str] = []
+    pos: dict[str, int] = {}
+    ost_oss = np.empty(n, dtype=np.int64)
+    for k, o in enumerate(osts):
+        name = ost_to_oss[o.index]
+        if name not in pos:
+            pos[name] = len(names)
+            names.append(name)
+        ost_oss[k] = pos[name]
+    return SimCluster(oss_names=names,
+                      ost_index=np.array([o.index for o in osts]),
+                      ost_oss=ost_oss,
+                      capacity_bytes=np.array([o.kbytes_total * KIB for o in osts], dtype=float),
+                      used_bytes=np.array([o.kbytes_used * KIB for o in osts], dtype=float),
+                      bandwidth_bytes_s=np.full(n, bw))

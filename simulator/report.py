@@ -1,0 +1,148 @@
+"""Summaries, CSV/JSON files and the paper-style figures of a simulator run.
+
+Files written to the output folder:
+
+* ``summary.json`` / ``summary.csv``: one row per policy (metrics below).
+* ``hourly_<policy>.csv``: per hour: max/mean OST used, CV, Jain's index, mean and
+  max/mean OSS CPU (hourly mean of the per-step values), used TiB.
+* ``fig_ost_max_mean.png`` (Fig. 1/11), ``fig_oss_cpu_max_mean.png`` (Fig. 2/12),
+  ``fig_capacity_box_<policy>.png`` (Fig. 3/14).
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from simulator.engine import RunResult
+from simulator.metrics import (coefficient_of_variation, hours_to_balance, jain_index,
+                               max_mean_ratio, normalised_capacity, per_step_to_hourly_mean)
+
+TIB = float(1 << 40)
+MIB = float(1 << 20)
+
+
+def summarise(result: RunResult) -> dict:
+    """The per-policy summary row (units in the keys)."""
+    used = result.ost_used_hourly
+    ost_ratio = max_mean_ratio(used)
+    cpu_hourly = per_step_to_hourly_mean(result.oss_cpu_max_mean, result.step_s)
+    apps = {name: round(a.mean_bandwidth_bytes_s / MIB, 1) for name, a in sorted(result.apps.items())}
+    moved = sum(a.bytes_written + a.bytes_read for a in result.apps.values())
+    io_time = sum(a.io_time_s for a in result.apps.values())
+    alloc = result.alloc_ns / 1e3 if len(result.alloc_ns) else np.zeros(1)
+    return {
+        "policy": result.policy,
+        "ost_max_mean_start": round(float(ost_ratio[0]), 3),
+        "ost_max_mean_end": round(float(ost_ratio[-1]), 3),
+        "ost_hours_to_balance": hours_to_balance(ost_ratio),
+        "oss_cpu_max_mean_mean": round(float(result.oss_cpu_max_mean.mean()), 3),
+        "oss_cpu_hours_to_balance": hours_to_balance(np.concatenate([[np.inf], cpu_hourly])),
+        "ost_cv_end": round(float(coefficient_of_variation(used[-1])), 4),
+        "ost_jain_end": round(float(jain_index(used[-1])), 4),
+        "mean_io_bandwidth_mib_s": round(moved / io_time / MIB, 1) if io_time > 0 else 0.0,
+        "app_mean_io_bandwidth_mib_s": apps,
+        "alloc_us_mean": round(float(alloc.mean()), 2),
+        "alloc_us_p99": round(float(np.percentile(alloc, 99)), 2),
+        "creates": int(result.counters.get("creates", 0)),
+        "failed_creates": int(sum(v for k, v in result.counters.items() if k.startswith("create_failed"))),
+        "used_tib_end": round(float(used[-1].sum()) / TIB, 3),
+        "fallbacks": dict(result.notes),
+        "wall_s": round(result.wall_s, 2),
+    }
+
+
+def hourly_rows(result: RunResult) -> list[dict]:
+    """One row per hour boundary (hour 0 = initial state)."""
+    used = result.ost_used_hourly
+    ratio = max_mean_ratio(used)
+    cv = coefficient_of_variation(used)
+    jain = jain_index(used)
+    cpu_ratio = per_step_to_hourly_mean(result.oss_cpu_max_mean, result.step_s)
+    cpu_mean = per_step_to_hourly_mean(result.oss_cpu_mean, result.step_s)
+    rows = []
+    for h in range(len(used)):
+        c = h - 1  # CPU of the hour ending at boundary h
+        rows.append({"hour": h, "ost_used_max_mean": round(float(ratio[h]), 4),
+                     "ost_used_cv": round(float(cv[h]), 5), "ost_used_jain": round(float(jain[h]), 5),
+                     "used_tib": round(float(used[h].sum()) / TIB, 4),
+                     "oss_cpu_max_mean": round(float(cpu_ratio[c]), 4) if 0 <= c < len(cpu_ratio) else "",
+                     "oss_cpu_mean_pct": round(float(cpu_mean[c]), 3) if 0 <= c < len(cpu_mean) else ""})
+    return rows
+
+
+def write_outputs(results: Sequence[RunResult], out: Path, figures: bool = True) -> list[Path]:
+    """Write summary, hourly CSVs and (optionally) the figures; returns the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    summaries = [summarise(r) for r in results]
+    p = out / "summary.json"
+    p.write_text(json.dumps({"scenario": results[0].scenario if results else "",
+                             "policies": summaries}, indent=2))
+    written.append(p)
+    p = out / "summary.csv"
+    flat = [{k: (json.dumps(v) if isinstance(v, dict) else v) for k, v in s.items()} for s in summaries]
+    with open(p, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(flat[0]))
+        w.writeheader()
+        w.writerows(flat)
+    written.append(p)
+    for r in results:
+        p = out / f"hourly_{r.policy}.csv"
+        rows = hourly_rows(r)
+        with open(p, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        written.append(p)
+    if figures:
+        written += _figures(results, out)
+    return written
+
+
+def _figures(results: Sequence[RunResult], out: Path) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in results:
+        ax.plot(r.hours, max_mean_ratio(r.ost_used_hourly), marker="o", ms=3, label=r.policy)
+    ax.axhline(1.05, color="grey", lw=0.8, ls="--")
+    ax.set(xlabel="Time (hours)", ylabel="Max/Mean OST used space",
+           title=f"{results[0].scenario}: OST load balance (cf. paper Fig. 1/11)")
+    ax.legend()
+    fig.tight_layout()
+    paths.append(out / "fig_ost_max_mean.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in results:
+        t_h = np.arange(len(r.oss_cpu_max_mean)) * r.step_s / 3600.0
+        stride = max(1, len(t_h) // 4000)  # plot at most ~4000 points per policy
+        ax.plot(t_h[::stride], r.oss_cpu_max_mean[::stride], lw=0.6, label=r.policy)
+    ax.set(xlabel="Time (hours)", ylabel="Max/Mean OSS CPU",
+           title=f"{results[0].scenario}: OSS CPU balance per step (cf. paper Fig. 2/12)")
+    ax.legend()
+    fig.tight_layout()
+    paths.append(out / "fig_oss_cpu_max_mean.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    for r in results:
+        norm = normalised_capacity(r.ost_free_hourly[1:])
+        fig, ax = plt.subplots(figsize=(8, 4))
+        ax.boxplot(list(norm), positions=np.arange(1, len(norm) + 1), widths=0.6,
+                   flierprops={"markersize": 2})
+        ax.set(xlabel="Time (hours)", ylabel="OST free space / median",
+               title=f"{r.scenario}: normalised OST capacity, {r.policy} (cf. paper Fig. 3/14)")
+        fig.tight_layout()
+        paths.append(out / f"fig_capacity_box_{r.policy}.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    return paths

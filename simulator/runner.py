@@ -1,0 +1,67 @@
+"""Run a scenario under each of its policies, from identical initial conditions.
+
+Every policy gets the same cluster at t=0, the same records (regenerated from the same
+seeds) and a policy instance seeded with the scenario seed. Policies can run in
+parallel worker processes (``jobs``); results do not depend on ``jobs``.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue as queue_mod
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable
+
+from mapper.policies import make_policy
+from simulator.cluster import SimCluster, build_cluster
+from simulator.engine import RunResult, Simulation
+from simulator.network import make_network
+from simulator.scenario import Scenario
+from simulator.workload import check_workloads, scenario_records
+
+Progress = Callable[[str, float, float], None]
+
+
+def prepare(scenario: Scenario) -> SimCluster:
+    """Build the cluster and validate every workload against it (before any run).
+
+    Raises:
+        ScenarioError: inconsistent scenario or malformed workload.
+    """
+    cluster = build_cluster(scenario.cluster, scenario.seed)
+    check_workloads(scenario, cluster.ost_count)
+    return cluster
+
+
+def run_policy(scenario: Scenario, cluster: SimCluster, policy: str,
+               progress: Progress | None = None) -> RunResult:
+    """One policy's run (in this process)."""
+    pol = make_policy(policy, seed=scenario.seed, **scenario.policy_params.get(policy, {}))
+    net = make_network(scenario.network, **scenario.network_params)
+    cb = (lambda done, total: progress(policy, done, total)) if progress else None
+    return Simulation(scenario, cluster, pol, scenario_records(scenario), net, cb).run()
+
+
+def _worker(scenario: Scenario, cluster: SimCluster, policy: str, q) -> RunResult:
+    return run_policy(scenario, cluster, policy, lambda p, d, t: q.put((p, d, t)))
+
+
+def run_scenario(scenario: Scenario, jobs: int = 1, progress: Progress | None = None) -> list[RunResult]:
+    """Run every policy of ``scenario``; results in the scenario's policy order."""
+    cluster = prepare(scenario)
+    if jobs <= 1 or len(scenario.policies) == 1:
+        return [run_policy(scenario, cluster, p, progress) for p in scenario.policies]
+    ctx = mp.get_context("fork")
+    with ctx.Manager() as manager:
+        q = manager.Queue()
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = [pool.submit(_worker, scenario, cluster, p, q) for p in scenario.policies]
+            while not all(f.done() for f in futures):
+                try:
+                    msg = q.get(timeout=0.2)
+                except queue_mod.Empty:
+                    continue
+                if progress:
+                    progress(*msg)
+            while progress and not q.empty():
+                progress(*q.get())
+            return [f.result() for f in futures]

@@ -1,0 +1,366 @@
+"""Simulator scenarios: TOML files describing the cluster, its initial fill, the
+workloads, the policies and the duration.
+
+Example (``simulator/scenarios/paper-32ost.toml`` is the full one)::
+
+    name = "paper-32ost"
+    duration_s = 86400
+    seed = 2017
+    policies = ["round_robin", "lustre_qos", "random"]
+
+    [cluster]
+    oss_count = 8
+    osts_per_oss = 4
+    ost_size_gib = 8192
+    ost_bandwidth_mib_s = 800
+
+    [cluster.initial_fill]
+    mode = "explicit"            # explicit | generated | lfs_df
+    used_fraction = [0.9, 0.02, ...]
+
+    [[workload]]
+    generator = "ior"            # or: trace = "file.csv" | darshan = "log.darshan"
+    seed = 1
+
+Relative paths are relative to the scenario file; ``{shared}`` expands to the
+project's ``../shared`` folder (or ``$LUSTRE_ALLOC_SHARED``). Any inconsistency
+raises :class:`ScenarioError` with a one-line message naming the file and key.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mapper.policies import POLICIES
+from simulator.models import MdsModel, OssModel
+
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+FILL_MODES = ("explicit", "generated", "lfs_df")
+
+
+class ScenarioError(ValueError):
+    """An invalid scenario. ``str()`` is one line: ``file: key: reason``."""
+
+
+def shared_dir() -> Path:
+    """The read-only ``shared`` folder (fixtures, data), ``$LUSTRE_ALLOC_SHARED`` first."""
+    env = os.environ.get("LUSTRE_ALLOC_SHARED")
+    return Path(env) if env else PROJECT_ROOT.parent / "shared"
+
+
+@dataclass(frozen=True)
+class InitialFill:
+    """How full each OST is at t=0.
+
+    ``explicit``: ``used_fraction`` per OST. ``generated``: ``hot_osts`` OSTs (chosen
+    by seed) at ``hot_fraction``, the rest uniform in ``cold_fraction`` [lo, hi].
+    ``lfs_df``: a real ``lfs df`` snapshot (``path``, ``filesystem``, ``snapshot``
+    index) sets OST count, sizes and used space; ``ost_map`` optionally gives the real
+    OST -> OSS mapping (``lctl dl -t`` output).
+    """
+    mode: str
+    used_fraction: tuple[float, ...] = ()
+    hot_osts: int = 0
+    hot_fraction: float = 0.0
+    cold_fraction: tuple[float, float] = (0.0, 0.0)
+    path: Path | None = None
+    filesystem: str | None = None
+    snapshot: int = 0
+    ost_map: Path | None = None
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The simulated servers. Sizes in GiB, bandwidths in MiB/s."""
+    oss_count: int
+    osts_per_oss: int
+    ost_size_gib: float
+    ost_bandwidth_mib_s: float
+    initial_fill: InitialFill
+    statfs_interval_s: float = 5.0
+    stats_interval_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One workload: a trace file, a generator, or a Darshan log.
+
+    Attributes:
+        kind: ``trace`` | ``generator`` | ``darshan``.
+        source: the path, generator name, or log path/name.
+        seed: generator seed.
+        job_id: override of the job id (generators).
+        params: generator parameters.
+        repeat_every_s: replay the workload every this many seconds (Darshan logs are
+            short; a repeat gets a fresh job id suffix ``#k`` and file namespace).
+        start_s: time offset of the first replay.
+    """
+    kind: str
+    source: str
+    seed: int = 0
+    job_id: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    repeat_every_s: float | None = None
+    start_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PurgeSpec:
+    """Purge policy: every ``interval_s``, delete files not written for ``age_s``
+    when the file system is more than ``when_used_above`` full (OLCF-style purge,
+    Section II-B)."""
+    enabled: bool = False
+    interval_s: float = 3600.0
+    age_s: float = 43200.0
+    when_used_above: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A parsed, validated scenario."""
+    name: str
+    path: Path
+    description: str
+    duration_s: float
+    step_s: float
+    seed: int
+    policies: tuple[str, ...]
+    policy_params: dict[str, dict[str, Any]]
+    cluster: ClusterSpec
+    workloads: tuple[WorkloadSpec, ...]
+    oss_model: OssModel
+    mds_model: MdsModel
+    purge: PurgeSpec
+    network: str = "none"
+    network_params: dict[str, float] = field(default_factory=dict)
+
+    def with_overrides(self, *, policies: tuple[str, ...] | None = None,
+                       duration_s: float | None = None) -> "Scenario":
+        """A copy with other policies and/or duration (CLI flags)."""
+        from dataclasses import replace
+        kw: dict[str, Any] = {}
+        if policies is not None:
+            _check_policies(self.path, policies)
+            kw["policies"] = tuple(policies)
+        if duration_s is not None:
+            if duration_s <= 0:
+                raise ScenarioError(f"{self.path}: duration_s: must be > 0, got {duration_s}")
+            kw["duration_s"] = float(duration_s)
+        return replace(self, **kw)
+
+
+def _check_policies(path: Path, policies: tuple[str, ...] | list[str]) -> None:
+    if not policies:
+        raise ScenarioError(f"{path}: policies: empty")
+    for p in policies:
+        if p not in POLICIES:
+            raise ScenarioError(f"{path}: policies: unknown policy {p!r} "
+                                f"(known: {', '.join(sorted(POLICIES))})")
+
+
+def resolve_scenario_path(name_or_path: str) -> Path:
+    """A scenario file by path, or by bundled name (``paper-32ost``)."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    bundled = SCENARIO_DIR / f"{name_or_path}.toml"
+    if bundled.is_file():
+        return bundled
+    names = ", ".join(sorted(x.stem for x in SCENARIO_DIR.glob("*.toml")))
+    raise ScenarioError(f"{name_or_path}: no such scenario file or bundled scenario (bundled: {names})")
+
+
+def _expand(path: Path, raw: str) -> Path:
+    p = Path(raw.replace("{shared}", str(shared_dir())))
+    return p if p.is_absolute() else (path.parent / p)
+
+
+class _Table:
+    """Typed access to one TOML table with file/key context in errors."""
+
+    def __init__(self, path: Path, prefix: str, data: dict[str, Any]):
+        self.path, self.prefix, self.data = path, prefix, data
+        self.used: set[str] = set()
+
+    def err(self, key: str, reason: str) -> ScenarioError:
+        return ScenarioError(f"{self.path}: {self.prefix}{key}: {reason}")
+
+    def get(self, key: str, kind: type | tuple, default: Any = ..., *, minimum: float | None = None,
+            maximum: float | None = None) -> Any:
+        self.used.add(key)
+        if key not in self.data:
+            if default is ...:
+                raise self.err(key, "missing")
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+            raise self.err(key, f"expected {'/'.join(k.__name__ for k in kinds)}, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.err(key, f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.err(key, f"must be <= {maximum}, got {value}")
+        return value
+
+    def table(self, key: str) -> "_Table":
+        self.used.add(key)
+        value = self.data.get(key, {})
+        if not isinstance(value, dict):
+            raise self.err(key, "expected a table")
+        return _Table(self.path, f"{self.prefix}{key}.", value)
+
+    def finish(self) -> None:
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise self.err(unknown[0], "unknown key")
+
+
+def _model(table: _Table, cls: type) -> Any:
+    """Build a model dataclass from a table of floats; unknown keys are errors."""
+    known = set(cls.__dataclass_fields__)
+    for key in table.data:
+        if key not in known:
+            raise table.err(key, f"unknown key (known: {', '.join(sorted(known))})")
+    return cls(**{k: table.get(k, float, minimum=0.0) for k in table.data})
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Parse and validate a scenario file (or bundled scenario name).
+
+    Checks everything that can be checked before a run: types and ranges, unknown
+    keys, policy names, referenced files exist, explicit fill length matches the OST
+    count, stripe counts and OST ids in trace files fit the cluster (via
+    :func:`simulator.workload.check_workloads`).
+
+    Raises:
+        ScenarioError: one line naming the file, key and reason.
+    """
+    path = resolve_scenario_path(str(name_or_path))
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    top = _Table(path, "", data)
+    name = top.get("name", str, path.stem)
+    description = top.get("description", str, "")
+    duration_s = top.get("duration_s", float, minimum=1.0)
+    step_s = top.get("step_s", float, 1.0, minimum=0.001)
+    seed = top.get("seed", int, 0)
+    policies = tuple(top.get("policies", list, ["round_robin", "lustre_qos", "random"]))
+    _check_policies(path, policies)
+    pp = top.table("policy_params")
+    policy_params = {k: dict(v) for k, v in pp.data.items()}
+    pp.used.update(pp.data)
+    for k in policy_params:
+        if k not in POLICIES:
+            raise pp.err(k, "unknown policy")
+
+    c = top.table("cluster")
+    f = c.table("initial_fill")
+    mode = f.get("mode", str, "explicit")
+    if mode not in FILL_MODES:
+        raise f.err("mode", f"unknown mode {mode!r} (known: {', '.join(FILL_MODES)})")
+    fill_kw: dict[str, Any] = {"mode": mode}
+    if mode == "explicit":
+        fill_kw["used_fraction"] = tuple(float(x) for x in f.get("used_fraction", list))
+        if any(not 0.0 <= x <= 1.0 for x in fill_kw["used_fraction"]):
+            raise f.err("used_fraction", "every value must be within 0..1")
+    elif mode == "generated":
+        fill_kw["hot_osts"] = f.get("hot_osts", int, minimum=0)
+        fill_kw["hot_fraction"] = f.get("hot_fraction", float, minimum=0.0, maximum=1.0)
+        lo_hi = f.get("cold_fraction", list)
+        if len(lo_hi) != 2 or not 0 <= lo_hi[0] <= lo_hi[1] <= 1:
+            raise f.err("cold_fraction", "expected [lo, hi] with 0 <= lo <= hi <= 1")
+        fill_kw["cold_fraction"] = (float(lo_hi[0]), float(lo_hi[1]))
+    else:
+        fill_kw["path"] = _expand(path, f.get("path", str))
+        if not fill_kw["path"].is_file():
+            raise f.err("path", f"file not found: {fill_kw['path']}")
+        fill_kw["filesystem"] = f.get("filesystem", str)
+        fill_kw["snapshot"] = f.get("snapshot", int, 0, minimum=0)
+        if "ost_map" in f.data:
+            fill_kw["ost_map"] = _expand(path, f.get("ost_map", str))
+            if not fill_kw["ost_map"].is_file():
+                raise f.err("ost_map", f"file not found: {fill_kw['ost_map']}")
+    f.finish()
+    fill = InitialFill(**fill_kw)
+    cluster = ClusterSpec(
+        oss_count=c.get("oss_count", int, 0 if mode == "lfs_df" else ..., minimum=0),
+        osts_per_oss=c.get("osts_per_oss", int, minimum=1),
+        ost_size_gib=c.get("ost_size_gib", float, 0.0 if mode == "lfs_df" else ..., minimum=0.0),
+        ost_bandwidth_mib_s=c.get("ost_bandwidth_mib_s", float, minimum=1.0),
+        initial_fill=fill,
+        statfs_interval_s=c.get("statfs_interval_s", float, 5.0, minimum=0.001),
+        stats_interval_s=c.get("stats_interval_s", float, 5.0, minimum=0.001),
+    )
+    c.finish()
+    if mode != "lfs_df":
+        if cluster.oss_count < 1:
+            raise c.err("oss_count", "must be >= 1")
+        if cluster.ost_size_gib <= 0:
+            raise c.err("ost_size_gib", "must be > 0")
+        n = cluster.oss_count * cluster.osts_per_oss
+        if mode == "explicit" and len(fill.used_fraction) != n:
+            raise f.err("used_fraction", f"has {len(fill.used_fraction)} values for {n} OSTs")
+        if mode == "generated" and fill.hot_osts > n:
+            raise f.err("hot_osts", f"{fill.hot_osts} > {n} OSTs")
+
+    oss_model = _model(top.table("oss_model"), OssModel)
+    mds_model = _model(top.table("mds_model"), MdsModel)
+
+    pu = top.table("purge")
+    purge = PurgeSpec(enabled=pu.get("enabled", bool, False),
+                      interval_s=pu.get("interval_s", float, 3600.0, minimum=1.0),
+                      age_s=pu.get("age_s", float, 43200.0, minimum=0.0),
+                      when_used_above=pu.get("when_used_above", float, 0.0, minimum=0.0, maximum=1.0))
+    pu.finish()
+
+    net = top.table("network")
+    network = net.get("model", str, "none")
+    network_params = {k: float(v) for k, v in net.data.items() if k != "model"}
+    net.used.update(net.data)
+    from simulator.network import make_network
+    try:
+        make_network(network, **network_params)
+    except (ValueError, TypeError) as e:
+        raise net.err("model", str(e)) from None
+
+    top.used.add("workload")
+    raw_workloads = data.get("workload", [])
+    if not isinstance(raw_workloads, list) or not raw_workloads:
+        raise top.err("workload", "at least one [[workload]] table is needed")
+    workloads = []
+    for i, w in enumerate(raw_workloads):
+        t = _Table(path, f"workload[{i}].", w)
+        kinds = [k for k in ("trace", "generator", "darshan") if k in w]
+        if len(kinds) != 1:
+            raise t.err("trace|generator|darshan", "exactly one of these keys is needed")
+        kind = kinds[0]
+        source = t.get(kind, str)
+        if kind == "trace":
+            p = _expand(path, source)
+            if not p.is_file():
+                raise t.err("trace", f"trace file not found: {p}")
+            source = str(p)
+        elif kind == "darshan":
+            p = _expand(path, source)
+            source = str(p) if p.is_file() else source  # else: a shipped example log's name
+        ws = WorkloadSpec(kind=kind, source=source, seed=t.get("seed", int, seed),
+                          job_id=t.get("job_id", str, None),
+                          params=dict(t.get("params", dict, {})),
+                          repeat_every_s=t.get("repeat_every_s", float, None, minimum=1.0),
+                          start_s=t.get("start_s", float, 0.0, minimum=0.0))
+        t.finish()
+        workloads.append(ws)
+    top.finish()
+    return Scenario(name=name, path=path, description=description, duration_s=duration_s,
+                    step_s=step_s, seed=seed, policies=policies, policy_params=policy_params,
+                    cluster=cluster, workloads=tuple(workloads), oss_model=oss_model,
+                    mds_model=mds_model, purge=purge, network=network,
+                    network_params=network_params)
