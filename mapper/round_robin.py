@@ -21,6 +21,8 @@ Each allocation walks the array from ``start_idx + offset_idx``:
 * Three passes (``speed`` 0, 1, 2) relax the filters: pass 0 needs precreated
   objects and skips DEGRADED OSTs, pass 1 still skips DEGRADED ones, pass 2 takes any
   usable OST. Unusable OSTs (:mod:`mapper.ost_health`) and duplicates are never taken.
+  Each pass starts again from the ``start_idx`` the call began with, so ``start_idx``
+  ends a call advanced only by the slots the last pass read.
 * The slot is computed before ``start_idx`` is incremented, as in lod_qos.c since
   2.12 (the reference notes write the increment first; the code reads the slot first).
 
@@ -142,7 +144,11 @@ class RoundRobin:
                 st.offset_idx += 1
         chosen: list[int] = []
         taken: set[int] = set()
+        call_start = st.start_idx
         for speed in range(3):
+            # Every pass restarts from the slot the call began at (lod_qos.c resets
+            # lqr_start_idx to the value saved before the first pass).
+            st.start_idx = call_start
             for _ in range(n):
                 if len(chosen) >= count:
                     break
