@@ -15,9 +15,12 @@ Each allocation walks the array from ``start_idx + offset_idx``:
   uniform random slot and ``start_count = (LOV_CREATE_RESEED_MIN / N +
   LOV_CREATE_RESEED_MULT) * N`` with ``LOV_CREATE_RESEED_MIN = 2000`` and
   ``LOV_CREATE_RESEED_MULT = 30`` (lustre_lov.h / lod_internal.h).
-* Otherwise, once ``start_idx`` has walked past the end it wraps, and when the stripe
-  count is > 1 and ``N % count != 1`` the ``offset_idx`` advances by one so that
-  successive files do not keep starting on the same OSTs.
+* Otherwise, when ``start_idx > N`` or the stripe count is ``>= N``, ``start_idx``
+  wraps (``start_idx %= N``), and when the stripe count is > 1 and ``N % count != 1``
+  the ``offset_idx`` advances by one so that successive files do not keep starting on
+  the same OSTs. (The reference notes write ``start_idx >= N: start_idx -= N``;
+  lod_qos.c 2.4..2.15 test ``start_idx > N``, which matters when a call starts at
+  exactly ``N``.)
 * Three passes (``speed`` 0, 1, 2) relax the filters: pass 0 needs precreated
   objects and skips DEGRADED OSTs, pass 1 still skips DEGRADED ones, pass 2 takes any
   usable OST. Unusable OSTs (:mod:`mapper.ost_health`) and duplicates are never taken.
@@ -138,7 +141,9 @@ class RoundRobin:
         if st.start_count <= 0:
             st.start_idx = self._rng.randrange(n)
             st.start_count = (LOV_CREATE_RESEED_MIN // n + LOV_CREATE_RESEED_MULT) * n
-        elif st.start_idx >= n:
+        elif count >= n or st.start_idx > n:
+            # lod_qos.c: "stripe_count_min >= N || start_idx > N" (strictly greater:
+            # a call starting at start_idx == N reads slot (N + offset) % N unwrapped).
             st.start_idx %= n
             if count > 1 and n % count != 1:
                 st.offset_idx += 1
