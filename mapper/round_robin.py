@@ -112,6 +112,10 @@ class RoundRobin:
 
     def _state_for(self, snapshot: ClusterSnapshot, members: list[OstState],
                    pool: str | None) -> RoundRobinState:
+        if pool is not None and not snapshot.pools.get(pool):
+            # lod_find_pool() returns NULL for an empty pool: the file system's own
+            # RR state is used, as for a request without a pool.
+            pool = None
         # rr_dirty: rebuild when the member list or any OSS assignment changes.
         key = tuple((o.index, o.oss) for o in members)
         st = self._pools.get(pool)
