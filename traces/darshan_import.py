@@ -330,6 +330,8 @@ def import_darshan(path: str | Path, *, job_id: str | None = None,
     for other in sorted(modules - {"POSIX", "DXT_POSIX", "LUSTRE", "MPI-IO"}):
         notes.append(f"{other}: not imported")
 
+    # microseconds: what the trace writer keeps, so a written trace reads back equal
+    raw = [r._replace(timestamp_s=round(r.timestamp_s, 6)) for r in raw]
     raw.sort(key=lambda r: (r.timestamp_s, r.op != "write"))
     records: list[TraceRecord] = []
     written: set[str] = set()

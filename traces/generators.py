@@ -15,7 +15,8 @@ Every generator has the signature::
     fn(duration_s: float, seed: int, job_id: str | None = None, **params)
         -> Iterator[TraceRecord]
 
-yields time-ordered records with ``0 <= timestamp_s < duration_s``, is deterministic
+yields time-ordered records with ``0 <= timestamp_s < duration_s`` (rounded to the
+microsecond the trace writer keeps, so a written trace reads back equal), is deterministic
 for a given seed (``numpy.random.default_rng(seed)``), names every file
 ``<job_id>/...`` so merged traces never collide, and deletes what the application
 deletes. Each parameter's docstring line gives its source: the paper, the IOR or
@@ -140,17 +141,17 @@ def ior(duration_s: float, seed: int, job_id: str | None = None, *,
         files = [f"{job}/it{it:05d}/f{p:06d}" for p in range(num_procs)]
         phase: list[TraceRecord] = []
         for p in range(num_procs):
-            t = t0 + float(rng.uniform(0, skew))
+            t = round(t0 + float(rng.uniform(0, skew)), 6)
             phase.append(TraceRecord(t, "write", job, files[p], block_size,
                                      stripe_count, stripe_size, None, ops_per_file))
         yield from sorted(phase)
         if read_back:
-            phase = [TraceRecord(t0 + read_at + float(rng.uniform(0, skew)), "read", job,
+            phase = [TraceRecord(round(t0 + read_at + float(rng.uniform(0, skew)), 6), "read", job,
                                  files[p], block_size, 0, 0, None, ops_per_file)
                      for p in range(num_procs)]
             yield from sorted(phase)
         if not keep_files:
-            phase = [TraceRecord(t0 + delete_at + float(rng.uniform(0, skew)), "delete",
+            phase = [TraceRecord(round(t0 + delete_at + float(rng.uniform(0, skew)), 6), "delete",
                                  job, files[p], 0, 0, 0, None, 1)
                      for p in range(num_procs)]
             yield from sorted(phase)
@@ -310,7 +311,7 @@ def hacc(duration_s: float, seed: int, job_id: str | None = None, *,
                 idx = j * records_per_file + r
                 nbytes = ckpt_bytes // n_rec + (1 if idx < ckpt_bytes % n_rec else 0)
                 nops = max(1, ops_ckpt // n_rec + (1 if idx < ops_ckpt % n_rec else 0))
-                t = t0 + offset + r * burst / records_per_file
+                t = round(t0 + offset + r * burst / records_per_file, 6)
                 batch.append(TraceRecord(t, "write", job, name, nbytes,
                                          stripe_count, stripe_size, None, nops))
         kept.append(files)
@@ -318,9 +319,10 @@ def hacc(duration_s: float, seed: int, job_id: str | None = None, *,
             # once this checkpoint is complete, the oldest kept one is removed; the
             # burst ends by t0 + interval/2, so the deletes precede the next burst
             t_del = max(r.timestamp_s for r in batch) + 1.0
-            batch.extend(TraceRecord(t_del + i * 1e-4, "delete", job, f, 0, 0, 0, None, 1)
+            batch.extend(TraceRecord(round(t_del + i * 1e-4, 6), "delete", job, f,
+                                     0, 0, 0, None, 1)
                          for i, f in enumerate(kept.pop(0))
-                         if t_del + i * 1e-4 < duration_s)
+                         if round(t_del + i * 1e-4, 6) < duration_s)
         yield from sorted(batch)
 
 
@@ -392,7 +394,7 @@ def tpa(duration_s: float, seed: int, job_id: str | None = None, *,
     files = [f"{job}/db/{i:04d}" for i in range(num_files)]
     load_ops = max(1, math.ceil(db_file_size / load_transfer_size))
     for i, name in enumerate(files):
-        yield TraceRecord(i * 1e-3, "write", job, name, db_file_size,
+        yield TraceRecord(round(i * 1e-3, 6), "write", job, name, db_file_size,
                           stripe_count, stripe_size, None, load_ops)
     popularity = 1.0 / np.arange(1, num_files + 1) ** zipf_s
     popularity = popularity[rng.permutation(num_files)]
@@ -403,13 +405,13 @@ def tpa(duration_s: float, seed: int, job_id: str | None = None, *,
     total_ops = max(0, round(ops_rate * duration_s) - num_files * load_ops)
     for w in range(n_win):
         w0 = start + w * window_s
-        width = min(window_s, duration_s - w0)
+        width = min(window_s, duration_s - w0) - 1e-6  # rounding stays below duration_s
         win_ops = total_ops // n_win + (1 if w < total_ops % n_win else 0)
         per_file = rng.multinomial(win_ops, popularity)
         reads = rng.binomial(per_file, read_fraction)
         batch: list[TraceRecord] = []
         for i in np.flatnonzero(per_file):
-            t = w0 + float(rng.uniform(0, width))
+            t = round(w0 + float(rng.uniform(0, width)), 6)
             for op, n in (("read", int(reads[i])), ("write", int(per_file[i] - reads[i]))):
                 if n == 0:
                     continue

@@ -221,3 +221,12 @@ def test_every_parameter_has_a_default_and_a_documented_source():
         for p in list(inspect.signature(fn).parameters.values())[3:]:
             assert p.default is not inspect.Parameter.empty, (name, p.name)
             assert f"    {p.name}:" in doc, (name, p.name)
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_RATE))
+def test_written_trace_reads_back_equal_to_the_generated_records(tmp_path, name):
+    from traces.format import load_trace
+    recs = list(GENERATORS[name](3600.0, 9))
+    p = tmp_path / f"{name}.csv.gz"
+    write_trace(p, recs)
+    assert load_trace(p) == recs
