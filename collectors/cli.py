@@ -1,0 +1,113 @@
+"""``lustre-alloc-collector``: read this server's Lustre statistics every interval and publish
+them to the broker (D' on an OSS, D on the MDS; Section III-A)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+from typing import Sequence
+
+from collectors.collector import Collector
+from collectors.config import CollectorConfig, load
+from collectors.errors import ConfigError
+from collectors.logs import setup_logging
+from collectors.publisher import Publisher
+from collectors.sources import make_source
+
+log = logging.getLogger("collectors.cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lustre-alloc-collector",
+        description="Publish reduced Lustre OSS/MDS statistics (rates, space, brw_stats latency, "
+                    "jobs, CPU, memory, LNet) to the lustre-alloc broker.")
+    p.add_argument("--config", help="TOML file with a [collector] table")
+    p.add_argument("--role", choices=("oss", "mds"))
+    p.add_argument("--broker", help="broker frontend endpoint, e.g. tcp://mds1:5555")
+    p.add_argument("--root", help="directory holding proc/ and sys/ (default /)")
+    p.add_argument("--interval", dest="interval_s", type=float, help="seconds between samples (5)")
+    p.add_argument("--host", help="server name to publish (default: hostname)")
+    p.add_argument("--source", choices=("auto", "files", "lctl"),
+                   help="read files under --root, or run lctl get_param (auto: lctl if installed)")
+    p.add_argument("--lctl-command", dest="lctl_command", help="lctl command line (default lctl)")
+    p.add_argument("--lnetctl-command", dest="lnetctl_command", help="lnetctl command line")
+    p.add_argument("--compress", action="store_const", const=True, help="zlib the payloads")
+    p.add_argument("--max-jobs", dest="max_jobs", type=int, help="jobs per target per sample (8)")
+    p.add_argument("--curve-secret-key", dest="curve_secret_key", help="this server's .key_secret")
+    p.add_argument("--curve-server-key", dest="curve_server_key", help="the broker's public .key")
+    p.add_argument("--log-level", dest="log_level")
+    p.add_argument("--count", type=int, default=0, help="stop after N samples (0: run forever)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print samples as JSON lines on stdout instead of publishing")
+    return p
+
+
+def next_boundary(now: float, interval_s: float) -> float:
+    """The next multiple of ``interval_s`` after ``now`` (Unix seconds): all servers sample at
+    the same instants, so the mapper can compare them."""
+    return (math.floor(now / interval_s) + 1) * interval_s
+
+
+def run(config: CollectorConfig, stop: threading.Event, *, count: int = 0,
+        dry_run: bool = False) -> int:
+    """Sample loop. Returns the number of samples taken."""
+    source = make_source(config.source, config.role, config.root, config.lctl_command,
+                         config.lnetctl_command)
+    collector = Collector(config.role, source, max_jobs=config.max_jobs)
+    publisher = None if dry_run else Publisher(config.broker, config.role, config.host,
+                                               compress=config.compress, curve=config.curve())
+    settings = dataclasses.asdict(config)
+    log.info("collector started", extra={"event": "collector_start", "source": source.description,
+                                          "config": settings})
+    taken = 0
+    try:
+        while not stop.is_set() and (count <= 0 or taken < count):
+            at = next_boundary(time.time(), config.interval_s)
+            if stop.wait(max(0.0, at - time.time())):
+                break
+            started = time.monotonic()
+            body = collector.collect()
+            taken += 1
+            if publisher is None:
+                from collectors.schema import make_sample
+                sample = make_sample(role=config.role, host=config.host, epoch=0, seq=taken,
+                                     time=at, interval_s=config.interval_s, body=body)
+                sys.stdout.write(json.dumps(sample, separators=(",", ":")) + "\n")
+                sys.stdout.flush()
+            else:
+                seq = publisher.publish(at, config.interval_s, body)
+                log.debug("sample published", extra={"event": "sample", "seq": seq, "time": at,
+                                                      "collect_ms": 1000 * (time.monotonic() - started),
+                                                      "targets": len(body["targets"])})
+    finally:
+        if publisher is not None:
+            publisher.close()
+        log.info("collector stopped", extra={"event": "collector_stop", "samples": taken})
+    return taken
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "count", "dry_run")}
+    try:
+        config = load(CollectorConfig, args.config, "collector", overrides)
+    except ConfigError as exc:
+        print(f"lustre-alloc-collector: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(config.log_level)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    run(config, stop, count=args.count, dry_run=args.dry_run)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
