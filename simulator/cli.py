@@ -52,7 +52,7 @@ def _table(summaries: list[dict], title: str) -> Table:
             ("OST h→balance", "ost_hours_to_balance"), ("OST Jain end", "ost_jain_end"),
             ("OSS CPU max/mean (mean)", "oss_cpu_max_mean_mean"),
             ("mean I/O MiB/s", "mean_io_bandwidth_mib_s"), ("alloc µs mean/p99", None),
-            ("creates (failed)", None), ("RR fallbacks", None)]
+            ("creates (failed)", None), ("policy notes", None)]
     for name, _ in cols:
         t.add_column(name, justify="right" if name != "policy" else "left")
     for s in summaries:
@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lustre-alloc-sim``; returns the exit code."""
     args = _parser().parse_args(argv)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 150)
     try:
         if args.cmd == "list":
             for p in sorted(SCENARIO_DIR.glob("*.toml")):

@@ -80,28 +80,38 @@ def build_cluster(spec: ClusterSpec, seed: int) -> SimCluster:
 
 
 def _from_lfs_df(spec: ClusterSpec, bw: float) -> SimCluster:
-    from traces.lfs_df import read_lfs_df_for_scenario
+    from traces.lfs_df import read_lctl_dl, read_lfs_df
     fill = spec.initial_fill
-    try:
-        osts, ost_to_oss = read_lfs_df_for_scenario(fill.path, fill.filesystem, fill.snapshot,
-                                                    fill.ost_map)
-    except (ValueError, KeyError, IndexError) as e:
-        raise ScenarioError(f"cluster.initial_fill: {e}") from None
-    n = len(osts)
-    if ost_to_oss is None:
-        ost_to_oss = {o.index: f"oss{k // spec.osts_per_oss}" for k, o in enumerate(osts)}
+    df = read_lfs_df(fill.path)
+    if fill.snapshot >= len(df.snapshots):
+        raise ScenarioError(f"{fill.path}: snapshot {fill.snapshot} requested, "
+                            f"the file has {len(df.snapshots)}")
+    fss = df.snapshots[fill.snapshot].filesystems
+    if fill.filesystem not in fss:
+        raise ScenarioError(f"{fill.path}: no file system {fill.filesystem!r} in snapshot "
+                            f"{fill.snapshot} (has: {', '.join(sorted(fss))})")
+    osts = sorted(fss[fill.filesystem].osts, key=lambda o: o.index)
+    if not osts:
+        raise ScenarioError(f"{fill.path}: file system {fill.filesystem!r} has no OSTs")
+    nid_of: dict[int, str] = {}
+    if fill.ost_map is not None:
+        dl = read_lctl_dl(fill.ost_map)
+        nid_of = dl.snapshots[0].ost_nids.get(fill.filesystem, {}) if dl.snapshots else {}
+        missing = [o.index for o in osts if o.index not in nid_of]
+        if missing:
+            raise ScenarioError(f"{fill.ost_map}: no OSS for OSTs {missing[:5]} of {fill.filesystem}")
     names: list[str] = []
     pos: dict[str, int] = {}
-    ost_oss = np.empty(n, dtype=np.int64)
+    ost_oss = np.empty(len(osts), dtype=np.int64)
     for k, o in enumerate(osts):
-        name = ost_to_oss[o.index]
+        name = nid_of.get(o.index, f"oss{k // spec.osts_per_oss}")
         if name not in pos:
             pos[name] = len(names)
             names.append(name)
         ost_oss[k] = pos[name]
-    return SimCluster(oss_names=names,
-                      ost_index=np.array([o.index for o in osts]),
-                      ost_oss=ost_oss,
-                      capacity_bytes=np.array([o.kbytes_total * KIB for o in osts], dtype=float),
-                      used_bytes=np.array([o.kbytes_used * KIB for o in osts], dtype=float),
-                      bandwidth_bytes_s=np.full(n, bw))
+    capacity = np.array([o.kbytes_total * KIB for o in osts], dtype=float)
+    # lfs df "Used" excludes root-reserved blocks; "Available" is what new objects get.
+    used = capacity - np.array([o.kbytes_avail * KIB for o in osts], dtype=float)
+    return SimCluster(oss_names=names, ost_index=np.array([o.index for o in osts]),
+                      ost_oss=ost_oss, capacity_bytes=capacity, used_bytes=used,
+                      bandwidth_bytes_s=np.full(len(osts), bw))

@@ -26,8 +26,8 @@ def _base_records(spec: WorkloadSpec, duration_s: float) -> Iterable[TraceRecord
             raise ScenarioError(f"workload generator {spec.source!r} unknown "
                                 f"(known: {', '.join(sorted(GENERATORS))})") from None
         return gen(duration_s, spec.seed, spec.job_id, **spec.params)
-    from traces.darshan_import import darshan_records
-    return darshan_records(spec.source)
+    from traces.darshan_import import import_darshan, resolve_log
+    return import_darshan(resolve_log(spec.source), job_id=spec.job_id, **spec.params).records
 
 
 def workload_records(spec: WorkloadSpec, duration_s: float) -> Iterator[TraceRecord]:
