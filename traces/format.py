@@ -29,8 +29,8 @@ an OST id) plus the application (job id), the file and deletes. Columns:
                  may aggregate consecutive same-file operations of one second so that a
                  trace at 20,000 operations/s stays small.
 
-A ``job_id`` or ``file_id`` holding ``,`` or ``"`` is CSV-quoted (``a,"b`` is written ``"a,""b"``); one
-physical line is one row, so ids cannot hold line breaks.
+A ``job_id`` or ``file_id`` holding ``,`` or ``"`` is CSV-quoted (``a,"b`` is written
+``"a,""b"``); one physical line is one row, so ids cannot hold line breaks.
 
 Lines starting with ``#`` after the magic line and blank lines are ignored. A bad
 line raises :class:`TraceFormatError` formatted ``file:line: field: reason``.
