@@ -107,6 +107,10 @@ class MarkovConfig:
         max_apps: applications tracked at once; the least recently observed is evicted.
         mse_decay: weight of the newest squared error in each candidate length's
             exponentially weighted MSE, in (0, 1].
+        backoff: when the last ``order`` states never occur as a context in the training
+            sequence, predict from the longest shorter suffix that does (order - 1, ...,
+            1), then from the next-state frequencies (order 0). False: straight to
+            order 0. The paper does not say; see docs/predictor.md.
     """
     order: int = PAPER_ORDER
     train_lengths: tuple[int, ...] = ()
@@ -114,6 +118,7 @@ class MarkovConfig:
     history: int = 64
     max_apps: int = 4096
     mse_decay: float = 0.125
+    backoff: bool = True
 
     def __post_init__(self) -> None:
         def need_int(name: str, value: Any, minimum: int) -> None:
@@ -138,6 +143,8 @@ class MarkovConfig:
         need_int("history", self.history, self.max_train_length)
         if not isinstance(self.mse_decay, (int, float)) or not 0.0 < self.mse_decay <= 1.0:
             raise PredictorConfigError(f"mse_decay must be in (0, 1], got {self.mse_decay!r}")
+        if type(self.backoff) is not bool:
+            raise PredictorConfigError(f"backoff must be true or false, got {self.backoff!r}")
 
     @property
     def lengths(self) -> tuple[int, ...]:
@@ -212,6 +219,17 @@ def _new_row() -> list[int]:
     return [0] * (N_STATES + 2)
 
 
+def _lookup(levels: list[dict[int, list[int]]], mods: tuple[int, ...], marg: list[int],
+            ctx: int) -> list[int]:
+    """The row of the longest suffix of context ``ctx`` seen in the training sequence,
+    else the order-0 row ``marg`` (backoff; with ``backoff=False`` only the full context)."""
+    for table, mod in zip(levels, mods):
+        row = table.get(ctx % mod)
+        if row is not None:
+            return row
+    return marg
+
+
 def _most_likely(row: list[int]) -> tuple[int, int]:
     """(state index, its count) of a row's most frequent next state; ties -> most recent."""
     top = max(row[:N_STATES])
@@ -227,7 +245,7 @@ class _AppModel:
     __slots__ = ("hist", "s1", "s2", "mu", "sd", "n_obs", "ctx", "trans", "tables", "margs",
                  "pend", "mse", "mse_n", "best")
 
-    def __init__(self, history: int, n_lengths: int, trans_cap: int):
+    def __init__(self, history: int, n_lengths: int, n_levels: int, trans_cap: int):
         self.hist: deque[int] = deque(maxlen=history)
         self.s1 = 0                 # sum of hist, bytes (exact)
         self.s2 = 0                 # sum of squares of hist, bytes^2 (exact)
@@ -236,7 +254,9 @@ class _AppModel:
         self.n_obs = 0              # requests learned
         self.ctx = 0                # base-5 code of the last `order` state indices
         self.trans: deque[int] = deque(maxlen=trans_cap)  # ctx * 5 + next, oldest first
-        self.tables: list[dict[int, list[int]]] = [{} for _ in range(n_lengths)]
+        # per candidate length: one table per context length, order first (backoff)
+        self.tables: list[list[dict[int, list[int]]]] = [
+            [{} for _ in range(n_levels)] for _ in range(n_lengths)]
         self.margs: list[list[int]] = [_new_row() for _ in range(n_lengths)]
         self.pend: list[float] | None = None   # each length's prediction for the next request
         self.mse = [0.0] * n_lengths
@@ -269,6 +289,9 @@ class MarkovPredictor:
         self._lengths = config.lengths
         self._windows = tuple(n - config.order for n in self._lengths)   # transitions per length
         self._ctx_mod = N_STATES ** config.order
+        # context lengths tables are kept for, longest (the order) first
+        levels = range(config.order, 0, -1) if config.backoff else (config.order,)
+        self._level_mods = tuple(N_STATES ** j for j in levels)
         self._apps: OrderedDict[str, _AppModel] = OrderedDict()
 
     # ------------------------------------------------------------------ learning
@@ -299,8 +322,7 @@ class MarkovPredictor:
         apps = self._apps
         app = apps.get(job_id)
         if app is None:
-            app = apps[job_id] = _AppModel(self.config.history, len(self._lengths),
-                                           self._windows[-1] + 1)
+            app = apps[job_id] = self._new_app()
             if len(apps) > self.config.max_apps:
                 evicted, _ = apps.popitem(last=False)
                 self.stats.evicted += 1
@@ -310,6 +332,10 @@ class MarkovPredictor:
         self._learn(app, x)
         self.stats.observed += 1
         return True
+
+    def _new_app(self) -> _AppModel:
+        return _AppModel(self.config.history, len(self._lengths), len(self._level_mods),
+                         self._windows[-1] + 1)
 
     def _reject(self, job_id: str, value: Any) -> bool:
         self.stats.rejected += 1
@@ -354,25 +380,30 @@ class MarkovPredictor:
             nt = len(trans)
             tables = app.tables
             margs = app.margs
+            mods = self._level_mods
             for c, window in enumerate(self._windows):
-                table = tables[c]
-                row = table.get(ctx)
-                if row is None:
-                    row = table[ctx] = _new_row()
-                row[s] += 1
-                row[_TOTAL] += 1
-                row[_LAST] = s
+                levels = tables[c]
+                for table, mod in zip(levels, mods):
+                    key = ctx % mod
+                    row = table.get(key)
+                    if row is None:
+                        row = table[key] = _new_row()
+                    row[s] += 1
+                    row[_TOTAL] += 1
+                    row[_LAST] = s
                 marg = margs[c]
                 marg[s] += 1
                 marg[_TOTAL] += 1
                 marg[_LAST] = s
                 if nt > window:
                     old_ctx, old_s = divmod(trans[-window - 1], N_STATES)
-                    old_row = table[old_ctx]
-                    old_row[old_s] -= 1
-                    old_row[_TOTAL] -= 1
-                    if old_row[_TOTAL] == 0:
-                        del table[old_ctx]
+                    for table, mod in zip(levels, mods):
+                        key = old_ctx % mod
+                        old_row = table[key]
+                        old_row[old_s] -= 1
+                        old_row[_TOTAL] -= 1
+                        if old_row[_TOTAL] == 0:
+                            del table[key]
                     marg[old_s] -= 1
                     marg[_TOTAL] -= 1
         ctx = app.ctx = (ctx * N_STATES + s) % self._ctx_mod
@@ -384,10 +415,10 @@ class MarkovPredictor:
         """Each candidate's one-step prediction (bytes) and the least-MSE candidate."""
         ctx, mu, sd = app.ctx, app.mu, app.sd
         margs = app.margs
+        mods = self._level_mods
         pend = []
-        for c, table in enumerate(app.tables):
-            row = table.get(ctx) or margs[c]
-            s, _ = _most_likely(row)
+        for c, levels in enumerate(app.tables):
+            s, _ = _most_likely(_lookup(levels, mods, margs[c], ctx))
             pend.append(predicted_write_bytes(s, mu, sd))
         app.pend = pend
         if app.mse_n:
@@ -431,7 +462,8 @@ class MarkovPredictor:
             return []
         ceiling = min(max_stripe_count, usable_osts)
         c = app.best
-        table = app.tables[c]
+        levels = app.tables[c]
+        mods = self._level_mods
         marg = app.margs[c]
         mu, sd = app.mu, app.sd
         ctx = app.ctx
@@ -439,7 +471,7 @@ class MarkovPredictor:
         p = 1.0
         out = []
         for step in range(1, k + 1):
-            row = table.get(ctx) or marg
+            row = _lookup(levels, mods, marg, ctx)
             s, count = _most_likely(row)
             p *= count / row[_TOTAL]
             nbytes = predicted_write_bytes(s, mu, sd)
@@ -531,7 +563,7 @@ class MarkovPredictor:
             raise PredictorUsageError(f"{where}: mse must be {n_len} finite numbers >= 0")
         if type(mse_n) is not int or mse_n < 0:
             raise PredictorUsageError(f"{where}: mse_n {mse_n!r} is not an integer >= 0")
-        app = _AppModel(self.config.history, n_len, trans_cap)
+        app = self._new_app()
         for x in hist:
             app.hist.append(x)
         app.s1 = sum(app.hist)
@@ -545,13 +577,16 @@ class MarkovPredictor:
         for code in trans:
             app.trans.append(code)
         for c, window in enumerate(self._windows):
-            table, marg = app.tables[c], app.margs[c]
+            levels, marg = app.tables[c], app.margs[c]
             for code in list(app.trans)[-window:]:
                 prev, s = divmod(code, N_STATES)
-                row = table.get(prev)
-                if row is None:
-                    row = table[prev] = _new_row()
-                for r in (row, marg):
+                rows = [marg]
+                for table, mod in zip(levels, self._level_mods):
+                    row = table.get(prev % mod)
+                    if row is None:
+                        row = table[prev % mod] = _new_row()
+                    rows.append(row)
+                for r in rows:
                     r[s] += 1
                     r[_TOTAL] += 1
                     r[_LAST] = s

@@ -271,3 +271,14 @@ def test_config_object_or_keyword_fields_but_not_both():
     assert MarkovPredictor(order=2).config.order == 2
     with pytest.raises(PredictorUsageError, match="not both"):
         MarkovPredictor(MarkovConfig(), order=2)
+
+
+def test_an_unseen_context_backs_off_to_its_longest_seen_suffix():
+    # 20 writes then 3 reads: (read, read, read) never occurred as a context, but
+    # (read, read) -> read did; without backoff the order-0 frequencies say "write".
+    seq = [64 * MiB] * 20 + [0, 0, 0]
+    with_backoff, without = MarkovPredictor(order=3), MarkovPredictor(order=3, backoff=False)
+    feed(with_backoff, "ior", seq)
+    feed(without, "ior", seq)
+    assert with_backoff.predict("ior", 1, **PREDICT)[0].state == -2
+    assert without.predict("ior", 1, **PREDICT)[0].state == 0
