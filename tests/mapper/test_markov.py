@@ -277,7 +277,8 @@ def test_an_unseen_context_backs_off_to_its_longest_seen_suffix():
     # 20 writes then 3 reads: (read, read, read) never occurred as a context, but
     # (read, read) -> read did; without backoff the order-0 frequencies say "write".
     seq = [64 * MiB] * 20 + [0, 0, 0]
-    with_backoff, without = MarkovPredictor(order=3), MarkovPredictor(order=3, backoff=False)
+    with_backoff = MarkovPredictor(order=3, train_lengths=(16,))
+    without = MarkovPredictor(order=3, train_lengths=(16,), backoff=False)
     feed(with_backoff, "ior", seq)
     feed(without, "ior", seq)
     assert with_backoff.predict("ior", 1, **PREDICT)[0].state == -2
