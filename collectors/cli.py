@@ -22,6 +22,9 @@ from collectors.sources import make_source
 
 log = logging.getLogger("collectors.cli")
 
+#: Seconds between connecting to the broker and the first sample (see :func:`run`).
+CONNECT_GRACE_S = 0.5
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -67,9 +70,12 @@ def run(config: CollectorConfig, stop: threading.Event, *, count: int = 0,
     log.info("collector started", extra={"event": "collector_start", "source": source.description,
                                           "config": settings})
     taken = 0
+    # PUB drops what it sends before the broker's subscription reaches it: the first sample
+    # waits for a boundary at least CONNECT_GRACE_S after connecting.
+    earliest = time.time() + (0.0 if dry_run else CONNECT_GRACE_S)
     try:
         while not stop.is_set() and (count <= 0 or taken < count):
-            at = next_boundary(time.time(), config.interval_s)
+            at = next_boundary(max(time.time(), earliest), config.interval_s)
             if stop.wait(max(0.0, at - time.time())):
                 break
             started = time.monotonic()

@@ -1,0 +1,133 @@
+"""Broker in-process: last-value cache for late joiners, gap detection, duplicates, CURVE."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import zmq
+
+from collectors.broker import Broker
+from collectors.curve import CurveClient, CurveServer, generate_keys
+from collectors.publisher import Publisher
+from collectors.subscriber import Subscriber
+
+LOCAL = "tcp://127.0.0.1:*"
+BODY = {"server": {"values": {"cpu_percent": 1.0}, "unavailable": {}}, "targets": {}}
+
+
+def wait_for(predicate, timeout_s=5.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture
+def ctx():
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+@pytest.fixture
+def broker():
+    b = Broker(LOCAL, LOCAL, LOCAL, heartbeat_s=0.1).start()
+    yield b
+    b.stop()
+
+
+def test_late_joiner_gets_last_value_of_every_server_at_once(broker, ctx):
+    pubs = [Publisher(broker.endpoints.frontend, "oss", f"oss{i}", context=ctx) for i in range(3)]
+    assert wait_for(lambda: [p.publish(1.0, 5.0, BODY) for p in pubs] and
+                    len(broker.cached_topics()) == 3)
+    for p in pubs:
+        p.publish(2.0, 5.0, BODY)  # the cache keeps the last one
+    assert wait_for(lambda: broker.stats.messages_in >= 6)
+    time.sleep(0.1)
+    with Subscriber(broker.endpoints.backend, broker.endpoints.snapshot, context=ctx) as sub:
+        got = [sub.recv(1.0) for _ in range(3)]
+    assert sorted(s.host for s in got) == ["oss0", "oss1", "oss2"]
+    assert all(s.from_cache and s.time == 2.0 for s in got)
+    for p in pubs:
+        p.close()
+
+
+def test_subscriber_reports_gap_and_drops_duplicates(broker, ctx):
+    with Subscriber(broker.endpoints.backend, broker.endpoints.snapshot, context=ctx) as sub:
+        pub = Publisher(broker.endpoints.frontend, "oss", "ossA", context=ctx, compress=True)
+        time.sleep(0.3)
+        pub.publish(1.0, 5.0, BODY)
+        pub.skip(2)
+        pub.publish(2.0, 5.0, BODY)
+        got = [sub.recv(2.0), sub.recv(2.0)]
+        assert [s.seq for s in got] == [1, 4]
+        assert len(sub.gaps) == 1 and sub.gaps[0].expected_seq == 2 and sub.gaps[0].missing == 2
+        sub.fetch_snapshot()  # the cached seq 4 again: a duplicate
+        assert sub.recv(0.3) is None and sub.duplicates == 1
+        pub.close()
+
+
+def test_new_publisher_epoch_is_not_a_gap(broker, ctx):
+    with Subscriber(broker.endpoints.backend, None, context=ctx) as sub:
+        for _ in range(2):
+            pub = Publisher(broker.endpoints.frontend, "mds", "mds1", context=ctx)
+            time.sleep(0.3)
+            pub.publish(1.0, 5.0, BODY)
+            assert sub.recv(2.0).seq == 1
+            pub.close()
+        assert sub.gaps == []
+
+
+def test_bind_conflict_raises(broker):
+    other = Broker(broker.endpoints.frontend, LOCAL, LOCAL)
+    with pytest.raises(zmq.ZMQError):
+        other.start()
+    other.stop()
+
+
+@pytest.fixture
+def keys(tmp_path):
+    authorized = tmp_path / "authorized"
+    authorized.mkdir()
+    generate_keys(tmp_path, "broker")
+    for name in ("oss1", "mapper"):
+        public, _ = generate_keys(tmp_path, name)
+        (authorized / public.name).write_bytes(public.read_bytes())
+    generate_keys(tmp_path, "intruder")  # valid keys, not authorised
+    return tmp_path
+
+
+def test_curve_rejects_unauthenticated_and_unknown_publishers(keys, ctx):
+    server = CurveServer(str(keys / "broker.key_secret"), str(keys / "authorized"))
+    client = lambda name: CurveClient(str(keys / f"{name}.key_secret"), str(keys / "broker.key"))
+    b = Broker(LOCAL, LOCAL, LOCAL, curve=server, heartbeat_s=0.1).start()
+    try:
+        sub = Subscriber(b.endpoints.backend, b.endpoints.snapshot, curve=client("mapper"),
+                         context=ctx).start()
+        good = Publisher(b.endpoints.frontend, "oss", "oss1", curve=client("oss1"), context=ctx)
+        plain = Publisher(b.endpoints.frontend, "oss", "plain", context=ctx)
+        intruder = Publisher(b.endpoints.frontend, "oss", "intruder", curve=client("intruder"),
+                             context=ctx)
+        time.sleep(0.5)
+        hosts = set()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            for p in (good, plain, intruder):
+                p.publish(1.0, 5.0, BODY)
+            sample = sub.recv(0.1)
+            if sample is not None:
+                hosts.add(sample.host)
+        assert hosts == {"oss1"}
+        assert b.cached_topics() == [b"lustre-alloc.v1.oss.oss1"]
+        # an unauthenticated subscriber gets nothing either
+        nosub = Subscriber(b.endpoints.backend, b.endpoints.snapshot, context=ctx,
+                           snapshot_timeout_s=0.5).start()
+        assert nosub.recv(0.5) is None
+        for s in (nosub, sub):
+            s.close()
+        for p in (good, plain, intruder):
+            p.close()
+    finally:
+        b.stop()
