@@ -96,7 +96,8 @@ def test_collectors_broker_subscriber_over_real_sockets(tmp_path):
         procs.append(broker)
         after = defaultdict(list)
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and min((len(after[h]) for h in last_before), default=0) < 3:
+        while time.monotonic() < deadline and (sub.broker_restarts == 0 or min(
+                (len(after[h]) for h in last_before), default=0) < 3):
             s = sub.recv(0.5)
             if s is not None and s.host in last_before and s.seq > last_before[s.host]:
                 after[s.host].append(s.seq)
