@@ -38,8 +38,11 @@ How we read the paper (details and reasons in ``docs/predictor.md``):
   next state k times (greedy path; ties go to the most recently seen next state). The
   probability of a predicted request is the product of the transition probabilities along
   the path up to it, so it never increases with the step: "drop least likely first" drops
-  from the far end. A context that does not occur in the training sequence falls back to
-  the frequency of next states over the whole training sequence (order 0).
+  from the far end. A context that does not occur in the training sequence backs off to
+  its longest shorter suffix that does (order m-1, ..., 1), then to the frequency of next
+  states over the whole training sequence (order 0); ``backoff=False`` goes straight to
+  order 0. The paper does not say; backoff keeps a high order from predicting worse than
+  a low one right after an application changes phase (bench/markov_table2.py).
 
 Defined behaviour for odd input, none of which raises: an unknown application, or one
 with fewer than m + 1 requests, gets no prediction (``[]``); zero variance predicts mu;
