@@ -110,8 +110,12 @@ def _figures(results: Sequence[RunResult], out: Path) -> list[Path]:
 
     paths = []
     fig, ax = plt.subplots(figsize=(7, 4))
-    for r in results:
-        ax.plot(r.hours, max_mean_ratio(r.ost_used_hourly), marker="o", ms=3, label=r.policy)
+    # Distinct markers and dashes: identical series (QOS falling back to RR) stay visible.
+    styles = [("o", "-"), ("s", "--"), ("^", ":"), ("x", "-.")]
+    for i, r in enumerate(results):
+        marker, ls = styles[i % len(styles)]
+        ax.plot(r.hours, max_mean_ratio(r.ost_used_hourly), marker=marker, ls=ls, ms=4,
+                label=r.policy)
     ax.axhline(1.05, color="grey", lw=0.8, ls="--")
     ax.set(xlabel="Time (hours)", ylabel="Max/Mean OST used space",
            title=f"{results[0].scenario}: OST load balance (cf. paper Fig. 1/11)")
