@@ -116,8 +116,9 @@ class RoundRobin:
             # lod_find_pool() returns NULL for an empty pool: the file system's own
             # RR state is used, as for a request without a pool.
             pool = None
-        # rr_dirty: rebuild when the member list or any OSS assignment changes.
-        key = tuple((o.index, o.oss) for o in members)
+        # rr_dirty: rebuild when the member list or any OST's OSS changes. Every OST
+        # counts, not only members: the spacing divides by each OSS's total OST count.
+        key = (tuple(o.index for o in members), tuple((o.index, o.oss) for o in snapshot.osts))
         st = self._pools.get(pool)
         if st is None or st.key != key:
             groups = osts_by_oss(snapshot.osts)
