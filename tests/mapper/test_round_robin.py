@@ -372,6 +372,23 @@ def test_rr_pools_keep_separate_rr_states():
     assert rng.asked == [8, 4]
 
 
+def test_rr_pool_array_is_rebuilt_when_an_oss_gains_osts_outside_the_pool():
+    # Adding OSTs sets LOD's RR DIRTY flag and changes lsq_tgt_count, which spaces the
+    # pool's array even for OSTs that are not pool members.
+    rr, _ = rr_with_start(0)
+    pool = {"p": frozenset({0, 1, 4, 5})}
+    # Before: A and B have 4 OSTs each, N=4.
+    #   A: OST0 -> 0; OST1 -> 1*4/4 = 1.  B: OST4 -> 0,1 -> 2; OST5 -> 1,2 -> 3
+    assert rr.allocate(cluster(AB, pools=pool), CreateRequest("j", 1, pool="p")).osts == (0,)
+    assert rr.state("p").array == [0, 1, 4, 5]
+    # After: B serves 6 OSTs (8 and 9 added, not in the pool) and sorts first.
+    #   B: OST4 -> 0; OST5 -> 1*4/6 = 0 -> 1.  A: OST0 -> 0,1 -> 2; OST1 -> 1,2 -> 3
+    grown = cluster([("A", [0, 1, 2, 3]), ("B", [4, 5, 6, 7, 8, 9])], pools=pool)
+    # The walk's counters survive the rebuild: start_idx 1 -> slot 1 -> OST5.
+    assert rr.allocate(grown, CreateRequest("j", 1, pool="p")).osts == (5,)
+    assert rr.state("p").array == [4, 5, 0, 1]
+
+
 def test_rr_results_are_valid_placements():
     rr = RoundRobin(seed=11)
     snap = cluster(AB, ost3=dict(flags=OstFlag.ENOSPC), pools={"p": frozenset({1, 2, 3, 6})})
