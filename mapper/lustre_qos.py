@@ -204,6 +204,10 @@ class LustreQos:
         self._dirty = False
         self._reset = False
         if ba_min is None:
+            # Lustre starts ba_min at the largest u64 and ba_max at 0, so with no space
+            # on any active OST the threshold test holds: SAME_SPACE and RESET are set.
+            self._same_space = True
+            self._reset = True
             raise QosUnavailable("no active OST has space")
         self._same_space = ((ba_max * (256 - self.threshold_rr)) >> 8) < ba_min
         if self._same_space:
