@@ -347,6 +347,18 @@ def test_qos_penalties_reset_after_a_balanced_period():
     assert rng.asked[-1] == 40000
 
 
+def test_qos_with_no_space_on_any_active_ost_counts_as_same_space():
+    # Every active OST has ba = 0, so none enters the min/max: ba_min keeps its initial
+    # maximum (u64 -1) and ba_max 0, and (0 * 213) >> 8 = 0 < ba_min sets SAME_SPACE and
+    # RESET. The next call with unchanged space takes the early exit to RR instead of
+    # drawing among zero weights.
+    qos, rng = qos_with()
+    s = snap({0: 0, 1: 0})
+    assert alloc(qos, s, 1).note.startswith("round-robin")
+    assert alloc(qos, s, 1).note == "round-robin: free space balanced"
+    assert rng.asked == []
+
+
 def test_qos_uses_rr_when_fewer_candidates_than_stripes():
     # OST3 is DEGRADED: 3 QOS candidates for 4 stripes -> round-robin, which takes the
     # DEGRADED OST in its last pass.
