@@ -104,9 +104,23 @@ class Locator:
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = Path(root)
+        # (kind, target, name) -> path that worked last time: saves the glob of every candidate
+        # on each interval; dropped as soon as that path fails (a remount, an upgrade).
+        self._resolved: dict[tuple[str, str, str], Path] = {}
 
     def _dirs(self, pattern: str) -> list[str]:
-        return [os.path.basename(p) for p in glob.glob(str(self.root / pattern)) if os.path.isdir(p)]
+        """Names of the directories matching ``<root>/<parent>/*`` (one ``*`` level in parent
+        allowed)."""
+        parent = pattern.rsplit("/", 1)[0]
+        parents = glob.glob(str(self.root / parent)) if "*" in parent else [str(self.root / parent)]
+        names: list[str] = []
+        for base in parents:
+            try:
+                with os.scandir(base) as entries:
+                    names.extend(e.name for e in entries if e.is_dir())
+            except OSError:
+                continue
+        return names
 
     def osts(self) -> list[str]:
         """OST names (``fsname-OSTxxxx``) found in ``obdfilter`` and ``osd-*`` directories."""
@@ -138,7 +152,16 @@ class Locator:
             SourceUnavailable: no candidate could be read; the reason of the most
                 informative failure (permission over missing) is kept.
         """
-        return self._first(self.candidates(kind, target, name), f"{kind} {target} {name}")
+        key = (kind, target, name)
+        cached = self._resolved.get(key)
+        if cached is not None:
+            try:
+                return read_source(cached), str(cached)
+            except SourceUnavailable:
+                del self._resolved[key]
+        text, where = self._first(self.candidates(kind, target, name), f"{kind} {target} {name}")
+        self._resolved[key] = Path(where)
+        return text, where
 
     def read_server(self, name: str) -> tuple[str, str]:
         """``(text, path)`` of a server-wide file (``lnet_stats``, ``health_check``, ``version``)."""
