@@ -16,8 +16,15 @@ Where the reference notes and lod_qos.c differ, the test follows lod_qos.c
 
 ``start_idx`` re-seeding is controlled by replacing the policy's generator with a
 scripted one, so the seeded values appear in the comments.
+
+Pools are sets here, so "pool-member order" (Lustre: the order of ``pool_add``) is read
+as LOD array (index) order, the order :func:`mapper.ost_health.pool_members` returns.
+Master's speed-2 change ("after i=0 walk pos+1 sequentially") is not modelled; the
+released walk (every pass reads ``(start_idx + offset_idx) % N``) is.
 """
 from __future__ import annotations
+
+import random
 
 import pytest
 
@@ -166,6 +173,20 @@ def test_rr_first_file_reseeds_start_idx_and_start_count():
     assert rng.asked == [8]
     assert st.start_count == 2240
     assert st.start_idx == 6
+
+
+def test_rr_seed_fixes_the_first_start_idx():
+    # The seed drives start_idx re-seeding: RoundRobin(seed) draws uniform[0, N) from
+    # random.Random(seed), so the first file of the A/B cluster lands on that slot.
+    snap = cluster(AB)
+    starts = set()
+    for seed in range(6):
+        slot = random.Random(seed).randrange(8)
+        starts.add(slot)
+        assert RoundRobin(seed).allocate(snap, CreateRequest("j", 1)).osts == (AB_ARRAY[slot],)
+        assert RoundRobin(seed).allocate(snap, CreateRequest("j", 1)).osts == \
+            RoundRobin(seed).allocate(snap, CreateRequest("j", 1)).osts
+    assert len(starts) > 1
 
 
 def test_rr_start_count_uses_integer_division_by_n():
