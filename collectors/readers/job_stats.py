@@ -114,11 +114,9 @@ def parse_job_stats(text: str, source: str = "<text>") -> JobStats:
             continue
         m = _COUNTER_RE.match(line)
         if m:
-            def opt(key: str) -> int | None:
-                value = m.group(key)
-                return None if value is None else int(value)
-            job.counters[m.group("name")] = Counter(int(m.group("samples")), m.group("unit"),
-                                                    opt("min"), opt("max"), opt("sum"), opt("sumsq"))
+            name, samples, unit, *rest = m.groups()
+            job.counters[name] = Counter(int(samples), unit,
+                                         *(None if v is None else int(v) for v in rest))
             continue
         result.skipped.append((lineno, "unrecognised line"))
     if not seen_head:
