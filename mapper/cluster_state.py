@@ -41,6 +41,8 @@ class OstState:
         flags: statfs state bits.
         write_latency_s: recent mean write I/O time, seconds, from ``brw_stats``
             "I/O time" histograms (None when unknown).
+        sample_time_s: when the statistics behind this state were read, seconds on
+            the snapshot's clock (None when never sampled: a static or simulated view).
     """
     index: int
     oss: str
@@ -52,6 +54,7 @@ class OstState:
     active: bool = True
     flags: OstFlag = OstFlag.NONE
     write_latency_s: float | None = None
+    sample_time_s: float | None = None
 
     @property
     def kbytes_used(self) -> int:
@@ -69,11 +72,14 @@ class OssState:
         mem_percent: memory utilisation, 0..100.
         lnet_load: normalised LNet load between the MDS and this OSS, 0..100
             (e.g. send+recv bytes/s over link capacity); 0 when unknown.
+        sample_time_s: when this server's last sample was taken, seconds on the
+            snapshot's clock (None when never sampled).
     """
     name: str
     cpu_percent: float = 0.0
     mem_percent: float = 0.0
     lnet_load: float = 0.0
+    sample_time_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -85,12 +91,15 @@ class ClusterSnapshot:
         osses: OSS name -> state; every ``OstState.oss`` must be a key.
         pools: pool name -> OST indices (``lctl pool_new``/``pool_add``).
         time_s: the decision time, seconds (used by QOS's penalty ageing).
+        mds_cpu_percent: CPU utilisation of the MDS, 0..100 (the paper runs prediction
+            and flow only below 70%, Section III-D).
     Policies never mutate a snapshot.
     """
     osts: list[OstState]
     osses: dict[str, OssState]
     pools: dict[str, frozenset[int]] = field(default_factory=dict)
     time_s: float = 0.0
+    mds_cpu_percent: float = 0.0
 
     def __post_init__(self) -> None:
         seen: set[int] = set()

@@ -149,6 +149,7 @@ class Simulation:
         self.oss_ops_s = np.zeros(len(cluster.oss_names))
         self.creates_this_step = 0
         self.meta_this_step = 0
+        self.mds_cpu_last = scenario.mds_model.cpu_idle_percent  # MDS CPU% of the last busy step
         self._rem: np.ndarray | None = None
         # Reserved-space watermarks (osp_precreate.c): low = max(1, KiB_total >> 20) MiB.
         self.enospc_low = np.maximum(1, (self.capacity // KIB).astype(np.int64) >> 20) * MIB
@@ -181,6 +182,7 @@ class Simulation:
         if now - self.last_stats_s >= self.sc.cluster.stats_interval_s:
             self._refresh_stats(now)
         self.view.time_s = now
+        self.view.mds_cpu_percent = self.mds_cpu_last
         app = self.apps.setdefault(app_name(rec.job_id), AppStats())
         req = CreateRequest(job_id=rec.job_id, stripe_count=rec.stripe_count,
                             stripe_size=rec.stripe_size, expected_bytes=rec.bytes)
@@ -417,6 +419,8 @@ class Simulation:
             if self.creates_this_step or self.meta_this_step:
                 mds_cpu[k] = sc.mds_model.cpu_percent(self.creates_this_step / dt,
                                                       self.meta_this_step / dt)
+            # What a monitor on the MDS would read at the next create: the last step's load.
+            self.mds_cpu_last = float(mds_cpu[k])
             if end >= next_purge:
                 self._purge(end)
                 next_purge += sc.purge.interval_s
