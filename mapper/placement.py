@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 from mapper.cluster_state import ClusterSnapshot
 
@@ -38,10 +38,16 @@ class CreateRequest:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """A policy's decision: OST indices in stripe order, and who decided."""
+    """A policy's decision: OST indices in stripe order, and who decided.
+
+    ``fallback`` is empty when the primary policy decided, else the reason the
+    fallback policy did (``"mds_cpu"``, ``"stale"``, ``"budget"``, ``"error"``;
+    see :mod:`mapper.gate`).
+    """
     osts: tuple[int, ...]
     policy: str
     note: str = ""
+    fallback: str = ""
 
 
 class AllocationError(Exception):
@@ -80,3 +86,19 @@ class PlacementPolicy(Protocol):
     name: str
 
     def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement: ...
+
+
+def allocate_each(policy: PlacementPolicy, snapshot: ClusterSnapshot,
+                  requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+    """Decide a batch of requests one by one (for policies without a batch method).
+
+    Returns one entry per request, in order: its placement, or the
+    :class:`AllocationError` it raised (a bad request never spoils the batch).
+    """
+    out: list[Placement | AllocationError] = []
+    for req in requests:
+        try:
+            out.append(policy.allocate(snapshot, req))
+        except AllocationError as e:
+            out.append(e)
+    return out

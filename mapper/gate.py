@@ -1,0 +1,133 @@
+"""When the global mapper may decide, and what decides otherwise.
+
+The paper runs prediction and the flow solver only while the MDS has CPU to spare:
+"the mapper is only invoked when the MDS CPU utilization is below 70%" (Paul et al. 2017,
+Section III-D); otherwise Lustre's own allocator places the file. We add two more
+reasons to step aside, which a service on a real MDS needs:
+
+* ``stale``: the statistics are too old to trust (no sample from some usable OST's
+  server for ``max_sample_age_s``, by default two collector intervals);
+* ``budget``: the primary's recent rounds were slower than ``round_budget_s`` (an
+  exponentially weighted mean of measured round times, so one slow round does not flip
+  it, and a fallback round lets it recover: the estimate decays toward zero while the
+  primary rests).
+
+A primary that raises anything other than a request error (a solver failure) also falls
+back (``error``): a placement bug must never fail a create.
+"""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from mapper.cluster_state import ClusterSnapshot
+from mapper.ost_health import is_usable
+from mapper.placement import (AllocationError, CreateRequest, InvalidRequestError, Placement,
+                              PlacementPolicy, allocate_each)
+
+MDS_CPU_LIMIT_PERCENT = 70.0
+"""Section III-D: prediction + flow only while MDS CPU < 70%."""
+BUDGET_EWMA_WEIGHT = 0.2
+"""Weight of the newest round time in the budget estimate."""
+BUDGET_DECAY_PER_FALLBACK = 0.5
+"""While over budget, each fallback round halves the estimate, so the primary is retried."""
+
+FALLBACK_REASONS = ("mds_cpu", "stale", "budget", "error")
+
+
+def stale_servers(snapshot: ClusterSnapshot, max_age_s: float) -> list[str]:
+    """OSS names serving a usable OST whose last sample is older than ``max_age_s``
+    seconds at ``snapshot.time_s`` (or was never taken), sorted."""
+    stale = set()
+    for ost in snapshot.osts:
+        if not is_usable(ost):
+            continue
+        oss = snapshot.osses[ost.oss]
+        times = [t for t in (ost.sample_time_s, oss.sample_time_s) if t is not None]
+        if not times or snapshot.time_s - min(times) > max_age_s:
+            stale.add(ost.oss)
+    return sorted(stale)
+
+
+def _batch(policy: PlacementPolicy, snapshot: ClusterSnapshot,
+           requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+    batch = getattr(policy, "allocate_batch", None)
+    if batch is not None:
+        return batch(snapshot, requests)
+    return allocate_each(policy, snapshot, requests)
+
+
+class GatedPolicy:
+    """The primary policy when the MDS can afford it, else the fallback.
+
+    Args:
+        primary: the policy to use when allowed (``mcmf``).
+        fallback: Lustre's allocator (``lustre_qos`` by default in the service).
+        mds_cpu_limit_percent: fall back when ``snapshot.mds_cpu_percent`` reaches it.
+        max_sample_age_s: fall back when any usable OST's statistics are older
+            (None: never; the simulator's view is always current).
+        round_budget_s: fall back while the estimated primary round time exceeds it
+            (None: no budget).
+
+    ``name`` is the primary's; each placement's ``policy`` names who decided and
+    ``fallback`` why not the primary. ``fallbacks`` counts rounds per reason.
+    """
+
+    def __init__(self, primary: PlacementPolicy, fallback: PlacementPolicy,
+                 mds_cpu_limit_percent: float = MDS_CPU_LIMIT_PERCENT,
+                 max_sample_age_s: float | None = None,
+                 round_budget_s: float | None = None):
+        self.primary = primary
+        self.fallback = fallback
+        self.name = primary.name
+        self.mds_cpu_limit_percent = mds_cpu_limit_percent
+        self.max_sample_age_s = max_sample_age_s
+        self.round_budget_s = round_budget_s
+        self.round_estimate_s = 0.0
+        self.fallbacks: dict[str, int] = {r: 0 for r in FALLBACK_REASONS}
+        self.last_stale: list[str] = []
+
+    def fallback_reason(self, snapshot: ClusterSnapshot) -> str:
+        """Why the primary may not decide now ("" when it may)."""
+        if snapshot.mds_cpu_percent >= self.mds_cpu_limit_percent:
+            return "mds_cpu"
+        if self.max_sample_age_s is not None:
+            self.last_stale = stale_servers(snapshot, self.max_sample_age_s)
+            if self.last_stale:
+                return "stale"
+        if self.round_budget_s is not None and self.round_estimate_s > self.round_budget_s:
+            return "budget"
+        return ""
+
+    def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
+        """One request; raises what the deciding policy raises for it."""
+        result = self.allocate_batch(snapshot, [request])[0]
+        if isinstance(result, AllocationError):
+            raise result
+        return result
+
+    def allocate_batch(self, snapshot: ClusterSnapshot,
+                       requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+        """One round: a placement or an :class:`AllocationError` per request, in order."""
+        reason = self.fallback_reason(snapshot)
+        if not reason:
+            t0 = time.perf_counter()
+            try:
+                results = _batch(self.primary, snapshot, requests)
+            except (InvalidRequestError, AllocationError):
+                raise
+            except Exception:  # noqa: BLE001 - a solver bug must not fail a create
+                reason = "error"
+            else:
+                took = time.perf_counter() - t0
+                self.round_estimate_s += BUDGET_EWMA_WEIGHT * (took - self.round_estimate_s)
+                return results
+        if reason == "budget":
+            self.round_estimate_s *= BUDGET_DECAY_PER_FALLBACK
+        self.fallbacks[reason] += 1
+        out: list[Placement | AllocationError] = []
+        for r in _batch(self.fallback, snapshot, requests):
+            if isinstance(r, Placement):
+                r = Placement(r.osts, r.policy, r.note, fallback=reason)
+            out.append(r)
+        return out
