@@ -174,6 +174,16 @@ class Simulation:
             oss = self.view.osses[name]
             oss.cpu_percent = float(cpu[s])
             oss.mem_percent = float(mem[s])
+            oss.sample_time_s = now
+        # The simulator's brw_stats "I/O time": a 1 MiB write RPC queued behind the
+        # transfers now sharing the OST's bandwidth (equal shares), seconds.
+        if self.dirty:
+            self._rebuild()
+        queued = np.bincount(self._entry_ost, minlength=self.cl.ost_count)
+        latency = (queued + 1) * MIB / self.cl.bandwidth_bytes_s
+        for p, ost in enumerate(self.view.osts):
+            ost.write_latency_s = float(latency[p])
+            ost.sample_time_s = now
         self.last_stats_s = now
 
     def _create(self, rec: TraceRecord, now: float) -> _File | None:
