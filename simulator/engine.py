@@ -27,8 +27,8 @@ import numpy as np
 from mapper.cluster_state import ClusterSnapshot, OstFlag
 from mapper.placement import AllocationError, CreateRequest, PlacementPolicy
 from simulator.cluster import KIB, MIB, SimCluster
-from simulator.models import raid0_bytes_per_ost, transfer_rates
-from simulator.network import NetworkModel
+from simulator.models import raid0_bytes_per_ost
+from simulator.network import NetworkModel, Storage, TransferSet
 from simulator.scenario import Scenario
 from traces.format import TraceRecord
 
@@ -107,6 +107,7 @@ class _Transfer:
     ops: int
     start_s: float
     stripe_pos: np.ndarray | None = None  # write: stripe slots of ``osts`` in the file
+    client: int = 0             # client node (network model)
 
 
 class Simulation:
@@ -147,6 +148,9 @@ class Simulation:
         self.last_stats_s = -math.inf
         self.oss_bytes_s = np.zeros(len(cluster.oss_names))
         self.oss_ops_s = np.zeros(len(cluster.oss_names))
+        self.oss_in_bytes_s = np.zeros(len(cluster.oss_names))   # written (received), bytes/s
+        self.storage = Storage(ost_oss=cluster.ost_oss, oss_count=len(cluster.oss_names),
+                               ost_bandwidth_bytes_s=cluster.bandwidth_bytes_s)
         self.creates_this_step = 0
         self.meta_this_step = 0
         self.mds_cpu_last = scenario.mds_model.cpu_idle_percent  # MDS CPU% of the last busy step
@@ -170,10 +174,14 @@ class Simulation:
     def _refresh_stats(self, now: float) -> None:
         cpu = self.sc.oss_model.cpu_percent(self.oss_bytes_s, self.oss_ops_s)
         mem = self.sc.oss_model.mem_percent(self.oss_bytes_s)
+        # LNet load between the clients/MDS and each OSS: its busier link direction.
+        lnet = self.network.lnet_load_percent(self.oss_in_bytes_s,
+                                              self.oss_bytes_s - self.oss_in_bytes_s)
         for s, name in enumerate(self.cl.oss_names):
             oss = self.view.osses[name]
             oss.cpu_percent = float(cpu[s])
             oss.mem_percent = float(mem[s])
+            oss.lnet_load = float(lnet[s])
             oss.sample_time_s = now
         # The simulator's brw_stats "I/O time": a 1 MiB write RPC queued behind the
         # transfers now sharing the OST's bandwidth (equal shares), seconds.
@@ -207,6 +215,8 @@ class Simulation:
         self.alloc_ns.append(time.perf_counter_ns() - t0)
         if placement.note:
             self.notes[placement.note.split(":")[0]] += 1
+        if placement.fallback:
+            self.notes[f"fallback {placement.fallback}"] += 1
         app.creates += 1
         self.counters["creates"] += 1
         self.creates_this_step += 1
@@ -259,6 +269,7 @@ class Simulation:
     def _add(self, tr: _Transfer) -> None:
         if tr.nbytes <= 0:
             return
+        tr.client = self.network.client_of(tr.job)
         self.transfers.append(tr)
         self.dirty = True
 
@@ -319,9 +330,9 @@ class Simulation:
         self._entry_write = np.repeat(np.array([t.write for t in trs]), lens)
         self._rem = np.array([t.remaining for t in trs])
         self._ops_per_byte = np.array([t.ops / t.nbytes for t in trs])
-        caps = self.network.caps([self.cl.ost_oss[t.osts] for t in trs])
-        self._rate = transfer_rates(self._entry_flow, self._entry_ost, self._entry_frac, f,
-                                    self.cl.bandwidth_bytes_s, caps)
+        ts = TransferSet(self._entry_flow, self._entry_ost, self._entry_frac, f,
+                         np.array([t.write for t in trs]), np.array([t.client for t in trs]))
+        self._rate = self.network.rates(ts, self.storage)
         self.dirty = False
 
     def _advance(self, now: float, dt: float) -> None:
@@ -333,6 +344,7 @@ class Simulation:
         if not len(self._rem):
             self.oss_bytes_s = np.zeros(s)
             self.oss_ops_s = np.zeros(s)
+            self.oss_in_bytes_s = np.zeros(s)
             return
         progress = np.minimum(self._rate * dt, self._rem)
         self._rem -= progress
@@ -348,6 +360,7 @@ class Simulation:
                               minlength=n)
         self.oss_bytes_s = np.bincount(self.cl.ost_oss, ost_bytes, minlength=s) / dt
         self.oss_ops_s = np.bincount(self.cl.ost_oss, ost_ops, minlength=s) / dt
+        self.oss_in_bytes_s = np.bincount(self.cl.ost_oss, written, minlength=s) / dt
         done = np.nonzero(self._rem <= 1e-6 * np.maximum(1.0, self._rem + progress))[0]
         if len(done):
             keep_mask = np.ones(len(self.transfers), dtype=bool)
@@ -426,6 +439,7 @@ class Simulation:
             else:
                 self.oss_bytes_s[:] = 0.0
                 self.oss_ops_s[:] = 0.0
+                self.oss_in_bytes_s[:] = 0.0
             if self.creates_this_step or self.meta_this_step:
                 mds_cpu[k] = sc.mds_model.cpu_percent(self.creates_this_step / dt,
                                                       self.meta_this_step / dt)
