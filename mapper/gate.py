@@ -17,13 +17,16 @@ back (``error``): a placement bug must never fail a create.
 """
 from __future__ import annotations
 
+import logging
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from mapper.cluster_state import ClusterSnapshot
 from mapper.ost_health import is_usable
-from mapper.placement import (AllocationError, CreateRequest, InvalidRequestError, Placement,
-                              PlacementPolicy, allocate_each)
+from mapper.placement import (AllocationError, CreateRequest, Placement, PlacementPolicy,
+                              allocate_each)
+
+log = logging.getLogger("mapper.gate")
 
 MDS_CPU_LIMIT_PERCENT = 70.0
 """Section III-D: prediction + flow only while MDS CPU < 70%."""
@@ -32,7 +35,9 @@ BUDGET_EWMA_WEIGHT = 0.2
 BUDGET_DECAY_PER_FALLBACK = 0.5
 """While over budget, each fallback round halves the estimate, so the primary is retried."""
 
-FALLBACK_REASONS = ("mds_cpu", "stale", "budget", "error")
+FALLBACK_REASONS = ("mds_cpu", "stale", "budget", "error", "check")
+"""Why the fallback decided; ``check`` is set by the service when its last-line check
+rejected the primary's answer for one request."""
 
 
 def stale_servers(snapshot: ClusterSnapshot, max_age_s: float) -> list[str]:
@@ -68,6 +73,8 @@ class GatedPolicy:
             (None: never; the simulator's view is always current).
         round_budget_s: fall back while the estimated primary round time exceeds it
             (None: no budget).
+        stale_source: computes the stale servers (default :func:`stale_servers`; the
+            service passes its state store's cached equivalent).
 
     ``name`` is the primary's; each placement's ``policy`` names who decided and
     ``fallback`` why not the primary. ``fallbacks`` counts rounds per reason.
@@ -76,13 +83,15 @@ class GatedPolicy:
     def __init__(self, primary: PlacementPolicy, fallback: PlacementPolicy,
                  mds_cpu_limit_percent: float = MDS_CPU_LIMIT_PERCENT,
                  max_sample_age_s: float | None = None,
-                 round_budget_s: float | None = None):
+                 round_budget_s: float | None = None,
+                 stale_source: Callable[[ClusterSnapshot, float], list[str]] = stale_servers):
         self.primary = primary
         self.fallback = fallback
         self.name = primary.name
         self.mds_cpu_limit_percent = mds_cpu_limit_percent
         self.max_sample_age_s = max_sample_age_s
         self.round_budget_s = round_budget_s
+        self.stale_source = stale_source
         self.round_estimate_s = 0.0
         self.fallbacks: dict[str, int] = {r: 0 for r in FALLBACK_REASONS}
         self.last_stale: list[str] = []
@@ -92,7 +101,7 @@ class GatedPolicy:
         if snapshot.mds_cpu_percent >= self.mds_cpu_limit_percent:
             return "mds_cpu"
         if self.max_sample_age_s is not None:
-            self.last_stale = stale_servers(snapshot, self.max_sample_age_s)
+            self.last_stale = self.stale_source(snapshot, self.max_sample_age_s)
             if self.last_stale:
                 return "stale"
         if self.round_budget_s is not None and self.round_estimate_s > self.round_budget_s:
@@ -113,10 +122,15 @@ class GatedPolicy:
         if not reason:
             t0 = time.perf_counter()
             try:
-                results = _batch(self.primary, snapshot, requests)
-            except (InvalidRequestError, AllocationError):
-                raise
+                try:
+                    results = _batch(self.primary, snapshot, requests)
+                except AllocationError:
+                    # a batch method that refuses the whole batch for one request:
+                    # decide one by one, so the others still get their layouts
+                    results = allocate_each(self.primary, snapshot, requests)
             except Exception:  # noqa: BLE001 - a solver bug must not fail a create
+                log.exception("primary policy failed; fallback decides this round",
+                              extra={"event": "primary_error", "policy": self.primary.name})
                 reason = "error"
             else:
                 took = time.perf_counter() - t0

@@ -1,0 +1,102 @@
+"""Prometheus metrics of the mapper service, in a registry of its own.
+
+Names (all prefixed ``lustre_alloc_mapper_``):
+
+==================================  =========  ==========================================
+``requests_total{result}``          counter    replies by result: ``ok``, ``fallback``,
+                                               ``error``, ``bad_request``, ``ping``
+``request_seconds``                 histogram  receive -> reply sent, per request
+``rounds_total``                    counter    allocation rounds (one batch each)
+``round_seconds``                   histogram  duration of a round (policy + checks)
+``round_requests``                  histogram  requests solved per round
+``fallbacks_total{reason}``         counter    requests answered by the fallback, by reason
+``check_violations_total``          counter    replies the last-line check rejected
+``stale_servers``                   gauge      OSSes whose samples are too old
+``mds_cpu_percent``                 gauge      MDS CPU the gate sees
+``osts``                            gauge      OSTs known (``{state="usable"}`` / ``"all"``)
+``samples_total``                   counter    collector samples applied
+``state_saves_total{result}``       counter    learned-state saves, ``ok`` / ``error``
+``ost_predicted_load{ost}``         gauge      the primary's predicted load per OST, when
+                                               the policy exposes ``predicted_load()``
+``ost_stripes_total{ost}``          counter    stripes handed out per OST
+==================================  =========  ==========================================
+
+Per-request counters are kept as plain integers by the service and turned into samples
+at scrape time (a custom collector), so the hot path costs no lock per OST.
+"""
+from __future__ import annotations
+
+from collections import Counter as Tally
+from typing import Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+PREFIX = "lustre_alloc_mapper_"
+LATENCY_BUCKETS_S = (50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3, 0.25, 1.0)
+ROUND_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+RESULTS = ("ok", "fallback", "error", "bad_request", "ping")
+
+
+class _PerOst(Collector):
+    """Scrape-time view of per-OST tallies and the policy's predicted load."""
+
+    def __init__(self, stripes: Tally, predicted: Callable[[], Mapping[int, float] | None]):
+        self.stripes = stripes
+        self.predicted = predicted
+
+    def collect(self) -> Iterable:
+        c = CounterMetricFamily(PREFIX + "ost_stripes", "Stripes handed out per OST",
+                                labels=["ost"])
+        for ost, n in sorted(self.stripes.items()):
+            c.add_metric([str(ost)], n)
+        yield c
+        g = GaugeMetricFamily(PREFIX + "ost_predicted_load",
+                              "Predicted load per OST from the primary policy (unitless)",
+                              labels=["ost"])
+        loads = self.predicted() or {}
+        for ost, v in sorted(loads.items()):
+            g.add_metric([str(ost)], float(v))
+        yield g
+
+
+class MapperMetrics:
+    """All the service's metrics. ``predicted`` returns the policy's per-OST load or None."""
+
+    def __init__(self, predicted: Callable[[], Mapping[int, float] | None] = lambda: None):
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(PREFIX + "requests", "Replies by result", ["result"], registry=r)
+        self._by_result = {k: self.requests.labels(k) for k in RESULTS}
+        self.request_seconds = Histogram(PREFIX + "request_seconds",
+                                         "Request receive to reply, seconds",
+                                         buckets=LATENCY_BUCKETS_S, registry=r)
+        self.rounds = Counter(PREFIX + "rounds", "Allocation rounds", registry=r)
+        self.round_seconds = Histogram(PREFIX + "round_seconds", "Round duration, seconds",
+                                       buckets=LATENCY_BUCKETS_S, registry=r)
+        self.round_requests = Histogram(PREFIX + "round_requests", "Requests per round",
+                                        buckets=ROUND_SIZE_BUCKETS, registry=r)
+        self.fallbacks = Counter(PREFIX + "fallbacks", "Requests answered by the fallback",
+                                 ["reason"], registry=r)
+        self.check_violations = Counter(PREFIX + "check_violations",
+                                        "Replies rejected by the last-line placement check",
+                                        registry=r)
+        self.stale_servers = Gauge(PREFIX + "stale_servers", "OSSes with too old samples",
+                                   registry=r)
+        self.mds_cpu = Gauge(PREFIX + "mds_cpu_percent", "MDS CPU seen by the gate, %",
+                             registry=r)
+        self.osts = Gauge(PREFIX + "osts", "OSTs known", ["state"], registry=r)
+        self.samples = Counter(PREFIX + "samples", "Collector samples applied", registry=r)
+        self.saves = Counter(PREFIX + "state_saves", "Learned-state saves", ["result"],
+                             registry=r)
+        self.stripes: Tally = Tally()
+        r.register(_PerOst(self.stripes, predicted))
+
+    def result(self, name: str, n: int = 1) -> None:
+        """Count ``n`` replies with result ``name`` (one of :data:`RESULTS`)."""
+        self._by_result[name].inc(n)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        """Expose ``/metrics`` over HTTP in a daemon thread."""
+        start_http_server(port, addr=addr, registry=self.registry)
