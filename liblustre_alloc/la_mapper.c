@@ -1,0 +1,578 @@
+/*
+ * la_mapper.c - client side of "Allocation protocol: shim -> mapper
+ * (version 1)" (docs/protocol.md).
+ *
+ * ZeroMQ DEALER sockets that send [b"", msgpack map] to the mapper's ROUTER,
+ * with a request id in every request: a request that timed out leaves the
+ * socket usable, and its late reply is recognised by id and dropped.
+ * Sockets are pooled: a thread takes one for a request and puts it back, so
+ * no socket is ever used by two threads at once.  The context belongs to the
+ * process that made it: after fork the child abandons the parent's context
+ * and sockets (never touches them) and makes its own on first use.
+ *
+ * Sockets use ZMQ_IMMEDIATE: nothing is queued towards a mapper that is not
+ * connected, so a stopped mapper costs at most LUSTRE_ALLOC_TIMEOUT_MS and,
+ * for LUSTRE_ALLOC_RETRY_MS after that, nothing at all.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <msgpack.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "la_internal.h"
+
+#define LA_MAX_FRAME 65536 /* protocol: larger bodies are refused */
+
+struct la_conn {
+	void *sock;
+	void *ctx;
+	struct la_conn *next;
+};
+
+static pthread_mutex_t la_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *la_ctx;
+static pid_t la_ctx_pid;
+static struct la_conn *la_free_conns;
+static int la_busy;
+static int la_shut;
+/* What a fork child inherited and must never touch; kept reachable. */
+static void *la_abandoned_ctx;
+static struct la_conn *la_abandoned_conns;
+
+static _Atomic uint64_t la_next_id = 1;
+static _Atomic uint64_t la_backoff_until_us;
+
+/* ---- msgpack encoding into a caller buffer (no allocation) ---- */
+
+struct la_buf {
+	char *p;
+	size_t len, cap;
+	int overflow;
+};
+
+static int la_buf_write(void *data, const char *buf, size_t len)
+{
+	struct la_buf *b = data;
+
+	if (b->len + len > b->cap) {
+		b->overflow = 1;
+		return -1;
+	}
+	memcpy(b->p + b->len, buf, len);
+	b->len += len;
+	return 0;
+}
+
+static void la_pack_cstr(msgpack_packer *pk, const char *s)
+{
+	size_t n = strlen(s);
+
+	msgpack_pack_str(pk, n);
+	msgpack_pack_str_body(pk, s, n);
+}
+
+size_t la_pack_request(char *buf, size_t cap, uint64_t id,
+		       const struct la_request *rq)
+{
+	struct la_buf b = { buf, 0, cap, 0 };
+	msgpack_packer pk;
+	int alloc = rq != NULL;
+	int n = 3;
+
+	if (alloc)
+		n += 4 + (rq->path ? 1 : 0) + (rq->pool && *rq->pool ? 1 : 0);
+	msgpack_packer_init(&pk, &b, la_buf_write);
+	msgpack_pack_map(&pk, (size_t)n);
+	la_pack_cstr(&pk, "v");
+	msgpack_pack_int(&pk, 1);
+	la_pack_cstr(&pk, "op");
+	la_pack_cstr(&pk, alloc ? "alloc" : "ping");
+	la_pack_cstr(&pk, "id");
+	msgpack_pack_uint64(&pk, id);
+	if (alloc) {
+		la_pack_cstr(&pk, "job");
+		la_pack_cstr(&pk, rq->job);
+		la_pack_cstr(&pk, "stripe_count");
+		msgpack_pack_int(&pk, rq->stripe_count);
+		la_pack_cstr(&pk, "stripe_size");
+		msgpack_pack_uint64(&pk, rq->stripe_size);
+		la_pack_cstr(&pk, "expected_bytes");
+		msgpack_pack_uint64(&pk, rq->expected_bytes);
+		if (rq->path) {
+			/* bin: a path is bytes, not necessarily UTF-8 */
+			size_t pl = strlen(rq->path);
+
+			la_pack_cstr(&pk, "path");
+			msgpack_pack_bin(&pk, pl);
+			msgpack_pack_bin_body(&pk, rq->path, pl);
+		}
+		if (rq->pool && *rq->pool) {
+			la_pack_cstr(&pk, "pool");
+			la_pack_cstr(&pk, rq->pool);
+		}
+	}
+	return b.overflow ? 0 : b.len;
+}
+
+/* ---- reply decoding ---- */
+
+static int la_key_is(const msgpack_object *k, const char *s)
+{
+	size_t n = strlen(s);
+
+	return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+	       memcmp(k->via.str.ptr, s, n) == 0;
+}
+
+static int la_obj_u64(const msgpack_object *o, uint64_t *v)
+{
+	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return -1;
+	*v = o->via.u64;
+	return 0;
+}
+
+static void la_obj_str(const msgpack_object *o, char *dst, size_t cap)
+{
+	size_t n;
+
+	if (o->type != MSGPACK_OBJECT_STR)
+		return;
+	n = o->via.str.size < cap - 1 ? o->via.str.size : cap - 1;
+	memcpy(dst, o->via.str.ptr, n);
+	dst[n] = '\0';
+	for (size_t i = 0; i < n; i++) /* the record is line/tab separated */
+		if ((unsigned char)dst[i] < 0x20 || dst[i] == 0x7f)
+			dst[i] = '?';
+}
+
+#define LA_GARBAGE(what) \
+	do { snprintf(d->reason, sizeof(d->reason), "mapper_garbage:%s", what); \
+	     rc = -EPROTO; goto out; } while (0)
+
+/* 0: d->ok layout; 1: reply to another request (stale); -errno: failure
+ * (d->reason says why). */
+int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
+		   int want_count, struct la_decision *d)
+{
+	msgpack_unpacked u;
+	size_t off = 0;
+	const msgpack_object *osts = NULL, *ssize = NULL;
+	uint64_t v = 0, id = 0, err = 0;
+	int have_v = 0, have_id = 0, ok = -1, rc = 0;
+	uint32_t i;
+
+	d->ok = 0;
+	msgpack_unpacked_init(&u);
+	if (len > LA_MAX_FRAME)
+		LA_GARBAGE("too_large");
+	if (msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS)
+		LA_GARBAGE("undecodable");
+	if (off != len)
+		LA_GARBAGE("trailing_bytes");
+	if (u.data.type != MSGPACK_OBJECT_MAP)
+		LA_GARBAGE("not_a_map");
+	for (i = 0; i < u.data.via.map.size; i++) {
+		const msgpack_object *k = &u.data.via.map.ptr[i].key;
+		const msgpack_object *val = &u.data.via.map.ptr[i].val;
+
+		if (la_key_is(k, "v")) {
+			if (la_obj_u64(val, &v))
+				LA_GARBAGE("v");
+			have_v = 1;
+		} else if (la_key_is(k, "id")) {
+			if (la_obj_u64(val, &id))
+				LA_GARBAGE("id");
+			have_id = 1;
+		} else if (la_key_is(k, "ok")) {
+			if (val->type != MSGPACK_OBJECT_BOOLEAN)
+				LA_GARBAGE("ok");
+			ok = val->via.boolean ? 1 : 0;
+		} else if (la_key_is(k, "osts")) {
+			osts = val;
+		} else if (la_key_is(k, "stripe_size")) {
+			ssize = val;
+		} else if (la_key_is(k, "policy")) {
+			la_obj_str(val, d->policy, sizeof(d->policy));
+		} else if (la_key_is(k, "fallback")) {
+			la_obj_str(val, d->mapper_fallback,
+				   sizeof(d->mapper_fallback));
+		} else if (la_key_is(k, "errno")) {
+			if (la_obj_u64(val, &err))
+				err = EPROTO;
+		}
+	}
+	if (!have_v || v != 1)
+		LA_GARBAGE("version");
+	if (!have_id)
+		LA_GARBAGE("id");
+	if (id != want_id) {
+		rc = 1;
+		goto out;
+	}
+	if (ok < 0)
+		LA_GARBAGE("ok");
+	if (ok && want_count == LA_WANT_PONG) {
+		d->reason[0] = '\0';
+		goto out;
+	}
+	if (!ok) {
+		if (err == 0 || err > 4095)
+			err = EPROTO;
+		snprintf(d->reason, sizeof(d->reason), "mapper_error:%u",
+			 (unsigned)err);
+		rc = -(int)err;
+		goto out;
+	}
+	if (!osts || osts->type != MSGPACK_OBJECT_ARRAY ||
+	    osts->via.array.size == 0 || osts->via.array.size > LA_MAX_STRIPES)
+		LA_GARBAGE("osts");
+	if (want_count > 0 && osts->via.array.size != (uint32_t)want_count)
+		LA_GARBAGE("osts_count");
+	{
+		/* OST indices are < 0xffff (LOV_OFFSET_DEFAULT is "none"). */
+		static const unsigned words = 65536 / 64;
+		uint64_t seen[65536 / 64];
+
+		memset(seen, 0, sizeof(seen));
+		for (i = 0; i < osts->via.array.size; i++) {
+			uint64_t x;
+
+			if (la_obj_u64(&osts->via.array.ptr[i], &x) ||
+			    x >= LA_LOV_OFFSET_DEFAULT)
+				LA_GARBAGE("osts_index");
+			if (seen[x / 64] & (1ull << (x % 64)))
+				LA_GARBAGE("osts_duplicate");
+			seen[x / 64] |= 1ull << (x % 64);
+			d->osts[i] = (uint32_t)x;
+		}
+		(void)words;
+	}
+	d->count = (int)osts->via.array.size;
+	if (!ssize || la_obj_u64(ssize, &v) || v == 0 ||
+	    v % LA_STRIPE_SIZE_UNIT || v > UINT32_MAX)
+		LA_GARBAGE("stripe_size");
+	d->stripe_size = v;
+	d->ok = 1;
+	d->reason[0] = '\0';
+out:
+	msgpack_unpacked_destroy(&u);
+	if (rc < 0)
+		d->err = rc;
+	return rc;
+}
+
+/* ---- connection pool ---- */
+
+static void la_abandon_locked(void)
+{
+	struct la_conn *c = la_free_conns;
+
+	while (c) {
+		struct la_conn *next = c->next;
+
+		c->next = la_abandoned_conns;
+		la_abandoned_conns = c;
+		c = next;
+	}
+	la_free_conns = NULL;
+	if (la_ctx)
+		la_abandoned_ctx = la_ctx;
+	la_ctx = NULL;
+	la_busy = 0;
+}
+
+static struct la_conn *la_conn_get(void)
+{
+	struct la_conn *c = NULL;
+	pid_t pid = getpid();
+	int one = 1, zero = 0, hwm = 64;
+
+	pthread_mutex_lock(&la_pool_mu);
+	if (la_shut)
+		goto out;
+	if (la_ctx && la_ctx_pid != pid)
+		la_abandon_locked(); /* fork without our atfork handler */
+	if (!la_ctx) {
+		la_ctx = zmq_ctx_new();
+		if (!la_ctx)
+			goto out;
+		zmq_ctx_set(la_ctx, ZMQ_BLOCKY, 0);
+		la_ctx_pid = pid;
+	}
+	if (la_free_conns) {
+		c = la_free_conns;
+		la_free_conns = c->next;
+	} else {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			goto out;
+		c->ctx = la_ctx;
+		c->sock = zmq_socket(la_ctx, ZMQ_DEALER);
+		if (!c->sock) {
+			free(c);
+			c = NULL;
+			goto out;
+		}
+		zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+		zmq_setsockopt(c->sock, ZMQ_IMMEDIATE, &one, sizeof(one));
+		zmq_setsockopt(c->sock, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+		zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+		if (zmq_connect(c->sock, la_cfg.mapper) != 0) {
+			zmq_close(c->sock);
+			free(c);
+			c = NULL;
+			goto out;
+		}
+	}
+	c->next = NULL;
+	la_busy++;
+out:
+	pthread_mutex_unlock(&la_pool_mu);
+	return c;
+}
+
+static void la_conn_put(struct la_conn *c)
+{
+	pthread_mutex_lock(&la_pool_mu);
+	if (c->ctx == la_ctx && la_ctx_pid == getpid() && !la_shut) {
+		c->next = la_free_conns;
+		la_free_conns = c;
+		la_busy--;
+	} else if (la_ctx_pid == getpid() && c->ctx == la_ctx) {
+		zmq_close(c->sock); /* shut down while we were using it */
+		free(c);
+		la_busy--;
+	} /* else: a parent's socket in a fork child; never touch it */
+	pthread_mutex_unlock(&la_pool_mu);
+}
+
+void la_mapper_atfork_prepare(void)
+{
+	pthread_mutex_lock(&la_pool_mu);
+}
+
+void la_mapper_atfork_parent(void)
+{
+	pthread_mutex_unlock(&la_pool_mu);
+}
+
+void la_mapper_atfork_child(void)
+{
+	la_abandon_locked();
+	pthread_mutex_unlock(&la_pool_mu);
+}
+
+void la_mapper_shutdown(void)
+{
+	pthread_mutex_lock(&la_pool_mu);
+	la_shut = 1;
+	if (la_ctx && la_ctx_pid == getpid()) {
+		while (la_free_conns) {
+			struct la_conn *c = la_free_conns;
+
+			la_free_conns = c->next;
+			zmq_close(c->sock);
+			free(c);
+		}
+		if (la_busy == 0) {
+			zmq_ctx_term(la_ctx);
+			la_ctx = NULL;
+		}
+	}
+	pthread_mutex_unlock(&la_pool_mu);
+}
+
+/* ---- one exchange ---- */
+
+static int la_ms_left(double deadline_us)
+{
+	double left = deadline_us - la_now_us();
+
+	return left <= 0 ? 0 : (int)ceil(left / 1000.0);
+}
+
+/* Drain one multipart message; 0 and body in *msg if it is [b"", body]. */
+static int la_recv_reply(void *sock, zmq_msg_t *body)
+{
+	zmq_msg_t part;
+	int more = 0, good = 1, nparts = 0;
+	size_t sz = sizeof(more);
+
+	do {
+		zmq_msg_init(&part);
+		if (zmq_msg_recv(&part, sock, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&part);
+			return nparts ? -EPROTO : -errno;
+		}
+		nparts++;
+		zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
+		if (nparts == 1) {
+			if (zmq_msg_size(&part) != 0 || !more)
+				good = 0;
+			zmq_msg_close(&part);
+		} else if (nparts == 2 && good && !more) {
+			zmq_msg_move(body, &part);
+			zmq_msg_close(&part);
+		} else {
+			good = 0;
+			zmq_msg_close(&part);
+		}
+	} while (more);
+	return good && nparts == 2 ? 0 : -EPROTO;
+}
+
+/* Send req (id) and wait for its reply until deadline_us.  Returns 0 with
+ * d filled by la_parse_reply (which may itself report an error), else a
+ * negative errno with d->reason set. */
+static int la_exchange(void *sock, const char *req, size_t reqlen,
+		       uint64_t id, int want_count, double deadline_us,
+		       struct la_decision *d)
+{
+	zmq_pollitem_t it = { sock, 0, ZMQ_POLLOUT, 0 };
+	int rc;
+
+	/* Stale replies to requests we gave up on: drop them now. */
+	for (;;) {
+		zmq_msg_t body;
+
+		zmq_msg_init(&body);
+		rc = la_recv_reply(sock, &body);
+		zmq_msg_close(&body);
+		if (rc == -EAGAIN)
+			break;
+	}
+	rc = zmq_poll(&it, 1, la_ms_left(deadline_us));
+	if (rc <= 0 || !(it.revents & ZMQ_POLLOUT)) {
+		strcpy(d->reason, "mapper_unreachable");
+		return -EHOSTUNREACH;
+	}
+	if (zmq_send(sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
+	    zmq_send(sock, req, reqlen, ZMQ_DONTWAIT) != (int)reqlen) {
+		snprintf(d->reason, sizeof(d->reason), "mapper_send:%d", errno);
+		return -EAGAIN;
+	}
+	for (;;) {
+		zmq_msg_t body;
+		int left = la_ms_left(deadline_us);
+
+		it.events = ZMQ_POLLIN;
+		it.revents = 0;
+		if (left <= 0 || zmq_poll(&it, 1, left) <= 0 ||
+		    !(it.revents & ZMQ_POLLIN)) {
+			strcpy(d->reason, "mapper_timeout");
+			return -ETIMEDOUT;
+		}
+		zmq_msg_init(&body);
+		rc = la_recv_reply(sock, &body);
+		if (rc == -EAGAIN) {
+			zmq_msg_close(&body);
+			continue;
+		}
+		if (rc != 0) {
+			zmq_msg_close(&body);
+			strcpy(d->reason, "mapper_garbage:frames");
+			d->err = -EPROTO;
+			return 0;
+		}
+		rc = la_parse_reply(zmq_msg_data(&body), zmq_msg_size(&body),
+				    id, want_count, d);
+		zmq_msg_close(&body);
+		if (rc == 1)
+			continue; /* a late reply to an earlier request */
+		return 0;
+	}
+}
+
+static void la_decision_reset(struct la_decision *d)
+{
+	d->ok = 0;
+	d->count = 0;
+	d->stripe_size = 0;
+	d->policy[0] = d->mapper_fallback[0] = d->reason[0] = '\0';
+	d->mapper_us = 0;
+	d->err = 0;
+}
+
+static int la_ask(const struct la_request *rq, int want_count, int timeout_ms,
+		  int use_backoff, struct la_decision *d)
+{
+	char req[LA_PATH_MAX + 1024];
+	uint64_t id = atomic_fetch_add(&la_next_id, 1);
+	struct la_conn *c;
+	double t0 = la_now_us();
+	size_t len;
+	int rc;
+
+	la_decision_reset(d);
+	if (!la_cfg.mapper[0]) {
+		strcpy(d->reason, "no_mapper");
+		d->err = -ENOTCONN;
+		return d->err;
+	}
+	if (use_backoff && la_cfg.retry_ms > 0 &&
+	    (uint64_t)t0 < atomic_load(&la_backoff_until_us)) {
+		strcpy(d->reason, "mapper_backoff");
+		d->err = -ETIMEDOUT;
+		return d->err;
+	}
+	len = la_pack_request(req, sizeof(req), id, rq);
+	if (len == 0) {
+		strcpy(d->reason, "request_too_large");
+		d->err = -ENAMETOOLONG;
+		return d->err;
+	}
+	c = la_conn_get();
+	if (!c) {
+		strcpy(d->reason, "mapper_socket");
+		d->err = -ENOTCONN;
+		return d->err;
+	}
+	rc = la_exchange(c->sock, req, len, id, want_count,
+			 t0 + timeout_ms * 1000.0, d);
+	la_conn_put(c);
+	d->mapper_us = la_now_us() - t0;
+	if (rc < 0) {
+		d->err = rc;
+		if (use_backoff && la_cfg.retry_ms > 0)
+			atomic_store(&la_backoff_until_us,
+				     (uint64_t)(la_now_us() +
+						la_cfg.retry_ms * 1000.0));
+		return rc;
+	}
+	if (want_count == LA_WANT_PONG)
+		return d->reason[0] ? (d->err ? d->err : -EPROTO) : 0;
+	return d->ok ? 0 : d->err;
+}
+
+void la_mapper_alloc(const struct la_request *rq, int timeout_ms,
+		     struct la_decision *d)
+{
+	la_ask(rq, rq->stripe_count, timeout_ms, 1, d);
+}
+
+int la_mapper_ping(int timeout_ms)
+{
+	struct la_decision *d = malloc(sizeof(*d));
+	int rc;
+
+	if (!d)
+		return -ENOMEM;
+	rc = la_ask(NULL, LA_WANT_PONG, timeout_ms, 0, d);
+	if (rc == 0 && d->reason[0])
+		rc = d->err ? d->err : -EPROTO;
+	free(d);
+	return rc;
+}
+
+void la_mapper_query(const struct la_request *rq, int timeout_ms,
+		     struct la_decision *d)
+{
+	la_ask(rq, rq->stripe_count, timeout_ms, 0, d);
+}

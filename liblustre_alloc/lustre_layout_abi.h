@@ -1,0 +1,98 @@
+/*
+ * lustre_layout_abi.h - the few Lustre client constants and packed structs
+ * the shim needs to create a file on chosen OSTs.
+ *
+ * Defined here from facts, not copied: the uapi header (lustre_user.h) is
+ * GPL-2.0 and Lustre is not installed on the build machines.  Every value is
+ * restated in ../shared/reference/lustre-client-layout-api.md ("Constants
+ * (x86_64)" and "Packed layouts"), gathered from lustre-release:
+ * lustre/include/uapi/linux/lustre/lustre_user.h and liblustreapi.
+ * The byte layout is checked by tests/test_layout_abi.c.
+ */
+#ifndef LUSTRE_LAYOUT_ABI_H
+#define LUSTRE_LAYOUT_ABI_H
+
+#include <stdint.h>
+
+/* statfs(2) f_type of a Lustre client mount (lustre_user.h LL_SUPER_MAGIC). */
+#define LA_LL_SUPER_MAGIC 0x0BD00BD0u
+
+/* lov_user_md magics (lustre_user.h LOV_USER_MAGIC_*). */
+#define LA_LOV_USER_MAGIC_V1 0x0BD10BD0u
+#define LA_LOV_USER_MAGIC_V3 0x0BD30BD0u
+/* v3 shape, one lmm_objects[] entry per requested OST ("lfs setstripe -o"). */
+#define LA_LOV_USER_MAGIC_SPECIFIC 0x0BD50BD0u
+/* PFL composite layout; the shim does not parse it (see docs/client.md). */
+#define LA_LOV_USER_MAGIC_COMP_V1 0x0BD60BD0u
+
+#define LA_LOV_PATTERN_RAID0 0x1u
+/* No start OST requested (lustre_user.h LOV_OFFSET_DEFAULT). */
+#define LA_LOV_OFFSET_DEFAULT 0xffffu
+/* Pool name: 15 characters plus NUL (LOV_MAXPOOLNAME). */
+#define LA_LOV_MAXPOOLNAME 15
+
+/* ioctls on the file descriptor (lustre_user.h, x86_64 values). */
+#define LA_LL_IOC_LOV_SETSTRIPE 0x4008669Aul /* _IOW('f', 154, long) */
+#define LA_LL_IOC_LOV_GETSTRIPE 0x4008669Bul /* _IOW('f', 155, long) */
+
+/* open(2) flag asking llite not to instantiate objects until SETSTRIPE.
+ * O_NOCTTY | FASYNC: the spelling accepted by every Lustre version. */
+#define LA_O_LOV_DELAY_CREATE 0x2100
+
+/* Stripe size unit: a multiple of 64 KiB (lov_user_md lmm_stripe_size). */
+#define LA_STRIPE_SIZE_UNIT 65536u
+
+/* Largest stripe count a Lustre layout can hold (LOV_MAX_STRIPE_COUNT). */
+#define LA_MAX_STRIPES 2000
+
+/* lov_user_ost_data_v1: 24 bytes. */
+struct la_lov_user_ost_data_v1 {
+	uint64_t l_object_id;  /* @0  ost_id, zero when creating */
+	uint64_t l_object_seq; /* @8 */
+	uint32_t l_ost_gen;    /* @16 */
+	uint32_t l_ost_idx;    /* @20 OST index */
+} __attribute__((packed));
+
+/* lov_user_md_v1: 32 bytes + objects. */
+struct la_lov_user_md_v1 {
+	uint32_t lmm_magic;         /* @0 */
+	uint32_t lmm_pattern;       /* @4 */
+	uint64_t lmm_object_id;     /* @8  lmm_oi */
+	uint64_t lmm_object_seq;    /* @16 */
+	uint32_t lmm_stripe_size;   /* @24 bytes */
+	uint16_t lmm_stripe_count;  /* @28 */
+	uint16_t lmm_stripe_offset; /* @30 */
+	struct la_lov_user_ost_data_v1 lmm_objects[]; /* @32 */
+} __attribute__((packed));
+
+/* lov_user_md_v3: 48 bytes + objects; the shape of LOV_USER_MAGIC_SPECIFIC. */
+struct la_lov_user_md_v3 {
+	uint32_t lmm_magic;         /* @0 */
+	uint32_t lmm_pattern;       /* @4 */
+	uint64_t lmm_object_id;     /* @8 */
+	uint64_t lmm_object_seq;    /* @16 */
+	uint32_t lmm_stripe_size;   /* @24 */
+	uint16_t lmm_stripe_count;  /* @28 */
+	uint16_t lmm_stripe_offset; /* @30 */
+	char lmm_pool_name[LA_LOV_MAXPOOLNAME + 1]; /* @32 */
+	struct la_lov_user_ost_data_v1 lmm_objects[]; /* @48 */
+} __attribute__((packed));
+
+/*
+ * liblustreapi's struct llapi_stripe_param as far as the shim uses it
+ * (reference: "lsp_osts sits at byte offset 32 in every version 2.8 ..
+ * master" on x86_64).  Bytes 29..31 hold flags added in later versions; the
+ * shim leaves them zero.
+ */
+struct la_llapi_stripe_param {
+	uint64_t lsp_stripe_size;   /* @0 */
+	char *lsp_pool;             /* @8 */
+	int lsp_stripe_offset;      /* @16 */
+	int lsp_stripe_pattern;     /* @20 */
+	int lsp_stripe_count;       /* @24 */
+	_Bool lsp_is_specific;      /* @28 */
+	unsigned char lsp_later_flags[3]; /* @29, zero */
+	uint32_t lsp_osts[];        /* @32 */
+};
+
+#endif
