@@ -1,0 +1,126 @@
+"""Helpers for the mapper service tests: ephemeral ports, in-thread services on a static
+cluster, mapper subprocesses, and a small policy with learned state to persist."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pytest
+
+from mapper.cluster_state import ClusterSnapshot
+from mapper.ost_health import is_usable, pool_members, resolve_stripe_count
+from mapper.placement import CreateRequest, Placement
+from mapper.service import MapperService
+from mapper.service_config import load_config
+
+PYTHON = sys.executable
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_service(**settings) -> MapperService:
+    """A started in-thread mapper bound on an ephemeral 127.0.0.1 port."""
+    settings.setdefault("bind", "tcp://127.0.0.1:*")
+    settings.setdefault("log_level", "warning")
+    return MapperService(load_config(None, settings)).start()
+
+
+@pytest.fixture
+def static_service() -> Iterator[MapperService]:
+    """A 4x2 static cluster served by round_robin (fallback lustre_qos)."""
+    svc = make_service(static_cluster="4x2", policy="round_robin")
+    yield svc
+    svc.stop()
+
+
+class JobCounter:
+    """A placement policy with learned state: how many requests each job made. Places
+    stripes on the usable pool members in index order, rotated by that count. Its state
+    is a JSON file, so tests can check what a restart restores."""
+    name = "job_counter"
+
+    def __init__(self, seed: int = 0):
+        self.counts: dict[str, int] = {}
+
+    def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
+        usable = [o.index for o in pool_members(snapshot, request.pool) if is_usable(o)]
+        n = self.counts.get(request.job_id, 0)
+        self.counts[request.job_id] = n + 1
+        count = resolve_stripe_count(request.stripe_count, len(usable))
+        rot = n % len(usable)
+        return Placement(tuple((usable[rot:] + usable[:rot])[:count]), self.name)
+
+    def save_state(self, path: str) -> None:
+        Path(path).write_text(json.dumps(self.counts))
+
+    def load_state(self, path: str) -> None:
+        self.counts = json.loads(Path(path).read_text())
+
+
+def spawn_mapper(args: Sequence[str], log_path: Path, *, with_test_policy: bool = False
+                 ) -> subprocess.Popen:
+    """``lustre-alloc-mapper ARGS`` in a real subprocess (stderr to ``log_path``); with
+    ``with_test_policy`` the :class:`JobCounter` policy is registered as ``job_counter``."""
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    if with_test_policy:
+        code = ("import sys; from mapper.policies import POLICIES; "
+                "from tests.service.conftest import JobCounter; "
+                "POLICIES['job_counter'] = JobCounter; "
+                "from mapper.service_cli import main; sys.exit(main(sys.argv[1:]))")
+        argv = [PYTHON, "-c", code, *args]
+    else:
+        argv = [PYTHON, "-m", "mapper.service_cli", *args]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log_path, "w"),
+                            env=env, cwd=PROJECT)
+
+
+def wait_ready(endpoint: str, proc: subprocess.Popen | None = None, timeout_s: float = 15.0
+               ) -> None:
+    """Ping until the mapper answers."""
+    from mapper.client import MapperClient, MapperTimeout
+    deadline = time.monotonic() + timeout_s
+    with MapperClient(endpoint, timeout_s=0.2) as client:
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError(f"mapper exited with {proc.returncode}")
+            try:
+                client.ping()
+                return
+            except MapperTimeout:
+                continue
+    raise AssertionError(f"mapper at {endpoint} did not answer within {timeout_s} s")
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> int:
+    """SIGTERM, wait; SIGKILL if it hangs. Returns the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    return proc.returncode
+
+
+def log_events(path: Path) -> list[dict]:
+    """The JSON log lines of a mapper subprocess."""
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
