@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from mapper.lustre_qos import LustreQos
+from mapper.mcmf import McmfPolicy
 from mapper.placement import PlacementPolicy
 from mapper.random_policy import WeightedRandom
 from mapper.round_robin import RoundRobin
@@ -12,6 +13,7 @@ POLICIES: dict[str, Callable[..., PlacementPolicy]] = {
     "round_robin": RoundRobin,
     "lustre_qos": LustreQos,
     "random": WeightedRandom,
+    "mcmf": McmfPolicy,
 }
 BASELINES = ("round_robin", "lustre_qos", "random")
 

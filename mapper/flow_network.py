@@ -1,0 +1,186 @@
+"""The placement flow network of one round (Paul et al. 2017, Section III-C1, Fig. 10).
+
+::
+
+    source --(stripes_i, -bonus_i)--> R_i --(1, oss_cost_j)--> OST_j ==(slots)==> sink
+
+* source -> R_i: capacity = the request's stripe count. The paper's cost is 0; we put a
+  *priority bonus* (a negative cost) on it: current requests get the largest, predicted
+  ones less the less likely they are. The solver computes a maximum flow of minimum
+  cost, so when not every request fits, the flow it gives up is the least likely
+  predicted request's first and the current requests' last: in one solve, the paper's
+  "remove one of the predicted requests ... and run the algorithm again" (Section
+  III-C2). Any flow extends to a maximum flow without lowering flow on a source arc
+  (an augmenting path never re-enters the source), so a maximum flow serving every
+  current request exists whenever any flow does; the bonus, larger than the most
+  expensive path, makes the solver pick it.
+* R_i -> OST_j: capacity 1 (a request never gets an OST twice), cost from the cost model.
+* OST_j -> sink: one arc with capacity = stripes the OST can hold (linear cost), or
+  parallel arcs of capacity 1 with the cost model's rising unit costs (convex cost).
+  Unit costs are shifted by their minimum; with the maximum flow fixed this changes
+  the objective by a constant and keeps numbers small.
+
+**Candidate pruning (exact).** The dense network has requests x OSTs arcs. Each request
+keeps arcs only to its ``S`` cheapest eligible OSTs by first-stripe cost
+(``oss_cost_j + unit_cost_j[0]``), ``S`` = total stripes of the round. Proof that the
+optimum is unchanged: take an optimal flow where request r uses an OST j outside its
+``S`` cheapest. At most ``S`` OSTs carry flow and j is one of them, so one of r's ``S``
+cheapest, t, carries none. Moving r's stripe from j to t is feasible (nobody uses t; its
+capacity is >= 1 since only OSTs with room are candidates) and changes the cost by
+``first(t) - marginal(j) <= first(t) - first(j) <= 0`` (unit costs are non-decreasing).
+Repeating reaches an optimal flow inside the pruned network. Request-arc costs must not
+depend on the request, which holds for both cost models.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from mapper.flow_costs import CostModel, OstArrays
+
+SOURCE = 0
+SINK = 1
+
+
+@dataclass(frozen=True)
+class RoundRequest:
+    """One request of a round.
+
+    Attributes:
+        stripes: stripes wanted (>= 1).
+        group: index of its eligibility mask (requests of the same pool share one).
+        tier: 0 for a current request; 1, 2, ... for predicted ones, most likely first.
+    """
+    stripes: int
+    group: int
+    tier: int = 0
+
+
+@dataclass(frozen=True)
+class FlowNetwork:
+    """Arrays of one round's network, ready for a solver.
+
+    Attributes:
+        n_nodes: nodes (0 source, 1 sink, then requests, then OSTs).
+        tails, heads, capacities, costs: int64 arrays, one entry per arc.
+        supplies: int64 (n_nodes,): total stripes at the source, minus that at the sink.
+        assign_arc: indices of the request -> OST arcs in the arc arrays.
+        assign_request: request number of each of those arcs.
+        assign_ost: OST row (into the round's :class:`OstArrays`) of each.
+        n_requests: request nodes (their source arcs are the first ``n_requests`` arcs).
+        sink_shift: what was subtracted from every OST -> sink unit cost.
+    """
+    n_nodes: int
+    tails: np.ndarray
+    heads: np.ndarray
+    capacities: np.ndarray
+    costs: np.ndarray
+    supplies: np.ndarray
+    assign_arc: np.ndarray
+    assign_request: np.ndarray
+    assign_ost: np.ndarray
+    n_requests: int = 0
+    sink_shift: int = 0
+
+    def placement_cost(self, flows: np.ndarray) -> int:
+        """Eq. 1 of a flow without the priority bonuses and with the shift undone: the
+        cost models' own total, comparable between networks of the same round."""
+        r = self.n_requests
+        body = int(self.costs[r:] @ flows[r:])
+        return body + self.sink_shift * int(flows[:r].sum())
+
+    @property
+    def n_arcs(self) -> int:
+        """Number of arcs."""
+        return len(self.tails)
+
+
+def stripe_capacity(osts: OstArrays, stripe_size: int) -> np.ndarray:
+    """Stripes each OST can still hold: available bytes // stripe size (Section III-C1),
+    int64 (N,)."""
+    avail = osts.kbytes_avail.astype(np.int64) * 1024 - osts.pending_bytes.astype(np.int64)
+    return np.maximum(avail, 0) // max(int(stripe_size), 1)
+
+
+def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: Sequence[np.ndarray],
+                  cost_model: CostModel, stripe_size: int, bytes_per_stripe: float,
+                  prune: bool = True) -> FlowNetwork:
+    """Build one round's network.
+
+    Args:
+        osts: the usable, non-straggling OSTs of the round (N rows).
+        requests: the round's requests (current and predicted).
+        eligible: boolean masks of shape (N,), indexed by ``RoundRequest.group``.
+        cost_model: the cost model.
+        stripe_size: bytes per stripe for the capacity of OST -> sink arcs (the
+            round's largest).
+        bytes_per_stripe: expected bytes a stripe of this round will hold.
+        prune: keep only each request's ``S`` cheapest candidates (exact; see the
+            module docstring). False builds the dense network (for tests and benches).
+    Raises:
+        ValueError: a request with ``stripes < 1`` or an unknown group.
+    """
+    n = len(osts.index)
+    r = len(requests)
+    for i, req in enumerate(requests):
+        if req.stripes < 1 or not 0 <= req.group < len(eligible):
+            raise ValueError(f"request {i}: stripes {req.stripes}, group {req.group}")
+    cap = stripe_capacity(osts, stripe_size)
+    req_cost = cost_model.request_arc_costs(osts)
+    total = sum(req.stripes for req in requests)
+    # Candidates per eligibility group.
+    first = req_cost + cost_model.unit_costs(osts, 1, bytes_per_stripe)[:, 0]
+    cand: list[np.ndarray] = []
+    for mask in eligible:
+        rows = np.nonzero(mask & (cap > 0))[0]
+        if prune and len(rows) > total:
+            order = np.lexsort((rows, first[rows]))
+            rows = np.sort(rows[order[:total]])
+        cand.append(rows)
+    # Request -> OST arcs.
+    req_rows = [cand[req.group] for req in requests]
+    lens = np.array([len(c) for c in req_rows], dtype=np.int64)
+    assign_request = np.repeat(np.arange(r, dtype=np.int64), lens)
+    assign_ost = np.concatenate(req_rows) if r else np.zeros(0, dtype=np.int64)
+    used_rows, ost_node = np.unique(assign_ost, return_inverse=True)
+    m = len(used_rows)
+    first_ost_node = 2 + r
+    # OST -> sink arcs: K_j = min(capacity, requests that may use it) unit slots.
+    per_ost_requests = np.bincount(ost_node, minlength=m) if m else np.zeros(0, dtype=np.int64)
+    slots_needed = int(per_ost_requests.max()) if m else 0
+    units = cost_model.unit_costs(osts, slots_needed, bytes_per_stripe, rows=used_rows) if m else np.zeros((0, 1), dtype=np.int64)
+    shift = int(units.min()) if m else 0
+    units = units - shift
+    if units.shape[1] == 1:
+        sink_tail = np.arange(m, dtype=np.int64)
+        sink_cap = np.minimum(cap[used_rows], per_ost_requests)
+        sink_cost = units[:, 0]
+    else:
+        k_j = np.minimum(np.minimum(cap[used_rows], per_ost_requests), units.shape[1])
+        slot_mask = np.arange(units.shape[1])[None, :] < k_j[:, None]
+        sink_tail = np.nonzero(slot_mask)[0].astype(np.int64)
+        sink_cap = np.ones(len(sink_tail), dtype=np.int64)
+        sink_cost = units[slot_mask]
+    max_path = (int(req_cost[used_rows].max()) if m else 0) + (int(sink_cost.max()) if len(sink_cost) else 0)
+    bonus_unit = max_path + 1
+    tiers = np.array([req.tier for req in requests], dtype=np.int64)
+    n_tiers = int(tiers.max()) + 1 if r else 1
+    src_cost = -(n_tiers - tiers) * bonus_unit
+    stripes = np.array([req.stripes for req in requests], dtype=np.int64)
+    tails = np.concatenate([np.full(r, SOURCE, dtype=np.int64), 2 + assign_request,
+                            first_ost_node + sink_tail])
+    heads = np.concatenate([2 + np.arange(r, dtype=np.int64), first_ost_node + ost_node,
+                            np.full(len(sink_tail), SINK, dtype=np.int64)])
+    capacities = np.concatenate([stripes, np.ones(len(assign_ost), dtype=np.int64), sink_cap])
+    costs = np.concatenate([src_cost, req_cost[assign_ost], sink_cost]).astype(np.int64)
+    n_nodes = first_ost_node + m
+    supplies = np.zeros(n_nodes, dtype=np.int64)
+    supplies[SOURCE] = total
+    supplies[SINK] = -total
+    return FlowNetwork(n_nodes=n_nodes, tails=tails, heads=heads, capacities=capacities,
+                       costs=costs, supplies=supplies,
+                       assign_arc=np.arange(r, r + len(assign_ost), dtype=np.int64),
+                       assign_request=assign_request, assign_ost=assign_ost.astype(np.int64),
+                       n_requests=r, sink_shift=shift)

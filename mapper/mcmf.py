@@ -1,0 +1,377 @@
+"""The MCMF placement policy: Markov prediction + min-cost max-flow (Paul et al. 2017, Section III).
+
+One round (``allocate_batch``):
+
+1. Every request is checked as Lustre would (pool, usable OSTs, stripe count clipped to
+   them: :mod:`mapper.ost_health`). Stragglers (:mod:`mapper.stragglers`) leave the round.
+2. Each request's bytes teach the application's Markov chain (Section III-B). A request
+   that matches the head of its application's *predicted* OST lists (same stripe count,
+   stripe size and pool; lists still usable; younger than ``cache_ttl_s``) is answered
+   at once from it: that list was chosen in an earlier round, counting this request.
+3. The other requests, plus the next ``predict_k`` predicted requests of each of their
+   applications, form the flow network (:mod:`mapper.flow_network`, costs from
+   :mod:`mapper.flow_costs`), solved by OR-Tools (:mod:`mapper.flow_solver`). Current
+   requests are served first; when the round does not fit, predicted requests are
+   dropped least likely first; a current request that still cannot get all its stripes
+   gets fewer, as Lustre clips a stripe count, and the placement's note says so.
+4. Current requests get their OSTs in stripe order interleaved across OSSes (like
+   Lustre's round-robin, consecutive stripes on different servers). Predicted requests
+   that got all their stripes are kept for step 2.
+
+Between statistics samples the mapper would otherwise decide every round from the same
+numbers and pile stripes on the OSTs that looked best 5 s ago; it therefore counts what
+it placed itself:
+
+* *pending bytes* per OST: expected bytes of the stripes it placed there, minus the
+  growth of the OST's used space seen since (data that landed is in ``kbytesavail``
+  now). Expected bytes that never come (a smaller file than announced) would stay
+  forever, so the estimate also decays with a half-life of ``pending_half_life_s``.
+* *pending stripes* per OST: stripes placed since the OST's last statistics sample
+  (``sample_time_s``); a new sample's write latency includes them, so they reset.
+  Without sample times (a static view) they decay with the same half-life.
+
+The policy does not gate itself on MDS CPU: :class:`mapper.gate.GatedPolicy` does
+(``needs_gate``), in the simulator and in the service alike.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from mapper.cluster_state import ClusterSnapshot, OstState
+from mapper.flow_costs import OstArrays, make_cost_model
+from mapper.flow_network import RoundRequest, build_network
+from mapper.flow_solver import SOLVERS
+from mapper.markov import MarkovConfig, MarkovPredictor
+from mapper.markov_store import load_predictor
+from mapper.ost_health import is_usable, pool_members, resolve_stripe_count
+from mapper.placement import (AllocationError, CreateRequest, NoSpaceError, Placement)
+from mapper.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION, STRAGGLER_MIN_EXCESS_S,
+                               find_stragglers)
+
+DEFAULT_STRIPE_SIZE = 1 << 20
+
+
+@dataclass
+class _Predicted:
+    """An OST list chosen for a predicted request, waiting for the real one."""
+    made_s: float
+    stripe_count: int
+    stripe_size: int
+    pool: str | None
+    osts: tuple[int, ...]
+    probability: float
+
+
+@dataclass
+class _Current:
+    pos: int                  # position in the batch
+    request: CreateRequest
+    count: int                # resolved stripe count
+    group: int
+
+
+class McmfPolicy:
+    """Prediction + min-cost max-flow placement.
+
+    Args:
+        seed: unused (the policy is deterministic); accepted like every policy's.
+        cost_model: ``"convex"`` (default) or ``"paper"`` (:mod:`mapper.flow_costs`).
+        cost_params: parameters of the cost model (alpha, beta, weights).
+        predict_k: predicted requests per application per round (0 disables prediction).
+        markov: :class:`MarkovConfig` fields.
+        solver: ``"ortools"`` (default) or ``"networkx"`` (the paper's; slow).
+        prune: exact candidate pruning (:mod:`mapper.flow_network`).
+        straggler_factor, straggler_min_excess_s, straggler_max_fraction: the straggler
+            rule (:mod:`mapper.stragglers`).
+        pending_half_life_s: half-life of the placed-but-not-yet-visible estimate, s.
+        cache_ttl_s: how long a predicted request's OST list stays valid, s.
+    """
+    name = "mcmf"
+    needs_gate = True
+
+    def __init__(self, seed: int = 0, cost_model: str = "convex",
+                 cost_params: dict[str, float] | None = None, predict_k: int = 4,
+                 markov: dict[str, Any] | None = None, solver: str = "ortools", prune: bool = True,
+                 straggler_factor: float = STRAGGLER_FACTOR,
+                 straggler_min_excess_s: float = STRAGGLER_MIN_EXCESS_S,
+                 straggler_max_fraction: float = STRAGGLER_MAX_FRACTION,
+                 pending_half_life_s: float = 300.0, cache_ttl_s: float = 30.0):
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
+        if type(predict_k) is not int or predict_k < 0:
+            raise ValueError(f"predict_k must be an integer >= 0, got {predict_k!r}")
+        if pending_half_life_s <= 0 or cache_ttl_s < 0:
+            raise ValueError("pending_half_life_s must be > 0 and cache_ttl_s >= 0")
+        self.cost_model = make_cost_model(cost_model, **(cost_params or {}))
+        self.predict_k = predict_k
+        self.markov_config = MarkovConfig(**(markov or {}))
+        self.predictor = MarkovPredictor(self.markov_config)
+        self.solve = SOLVERS[solver]
+        self.prune = prune
+        self.straggler_factor = straggler_factor
+        self.straggler_min_excess_s = straggler_min_excess_s
+        self.straggler_max_fraction = straggler_max_fraction
+        self.pending_half_life_s = pending_half_life_s
+        self.cache_ttl_s = cache_ttl_s
+        self.pending_bytes: dict[int, float] = {}
+        self.pending_stripes: dict[int, float] = {}
+        self._pending_time_s = -math.inf
+        self._seen_used_kib: dict[int, int] = {}
+        self._seen_sample_s: dict[int, float | None] = {}
+        self.predicted: dict[str, deque[_Predicted]] = {}
+        self.stats = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
+                      "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0}
+        self.last_stragglers: set[int] = set()
+
+    # -- persistence -----------------------------------------------------------------
+    def save_state(self, path: str | Path) -> Path:
+        """Write the learned predictor to ``path`` atomically (:mod:`mapper.markov_store`)."""
+        return self.predictor.save(path)
+
+    def load_state(self, path: str | Path) -> None:
+        """Replace the predictor with the one saved at ``path``.
+
+        Raises:
+            PredictorStateError: missing, corrupt or incompatible file.
+        """
+        self.predictor = load_predictor(path, self.markov_config)
+
+    # -- the policy ------------------------------------------------------------------
+    def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
+        """One request (a batch of one). Raises its :class:`AllocationError`."""
+        result = self.allocate_batch(snapshot, [request])[0]
+        if isinstance(result, AllocationError):
+            raise result
+        return result
+
+    def allocate_batch(self, snapshot: ClusterSnapshot,
+                       requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+        """One round: a :class:`Placement` or the :class:`AllocationError` of each request."""
+        now = snapshot.time_s
+        self._decay_pending(now)
+        self._absorb_samples(snapshot)
+        usable_all = [o for o in snapshot.osts if is_usable(o)]
+        stragglers = find_stragglers(usable_all, self.straggler_factor,
+                                     self.straggler_min_excess_s, self.straggler_max_fraction)
+        self.last_stragglers = stragglers
+        candidates = [o for o in usable_all if o.index not in stragglers]
+        row_of = {o.index: r for r, o in enumerate(candidates)}
+        out: list[Placement | AllocationError | None] = [None] * len(requests)
+        groups: dict[str | None, int] = {}
+        masks: list[np.ndarray] = []
+        current: list[_Current] = []
+        for pos, req in enumerate(requests):
+            try:
+                members = pool_members(snapshot, req.pool)
+                usable = [o for o in members if is_usable(o)]
+                count = resolve_stripe_count(req.stripe_count, len(usable))
+            except AllocationError as e:
+                out[pos] = e
+                continue
+            if count == 0:
+                out[pos] = NoSpaceError(f"no usable OST in pool {req.pool!r}" if req.pool
+                                        else "no usable OST")
+                continue
+            if req.expected_bytes > 0:
+                self.predictor.observe(req.job_id, req.expected_bytes)
+            hit = self._take_predicted(req, count, snapshot, stragglers, now)
+            if hit is not None:
+                out[pos] = hit
+                continue
+            if req.pool not in groups:
+                groups[req.pool] = len(masks)
+                mask = np.zeros(len(candidates), dtype=bool)
+                for o in members:
+                    r = row_of.get(o.index)
+                    if r is not None:
+                        mask[r] = True
+                masks.append(mask)
+            current.append(_Current(pos, req, count, groups[req.pool]))
+        if current:
+            self._round(snapshot, candidates, masks, current, stragglers, out, now)
+        return out  # type: ignore[return-value]
+
+    # -- predicted lists -------------------------------------------------------------
+    def _take_predicted(self, req: CreateRequest, count: int, snapshot: ClusterSnapshot,
+                        stragglers: set[int], now: float) -> Placement | None:
+        queue = self.predicted.get(req.job_id)
+        if not queue:
+            return None
+        while queue and now - queue[0].made_s > self.cache_ttl_s:
+            queue.popleft()
+        if not queue:
+            return None
+        head = queue[0]
+        stripe_size = req.stripe_size or DEFAULT_STRIPE_SIZE
+        if (head.stripe_count != count or head.stripe_size != stripe_size
+                or head.pool != req.pool):
+            self.stats["predicted_misses"] += 1
+            queue.clear()
+            return None
+        by_index = snapshot.ost_by_index()
+        if any(i in stragglers or i not in by_index or not is_usable(by_index[i])
+               for i in head.osts):
+            queue.clear()
+            return None
+        queue.popleft()
+        self.stats["predicted_hits"] += 1
+        self._add_pending(head.osts, self._bytes_per_stripe(req, count))
+        return Placement(head.osts, self.name, note="predicted")
+
+    # -- the flow round --------------------------------------------------------------
+    def _round(self, snapshot: ClusterSnapshot, candidates: list[OstState], masks: list[np.ndarray],
+               current: list[_Current], stragglers: set[int],
+               out: list[Placement | AllocationError | None], now: float) -> None:
+        self.stats["rounds"] += 1
+        self.stats["stragglers_excluded"] += len(stragglers)
+        osts = self._arrays(snapshot, candidates)
+        round_reqs = [RoundRequest(c.count, c.group, 0) for c in current]
+        predicted: list[tuple[_Current, Any]] = []
+        if self.predict_k:
+            seen: set[str] = set()
+            for c in current:
+                if c.request.job_id in seen:
+                    continue
+                seen.add(c.request.job_id)
+                for p in self.predictor.predict(c.request.job_id, self.predict_k,
+                                                c.request.stripe_size or DEFAULT_STRIPE_SIZE,
+                                                c.count, int(masks[c.group].sum())):
+                    predicted.append((c, p))
+            predicted.sort(key=lambda cp: (-cp[1].probability, cp[1].step))
+            tier = 0
+            last_p = None
+            for c, p in predicted:
+                if p.probability != last_p:
+                    tier += 1
+                    last_p = p.probability
+                round_reqs.append(RoundRequest(max(1, p.stripe_count), c.group, tier))
+        stripe_size = max((c.request.stripe_size or DEFAULT_STRIPE_SIZE) for c in current)
+        expected = [self._bytes_per_stripe(c.request, c.count) for c in current]
+        net = build_network(osts, round_reqs, masks, self.cost_model, stripe_size,
+                            float(np.mean(expected)), prune=self.prune)
+        sol = self.solve(net)
+        used = sol.flows[net.assign_arc] > 0
+        got: list[list[int]] = [[] for _ in round_reqs]
+        for req_no, row in zip(net.assign_request[used].tolist(), net.assign_ost[used].tolist()):
+            got[req_no].append(row)
+        for k, c in enumerate(current):
+            rows = got[k]
+            if not rows:
+                out[c.pos] = NoSpaceError(
+                    f"no OST has room for a {c.request.stripe_size}-byte stripe")
+                continue
+            ordered = self._stripe_order(rows, osts, candidates)
+            note = ""
+            if len(rows) < c.count:
+                self.stats["clipped"] += 1
+                note = f"clipped: stripe count {c.count} -> {len(rows)} (space)"
+            self._add_pending(ordered, expected[k])
+            out[c.pos] = Placement(ordered, self.name, note=note)
+        # Keep fully served predicted requests, per application in step order.
+        fresh: dict[str, list[tuple[int, _Predicted]]] = {}
+        for j, (c, p) in enumerate(predicted, start=len(current)):
+            rows = got[j]
+            if len(rows) < round_reqs[j].stripes:
+                self.stats["predicted_dropped"] += 1
+                continue
+            fresh.setdefault(p.job_id, []).append((p.step, _Predicted(
+                now, round_reqs[j].stripes, c.request.stripe_size or DEFAULT_STRIPE_SIZE,
+                c.request.pool, self._stripe_order(rows, osts, candidates), p.probability)))
+        for job, items in fresh.items():
+            items.sort(key=lambda sp: sp[0])
+            self.predicted[job] = deque(p for _, p in items)
+        for c in current:
+            if c.request.job_id not in fresh:
+                self.predicted.pop(c.request.job_id, None)
+
+    def _arrays(self, snapshot: ClusterSnapshot, candidates: list[OstState]) -> OstArrays:
+        oss_names = {name: s for s, name in enumerate(dict.fromkeys(o.oss for o in candidates))}
+        osses = snapshot.osses
+        lat = np.array([o.write_latency_s if o.write_latency_s is not None else np.nan
+                        for o in candidates], dtype=float)
+        known = lat[np.isfinite(lat) & (lat > 0)]
+        base = float(known.min()) if len(known) else 1.0
+        queue = np.where(np.isfinite(lat) & (lat > 0), lat / base - 1.0, 0.0)
+        queue += np.array([self.pending_stripes.get(o.index, 0.0) for o in candidates])
+        return OstArrays(
+            index=np.array([o.index for o in candidates], dtype=np.int64),
+            oss=np.array([oss_names[o.oss] for o in candidates], dtype=np.int64),
+            kbytes_total=np.array([o.kbytes_total for o in candidates], dtype=np.int64),
+            kbytes_avail=np.array([o.kbytes_avail for o in candidates], dtype=np.int64),
+            pending_bytes=np.array([self.pending_bytes.get(o.index, 0.0) for o in candidates]),
+            cpu_percent=np.array([osses[o.oss].cpu_percent for o in candidates], dtype=float),
+            mem_percent=np.array([osses[o.oss].mem_percent for o in candidates], dtype=float),
+            lnet_load=np.array([osses[o.oss].lnet_load for o in candidates], dtype=float),
+            queue=np.maximum(queue, 0.0))
+
+    @staticmethod
+    def _stripe_order(rows: list[int], osts: OstArrays, candidates: list[OstState]) -> tuple[int, ...]:
+        """Interleave the chosen OSTs across their OSSes (least-used OST first in each),
+        OSS by OSS in the order of their emptiest chosen OST."""
+        by_oss: dict[int, list[int]] = {}
+        fill = osts.used_fraction
+        for r in sorted(rows, key=lambda r: (fill[r], osts.index[r])):
+            by_oss.setdefault(int(osts.oss[r]), []).append(r)
+        lanes = list(by_oss.values())
+        ordered: list[int] = []
+        depth = 0
+        while len(ordered) < len(rows):
+            for lane in lanes:
+                if depth < len(lane):
+                    ordered.append(int(osts.index[lane[depth]]))
+            depth += 1
+        return tuple(ordered)
+
+    # -- pending estimate ------------------------------------------------------------
+    @staticmethod
+    def _bytes_per_stripe(req: CreateRequest, count: int) -> float:
+        if req.expected_bytes > 0:
+            return req.expected_bytes / count
+        return float(req.stripe_size or DEFAULT_STRIPE_SIZE)
+
+    def _decay_pending(self, now: float) -> None:
+        if self._pending_time_s == -math.inf or now < self._pending_time_s:
+            self._pending_time_s = now
+            return
+        factor = 0.5 ** ((now - self._pending_time_s) / self.pending_half_life_s)
+        self._pending_time_s = now
+        if factor >= 1.0:
+            return
+        for table in (self.pending_bytes, self.pending_stripes):
+            for k in list(table):
+                v = table[k] * factor
+                if v < 1e-3:
+                    del table[k]
+                else:
+                    table[k] = v
+
+    def _absorb_samples(self, snapshot: ClusterSnapshot) -> None:
+        """Remove from the pending estimates what the statistics now show."""
+        pb, ps = self.pending_bytes, self.pending_stripes
+        seen_used, seen_sample = self._seen_used_kib, self._seen_sample_s
+        for o in snapshot.osts:
+            i = o.index
+            used = o.kbytes_total - o.kbytes_avail
+            before = seen_used.get(i)
+            seen_used[i] = used
+            if before is not None and used > before and i in pb:
+                left = pb[i] - (used - before) * 1024.0
+                if left > 0:
+                    pb[i] = left
+                else:
+                    del pb[i]
+            t = o.sample_time_s
+            if t is not None and seen_sample.get(i) != t:
+                seen_sample[i] = t
+                ps.pop(i, None)
+
+    def _add_pending(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
+        for i in osts:
+            self.pending_bytes[i] = self.pending_bytes.get(i, 0.0) + bytes_per_stripe
+            self.pending_stripes[i] = self.pending_stripes.get(i, 0.0) + 1.0
