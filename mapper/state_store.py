@@ -97,6 +97,7 @@ class StateStore:
         self._stale_key: tuple[int, int, float] | None = None
         self._stale: list[str] = []
         self._stale_valid_until = float("-inf")
+        self._stale_since = float("inf")
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -236,7 +237,7 @@ class StateStore:
         oldest fresh sample turns stale. ``snapshot`` must be this store's."""
         now = snapshot.time_s
         key = (self.samples, self.version, max_age_s)
-        if key == self._stale_key and now < self._stale_valid_until:
+        if key == self._stale_key and self._stale_since <= now < self._stale_valid_until:
             return self._stale
         stale: set[str] = set()
         turns_stale = float("inf")
@@ -256,6 +257,7 @@ class StateStore:
         self._stale = sorted(stale)
         self._stale_key = key
         self._stale_valid_until = turns_stale
+        self._stale_since = now
         return self._stale
 
     # ------------------------------------------------------------------ rounds
