@@ -8,6 +8,7 @@ to produce: replies that are late, undecodable, wrong or refusals.
 Modes (``--mode``):
   normal     round-robin over ``--osts`` OSTs (count -1 = all), like a mapper
   slow       as normal, after sleeping ``--delay-ms``
+  slow_first as normal, but the first alloc reply comes ``--delay-ms`` late
   garbage    a body that is not msgpack
   not_map    a msgpack array instead of a map
   no_version a reply map without ``v``
@@ -70,8 +71,7 @@ def reply_for(req: dict, mode: str, n_osts: int, state: dict) -> list[bytes]:
     elif mode == "wrong_id":
         body["id"] = rid + 1_000_000
     elif mode == "dup_osts" and body.get("ok"):
-        body["osts"] = [body["osts"][0]] * max(2, len(body["osts"]))
-        body["osts"] = body["osts"][: len(body["osts"])]
+        body["osts"] = [body["osts"][0]] * len(body["osts"])
     elif mode == "bad_size" and body.get("ok"):
         body["stripe_size"] = 1000
     return [b"", msgpack.packb(body)]
@@ -108,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                 shown = {k: (v.decode("utf-8", "replace") if isinstance(v, bytes) else v)
                          for k, v in req.items()}
                 log.write(json.dumps(shown) + "\n")
-            if args.mode == "slow" and req.get("op") != "ping":
+            if req.get("op") != "ping" and (
+                args.mode == "slow" or (args.mode == "slow_first" and not state.get("slowed"))
+            ):
+                state["slowed"] = True
                 time.sleep(args.delay_ms / 1000.0)
             sock.send_multipart([frames[0], *reply_for(req, args.mode, args.osts, state)])
     except KeyboardInterrupt:

@@ -1,0 +1,277 @@
+/*
+ * test_layout_abi - unit tests of what cannot run without Lustre:
+ *  - the packed structs against the sizes/offsets restated in
+ *    ../shared/reference/lustre-client-layout-api.md,
+ *  - the exact bytes the Lustre backend hands to ioctl(LL_IOC_LOV_SETSTRIPE),
+ *  - the Lustre backend's create/fallback logic, driven through the one
+ *    seam it has (la_lustre_ioctl) on a local filesystem,
+ *  - the reply decoder and the path normaliser.
+ * Usage: test_layout_abi SCRATCH_DIR.  Prints one line per check; exit 0
+ * when all pass.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <msgpack.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "la_internal.h"
+
+static int failures;
+
+#define CHECK(cond) \
+	do { \
+		if (cond) { \
+			printf("ok   %s\n", #cond); \
+		} else { \
+			printf("FAIL %s (line %d)\n", #cond, __LINE__); \
+			failures++; \
+		} \
+	} while (0)
+
+static void test_struct_layout(void)
+{
+	CHECK(sizeof(struct la_lov_user_ost_data_v1) == 24);
+	CHECK(offsetof(struct la_lov_user_ost_data_v1, l_ost_gen) == 16);
+	CHECK(offsetof(struct la_lov_user_ost_data_v1, l_ost_idx) == 20);
+	CHECK(sizeof(struct la_lov_user_md_v1) == 32);
+	CHECK(offsetof(struct la_lov_user_md_v1, lmm_pattern) == 4);
+	CHECK(offsetof(struct la_lov_user_md_v1, lmm_stripe_size) == 24);
+	CHECK(offsetof(struct la_lov_user_md_v1, lmm_stripe_count) == 28);
+	CHECK(offsetof(struct la_lov_user_md_v1, lmm_stripe_offset) == 30);
+	CHECK(offsetof(struct la_lov_user_md_v1, lmm_objects) == 32);
+	CHECK(sizeof(struct la_lov_user_md_v3) == 48);
+	CHECK(offsetof(struct la_lov_user_md_v3, lmm_pool_name) == 32);
+	CHECK(offsetof(struct la_lov_user_md_v3, lmm_objects) == 48);
+	CHECK(offsetof(struct la_llapi_stripe_param, lsp_stripe_count) == 24);
+	CHECK(offsetof(struct la_llapi_stripe_param, lsp_is_specific) == 28);
+	CHECK(offsetof(struct la_llapi_stripe_param, lsp_osts) == 32);
+	CHECK(la_lum_size(3) == 48 + 3 * 24);
+	CHECK(LA_LL_IOC_LOV_SETSTRIPE == 0x4008669A);
+	CHECK(LA_O_LOV_DELAY_CREATE == (O_NOCTTY | FASYNC));
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	p[0] = v & 0xff; p[1] = (v >> 8) & 0xff;
+	p[2] = (v >> 16) & 0xff; p[3] = (v >> 24) & 0xff;
+}
+
+static void put16(unsigned char *p, uint16_t v)
+{
+	p[0] = v & 0xff; p[1] = (v >> 8) & 0xff;
+}
+
+/* Expected bytes built from the reference's offsets, not from our structs. */
+static void test_lum_bytes(void)
+{
+	static const uint32_t osts[3] = { 3, 7, 11 };
+	unsigned char want[48 + 3 * 24], got[48 + 3 * 24];
+	int i;
+
+	memset(want, 0, sizeof(want));
+	put32(want + 0, 0x0BD50BD0);  /* LOV_USER_MAGIC_SPECIFIC */
+	put32(want + 4, 0x1);         /* LOV_PATTERN_RAID0 */
+	put32(want + 24, 1u << 20);   /* stripe size */
+	put16(want + 28, 3);          /* stripe count */
+	put16(want + 30, 3);          /* stripe offset = first OST */
+	memcpy(want + 32, "flash", 5);
+	for (i = 0; i < 3; i++)
+		put32(want + 48 + 24 * i + 20, osts[i]);
+	memset(got, 0xAA, sizeof(got));
+	CHECK(la_build_lum(got, 1u << 20, 3, osts, "flash") == sizeof(want));
+	CHECK(memcmp(got, want, sizeof(want)) == 0);
+	CHECK(got[0] == 0xD0 && got[1] == 0x0B && got[2] == 0xD5 && got[3] == 0x0B);
+}
+
+/* ---- the Lustre backend through its seam ---- */
+static unsigned char seen_lum[4096];
+static unsigned long seen_req;
+static int fake_errno;
+static int fake_calls;
+
+static int fake_ioctl(int fd, unsigned long req, void *arg)
+{
+	fake_calls++;
+	seen_req = req;
+	if (fcntl(fd, F_GETFD) < 0)
+		return -1;
+	memcpy(seen_lum, arg, la_lum_size(2));
+	if (fake_errno) {
+		errno = fake_errno;
+		return -1;
+	}
+	return 0;
+}
+
+static void test_lustre_backend(const char *scratch)
+{
+	struct la_decision *d = calloc(1, sizeof(*d));
+	struct la_outcome out;
+	char path[LA_PATH_MAX + 64];
+	struct stat st;
+	int fd;
+	static const int refused[] = { EREMOTEIO, ENODEV, EINVAL, ENOTTY };
+	unsigned i;
+
+	int (*orig)(int, unsigned long, void *) = la_lustre_ioctl;
+
+	la_init();
+	la_lustre_ioctl = fake_ioctl;
+	d->ok = 1;
+	d->count = 2;
+	d->osts[0] = 5;
+	d->osts[1] = 2;
+	d->stripe_size = 4u << 20;
+
+	snprintf(path, sizeof(path), "%s/lustre_ok", scratch);
+	memset(&out, 0, sizeof(out));
+	fake_errno = 0;
+	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
+				      d, &out);
+	CHECK(fd >= 0);
+	CHECK(out.applied == 1 && out.reason[0] == '\0');
+	CHECK(seen_req == LA_LL_IOC_LOV_SETSTRIPE);
+	CHECK(((struct la_lov_user_md_v3 *)seen_lum)->lmm_magic ==
+	      LA_LOV_USER_MAGIC_SPECIFIC);
+	CHECK(((struct la_lov_user_md_v3 *)seen_lum)->lmm_objects[1].l_ost_idx == 2);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	if (fd >= 0)
+		close(fd);
+
+	/* an existing file: EEXIST, no ioctl, the caller opens normally */
+	fake_calls = 0;
+	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
+				      d, &out);
+	CHECK(fd == -1 && errno == EEXIST && fake_calls == 0);
+
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		char want[64];
+
+		snprintf(path, sizeof(path), "%s/lustre_refused_%u", scratch, i);
+		memset(&out, 0, sizeof(out));
+		fake_errno = refused[i];
+		fd = la_backend_lustre.create(AT_FDCWD, path,
+					      O_RDWR | O_CREAT | O_TRUNC, 0640,
+					      d, &out);
+		snprintf(want, sizeof(want), "setstripe_rejected:%d", refused[i]);
+		CHECK(fd >= 0);
+		CHECK(out.applied == 0 && strcmp(out.reason, want) == 0);
+		/* created again, plainly, with the application's mode */
+		CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0640);
+		CHECK(fd >= 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR);
+		CHECK(fd >= 0 && !(fcntl(fd, F_GETFL) & FASYNC));
+		if (fd >= 0)
+			close(fd);
+	}
+	la_lustre_ioctl = orig;
+	free(d);
+}
+
+/* ---- reply decoder ---- */
+struct pk {
+	msgpack_sbuffer sb;
+	msgpack_packer p;
+};
+
+static void pk_init(struct pk *k)
+{
+	msgpack_sbuffer_init(&k->sb);
+	msgpack_packer_init(&k->p, &k->sb, msgpack_sbuffer_write);
+}
+
+static void key(struct pk *k, const char *s)
+{
+	msgpack_pack_str(&k->p, strlen(s));
+	msgpack_pack_str_body(&k->p, s, strlen(s));
+}
+
+static int parse_reply_with(uint64_t id, int ok, const int *osts, int n,
+			    uint64_t ssize, int want_id, int want_count,
+			    struct la_decision *d)
+{
+	struct pk k;
+	int i, rc;
+
+	pk_init(&k);
+	msgpack_pack_map(&k.p, 5);
+	key(&k, "v"); msgpack_pack_int(&k.p, 1);
+	key(&k, "id"); msgpack_pack_uint64(&k.p, id);
+	key(&k, "ok");
+	if (ok) msgpack_pack_true(&k.p); else msgpack_pack_false(&k.p);
+	if (ok) {
+		key(&k, "osts");
+		msgpack_pack_array(&k.p, (size_t)n);
+		for (i = 0; i < n; i++)
+			msgpack_pack_int(&k.p, osts[i]);
+		key(&k, "stripe_size"); msgpack_pack_uint64(&k.p, ssize);
+	} else {
+		key(&k, "errno"); msgpack_pack_int(&k.p, 28);
+		key(&k, "error"); msgpack_pack_nil(&k.p);
+	}
+	memset(d, 0, sizeof(*d));
+	rc = la_parse_reply(k.sb.data, k.sb.size, (uint64_t)want_id,
+			    want_count, d);
+	msgpack_sbuffer_destroy(&k.sb);
+	return rc;
+}
+
+static void test_reply_decoder(void)
+{
+	struct la_decision *d = calloc(1, sizeof(*d));
+	static const int good[3] = { 4, 0, 6 }, dup[3] = { 4, 0, 4 };
+	static const int neg[2] = { 1, -3 };
+
+	CHECK(parse_reply_with(9, 1, good, 3, 1 << 20, 9, 3, d) == 0 && d->ok &&
+	      d->count == 3 && d->osts[2] == 6 && d->stripe_size == 1 << 20);
+	CHECK(parse_reply_with(9, 1, good, 3, 1 << 20, 8, 3, d) == 1);
+	CHECK(parse_reply_with(9, 1, dup, 3, 1 << 20, 9, 3, d) == -EPROTO &&
+	      !strcmp(d->reason, "mapper_garbage:osts_duplicate"));
+	CHECK(parse_reply_with(9, 1, good, 3, 1 << 20, 9, 2, d) == -EPROTO &&
+	      !strcmp(d->reason, "mapper_garbage:osts_count"));
+	CHECK(parse_reply_with(9, 1, neg, 2, 1 << 20, 9, 2, d) == -EPROTO);
+	CHECK(parse_reply_with(9, 1, good, 3, 1000, 9, 3, d) == -EPROTO &&
+	      !strcmp(d->reason, "mapper_garbage:stripe_size"));
+	CHECK(parse_reply_with(9, 0, NULL, 0, 0, 9, 3, d) == -ENOSPC &&
+	      !strcmp(d->reason, "mapper_error:28"));
+	CHECK(la_parse_reply("\xc1\xc1", 2, 1, 1, d) == -EPROTO && !d->ok);
+	CHECK(la_parse_reply("\x93\x01\x02\x03", 4, 1, 1, d) == -EPROTO &&
+	      !strcmp(d->reason, "mapper_garbage:not_a_map"));
+	free(d);
+}
+
+static void test_paths(const char *scratch)
+{
+	char out[LA_PATH_MAX];
+	int dfd = open(scratch, O_RDONLY | O_DIRECTORY);
+	char want[LA_PATH_MAX + 64];
+
+	CHECK(la_abspath(AT_FDCWD, "/a/./b//../c", out, sizeof(out)) == 0 &&
+	      !strcmp(out, "/a/c"));
+	CHECK(la_abspath(AT_FDCWD, "/../x", out, sizeof(out)) == 0 &&
+	      !strcmp(out, "/x"));
+	snprintf(want, sizeof(want), "%s/sub/f", scratch);
+	CHECK(la_abspath(dfd, "./sub/f", out, sizeof(out)) == 0 &&
+	      !strcmp(out, want));
+	close(dfd);
+}
+
+int main(int argc, char **argv)
+{
+	char scratch[LA_PATH_MAX];
+
+	if (argc != 2 || !realpath(argv[1], scratch))
+		return 2;
+	test_struct_layout();
+	test_lum_bytes();
+	test_lustre_backend(scratch);
+	test_reply_decoder();
+	test_paths(scratch);
+	printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
+	return failures ? 1 : 0;
+}
