@@ -29,3 +29,4 @@ if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
     .venv/bin/pip install -q -e '.[test]'
     touch "$stamp"
 fi
+make -s -C liblustre_alloc  # liblustre_alloc.so, liblustre_alloc_api.so and C tests (docs/client.md)
