@@ -7,10 +7,13 @@ reasons to step aside, which a service on a real MDS needs:
 
 * ``stale``: the statistics are too old to trust (no sample from some usable OST's
   server for ``max_sample_age_s``, by default two collector intervals);
-* ``budget``: the primary's recent rounds were slower than ``round_budget_s`` (an
-  exponentially weighted mean of measured round times, so one slow round does not flip
-  it, and a fallback round lets it recover: the estimate decays toward zero while the
-  primary rests).
+* ``budget``: the primary's rounds are slower than ``round_budget_s`` (an exponentially
+  weighted mean of measured round times, so one moderately slow round does not flip it).
+  Once over budget the primary rests for ``budget_rest_s`` (doubling, up to
+  ``BUDGET_REST_MAX_S``, each time a trial round is still too slow), then one trial
+  round measures it afresh. Resting by time rather than by rounds bounds the cost of
+  a primary that cannot fit the budget (e.g. the flow solver on thousands of OSTs) to
+  one slow round per rest period, instead of one every other round.
 
 A primary that raises anything other than a request error (a solver failure) also falls
 back (``error``): a placement bug must never fail a create.
@@ -32,8 +35,10 @@ MDS_CPU_LIMIT_PERCENT = 70.0
 """Section III-D: prediction + flow only while MDS CPU < 70%."""
 BUDGET_EWMA_WEIGHT = 0.2
 """Weight of the newest round time in the budget estimate."""
-BUDGET_DECAY_PER_FALLBACK = 0.5
-"""While over budget, each fallback round halves the estimate, so the primary is retried."""
+BUDGET_REST_S = 1.0
+"""First rest of a primary over budget, seconds (ours; doubles while trials stay slow)."""
+BUDGET_REST_MAX_S = 60.0
+"""Longest rest, seconds."""
 
 FALLBACK_REASONS = ("mds_cpu", "stale", "budget", "error", "check")
 """Why the fallback decided; ``check`` is set by the service when its last-line check
@@ -75,6 +80,8 @@ class GatedPolicy:
             (None: no budget).
         stale_source: computes the stale servers (default :func:`stale_servers`; the
             service passes its state store's cached equivalent).
+        budget_rest_s: first rest of a primary over budget, seconds.
+        clock: monotonic seconds, for round times and rests (tests inject one).
 
     ``name`` is the primary's; each placement's ``policy`` names who decided and
     ``fallback`` why not the primary. ``fallbacks`` counts rounds per reason.
@@ -84,7 +91,9 @@ class GatedPolicy:
                  mds_cpu_limit_percent: float = MDS_CPU_LIMIT_PERCENT,
                  max_sample_age_s: float | None = None,
                  round_budget_s: float | None = None,
-                 stale_source: Callable[[ClusterSnapshot, float], list[str]] = stale_servers):
+                 stale_source: Callable[[ClusterSnapshot, float], list[str]] = stale_servers,
+                 budget_rest_s: float = BUDGET_REST_S,
+                 clock: Callable[[], float] = time.monotonic):
         self.primary = primary
         self.fallback = fallback
         self.name = primary.name
@@ -92,7 +101,11 @@ class GatedPolicy:
         self.max_sample_age_s = max_sample_age_s
         self.round_budget_s = round_budget_s
         self.stale_source = stale_source
+        self.budget_rest_s = budget_rest_s
+        self.clock = clock
         self.round_estimate_s = 0.0
+        self._rest_s = budget_rest_s
+        self._rest_until = float("-inf")
         self.fallbacks: dict[str, int] = {r: 0 for r in FALLBACK_REASONS}
         self.last_stale: list[str] = []
 
@@ -104,9 +117,27 @@ class GatedPolicy:
             self.last_stale = self.stale_source(snapshot, self.max_sample_age_s)
             if self.last_stale:
                 return "stale"
-        if self.round_budget_s is not None and self.round_estimate_s > self.round_budget_s:
+        if self.over_budget() and self.clock() < self._rest_until:
             return "budget"
         return ""
+
+    def over_budget(self) -> bool:
+        """True while the estimated primary round time exceeds the budget."""
+        return self.round_budget_s is not None and self.round_estimate_s > self.round_budget_s
+
+    def _measured(self, took_s: float) -> None:
+        if self.over_budget():      # a trial after a rest: measure afresh
+            self.round_estimate_s = took_s
+        else:
+            self.round_estimate_s += BUDGET_EWMA_WEIGHT * (took_s - self.round_estimate_s)
+        if self.over_budget():
+            self._rest_until = self.clock() + self._rest_s
+            log.info("primary over its round budget; the fallback decides while it rests",
+                     extra={"event": "budget_rest", "estimate_s": self.round_estimate_s,
+                            "budget_s": self.round_budget_s, "rest_s": self._rest_s})
+            self._rest_s = min(2 * self._rest_s, BUDGET_REST_MAX_S)
+        else:
+            self._rest_s = self.budget_rest_s
 
     def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
         """One request; raises what the deciding policy raises for it."""
@@ -120,7 +151,7 @@ class GatedPolicy:
         """One round: a placement or an :class:`AllocationError` per request, in order."""
         reason = self.fallback_reason(snapshot)
         if not reason:
-            t0 = time.perf_counter()
+            t0 = self.clock()
             try:
                 try:
                     results = _batch(self.primary, snapshot, requests)
@@ -133,11 +164,8 @@ class GatedPolicy:
                               extra={"event": "primary_error", "policy": self.primary.name})
                 reason = "error"
             else:
-                took = time.perf_counter() - t0
-                self.round_estimate_s += BUDGET_EWMA_WEIGHT * (took - self.round_estimate_s)
+                self._measured(self.clock() - t0)
                 return results
-        if reason == "budget":
-            self.round_estimate_s *= BUDGET_DECAY_PER_FALLBACK
         self.fallbacks[reason] += 1
         out: list[Placement | AllocationError] = []
         for r in _batch(self.fallback, snapshot, requests):

@@ -16,8 +16,10 @@ Names (all prefixed ``lustre_alloc_mapper_``):
 ``osts``                            gauge      OSTs known (``{state="usable"}`` / ``"all"``)
 ``samples_total``                   counter    collector samples applied
 ``state_saves_total{result}``       counter    learned-state saves, ``ok`` / ``error``
-``ost_predicted_load{ost}``         gauge      the primary's predicted load per OST, when
-                                               the policy exposes ``predicted_load()``
+``ost_predicted_load{ost}``         gauge      the primary's predicted load per OST:
+                                               ``predicted_load()`` if the policy has it,
+                                               else MCMF's pending bytes (placed, not yet
+                                               visible in the OST's space), bytes
 ``ost_stripes_total{ost}``          counter    stripes handed out per OST
 ==================================  =========  ==========================================
 
@@ -53,7 +55,7 @@ class _PerOst(Collector):
             c.add_metric([str(ost)], n)
         yield c
         g = GaugeMetricFamily(PREFIX + "ost_predicted_load",
-                              "Predicted load per OST from the primary policy (unitless)",
+                              "Predicted load per OST from the primary policy (MCMF: pending bytes)",
                               labels=["ost"])
         loads = self.predicted() or {}
         for ost, v in sorted(loads.items()):

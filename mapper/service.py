@@ -40,7 +40,7 @@ from mapper.metrics import MapperMetrics
 from mapper.ost_health import check_placement, is_usable, pool_members
 from mapper.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
 from mapper.policies import POLICIES, make_policy
-from mapper.service_config import DEFAULT_POLICY, MapperConfig
+from mapper.service_config import MapperConfig
 from mapper.state_store import StateStore
 
 log = logging.getLogger("mapper.service")
@@ -101,11 +101,6 @@ def build_policy(config: MapperConfig, store: StateStore) -> GatedPolicy:
         ServiceError: an unknown policy name.
     """
     name = config.policy
-    if name not in POLICIES and name == DEFAULT_POLICY:
-        log.warning("default policy not available in this build; using the fallback",
-                    extra={"event": "policy_unavailable", "policy": name,
-                           "using": config.fallback})
-        name = config.fallback
     for n in (name, config.fallback):
         if n not in POLICIES:
             raise ServiceError(f"unknown policy {n!r}; known: {', '.join(sorted(POLICIES))}")
@@ -380,11 +375,16 @@ class MapperService:
             m.stale_servers.set(len(self.store.stale_servers(snap, self.store.max_age_s())))
 
     def _predicted_load(self) -> dict[int, float] | None:
-        fn = getattr(self.policy.primary, "predicted_load", None)
-        if fn is None:
-            return None
+        """The primary's per-OST load estimate for the metrics: ``predicted_load()`` if it
+        has one, else its ``pending_bytes`` (MCMF: bytes placed but not yet visible in the
+        OSTs' space), else None."""
+        primary = self.policy.primary
         try:
-            return dict(fn())
+            fn = getattr(primary, "predicted_load", None)
+            if fn is not None:
+                return dict(fn())
+            pending = getattr(primary, "pending_bytes", None)
+            return None if pending is None else dict(pending)
         except Exception:  # noqa: BLE001 - metrics must not break on a policy bug
             return None
 
@@ -435,20 +435,20 @@ class MapperService:
                 allocs.append((identity, req))
         if allocs:
             replies.extend(self._round(allocs))
-        send = router.send_multipart
-        for identity, body in replies:
-            try:
-                send([identity, b"", body], zmq.NOBLOCK)
-            except zmq.ZMQError:
-                pass  # peer gone or its queue full: it times out and uses Lustre's allocator
-        m = self.metrics
-        if bad:
+        m = self.metrics                 # counted before replying: a client that saw its
+        if bad:                          # reply sees it in the metrics too
             m.result("bad_request", bad)
         if pings:
             m.result("ping", pings)
         took = time.perf_counter() - received
         for _ in range(len(replies)):
             m.request_seconds.observe(took)
+        send = router.send_multipart
+        for identity, body in replies:
+            try:
+                send([identity, b"", body], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass  # peer gone or its queue full: it times out and uses Lustre's allocator
 
     def _round(self, allocs: list[tuple[bytes, wire.Request]]) -> list[tuple[bytes, bytes]]:
         store, gate, m = self.store, self.policy, self.metrics

@@ -2,8 +2,6 @@
 fit the budget; solver errors and whole-batch refusals never fail a create."""
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -65,18 +63,33 @@ def test_store_stale_servers_agrees_with_the_gate_function_and_is_cached():
     assert store.stale_servers(store.current(112.0), 10.0) == ["a"]
 
 
-def test_slow_rounds_exceed_the_budget_then_the_primary_is_retried():
+def test_slow_primary_rests_by_time_then_gets_one_trial_round():
+    now = [0.0]
+
     class Slow:
         name = "slow"
+        delay = 0.004
 
         def allocate(self, snapshot, request):
-            time.sleep(0.004)
+            now[0] += self.delay                    # takes `delay` seconds on the clock
             return Placement((0,), self.name)
-    g = GatedPolicy(Slow(), make_policy("lustre_qos"), round_budget_s=0.0005)
+
+    slow = Slow()
+    g = GatedPolicy(slow, make_policy("lustre_qos"), round_budget_s=0.0005,
+                    budget_rest_s=1.0, clock=lambda: now[0])
     snap = fresh_cluster()
-    reasons = [g.allocate(snap, CreateRequest("j", 1)).fallback for _ in range(12)]
-    assert reasons[0] == "" and "budget" in reasons
-    assert reasons.count("") >= 2            # the estimate decays while resting
+    decide = lambda: g.allocate(snap, CreateRequest("j", 1)).fallback  # noqa: E731
+    assert decide() == ""                          # 4 ms: the estimate jumps over budget
+    assert [decide() for _ in range(20)] == ["budget"] * 20   # resting: no slow rounds
+    now[0] = 1.01
+    assert decide() == ""                          # trial round, still slow
+    now[0] = 2.5
+    assert decide() == "budget"                    # the rest doubled to 2 s
+    now[0] = 3.03
+    slow.delay = 0.0
+    assert decide() == ""                          # trial is fast: measured afresh
+    assert [decide() for _ in range(5)] == [""] * 5
+    assert g.fallbacks["budget"] == 21
 
 
 def test_whole_batch_refusal_is_decided_request_by_request():
