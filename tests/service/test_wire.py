@@ -138,28 +138,28 @@ def _check_result(frame: bytes) -> None:
         assert c.stripe_size > 0 and c.stripe_size % 65536 == 0 and c.expected_bytes >= 0
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, derandomize=True)
 @given(st.binary(max_size=300))
 def test_decoder_only_ever_raises_wire_error_on_random_bytes(frame):
     _check_result(frame)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, derandomize=True)
 @given(requests)
 def test_decoder_accepts_exactly_the_valid_field_combinations(fields):
     _check_result(msgpack.packb(fields, use_bin_type=True))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(msgpack_values)
 def test_decoder_refuses_any_msgpack_object_that_is_not_a_request(obj):
     _check_result(msgpack.packb(obj, use_bin_type=True))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(st.integers(0, (1 << 64) - 1), st.text(min_size=1, max_size=40),
        st.integers(1, 8) | st.just(-1), st.integers(1, 4096),
-       st.integers(0, (1 << 63) - 1), st.none() | st.text(max_size=5))
+       st.integers(0, (1 << 63) - 1), st.none() | st.text("abcxyz_-", max_size=15))
 def test_client_encoding_round_trips_through_the_decoder(rid, job, count, units, nbytes, pool):
     frame = wire.encode_request(rid, job, count, units * 65536, nbytes, "/p", pool)
     req = wire.decode_request(frame, 8)
