@@ -27,6 +27,8 @@ def unusable_reason(ost: OstState) -> str | None:
     if not ost.active:
         return "inactive"
     flags = ost.flags
+    if not flags:       # fast path (the common case): no state bit set, nothing below applies
+        return None
     if flags & OstFlag.ENOSPC or (flags & OstFlag.ENOINO and ost.files_precreated == 0):
         return "ENOSPC"
     if flags & OstFlag.READONLY:
