@@ -43,6 +43,8 @@ class OstState:
             "I/O time" histograms (None when unknown).
         sample_time_s: when the statistics behind this state were read, seconds on
             the snapshot's clock (None when never sampled: a static or simulated view).
+        write_bytes_per_s: bytes/s written to the OST over the last interval (obdfilter
+            ``stats`` ``write_bytes`` rate; None when unknown).
     """
     index: int
     oss: str
@@ -55,6 +57,7 @@ class OstState:
     flags: OstFlag = OstFlag.NONE
     write_latency_s: float | None = None
     sample_time_s: float | None = None
+    write_bytes_per_s: float | None = None
 
     @property
     def kbytes_used(self) -> int:

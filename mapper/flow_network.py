@@ -28,8 +28,9 @@ optimum is unchanged: take an optimal flow where request r uses an OST j outside
 cheapest, t, carries none. Moving r's stripe from j to t is feasible (nobody uses t; its
 capacity is >= 1 since only OSTs with room are candidates) and changes the cost by
 ``first(t) - marginal(j) <= first(t) - first(j) <= 0`` (unit costs are non-decreasing).
-Repeating reaches an optimal flow inside the pruned network. Request-arc costs must not
-depend on the request, which holds for both cost models.
+Repeating reaches an optimal flow inside the pruned network. When request arcs carry a
+per-group extra cost (the mapper's per-application spreading term), each group ranks its
+candidates by its own first-stripe cost and the same argument holds request by request.
 """
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ def stripe_capacity(osts: OstArrays, stripe_size: int) -> np.ndarray:
 
 def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: Sequence[np.ndarray],
                   cost_model: CostModel, stripe_size: int, bytes_per_stripe: float,
-                  prune: bool = True) -> FlowNetwork:
+                  prune: bool = True,
+                  group_costs: Sequence[np.ndarray | None] | None = None) -> FlowNetwork:
     """Build one round's network.
 
     Args:
@@ -119,6 +121,8 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
         bytes_per_stripe: expected bytes a stripe of this round will hold.
         prune: keep only each request's ``S`` cheapest candidates (exact; see the
             module docstring). False builds the dense network (for tests and benches).
+        group_costs: optional extra request -> OST costs per group, int64 (N,) each
+            (None entries: no extra cost).
     Raises:
         ValueError: a request with ``stripes < 1`` or an unknown group.
     """
@@ -132,11 +136,13 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     total = sum(req.stripes for req in requests)
     # Candidates per eligibility group.
     first = req_cost + cost_model.unit_costs(osts, 1, bytes_per_stripe)[:, 0]
+    extra = list(group_costs) if group_costs is not None else [None] * len(eligible)
     cand: list[np.ndarray] = []
-    for mask in eligible:
+    for mask, more in zip(eligible, extra):
         rows = np.nonzero(mask & (cap > 0))[0]
         if prune and len(rows) > total:
-            order = np.lexsort((rows, first[rows]))
+            rank = first[rows] if more is None else first[rows] + more[rows]
+            order = np.lexsort((rows, rank))
             rows = np.sort(rows[order[:total]])
         cand.append(rows)
     # Request -> OST arcs.
@@ -163,7 +169,12 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
         sink_tail = np.nonzero(slot_mask)[0].astype(np.int64)
         sink_cap = np.ones(len(sink_tail), dtype=np.int64)
         sink_cost = units[slot_mask]
-    max_path = (int(req_cost[used_rows].max()) if m else 0) + (int(sink_cost.max()) if len(sink_cost) else 0)
+    arc_cost = req_cost[assign_ost]
+    for g, more in enumerate(extra):
+        if more is not None:
+            sel = np.array([requests[i].group == g for i in range(r)], dtype=bool)[assign_request]
+            arc_cost = np.where(sel, arc_cost + more[assign_ost], arc_cost)
+    max_path = (int(arc_cost.max()) if len(arc_cost) else 0) + (int(sink_cost.max()) if len(sink_cost) else 0)
     bonus_unit = max_path + 1
     tiers = np.array([req.tier for req in requests], dtype=np.int64)
     n_tiers = int(tiers.max()) + 1 if r else 1
@@ -174,7 +185,7 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     heads = np.concatenate([2 + np.arange(r, dtype=np.int64), first_ost_node + ost_node,
                             np.full(len(sink_tail), SINK, dtype=np.int64)])
     capacities = np.concatenate([stripes, np.ones(len(assign_ost), dtype=np.int64), sink_cap])
-    costs = np.concatenate([src_cost, req_cost[assign_ost], sink_cost]).astype(np.int64)
+    costs = np.concatenate([src_cost, arc_cost, sink_cost]).astype(np.int64)
     n_nodes = first_ost_node + m
     supplies = np.zeros(n_nodes, dtype=np.int64)
     supplies[SOURCE] = total

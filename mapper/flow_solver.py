@@ -1,8 +1,11 @@
 """Solvers of the placement network: a maximum flow of minimum cost (Section III-C2, Eq. 1-2).
 
 * :func:`solve_ortools`: Google OR-Tools ``SimpleMinCostFlow`` (cost scaling push-relabel),
-  arcs added in bulk from the arrays, ``solve_max_flow_with_min_cost``. The production
-  solver.
+  arcs added in bulk from the arrays. The production solver. It first asks for a flow
+  that serves every request (``solve``, the usual case, about twice as fast) and only
+  when that is infeasible for the maximum flow of minimum cost
+  (``solve_max_flow_with_min_cost``). When every request fits the two coincide: the
+  maximum flow is then the total supply.
 * :func:`solve_networkx`: networkx ``network_simplex`` on a ``MultiDiGraph`` (parallel
   arcs kept), with the maximum flow value from ``maximum_flow_value`` as the demand.
   networkx is what the paper used; kept as the reference the tests compare against.
@@ -43,7 +46,9 @@ def solve_ortools(net: FlowNetwork) -> FlowSolution:
         return FlowSolution(np.zeros(0, dtype=np.int64), 0, 0)
     arcs = smcf.add_arcs_with_capacity_and_unit_cost(net.tails, net.heads, net.capacities, net.costs)
     smcf.set_nodes_supplies(np.arange(net.n_nodes, dtype=np.int64), net.supplies)
-    status = smcf.solve_max_flow_with_min_cost()
+    status = smcf.solve()
+    if status == smcf.INFEASIBLE:
+        status = smcf.solve_max_flow_with_min_cost()
     if status != smcf.OPTIMAL:
         raise SolverError(f"OR-Tools min cost flow status {status}")
     return FlowSolution(np.asarray(smcf.flows(arcs), dtype=np.int64), int(smcf.optimal_cost()),

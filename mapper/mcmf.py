@@ -36,7 +36,7 @@ The policy does not gate itself on MDS CPU: :class:`mapper.gate.GatedPolicy` doe
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -44,7 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mapper.cluster_state import ClusterSnapshot, OstState
-from mapper.flow_costs import OstArrays, make_cost_model
+from mapper.flow_costs import PERCENT_SCALE, OstArrays, make_cost_model
 from mapper.flow_network import RoundRequest, build_network
 from mapper.flow_solver import SOLVERS
 from mapper.markov import MarkovConfig, MarkovPredictor
@@ -90,7 +90,15 @@ class McmfPolicy:
         straggler_factor, straggler_min_excess_s, straggler_max_fraction: the straggler
             rule (:mod:`mapper.stragglers`).
         pending_half_life_s: half-life of the placed-but-not-yet-visible estimate, s.
-        cache_ttl_s: how long a predicted request's OST list stays valid, s.
+        cache_ttl_s: how long a predicted request's OST list stays valid, s (0: never
+            answer from predicted lists; predictions then only shape each round).
+        app_weight: points per stripe an application already has on an OST (recently),
+            added to its request arcs: an application's files spread over OSTs the way
+            round-robin spreads them, so that files which keep growing after their
+            creation (appends; the mapper only sees the first write) do not pile up.
+        app_half_life_s: decay of that count, s.
+        rate_window_s: time constant of the per-OST long-run write rate the convex cost
+            projects fill with, s.
     """
     name = "mcmf"
     needs_gate = True
@@ -101,7 +109,9 @@ class McmfPolicy:
                  straggler_factor: float = STRAGGLER_FACTOR,
                  straggler_min_excess_s: float = STRAGGLER_MIN_EXCESS_S,
                  straggler_max_fraction: float = STRAGGLER_MAX_FRACTION,
-                 pending_half_life_s: float = 300.0, cache_ttl_s: float = 30.0):
+                 pending_half_life_s: float = 300.0, cache_ttl_s: float = 5.0,
+                 app_weight: float = 0.0, app_half_life_s: float = 3600.0,
+                 rate_window_s: float = 3600.0):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -119,6 +129,11 @@ class McmfPolicy:
         self.straggler_max_fraction = straggler_max_fraction
         self.pending_half_life_s = pending_half_life_s
         self.cache_ttl_s = cache_ttl_s
+        self.app_weight = app_weight
+        self.rate_window_s = rate_window_s
+        self.write_rate: dict[int, float] = {}
+        self.app_half_life_s = app_half_life_s
+        self.app_stripes: OrderedDict[str, dict[Any, float]] = OrderedDict()
         self.pending_bytes: dict[int, float] = {}
         self.pending_stripes: dict[int, float] = {}
         self._pending_time_s = -math.inf
@@ -163,8 +178,10 @@ class McmfPolicy:
         candidates = [o for o in usable_all if o.index not in stragglers]
         row_of = {o.index: r for r, o in enumerate(candidates)}
         out: list[Placement | AllocationError | None] = [None] * len(requests)
-        groups: dict[str | None, int] = {}
+        groups: dict[tuple[str | None, str], int] = {}
+        pool_masks: dict[str | None, np.ndarray] = {}
         masks: list[np.ndarray] = []
+        group_apps: list[str] = []
         current: list[_Current] = []
         for pos, req in enumerate(requests):
             try:
@@ -184,17 +201,21 @@ class McmfPolicy:
             if hit is not None:
                 out[pos] = hit
                 continue
-            if req.pool not in groups:
-                groups[req.pool] = len(masks)
+            if req.pool not in pool_masks:
                 mask = np.zeros(len(candidates), dtype=bool)
                 for o in members:
                     r = row_of.get(o.index)
                     if r is not None:
                         mask[r] = True
-                masks.append(mask)
-            current.append(_Current(pos, req, count, groups[req.pool]))
+                pool_masks[req.pool] = mask
+            key = (req.pool, req.job_id)
+            if key not in groups:
+                groups[key] = len(masks)
+                masks.append(pool_masks[req.pool])
+                group_apps.append(req.job_id)
+            current.append(_Current(pos, req, count, groups[key]))
         if current:
-            self._round(snapshot, candidates, masks, current, stragglers, out, now)
+            self._round(snapshot, candidates, masks, group_apps, current, stragglers, out, now)
         return out  # type: ignore[return-value]
 
     # -- predicted lists -------------------------------------------------------------
@@ -203,7 +224,7 @@ class McmfPolicy:
         queue = self.predicted.get(req.job_id)
         if not queue:
             return None
-        while queue and now - queue[0].made_s > self.cache_ttl_s:
+        while queue and now - queue[0].made_s >= self.cache_ttl_s:
             queue.popleft()
         if not queue:
             return None
@@ -221,12 +242,12 @@ class McmfPolicy:
             return None
         queue.popleft()
         self.stats["predicted_hits"] += 1
-        self._add_pending(head.osts, self._bytes_per_stripe(req, count))
+        self._add_pending(head.osts, self._bytes_per_stripe(req, count), req.job_id)
         return Placement(head.osts, self.name, note="predicted")
 
     # -- the flow round --------------------------------------------------------------
     def _round(self, snapshot: ClusterSnapshot, candidates: list[OstState], masks: list[np.ndarray],
-               current: list[_Current], stragglers: set[int],
+               group_apps: list[str], current: list[_Current], stragglers: set[int],
                out: list[Placement | AllocationError | None], now: float) -> None:
         self.stats["rounds"] += 1
         self.stats["stragglers_excluded"] += len(stragglers)
@@ -254,7 +275,8 @@ class McmfPolicy:
         stripe_size = max((c.request.stripe_size or DEFAULT_STRIPE_SIZE) for c in current)
         expected = [self._bytes_per_stripe(c.request, c.count) for c in current]
         net = build_network(osts, round_reqs, masks, self.cost_model, stripe_size,
-                            float(np.mean(expected)), prune=self.prune)
+                            float(np.mean(expected)), prune=self.prune,
+                            group_costs=[self._app_costs(app, osts) for app in group_apps])
         sol = self.solve(net)
         used = sol.flows[net.assign_arc] > 0
         got: list[list[int]] = [[] for _ in round_reqs]
@@ -271,7 +293,7 @@ class McmfPolicy:
             if len(rows) < c.count:
                 self.stats["clipped"] += 1
                 note = f"clipped: stripe count {c.count} -> {len(rows)} (space)"
-            self._add_pending(ordered, expected[k])
+            self._add_pending(ordered, expected[k], c.request.job_id)
             out[c.pos] = Placement(ordered, self.name, note=note)
         # Keep fully served predicted requests, per application in step order.
         fresh: dict[str, list[tuple[int, _Predicted]]] = {}
@@ -308,7 +330,8 @@ class McmfPolicy:
             cpu_percent=np.array([osses[o.oss].cpu_percent for o in candidates], dtype=float),
             mem_percent=np.array([osses[o.oss].mem_percent for o in candidates], dtype=float),
             lnet_load=np.array([osses[o.oss].lnet_load for o in candidates], dtype=float),
-            queue=np.maximum(queue, 0.0))
+            queue=np.maximum(queue, 0.0),
+            write_bytes_per_s=np.array([self.write_rate.get(o.index, 0.0) for o in candidates]))
 
     @staticmethod
     def _stripe_order(rows: list[int], osts: OstArrays, candidates: list[OstState]) -> tuple[int, ...]:
@@ -368,10 +391,38 @@ class McmfPolicy:
                     del pb[i]
             t = o.sample_time_s
             if t is not None and seen_sample.get(i) != t:
+                last = seen_sample.get(i)
                 seen_sample[i] = t
                 ps.pop(i, None)
+                if o.write_bytes_per_s is not None:
+                    # Long-run write rate: an EWMA with time constant rate_window_s, so
+                    # the burst of one new file fades and a steady appender stays.
+                    w = 1.0 if last is None else 1.0 - math.exp(-(t - last) / self.rate_window_s)
+                    old = self.write_rate.get(i, o.write_bytes_per_s)
+                    self.write_rate[i] = old + w * (o.write_bytes_per_s - old)
 
-    def _add_pending(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
+    def _app_costs(self, job_id: str, osts: OstArrays) -> np.ndarray | None:
+        """Per-application spreading term: ``app_weight`` points per stripe this
+        application received on the OST recently (decaying with ``app_half_life_s``)."""
+        placed = self.app_stripes.get(job_id)
+        if not placed or self.app_weight == 0:
+            return None
+        factor = 0.5 ** ((self._pending_time_s - placed.pop("_t", self._pending_time_s))
+                         / self.app_half_life_s)
+        for k in list(placed):
+            placed[k] *= factor
+        placed["_t"] = self._pending_time_s
+        counts = np.array([placed.get(int(i), 0.0) for i in osts.index])
+        return np.rint(self.app_weight * counts * PERCENT_SCALE).astype(np.int64)
+
+    def _add_pending(self, osts: Sequence[int], bytes_per_stripe: float, job_id: str) -> None:
+        if self.app_weight:
+            placed = self.app_stripes.setdefault(job_id, {"_t": self._pending_time_s})
+            self.app_stripes.move_to_end(job_id)
+            for i in osts:
+                placed[i] = placed.get(i, 0.0) + 1.0
+            while len(self.app_stripes) > self.markov_config.max_apps:
+                self.app_stripes.popitem(last=False)
         for i in osts:
             self.pending_bytes[i] = self.pending_bytes.get(i, 0.0) + bytes_per_stripe
             self.pending_stripes[i] = self.pending_stripes.get(i, 0.0) + 1.0

@@ -153,6 +153,7 @@ class Simulation:
                                ost_bandwidth_bytes_s=cluster.bandwidth_bytes_s)
         self.creates_this_step = 0
         self.meta_this_step = 0
+        self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last stats sample
         self.mds_cpu_last = scenario.mds_model.cpu_idle_percent  # MDS CPU% of the last busy step
         self._rem: np.ndarray | None = None
         # Reserved-space watermarks (osp_precreate.c): low = max(1, KiB_total >> 20) MiB.
@@ -192,6 +193,14 @@ class Simulation:
         for p, ost in enumerate(self.view.osts):
             ost.write_latency_s = float(latency[p])
             ost.sample_time_s = now
+        # The collectors' per-OST write rate (obdfilter stats write_bytes over the
+        # interval), bytes/s.
+        span = now - self.last_stats_s
+        if math.isfinite(span) and span > 0:
+            rate = self.ost_written_bytes / span
+            for p, ost in enumerate(self.view.osts):
+                ost.write_bytes_per_s = float(rate[p])
+        self.ost_written_bytes = np.zeros(self.cl.ost_count)
         self.last_stats_s = now
 
     def _create(self, rec: TraceRecord, now: float) -> _File | None:
@@ -351,6 +360,7 @@ class Simulation:
         entry_bytes = progress[self._entry_flow] * self._entry_frac
         written = np.bincount(self._entry_ost, entry_bytes * self._entry_write, minlength=n)
         self.used += written
+        self.ost_written_bytes += written
         over = self.used - self.capacity
         if (over > 0).any():
             self.counters["bytes_lost_enospc"] += float(over[over > 0].sum())
