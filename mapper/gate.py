@@ -11,7 +11,8 @@ reasons to step aside, which a service on a real MDS needs:
   weighted mean of measured round times, so one moderately slow round does not flip it).
   Once over budget the primary rests for ``budget_rest_s`` (doubling, up to
   ``BUDGET_REST_MAX_S``, each time a trial round is still too slow), then one trial
-  round measures it afresh. Resting by time rather than by rounds bounds the cost of
+  round measures it afresh (the estimate restarts from half the budget, so a single
+  scheduling hiccup during the trial does not prolong the rest). Resting by time rather than by rounds bounds the cost of
   a primary that cannot fit the budget (e.g. the flow solver on thousands of OSTs) to
   one slow round per rest period, instead of one every other round.
 
@@ -37,7 +38,7 @@ BUDGET_EWMA_WEIGHT = 0.2
 """Weight of the newest round time in the budget estimate."""
 BUDGET_REST_S = 1.0
 """First rest of a primary over budget, seconds (ours; doubles while trials stay slow)."""
-BUDGET_REST_MAX_S = 60.0
+BUDGET_REST_MAX_S = 10.0
 """Longest rest, seconds."""
 
 FALLBACK_REASONS = ("mds_cpu", "stale", "budget", "error", "check")
@@ -126,10 +127,12 @@ class GatedPolicy:
         return self.round_budget_s is not None and self.round_estimate_s > self.round_budget_s
 
     def _measured(self, took_s: float) -> None:
-        if self.over_budget():      # a trial after a rest: measure afresh
-            self.round_estimate_s = took_s
-        else:
-            self.round_estimate_s += BUDGET_EWMA_WEIGHT * (took_s - self.round_estimate_s)
+        if self.over_budget():
+            # a trial after a rest: restart the estimate from half the budget, so one
+            # noisy trial does not keep the primary resting, a truly slow one does
+            assert self.round_budget_s is not None
+            self.round_estimate_s = 0.5 * self.round_budget_s
+        self.round_estimate_s += BUDGET_EWMA_WEIGHT * (took_s - self.round_estimate_s)
         if self.over_budget():
             self._rest_until = self.clock() + self._rest_s
             log.info("primary over its round budget; the fallback decides while it rests",
