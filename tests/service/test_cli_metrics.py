@@ -91,3 +91,13 @@ def test_metrics_endpoint_counts_requests_rounds_and_fallbacks():
     assert float(lines[p + "mds_cpu_percent"]) == 99.0
     assert float(lines[p + 'osts{state="usable"}']) == 8
     assert sum(float(v) for k, v in lines.items() if k.startswith(p + "ost_stripes_total")) == 8
+
+
+def test_shipped_example_config_and_unit_are_consistent():
+    from .conftest import PROJECT
+    cfg = load_config(str(PROJECT / "mapper/systemd/mapper.toml.example"), {})
+    assert (cfg.bind, cfg.policy, cfg.fallback, cfg.metrics_port) == (
+        "tcp://*:5558", "mcmf", "lustre_qos", 9558)
+    unit = (PROJECT / "mapper/systemd/lustre-alloc-mapper.service").read_text()
+    assert "ExecStart=/usr/bin/lustre-alloc-mapper --config /etc/lustre-alloc/mapper.toml" in unit
+    assert "StateDirectory=lustre-alloc" in unit and cfg.state_file.startswith("/var/lib/lustre-alloc/")
