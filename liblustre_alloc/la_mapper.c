@@ -233,7 +233,9 @@ int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 	if (!osts || osts->type != MSGPACK_OBJECT_ARRAY ||
 	    osts->via.array.size == 0 || osts->via.array.size > LA_MAX_STRIPES)
 		LA_GARBAGE("osts");
-	if (want_count > 0 && osts->via.array.size != (uint32_t)want_count)
+	/* The mapper may clip the count to the usable OSTs of the pool, as
+	 * Lustre does (docs/protocol.md), never exceed it. */
+	if (want_count > 0 && osts->via.array.size > (uint32_t)want_count)
 		LA_GARBAGE("osts_count");
 	{
 		/* OST indices are < 0xffff (LOV_OFFSET_DEFAULT is "none"). */

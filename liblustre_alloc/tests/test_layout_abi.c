@@ -235,6 +235,9 @@ static void test_reply_decoder(void)
 	CHECK(parse_reply_with(9, 1, good, 3, 1 << 20, 9, 2, d) == -EPROTO &&
 	      !strcmp(d->reason, "mapper_garbage:osts_count"));
 	CHECK(parse_reply_with(9, 1, neg, 2, 1 << 20, 9, 2, d) == -EPROTO);
+	/* clipped to the usable OSTs: fewer than asked is a valid layout */
+	CHECK(parse_reply_with(9, 1, good, 3, 1 << 20, 9, 8, d) == 0 &&
+	      d->ok && d->count == 3);
 	CHECK(parse_reply_with(9, 1, good, 3, 1000, 9, 3, d) == -EPROTO &&
 	      !strcmp(d->reason, "mapper_garbage:stripe_size"));
 	CHECK(parse_reply_with(9, 0, NULL, 0, 0, 9, 3, d) == -ENOSPC &&
