@@ -172,6 +172,7 @@ class ShimRun:
     lib: Path
     root: Path
     endpoint: str
+    defaults: dict[str, str] | None = None
 
     @property
     def data(self) -> Path:
@@ -190,6 +191,7 @@ class ShimRun:
             "LUSTRE_ALLOC_RECORD": str(self.record),
             "LUSTRE_ALLOC_MAPPER": self.endpoint,
         })
+        env.update(self.defaults or {})
         env.update(extra)
         return env
 
@@ -206,8 +208,8 @@ class ShimRun:
 
 @pytest.fixture
 def shim_run_factory(shim_lib: Path, tmp_path: Path):
-    def _make(endpoint: str) -> ShimRun:
-        r = ShimRun(shim_lib, tmp_path, endpoint)
+    def _make(endpoint: str, **defaults: str) -> ShimRun:
+        r = ShimRun(shim_lib, tmp_path, endpoint, defaults)
         r.data.mkdir(exist_ok=True)
         return r
     return _make
@@ -215,8 +217,11 @@ def shim_run_factory(shim_lib: Path, tmp_path: Path):
 
 @pytest.fixture
 def shim(shim_run_factory, real_mapper: Mapper) -> ShimRun:
-    """A ShimRun against the real mapper."""
-    return shim_run_factory(real_mapper.endpoint)
+    """A ShimRun against the real mapper.  These tests check what is created
+    and recorded, not timing (test_fallback.py does, at the default 50 ms):
+    a generous timeout keeps a loaded 2-core machine from turning a slow
+    round trip into a (correct, but unexpected here) fallback."""
+    return shim_run_factory(real_mapper.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000")
 
 
 @pytest.fixture

@@ -16,17 +16,18 @@ def test_lov_user_md_bytes_and_lustre_backend_fallbacks(shim_lib, tmp_path):
     assert "FAIL" not in p.stdout
 
 
-def _api_env(endpoint, record):
+def _api_env(endpoint, record, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUSTRE_ALLOC_")}
     env.pop("LD_PRELOAD", None)
-    env.update(LUSTRE_ALLOC_MAPPER=endpoint, LUSTRE_ALLOC_RECORD=str(record))
+    env.update(LUSTRE_ALLOC_MAPPER=endpoint, LUSTRE_ALLOC_RECORD=str(record), **extra)
     return env
 
 
 def test_explicit_api_with_mapper(shim_lib, real_mapper, tmp_path):
     rec = tmp_path / "rec.tsv"
     p = subprocess.run([LIBDIR / "tests" / "test_api", "up", tmp_path], capture_output=True,
-                       text=True, env=_api_env(real_mapper.endpoint, rec), timeout=60)
+                       text=True, env=_api_env(real_mapper.endpoint, rec, LUSTRE_ALLOC_TIMEOUT_MS="5000"),
+                       timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
     (r,) = parse_records(rec)
     assert r["op"] == "api" and r["result"] == "layout" and r["req_count"] == "2"

@@ -62,17 +62,19 @@ def test_slow_mapper_times_out_and_file_is_created_plainly(shim_run_factory, sta
 
 def test_socket_is_usable_after_a_timeout_and_late_reply_is_dropped(shim_run_factory, standin,
                                                                     create_files):
-    m = standin("slow_first", delay_ms=120)
+    m = standin("slow_first", delay_ms=250)
     run = shim_run_factory(m.endpoint)
-    # one thread: the second and later creates reuse the socket that timed out
-    p = run.run([create_files, "-n", "6", run.data], LUSTRE_ALLOC_RETRY_MS="0")
+    # one thread: the second and later creates reuse the socket that timed out;
+    # the stand-in answers the first request late, then the queued ones
+    p = run.run([create_files, "-n", "6", run.data], LUSTRE_ALLOC_RETRY_MS="0",
+                LUSTRE_ALLOC_TIMEOUT_MS="100")
     assert "created=6" in p.stdout
     recs = run.records()
     assert recs[0]["reason"] == "mapper_timeout"
     later = recs[1:]
     # whatever was in flight, no create takes a layout meant for another one
     ok = [r for r in later if r["result"] == "layout"]
-    assert len(ok) >= 4
+    assert len(ok) >= 2
     for r in ok:
         assert_valid_layout(r)
     assert {r["reason"] for r in later if r["result"] != "layout"} <= {"mapper_timeout"}
