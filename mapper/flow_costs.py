@@ -141,9 +141,11 @@ class ConvexCost:
     metric is max/mean (Section IV-B): an OST at 1.05x the mean fill costs 5 points more
     than an average one, the same as ``5 / queue_weight`` more queued writes.
 
-    Request -> OST arcs carry the paper's OSS load plus ``oss_queue_weight`` points per
-    write queued on the OSS's OSTs (mean over them), so that two idle OSTs of one busy
-    server look worse than an idle OST of an idle one.
+    Request -> OST arcs carry the paper's OSS load. The network gets an OSS layer
+    (OST -> OSS -> sink) whose slots cost ``oss_queue_weight`` points per write queued on
+    the OSS, averaged over its OSTs, after ``k`` more stripes of the round
+    (:meth:`oss_unit_costs`): the round spreads over servers, not only over OSTs, and
+    two idle OSTs of a busy server look worse than an idle OST of an idle one.
 
     Args:
         alpha, beta, lnet_weight: the paper's OSS load weights.
@@ -157,17 +159,22 @@ class ConvexCost:
     lnet_weight: float = 1.0
     space_weight: float = 1.0
     queue_weight: float = 20.0
-    oss_queue_weight: float = 5.0
+    oss_queue_weight: float = 20.0
     horizon_s: float = 0.0
     name: str = "convex"
 
     def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
-        load = oss_load_cost(osts, self.alpha, self.beta, self.lnet_weight)
-        n_oss = int(osts.oss.max()) + 1 if len(osts.oss) else 0
-        per_oss = np.bincount(osts.oss, osts.queue, minlength=n_oss)
+        return oss_load_cost(osts, self.alpha, self.beta, self.lnet_weight)
+
+    def oss_unit_costs(self, osts: OstArrays, slots: int) -> np.ndarray:
+        """OSS slot ``k`` cost, int64 (n_oss, slots): ``oss_queue_weight * (Q_s + k) / n_s``
+        points, ``Q_s`` the queued writes on the OSS's ``n_s`` OSTs."""
+        n_oss = int(osts.oss.max()) + 1
+        queued = np.bincount(osts.oss, osts.queue, minlength=n_oss)
         count = np.maximum(np.bincount(osts.oss, minlength=n_oss), 1)
-        oss_queue = (per_oss / count)[osts.oss] if n_oss else np.zeros(0)
-        return load + np.rint(self.oss_queue_weight * oss_queue * PERCENT_SCALE).astype(np.int64)
+        k = np.arange(max(1, slots), dtype=float)
+        cost = self.oss_queue_weight * (queued[:, None] + k[None, :]) / count[:, None]
+        return np.rint(cost * PERCENT_SCALE).astype(np.int64)
 
     def unit_costs(self, osts: OstArrays, slots: int, bytes_per_stripe: float,
                    rows: np.ndarray | None = None) -> np.ndarray:

@@ -28,7 +28,12 @@ optimum is unchanged: take an optimal flow where request r uses an OST j outside
 cheapest, t, carries none. Moving r's stripe from j to t is feasible (nobody uses t; its
 capacity is >= 1 since only OSTs with room are candidates) and changes the cost by
 ``first(t) - marginal(j) <= first(t) - first(j) <= 0`` (unit costs are non-decreasing).
-Repeating reaches an optimal flow inside the pruned network. When request arcs carry a
+Repeating reaches an optimal flow inside the pruned network. With an OSS layer (OST ->
+OSS -> sink, the OSS slots convex too) the argument is applied twice: within an OSS
+(moving a stripe between two of its OSTs leaves the OSS's load alone), keep its ``S``
+cheapest OSTs; between OSSes, keep the ``S`` OSSes cheapest by their best OST's first
+stripe plus their first slot (at most ``S`` OSSes carry flow, so a kept one is unused,
+and its best OST is at least as cheap as the stripe moved). When request arcs carry a
 per-group extra cost (the mapper's per-application spreading term), each group ranks its
 candidates by its own first-stripe cost and the same argument holds request by request.
 """
@@ -105,6 +110,24 @@ def stripe_capacity(osts: OstArrays, stripe_size: int) -> np.ndarray:
     return np.maximum(avail, 0) // max(int(stripe_size), 1)
 
 
+def _prune_by_oss(rows: np.ndarray, rank: np.ndarray, oss: np.ndarray, oss_first: np.ndarray,
+                  total: int) -> np.ndarray:
+    """Candidates when OSSes carry their own convex cost: the ``total`` cheapest OSSes
+    (by their cheapest OST's first-stripe cost plus the OSS's first slot), and in each
+    the ``total`` cheapest OSTs. Exact by the module docstring's exchange argument,
+    applied twice: within an OSS (its load does not change) and between OSSes (an
+    OSS nobody uses is among the kept ones)."""
+    order = np.lexsort((rows, rank, oss))          # by OSS, then cost, then index
+    rows, rank, oss = rows[order], rank[order], oss[order]
+    start = np.r_[0, np.nonzero(np.diff(oss))[0] + 1]
+    position = np.arange(len(rows)) - np.repeat(start, np.diff(np.r_[start, len(rows)]))
+    keep = position < total
+    best = rank[start] + oss_first[oss[start]]
+    kept_oss = oss[start][np.lexsort((oss[start], best))[:total]]
+    keep &= np.isin(oss, kept_oss)
+    return np.sort(rows[keep])
+
+
 def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: Sequence[np.ndarray],
                   cost_model: CostModel, stripe_size: int, bytes_per_stripe: float,
                   prune: bool = True,
@@ -134,6 +157,10 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     cap = stripe_capacity(osts, stripe_size)
     req_cost = cost_model.request_arc_costs(osts)
     total = sum(req.stripes for req in requests)
+    oss_of = osts.oss.astype(np.int64)
+    n_oss = int(oss_of.max()) + 1 if n else 0
+    oss_fn = getattr(cost_model, "oss_unit_costs", None)
+    oss_units = oss_fn(osts, max(1, total)) if oss_fn is not None and n else None
     # Candidates per eligibility group.
     first = req_cost + cost_model.unit_costs(osts, 1, bytes_per_stripe)[:, 0]
     extra = list(group_costs) if group_costs is not None else [None] * len(eligible)
@@ -142,8 +169,11 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
         rows = np.nonzero(mask & (cap > 0))[0]
         if prune and len(rows) > total:
             rank = first[rows] if more is None else first[rows] + more[rows]
-            order = np.lexsort((rows, rank))
-            rows = np.sort(rows[order[:total]])
+            if oss_units is None:
+                order = np.lexsort((rows, rank))
+                rows = np.sort(rows[order[:total]])
+            else:
+                rows = _prune_by_oss(rows, rank, oss_of[rows], oss_units[:, 0], total)
         cand.append(rows)
     # Request -> OST arcs.
     req_rows = [cand[req.group] for req in requests]
@@ -153,7 +183,7 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     used_rows, ost_node = np.unique(assign_ost, return_inverse=True)
     m = len(used_rows)
     first_ost_node = 2 + r
-    # OST -> sink arcs: K_j = min(capacity, requests that may use it) unit slots.
+    # OST -> sink (or -> its OSS) arcs: K_j = min(capacity, requests that may use it) slots.
     per_ost_requests = np.bincount(ost_node, minlength=m) if m else np.zeros(0, dtype=np.int64)
     slots_needed = int(per_ost_requests.max()) if m else 0
     units = cost_model.unit_costs(osts, slots_needed, bytes_per_stripe, rows=used_rows) if m else np.zeros((0, 1), dtype=np.int64)
@@ -169,24 +199,45 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
         sink_tail = np.nonzero(slot_mask)[0].astype(np.int64)
         sink_cap = np.ones(len(sink_tail), dtype=np.int64)
         sink_cost = units[slot_mask]
+    sink_head = np.full(len(sink_tail), SINK, dtype=np.int64)
+    oss_tail = oss_head = oss_cap = oss_cost = np.zeros(0, dtype=np.int64)
+    n_nodes = first_ost_node + m
+    if oss_units is not None and m:
+        # OST -> OSS_s -> sink: OSS slots with the cost model's rising unit costs.
+        used_oss, oss_node = np.unique(oss_of[used_rows], return_inverse=True)
+        first_oss_node = first_ost_node + m
+        sink_head = first_oss_node + oss_node[sink_tail]
+        through = np.bincount(oss_node, weights=np.bincount(sink_tail, weights=sink_cap, minlength=m),
+                              minlength=len(used_oss)).astype(np.int64)
+        k_s = np.minimum(np.minimum(through, total), oss_units.shape[1])
+        table = oss_units[used_oss]
+        oss_shift = int(table.min())
+        slot_mask = np.arange(table.shape[1])[None, :] < k_s[:, None]
+        oss_tail = first_oss_node + np.nonzero(slot_mask)[0].astype(np.int64)
+        oss_head = np.full(len(oss_tail), SINK, dtype=np.int64)
+        oss_cap = np.ones(len(oss_tail), dtype=np.int64)
+        oss_cost = table[slot_mask] - oss_shift
+        shift += oss_shift
+        n_nodes = first_oss_node + len(used_oss)
     arc_cost = req_cost[assign_ost]
     for g, more in enumerate(extra):
         if more is not None:
             sel = np.array([requests[i].group == g for i in range(r)], dtype=bool)[assign_request]
             arc_cost = np.where(sel, arc_cost + more[assign_ost], arc_cost)
-    max_path = (int(arc_cost.max()) if len(arc_cost) else 0) + (int(sink_cost.max()) if len(sink_cost) else 0)
+    max_path = ((int(arc_cost.max()) if len(arc_cost) else 0)
+                + (int(sink_cost.max()) if len(sink_cost) else 0)
+                + (int(oss_cost.max()) if len(oss_cost) else 0))
     bonus_unit = max_path + 1
     tiers = np.array([req.tier for req in requests], dtype=np.int64)
     n_tiers = int(tiers.max()) + 1 if r else 1
     src_cost = -(n_tiers - tiers) * bonus_unit
     stripes = np.array([req.stripes for req in requests], dtype=np.int64)
     tails = np.concatenate([np.full(r, SOURCE, dtype=np.int64), 2 + assign_request,
-                            first_ost_node + sink_tail])
+                            first_ost_node + sink_tail, oss_tail])
     heads = np.concatenate([2 + np.arange(r, dtype=np.int64), first_ost_node + ost_node,
-                            np.full(len(sink_tail), SINK, dtype=np.int64)])
-    capacities = np.concatenate([stripes, np.ones(len(assign_ost), dtype=np.int64), sink_cap])
-    costs = np.concatenate([src_cost, arc_cost, sink_cost]).astype(np.int64)
-    n_nodes = first_ost_node + m
+                            sink_head, oss_head])
+    capacities = np.concatenate([stripes, np.ones(len(assign_ost), dtype=np.int64), sink_cap, oss_cap])
+    costs = np.concatenate([src_cost, arc_cost, sink_cost, oss_cost]).astype(np.int64)
     supplies = np.zeros(n_nodes, dtype=np.int64)
     supplies[SOURCE] = total
     supplies[SINK] = -total

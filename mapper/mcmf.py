@@ -140,6 +140,10 @@ class McmfPolicy:
         self._seen_used_kib: dict[int, int] = {}
         self._seen_sample_s: dict[int, float | None] = {}
         self.predicted: dict[str, deque[_Predicted]] = {}
+        # Stripes of predicted lists not yet handed out count as queued writes, so
+        # other applications' rounds do not pick the same OSTs meanwhile.
+        self.reserved_stripes: dict[int, float] = {}
+        self._last_sweep_s = -math.inf
         self.stats = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
                       "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0}
         self.last_stragglers: set[int] = set()
@@ -171,6 +175,7 @@ class McmfPolicy:
         now = snapshot.time_s
         self._decay_pending(now)
         self._absorb_samples(snapshot)
+        self._expire_predicted(now)
         usable_all = [o for o in snapshot.osts if is_usable(o)]
         stragglers = find_stragglers(usable_all, self.straggler_factor,
                                      self.straggler_min_excess_s, self.straggler_max_fraction)
@@ -225,7 +230,7 @@ class McmfPolicy:
         if not queue:
             return None
         while queue and now - queue[0].made_s >= self.cache_ttl_s:
-            queue.popleft()
+            self._release([queue.popleft()])
         if not queue:
             return None
         head = queue[0]
@@ -233,14 +238,16 @@ class McmfPolicy:
         if (head.stripe_count != count or head.stripe_size != stripe_size
                 or head.pool != req.pool):
             self.stats["predicted_misses"] += 1
+            self._release(queue)
             queue.clear()
             return None
         by_index = snapshot.ost_by_index()
         if any(i in stragglers or i not in by_index or not is_usable(by_index[i])
                for i in head.osts):
+            self._release(queue)
             queue.clear()
             return None
-        queue.popleft()
+        self._release([queue.popleft()])
         self.stats["predicted_hits"] += 1
         self._add_pending(head.osts, self._bytes_per_stripe(req, count), req.job_id)
         return Placement(head.osts, self.name, note="predicted")
@@ -307,10 +314,13 @@ class McmfPolicy:
                 c.request.pool, self._stripe_order(rows, osts, candidates), p.probability)))
         for job, items in fresh.items():
             items.sort(key=lambda sp: sp[0])
+            self._release(self.predicted.get(job, ()))
             self.predicted[job] = deque(p for _, p in items)
+            for _, p in items:
+                self._reserve(p.osts, 1.0)
         for c in current:
             if c.request.job_id not in fresh:
-                self.predicted.pop(c.request.job_id, None)
+                self._release(self.predicted.pop(c.request.job_id, ()))
 
     def _arrays(self, snapshot: ClusterSnapshot, candidates: list[OstState]) -> OstArrays:
         oss_names = {name: s for s, name in enumerate(dict.fromkeys(o.oss for o in candidates))}
@@ -320,7 +330,8 @@ class McmfPolicy:
         known = lat[np.isfinite(lat) & (lat > 0)]
         base = float(known.min()) if len(known) else 1.0
         queue = np.where(np.isfinite(lat) & (lat > 0), lat / base - 1.0, 0.0)
-        queue += np.array([self.pending_stripes.get(o.index, 0.0) for o in candidates])
+        queue += np.array([self.pending_stripes.get(o.index, 0.0)
+                           + self.reserved_stripes.get(o.index, 0.0) for o in candidates])
         return OstArrays(
             index=np.array([o.index for o in candidates], dtype=np.int64),
             oss=np.array([oss_names[o.oss] for o in candidates], dtype=np.int64),
@@ -401,6 +412,31 @@ class McmfPolicy:
                     old = self.write_rate.get(i, o.write_bytes_per_s)
                     self.write_rate[i] = old + w * (o.write_bytes_per_s - old)
 
+    def _expire_predicted(self, now: float) -> None:
+        """Drop predicted lists past their TTL (at most once per second of clock)."""
+        if now - self._last_sweep_s < 1.0 and now >= self._last_sweep_s:
+            return
+        self._last_sweep_s = now
+        for job in list(self.predicted):
+            queue = self.predicted[job]
+            while queue and now - queue[0].made_s >= self.cache_ttl_s:
+                self._release([queue.popleft()])
+            if not queue:
+                del self.predicted[job]
+
+    def _reserve(self, osts: Sequence[int], sign: float) -> None:
+        for i in osts:
+            v = self.reserved_stripes.get(i, 0.0) + sign
+            if v > 1e-9:
+                self.reserved_stripes[i] = v
+            else:
+                self.reserved_stripes.pop(i, None)
+
+    def _release(self, entries) -> None:
+        """Predicted lists that will not be handed out free their reservation."""
+        for e in entries:
+            self._reserve(e.osts, -1.0)
+
     def _app_costs(self, job_id: str, osts: OstArrays) -> np.ndarray | None:
         """Per-application spreading term: ``app_weight`` points per stripe this
         application received on the OST recently (decaying with ``app_half_life_s``)."""
@@ -426,3 +462,14 @@ class McmfPolicy:
         for i in osts:
             self.pending_bytes[i] = self.pending_bytes.get(i, 0.0) + bytes_per_stripe
             self.pending_stripes[i] = self.pending_stripes.get(i, 0.0) + 1.0
+
+
+class McmfFlowOnly(McmfPolicy):
+    """MCMF without the predictor (``predict_k=0``): every request is solved in its own
+    round with the current state. Registered as ``mcmf_flow`` so a scenario can compare
+    it with the paper's ``mcmf`` in the same run (docs/placement.md)."""
+    name = "mcmf_flow"
+
+    def __init__(self, seed: int = 0, **params: Any):
+        params.setdefault("predict_k", 0)
+        super().__init__(seed=seed, **params)

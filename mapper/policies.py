@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from mapper.lustre_qos import LustreQos
-from mapper.mcmf import McmfPolicy
+from mapper.mcmf import McmfFlowOnly, McmfPolicy
 from mapper.placement import PlacementPolicy
 from mapper.random_policy import WeightedRandom
 from mapper.round_robin import RoundRobin
@@ -14,6 +14,7 @@ POLICIES: dict[str, Callable[..., PlacementPolicy]] = {
     "lustre_qos": LustreQos,
     "random": WeightedRandom,
     "mcmf": McmfPolicy,
+    "mcmf_flow": McmfFlowOnly,
 }
 BASELINES = ("round_robin", "lustre_qos", "random")
 

@@ -38,7 +38,8 @@ def assignment(net, sol, n_requests):
 
 
 def brute_force_cost(arr, requests, model, stripe_size, bps):
-    """Minimum of Eq. 1 over every assignment of distinct OSTs to each request."""
+    """Minimum of Eq. 1 over every assignment of distinct OSTs to each request (with the
+    convex model's OSS slots: the k-th stripe on an OSS pays its slot k)."""
     req_cost = model.request_arc_costs(arr)
     n = len(arr.index)
     cap = stripe_capacity(arr, stripe_size)
@@ -56,6 +57,11 @@ def brute_force_cost(arr, requests, model, stripe_size, bps):
                 load[j] += 1
         if (load > cap).any():
             continue
+        oss_fn = getattr(model, "oss_unit_costs", None)
+        if oss_fn is not None:
+            oss_units = oss_fn(arr, sum(r.stripes for r in requests))
+            oss_load = np.bincount(arr.oss, load, minlength=oss_units.shape[0]).astype(int)
+            cost += sum(int(oss_units[s_, :k].sum()) for s_, k in enumerate(oss_load))
         best = cost if best is None else min(best, cost)
     return best
 
