@@ -57,7 +57,6 @@ class OstArrays:
         cpu_percent, mem_percent, lnet_load: the OSS's load, 0..100, per OST.
         queue: write requests queued at the OST (``write_latency / base latency - 1``
             plus stripes placed since the last sample), >= 0.
-        write_bytes_per_s: current write rate into the OST, bytes/s (0 if unknown).
     """
     index: np.ndarray
     oss: np.ndarray
@@ -68,7 +67,6 @@ class OstArrays:
     mem_percent: np.ndarray
     lnet_load: np.ndarray
     queue: np.ndarray
-    write_bytes_per_s: np.ndarray | None = None
 
     @property
     def used_fraction(self) -> np.ndarray:
@@ -134,9 +132,7 @@ class ConvexCost:
         space_weight * 100 * f_j(k) / mean f(0)  +  queue_weight * (q_j + k)
 
     with ``f_j(k)`` the used fraction after ``k + 1`` more stripes of
-    ``bytes_per_stripe``, projected ``horizon_s`` ahead at the OST's current write rate
-    (files keep growing after their creation: an OST that hosts a busy appender fills
-    faster than its used space says), and ``q_j`` the OST's write queue (requests). Both terms rise
+    ``bytes_per_stripe`` and ``q_j`` the OST's write queue (requests). Both terms rise
     with ``k``: convex. The fill term is relative to the mean because the balance
     metric is max/mean (Section IV-B): an OST at 1.05x the mean fill costs 5 points more
     than an average one, the same as ``5 / queue_weight`` more queued writes.
@@ -152,7 +148,6 @@ class ConvexCost:
         space_weight: points per percent of relative fill.
         queue_weight: points per queued write on the OST.
         oss_queue_weight: points per queued write (mean per OST) on the OSS.
-        horizon_s: how far ahead the fill is projected at the current write rate, s.
     """
     alpha: float = PAPER_ALPHA
     beta: float = PAPER_BETA
@@ -160,7 +155,6 @@ class ConvexCost:
     space_weight: float = 1.0
     queue_weight: float = 20.0
     oss_queue_weight: float = 20.0
-    horizon_s: float = 0.0
     name: str = "convex"
 
     def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
@@ -181,8 +175,6 @@ class ConvexCost:
         k = np.arange(max(1, slots), dtype=float)
         total = np.maximum(osts.kbytes_total.astype(float) * 1024, 1.0)
         fill0 = osts.used_fraction
-        if osts.write_bytes_per_s is not None and self.horizon_s > 0:
-            fill0 = fill0 + osts.write_bytes_per_s * self.horizon_s / total
         mean_fill = max(float(fill0.mean()), 1e-6)
         q = osts.queue.astype(float)
         if rows is not None:

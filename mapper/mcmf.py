@@ -97,8 +97,6 @@ class McmfPolicy:
             round-robin spreads them, so that files which keep growing after their
             creation (appends; the mapper only sees the first write) do not pile up.
         app_half_life_s: decay of that count, s.
-        rate_window_s: time constant of the per-OST long-run write rate the convex cost
-            projects fill with, s.
     """
     name = "mcmf"
     needs_gate = True
@@ -110,8 +108,7 @@ class McmfPolicy:
                  straggler_min_excess_s: float = STRAGGLER_MIN_EXCESS_S,
                  straggler_max_fraction: float = STRAGGLER_MAX_FRACTION,
                  pending_half_life_s: float = 300.0, cache_ttl_s: float = 5.0,
-                 app_weight: float = 0.0, app_half_life_s: float = 3600.0,
-                 rate_window_s: float = 3600.0):
+                 app_weight: float = 0.0, app_half_life_s: float = 3600.0):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -130,8 +127,6 @@ class McmfPolicy:
         self.pending_half_life_s = pending_half_life_s
         self.cache_ttl_s = cache_ttl_s
         self.app_weight = app_weight
-        self.rate_window_s = rate_window_s
-        self.write_rate: dict[int, float] = {}
         self.app_half_life_s = app_half_life_s
         self.app_stripes: OrderedDict[str, dict[Any, float]] = OrderedDict()
         self.pending_bytes: dict[int, float] = {}
@@ -139,6 +134,8 @@ class McmfPolicy:
         self._pending_time_s = -math.inf
         self._seen_used_kib: dict[int, int] = {}
         self._seen_sample_s: dict[int, float | None] = {}
+        self._pos: dict[int, int] = {}
+        self._pos_key: tuple[int, int] | None = None
         self.predicted: dict[str, deque[_Predicted]] = {}
         # Stripes of predicted lists not yet handed out count as queued writes, so
         # other applications' rounds do not pick the same OSTs meanwhile.
@@ -183,16 +180,21 @@ class McmfPolicy:
         candidates = [o for o in usable_all if o.index not in stragglers]
         row_of = {o.index: r for r, o in enumerate(candidates)}
         out: list[Placement | AllocationError | None] = [None] * len(requests)
-        groups: dict[tuple[str | None, str], int] = {}
+        groups: dict[tuple[str | None, str], int] = {}  # (pool, job or "") -> group
         pool_masks: dict[str | None, np.ndarray] = {}
         masks: list[np.ndarray] = []
         group_apps: list[str] = []
         current: list[_Current] = []
+        usable_in_pool: dict[str | None, tuple[list[OstState], int]] = {}
         for pos, req in enumerate(requests):
             try:
-                members = pool_members(snapshot, req.pool)
-                usable = [o for o in members if is_usable(o)]
-                count = resolve_stripe_count(req.stripe_count, len(usable))
+                if req.pool not in usable_in_pool:
+                    members = pool_members(snapshot, req.pool)
+                    n_usable = (len(usable_all) if members is snapshot.osts
+                                else sum(1 for o in members if is_usable(o)))
+                    usable_in_pool[req.pool] = (members, n_usable)
+                members, n_usable = usable_in_pool[req.pool]
+                count = resolve_stripe_count(req.stripe_count, n_usable)
             except AllocationError as e:
                 out[pos] = e
                 continue
@@ -213,7 +215,8 @@ class McmfPolicy:
                     if r is not None:
                         mask[r] = True
                 pool_masks[req.pool] = mask
-            key = (req.pool, req.job_id)
+            # Requests share a group (candidate set) unless per-application costs differ.
+            key = (req.pool, req.job_id if self.app_weight else "")
             if key not in groups:
                 groups[key] = len(masks)
                 masks.append(pool_masks[req.pool])
@@ -249,7 +252,7 @@ class McmfPolicy:
             return None
         self._release([queue.popleft()])
         self.stats["predicted_hits"] += 1
-        self._add_pending(head.osts, self._bytes_per_stripe(req, count), req.job_id)
+        self._add_pending(head.osts, self._bytes_per_stripe(req, count), req.job_id, snapshot)
         return Placement(head.osts, self.name, note="predicted")
 
     # -- the flow round --------------------------------------------------------------
@@ -300,7 +303,7 @@ class McmfPolicy:
             if len(rows) < c.count:
                 self.stats["clipped"] += 1
                 note = f"clipped: stripe count {c.count} -> {len(rows)} (space)"
-            self._add_pending(ordered, expected[k], c.request.job_id)
+            self._add_pending(ordered, expected[k], c.request.job_id, snapshot)
             out[c.pos] = Placement(ordered, self.name, note=note)
         # Keep fully served predicted requests, per application in step order.
         fresh: dict[str, list[tuple[int, _Predicted]]] = {}
@@ -325,24 +328,31 @@ class McmfPolicy:
     def _arrays(self, snapshot: ClusterSnapshot, candidates: list[OstState]) -> OstArrays:
         oss_names = {name: s for s, name in enumerate(dict.fromkeys(o.oss for o in candidates))}
         osses = snapshot.osses
-        lat = np.array([o.write_latency_s if o.write_latency_s is not None else np.nan
-                        for o in candidates], dtype=float)
-        known = lat[np.isfinite(lat) & (lat > 0)]
-        base = float(known.min()) if len(known) else 1.0
-        queue = np.where(np.isfinite(lat) & (lat > 0), lat / base - 1.0, 0.0)
-        queue += np.array([self.pending_stripes.get(o.index, 0.0)
-                           + self.reserved_stripes.get(o.index, 0.0) for o in candidates])
+        pb, ps, rs = self.pending_bytes, self.pending_stripes, self.reserved_stripes
+        nan = math.nan
+        rows = [(o.index, oss_names[o.oss], o.kbytes_total, o.kbytes_avail,
+                 nan if o.write_latency_s is None else o.write_latency_s) for o in candidates]
+        table = np.array(rows, dtype=float).reshape(-1, 5)
+        server = {name: (st.cpu_percent, st.mem_percent, st.lnet_load)
+                  for name, st in osses.items()}
+        load = np.array([server[o.oss] for o in candidates], dtype=float).reshape(-1, 3)
+        index = table[:, 0].astype(np.int64)
+        lat = table[:, 4]
+        ok = np.isfinite(lat) & (lat > 0)
+        base = float(lat[ok].min()) if ok.any() else 1.0
+        queue = np.where(ok, lat / base - 1.0, 0.0)
+        pending = np.zeros(len(candidates))
+        if pb or ps or rs:
+            for r, i in enumerate(index.tolist()):
+                if i in pb:
+                    pending[r] = pb[i]
+                if i in ps or i in rs:
+                    queue[r] += ps.get(i, 0.0) + rs.get(i, 0.0)
         return OstArrays(
-            index=np.array([o.index for o in candidates], dtype=np.int64),
-            oss=np.array([oss_names[o.oss] for o in candidates], dtype=np.int64),
-            kbytes_total=np.array([o.kbytes_total for o in candidates], dtype=np.int64),
-            kbytes_avail=np.array([o.kbytes_avail for o in candidates], dtype=np.int64),
-            pending_bytes=np.array([self.pending_bytes.get(o.index, 0.0) for o in candidates]),
-            cpu_percent=np.array([osses[o.oss].cpu_percent for o in candidates], dtype=float),
-            mem_percent=np.array([osses[o.oss].mem_percent for o in candidates], dtype=float),
-            lnet_load=np.array([osses[o.oss].lnet_load for o in candidates], dtype=float),
-            queue=np.maximum(queue, 0.0),
-            write_bytes_per_s=np.array([self.write_rate.get(o.index, 0.0) for o in candidates]))
+            index=index, oss=table[:, 1].astype(np.int64),
+            kbytes_total=table[:, 2].astype(np.int64), kbytes_avail=table[:, 3].astype(np.int64),
+            pending_bytes=pending, cpu_percent=load[:, 0], mem_percent=load[:, 1],
+            lnet_load=load[:, 2], queue=np.maximum(queue, 0.0))
 
     @staticmethod
     def _stripe_order(rows: list[int], osts: OstArrays, candidates: list[OstState]) -> tuple[int, ...]:
@@ -385,32 +395,45 @@ class McmfPolicy:
                 else:
                     table[k] = v
 
+    def _positions(self, snapshot: ClusterSnapshot) -> dict[int, int]:
+        """OST index -> position in ``snapshot.osts`` (cached while the list is the same)."""
+        osts = snapshot.osts
+        key = (id(osts), len(osts))
+        if key != self._pos_key:
+            self._pos = {o.index: p for p, o in enumerate(osts)}
+            self._pos_key = key
+        return self._pos
+
     def _absorb_samples(self, snapshot: ClusterSnapshot) -> None:
-        """Remove from the pending estimates what the statistics now show."""
+        """Remove from the pending estimates what the statistics now show (only OSTs
+        with something pending are looked at)."""
+        osts = snapshot.osts
+        pos = self._positions(snapshot)
         pb, ps = self.pending_bytes, self.pending_stripes
         seen_used, seen_sample = self._seen_used_kib, self._seen_sample_s
-        for o in snapshot.osts:
-            i = o.index
+        for i in list(pb):
+            p = pos.get(i)
+            if p is None or osts[p].index != i:
+                del pb[i]
+                continue
+            o = osts[p]
             used = o.kbytes_total - o.kbytes_avail
-            before = seen_used.get(i)
+            before = seen_used.get(i, used)
             seen_used[i] = used
-            if before is not None and used > before and i in pb:
+            if used > before:
                 left = pb[i] - (used - before) * 1024.0
                 if left > 0:
                     pb[i] = left
                 else:
                     del pb[i]
-            t = o.sample_time_s
+        for i in list(ps):
+            p = pos.get(i)
+            if p is None or osts[p].index != i:
+                del ps[i]
+                continue
+            t = osts[p].sample_time_s
             if t is not None and seen_sample.get(i) != t:
-                last = seen_sample.get(i)
-                seen_sample[i] = t
-                ps.pop(i, None)
-                if o.write_bytes_per_s is not None:
-                    # Long-run write rate: an EWMA with time constant rate_window_s, so
-                    # the burst of one new file fades and a steady appender stays.
-                    w = 1.0 if last is None else 1.0 - math.exp(-(t - last) / self.rate_window_s)
-                    old = self.write_rate.get(i, o.write_bytes_per_s)
-                    self.write_rate[i] = old + w * (o.write_bytes_per_s - old)
+                del ps[i]
 
     def _expire_predicted(self, now: float) -> None:
         """Drop predicted lists past their TTL (at most once per second of clock)."""
@@ -451,7 +474,15 @@ class McmfPolicy:
         counts = np.array([placed.get(int(i), 0.0) for i in osts.index])
         return np.rint(self.app_weight * counts * PERCENT_SCALE).astype(np.int64)
 
-    def _add_pending(self, osts: Sequence[int], bytes_per_stripe: float, job_id: str) -> None:
+    def _add_pending(self, osts: Sequence[int], bytes_per_stripe: float, job_id: str,
+                     snapshot: ClusterSnapshot) -> None:
+        state = snapshot.osts
+        pos = self._positions(snapshot)
+        for i in osts:
+            o = state[pos[i]]
+            if i not in self.pending_bytes:
+                self._seen_used_kib[i] = o.kbytes_total - o.kbytes_avail
+            self._seen_sample_s[i] = o.sample_time_s
         if self.app_weight:
             placed = self.app_stripes.setdefault(job_id, {"_t": self._pending_time_s})
             self.app_stripes.move_to_end(job_id)

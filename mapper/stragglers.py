@@ -18,8 +18,9 @@ decision making list". The paper gives no rule; ours:
 """
 from __future__ import annotations
 
-import math
 from typing import Iterable
+
+import numpy as np
 
 from mapper.cluster_state import OstState
 
@@ -46,15 +47,16 @@ def find_stragglers(osts: Iterable[OstState], factor: float = STRAGGLER_FACTOR,
         raise ValueError(f"straggler factor must be > 1, got {factor}")
     if not 0.0 <= max_fraction < 1.0:
         raise ValueError(f"straggler max_fraction must be in [0, 1), got {max_fraction}")
-    known = [(o.write_latency_s, o.index) for o in osts
-             if o.write_latency_s is not None and math.isfinite(o.write_latency_s)
-             and o.write_latency_s >= 0]
-    if len(known) < MIN_PEERS:
+    pairs = [(o.write_latency_s, o.index) for o in osts if o.write_latency_s is not None]
+    if len(pairs) < MIN_PEERS:
         return set()
-    lat = sorted(x for x, _ in known)
-    mid = len(lat) // 2
-    median = lat[mid] if len(lat) % 2 else 0.5 * (lat[mid - 1] + lat[mid])
-    slow = sorted(((x, i) for x, i in known
-                   if x > factor * median and x - median >= min_excess_s), reverse=True)
-    limit = int(max_fraction * len(known))
-    return {i for _, i in slow[:limit]}
+    table = np.array(pairs, dtype=float)
+    table = table[np.isfinite(table[:, 0]) & (table[:, 0] >= 0)]
+    if len(table) < MIN_PEERS:
+        return set()
+    lat = table[:, 0]
+    median = float(np.median(lat))
+    slow = np.nonzero((lat > factor * median) & (lat - median >= min_excess_s))[0]
+    limit = int(max_fraction * len(lat))
+    worst = slow[np.argsort(-lat[slow], kind="stable")][:limit]
+    return {int(i) for i in table[worst, 1]}
