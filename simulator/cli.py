@@ -5,6 +5,8 @@ Commands::
     lustre-alloc-sim run SCENARIO [--policy P ...] [--out DIR] [--duration S] [--jobs N]
     lustre-alloc-sim validate SCENARIO
     lustre-alloc-sim list
+    lustre-alloc-sim scale [--sizes 160,480,800,1024,3600] [--policy P ...] [--duration S]
+                           [--jobs N] [--out DIR]     (the paper's Fig. 16/17 study)
 
 SCENARIO is a TOML file or the name of a bundled scenario (``lustre-alloc-sim list``).
 Errors are one line on stderr (exit 1 for a bad scenario, 2 for bad usage).
@@ -43,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check a scenario and its workloads without running")
     val.add_argument("scenario")
     sub.add_parser("list", help="list the bundled scenarios")
+    from simulator.scalability import add_arguments
+    add_arguments(sub.add_parser("scale", help="scalability study: 160-3600 OSTs, every policy "
+                                               "(paper Fig. 16/17)"))
     return ap
 
 
@@ -100,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"{sc.name}: OK ({cluster.ost_count} OSTs on {len(cluster.oss_names)} OSSes, "
                           f"{len(sc.workloads)} workloads, policies {', '.join(sc.policies)})")
             return 0
+        if args.cmd == "scale":
+            from simulator.scalability import run_cli
+            return run_cli(args)
         return _run(args, console)
     except ScenarioError as e:
         print(f"lustre-alloc-sim: error: {e}", file=sys.stderr)

@@ -252,7 +252,7 @@ def _figures(rows: Sequence[StudyRow], out: Path) -> list[Path]:
     policies = list(dict.fromkeys(r.policy for r in rows))
     sizes = sorted({r.osts for r in rows})
     styles = {"round_robin": ("o", "-"), "lustre_qos": ("s", "--"), "random": ("^", ":"),
-              "mcmf": ("D", "-")}
+              "mcmf": ("D", "-"), "mcmf_flow": ("v", "--")}
     paths = []
     for fname, key, ylabel, title in (
             ("fig16_alloc_time.png", "alloc_us_mean", "allocation time per request (µs, mean)",
@@ -306,6 +306,12 @@ def table_lines(rows: Sequence[StudyRow]) -> list[str]:
     return lines
 
 
+def default_policies() -> list[str]:
+    """The paper's four (those registered) first, then every other registered policy."""
+    return ([p for p in STUDY_POLICIES if p in POLICIES]
+            + [p for p in POLICIES if p not in STUDY_POLICIES])
+
+
 def parse_sizes(text: str) -> list[tuple[int, int]]:
     """``"160,800"`` -> the (OSTs, OSSes) pairs of :data:`SIZES` (or ``O:S`` for others)."""
     known = dict(SIZES)
@@ -327,8 +333,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--sizes", default=",".join(str(o) for o, _ in SIZES),
                     help="OST counts (paper's: 160,480,800,1024,3600) or OSTS:OSSES pairs")
     ap.add_argument("--policy", action="append", metavar="POLICY",
-                    help="policy (repeatable; default: those of round_robin, lustre_qos, random, "
-                         "mcmf that are registered)")
+                    help="policy (repeatable; default: every registered policy, "
+                         "round_robin, lustre_qos, random, mcmf first)")
     ap.add_argument("--duration", type=float, default=DEFAULT_DURATION_S,
                     help=f"simulated seconds per run (default {DEFAULT_DURATION_S:g})")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
@@ -340,7 +346,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run the study from parsed arguments; prints the table; returns the exit code."""
-    policies = args.policy or [p for p in STUDY_POLICIES if p in POLICIES]
+    policies = args.policy or default_policies()
     try:
         sizes = parse_sizes(args.sizes)
     except ValueError as e:
