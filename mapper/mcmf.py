@@ -66,6 +66,7 @@ class _Predicted:
     pool: str | None
     osts: tuple[int, ...]
     probability: float
+    bytes_per_stripe: float = 0.0
 
 
 @dataclass
@@ -144,6 +145,17 @@ class McmfPolicy:
         self.stats = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
                       "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0}
         self.last_stragglers: set[int] = set()
+
+    def predicted_load(self) -> dict[int, float]:
+        """Per-OST bytes this mapper placed that the statistics do not show yet, plus the
+        expected bytes of predicted lists kept for upcoming requests; OST index -> bytes.
+        (The service exports it as a metric.)"""
+        load = dict(self.pending_bytes)
+        for queue in self.predicted.values():
+            for entry in queue:
+                for i in entry.osts:
+                    load[i] = load.get(i, 0.0) + entry.bytes_per_stripe
+        return load
 
     # -- persistence -----------------------------------------------------------------
     def save_state(self, path: str | Path) -> Path:
@@ -314,7 +326,8 @@ class McmfPolicy:
                 continue
             fresh.setdefault(p.job_id, []).append((p.step, _Predicted(
                 now, round_reqs[j].stripes, c.request.stripe_size or DEFAULT_STRIPE_SIZE,
-                c.request.pool, self._stripe_order(rows, osts, candidates), p.probability)))
+                c.request.pool, self._stripe_order(rows, osts, candidates), p.probability,
+                p.bytes / round_reqs[j].stripes)))
         for job, items in fresh.items():
             items.sort(key=lambda sp: sp[0])
             self._release(self.predicted.get(job, ()))

@@ -207,3 +207,15 @@ def test_unknown_solver_and_bad_parameters_are_rejected():
         McmfPolicy(solver="simplex")
     with pytest.raises(ValueError, match="predict_k"):
         McmfPolicy(predict_k=-1)
+
+
+def test_predicted_lists_reserve_their_osts_for_other_applications():
+    snap = cluster()
+    policy = McmfPolicy(predict_k=4)
+    learn(policy, snap, "ior", 20, stripes=1)
+    kept = {i for entry in policy.predicted["ior"] for i in entry.osts}
+    assert kept and all(policy.reserved_stripes[i] >= 1 for i in kept)
+    assert set(policy.predicted_load()) >= kept
+    # Another application's one-stripe file goes to an OST nobody has reserved.
+    other = policy.allocate(snap, CreateRequest("hacc", 1, expected_bytes=8 * MIB))
+    assert other.osts[0] not in kept
