@@ -37,13 +37,21 @@ SNAPSHOT_END = b"END"
 @dataclass(slots=True)
 class BrokerStats:
     """Counters since start: messages in from publishers, dropped (bad topic or frames), cached
-    servers, snapshot requests served, subscriptions seen."""
+    servers, snapshot requests served, subscriptions seen, and (CURVE on) handshakes refused:
+    a peer without CURVE, or with a key not authorised (socket monitor events
+    ``HANDSHAKE_FAILED_*``)."""
     messages_in: int = 0
     bytes_in: int = 0
     dropped: int = 0
     snapshots: int = 0
     subscriptions: int = 0
     cached: int = 0
+    handshake_failures: int = 0
+
+
+#: Socket monitor events counted as refused handshakes (libzmq >= 4.3).
+HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                    | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 @dataclass(slots=True)
@@ -173,6 +181,11 @@ class Broker:
         poller = zmq.Poller()
         for sock in sockets:
             poller.register(sock, zmq.POLLIN)
+        monitors: list[zmq.Socket] = []
+        if self.curve is not None:
+            for sock in sockets:
+                monitors.append(sock.get_monitor_socket(HANDSHAKE_FAILED))
+                poller.register(monitors[-1], zmq.POLLIN)
         next_beat = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -188,9 +201,16 @@ class Broker:
                     self._subscriptions(backend, frontend)
                 if snapshot in events:
                     self._snapshot(snapshot)
+                for mon in monitors:
+                    if mon in events:
+                        self._handshake_failures(mon)
         finally:
             for sock in sockets:
+                if monitors:
+                    sock.disable_monitor()
                 sock.close(0)
+            for mon in monitors:
+                mon.close(0)
 
     def _forward(self, frontend: zmq.Socket, backend: zmq.Socket) -> None:
         for _ in range(1000):  # drain in batches, then let the other sockets in
@@ -233,9 +253,24 @@ class Broker:
                     snapshot.send_multipart([identity, topic, payload])
             snapshot.send_multipart([identity, SNAPSHOT_END, str(self.epoch).encode()])
 
+    def _handshake_failures(self, monitor: zmq.Socket) -> None:
+        from zmq.utils.monitor import recv_monitor_message
+        while True:
+            try:
+                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if event["event"] & HANDSHAKE_FAILED:
+                self.stats.handshake_failures += 1
+                log.debug("handshake refused", extra={"event": "handshake_failed",
+                                                      "endpoint": event["endpoint"].decode(errors="replace"),
+                                                      "zmq_event": event["event"],
+                                                      "value": event["value"]})
+
     def _heartbeat(self, backend: zmq.Socket) -> None:
         beat = {"epoch": self.epoch, "time": time.time(), "messages_in": self.stats.messages_in,
-                "cached": len(self._cache), "dropped": self.stats.dropped}
+                "cached": len(self._cache), "dropped": self.stats.dropped,
+                "handshake_failures": self.stats.handshake_failures}
         try:
             backend.send_multipart([HEARTBEAT_TOPIC, msgpack.packb(beat)], zmq.NOBLOCK)
         except zmq.Again:

@@ -15,6 +15,8 @@ Names (all prefixed ``lustre_alloc_mapper_``):
 ``mds_cpu_percent``                 gauge      MDS CPU the gate sees
 ``osts``                            gauge      OSTs known (``{state="usable"}`` / ``"all"``)
 ``samples_total``                   counter    collector samples applied
+``samples_rejected_total``          counter    samples refused: undecodable or not schema 1
+                                               (``Subscriber.undecodable``)
 ``state_saves_total{result}``       counter    learned-state saves, ``ok`` / ``error``
 ``ost_predicted_load{ost}``         gauge      the primary's predicted load per OST:
                                                ``predicted_load()`` if the policy has it,
@@ -90,6 +92,8 @@ class MapperMetrics:
                              registry=r)
         self.osts = Gauge(PREFIX + "osts", "OSTs known", ["state"], registry=r)
         self.samples = Counter(PREFIX + "samples", "Collector samples applied", registry=r)
+        self.samples_rejected = Counter(PREFIX + "samples_rejected",
+                                        "Samples refused (undecodable, not schema 1)", registry=r)
         self.saves = Counter(PREFIX + "state_saves", "Learned-state saves", ["result"],
                              registry=r)
         self.stripes: Tally = Tally()

@@ -160,6 +160,7 @@ class MapperService:
         self._subscriber: Any = None
         self._broker: Any = None
         self._auth: Any = None
+        self._rejected_counted = 0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout_s: float = 10.0) -> "MapperService":
@@ -363,6 +364,10 @@ class MapperService:
         if n:
             self.metrics.samples.inc(n)
             self.policy.max_sample_age_s = self.store.max_age_s()
+        rejected = sub.undecodable - self._rejected_counted
+        if rejected > 0:
+            self.metrics.samples_rejected.inc(rejected)
+            self._rejected_counted = sub.undecodable
         return n
 
     def _refresh_gauges(self) -> None:
