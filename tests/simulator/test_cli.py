@@ -8,13 +8,14 @@ def test_short_paper_scenario_run_end_to_end_writes_table_files_and_figures(tmp_
     code = main(["run", "paper-32ost", "--duration", "7200", "--out", str(out), "--jobs", "1"])
     text = capsys.readouterr().out
     assert code == 0
-    for policy in ("round_robin", "lustre_qos", "random"):
+    bundled = {"round_robin", "lustre_qos", "random", "mcmf", "mcmf_flow"}
+    for policy in bundled:
         assert policy in text
         assert (out / f"hourly_{policy}.csv").read_text().count("\n") == 4  # header + hours 0, 1, 2
         assert (out / f"fig_capacity_box_{policy}.png").stat().st_size > 1000
     summary = json.loads((out / "summary.json").read_text())
     rows = {p["policy"]: p for p in summary["policies"]}
-    assert set(rows) == {"round_robin", "lustre_qos", "random"}
+    assert set(rows) == bundled
     assert all(r["creates"] > 0 and r["failed_creates"] == 0 for r in rows.values())
     # identical start for every policy
     assert len({r["ost_max_mean_start"] for r in rows.values()}) == 1
