@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 from mapper.cluster_state import ClusterSnapshot
 from mapper.ost_health import is_usable
-from mapper.placement import (AllocationError, CreateRequest, Placement, PlacementPolicy,
+from mapper.placement import (AllocationError, BatchPolicy, CreateRequest, Placement, PlacementPolicy,
                               allocate_each)
 
 log = logging.getLogger("mapper.gate")
@@ -68,7 +68,7 @@ def _batch(policy: PlacementPolicy, snapshot: ClusterSnapshot,
     return allocate_each(policy, snapshot, requests)
 
 
-class GatedPolicy:
+class GatedPolicy(BatchPolicy):
     """The primary policy when the MDS can afford it, else the fallback.
 
     Args:
@@ -141,13 +141,6 @@ class GatedPolicy:
             self._rest_s = min(2 * self._rest_s, BUDGET_REST_MAX_S)
         else:
             self._rest_s = self.budget_rest_s
-
-    def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
-        """One request; raises what the deciding policy raises for it."""
-        result = self.allocate_batch(snapshot, [request])[0]
-        if isinstance(result, AllocationError):
-            raise result
-        return result
 
     def allocate_batch(self, snapshot: ClusterSnapshot,
                        requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:

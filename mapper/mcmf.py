@@ -50,7 +50,7 @@ from mapper.flow_solver import SOLVERS
 from mapper.markov import MarkovConfig, MarkovPredictor
 from mapper.markov_store import load_predictor
 from mapper.ost_health import is_usable, pool_members, resolve_stripe_count
-from mapper.placement import (AllocationError, CreateRequest, NoSpaceError, Placement)
+from mapper.placement import AllocationError, BatchPolicy, CreateRequest, NoSpaceError, Placement
 from mapper.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION, STRAGGLER_MIN_EXCESS_S,
                                find_stragglers)
 
@@ -77,7 +77,7 @@ class _Current:
     group: int
 
 
-class McmfPolicy:
+class McmfPolicy(BatchPolicy):
     """Prediction + min-cost max-flow placement.
 
     Args:
@@ -171,13 +171,6 @@ class McmfPolicy:
         self.predictor = load_predictor(path, self.markov_config)
 
     # -- the policy ------------------------------------------------------------------
-    def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
-        """One request (a batch of one). Raises its :class:`AllocationError`."""
-        result = self.allocate_batch(snapshot, [request])[0]
-        if isinstance(result, AllocationError):
-            raise result
-        return result
-
     def allocate_batch(self, snapshot: ClusterSnapshot,
                        requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
         """One round: a :class:`Placement` or the :class:`AllocationError` of each request."""

@@ -102,3 +102,18 @@ def allocate_each(policy: PlacementPolicy, snapshot: ClusterSnapshot,
         except AllocationError as e:
             out.append(e)
     return out
+
+
+class BatchPolicy:
+    """Mixin for policies that decide in rounds: ``allocate`` is a round of one.
+
+    Subclasses implement ``allocate_batch(snapshot, requests)`` returning a
+    :class:`Placement` or an :class:`AllocationError` per request.
+    """
+
+    def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
+        """One request; raises the :class:`AllocationError` the round gave it."""
+        result = self.allocate_batch(snapshot, [request])[0]  # type: ignore[attr-defined]
+        if isinstance(result, AllocationError):
+            raise result
+        return result
