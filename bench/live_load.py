@@ -32,6 +32,8 @@ def main() -> int:
     p.add_argument("--policy", default="mcmf")
     p.add_argument("--scenario", default="paper-32ost")
     p.add_argument("--interval", type=float, default=1.0, help="collector interval, s")
+    p.add_argument("--expected-mib", type=int, default=64,
+                   help="expected_bytes of each request, MiB (64)")
     args = p.parse_args()
     scenario = load_scenario(args.scenario)
     work = Path(tempfile.mkdtemp(prefix="live-load-"))
@@ -41,7 +43,7 @@ def main() -> int:
     try:
         stack.start()
         r = run_load(stack.endpoints.mapper, work / "load", clients=args.clients,
-                     seconds=args.seconds)
+                     seconds=args.seconds, expected_bytes=args.expected_mib << 20)
         mapper_rss, broker_rss = (rss_mib(stack.procs[n].pid) for n in ("mapper", "broker"))
     finally:
         pump.stop()
@@ -54,6 +56,8 @@ def main() -> int:
     print(f"{r.clients:>7} {r.seconds:>7.0f} {r.requests:>9} {r.rate_per_s:>8.0f} {r.errors:>6} "
           f"{r.timeouts:>8} {r.fallbacks:>8} {r.p50_us:>8.0f} {r.p99_us:>8.0f} {r.max_us:>8.0f} "
           f"{mapper_rss:>10.1f} {broker_rss:>10.1f}")
+    for kind, n in sorted(r.error_kinds.items(), key=lambda kv: -kv[1]):
+        print(f"  error replies: {n} x {kind}")
     return 0
 
 

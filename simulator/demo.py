@@ -65,8 +65,8 @@ class WriterPlan:
 
     @property
     def name(self) -> str:
-        return (f"{self.job}-c{self.stripe_count}-s{self.stripe_size >> 10}k-"
-                f"e{self.expected_bytes >> 20}m-r{self.rank}")
+        return (f"{self.job}-c{self.stripe_count}-s{self.stripe_size}-e{self.expected_bytes}"
+                f"-r{self.rank}")
 
 
 def build_plans(scenario: Scenario, data_dir: Path, time_scale: float, size_scale: float,

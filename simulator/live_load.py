@@ -35,6 +35,7 @@ class LoadResult:
     p50_us: float
     p99_us: float
     max_us: float
+    error_kinds: dict[str, int]
 
     @property
     def rate_per_s(self) -> float:
@@ -42,11 +43,12 @@ class LoadResult:
 
 
 def client_main(endpoint: str, seconds: float, job: str, out: str, start_at: float,
-                pause_s: float, timeout_s: float) -> int:
+                pause_s: float, timeout_s: float, expected_bytes: int = 0) -> int:
     """One client process: allocate until ``start_at + seconds``; write ``out``.json/.f32."""
     from mapper.client import MapperClient, MapperError, MapperTimeout
     lat = array("f")
     counts = {"requests": 0, "errors": 0, "timeouts": 0, "fallbacks": 0}
+    kinds: dict[str, int] = {}
     wait = start_at - time.time()
     if wait > 0:
         time.sleep(wait)
@@ -57,10 +59,12 @@ def client_main(endpoint: str, seconds: float, job: str, out: str, start_at: flo
             n += 1
             t0 = time.perf_counter()
             try:
-                layout = client.alloc(job, 2, 1 << 20, expected_bytes=1 << 30,
+                layout = client.alloc(job, 2, 1 << 20, expected_bytes=expected_bytes,
                                       path=f"/load/{job}/f{n}")
-            except MapperError:
+            except MapperError as exc:
                 counts["errors"] += 1
+                kinds[f"errno {exc.errno}: {exc.reason}"[:120]] = \
+                    kinds.get(f"errno {exc.errno}: {exc.reason}"[:120], 0) + 1
             except MapperTimeout:
                 counts["timeouts"] += 1
             else:
@@ -70,13 +74,15 @@ def client_main(endpoint: str, seconds: float, job: str, out: str, start_at: flo
             if pause_s:
                 time.sleep(pause_s)
     Path(out + ".f32").write_bytes(lat.tobytes())
-    Path(out + ".json").write_text(json.dumps(counts))
+    Path(out + ".json").write_text(json.dumps({**counts, "error_kinds": kinds}))
     return 0
 
 
 def run_load(endpoint: str, workdir: Path, *, clients: int = 16, seconds: float = 60.0,
-             pause_s: float = 0.0, timeout_s: float = 5.0) -> LoadResult:
-    """Run ``clients`` client processes against ``endpoint`` for ``seconds``; aggregate."""
+             pause_s: float = 0.0, timeout_s: float = 5.0,
+             expected_bytes: int = 64 << 20) -> LoadResult:
+    """Run ``clients`` client processes against ``endpoint`` for ``seconds``; aggregate.
+    Each request asks for 2 stripes of 1 MiB and announces ``expected_bytes``."""
     workdir.mkdir(parents=True, exist_ok=True)
     start_at = time.time() + 1.0 + 0.05 * clients   # all started before anyone sends
     procs = []
@@ -84,23 +90,27 @@ def run_load(endpoint: str, workdir: Path, *, clients: int = 16, seconds: float 
         out = str(workdir / f"client{i:02d}")
         procs.append(spawn([sys.executable, "-m", "simulator.live_load", "client", endpoint,
                             str(seconds), f"load.{i}", out, f"{start_at:.6f}", str(pause_s),
-                            str(timeout_s)], workdir / f"client{i:02d}.log", env=child_env()))
+                            str(timeout_s), str(expected_bytes)], workdir / f"client{i:02d}.log", env=child_env()))
     for p in procs:
         p.wait(seconds + 120)
     bad = [i for i, p in enumerate(procs) if p.returncode != 0]
     if bad:
         raise RuntimeError(f"load clients {bad} failed; see {workdir}")
     lats, totals = [], {"requests": 0, "errors": 0, "timeouts": 0, "fallbacks": 0}
+    kinds: dict[str, int] = {}
     for i in range(clients):
         out = workdir / f"client{i:02d}"
         lats.append(np.frombuffer(Path(str(out) + ".f32").read_bytes(), dtype=np.float32))
-        for k, v in json.loads(Path(str(out) + ".json").read_text()).items():
+        counts = json.loads(Path(str(out) + ".json").read_text())
+        for k, v in counts.pop("error_kinds").items():
+            kinds[k] = kinds.get(k, 0) + v
+        for k, v in counts.items():
             totals[k] += v
     lat = np.concatenate(lats) if lats else np.zeros(0, dtype=np.float32)
     pct = (lambda q: float(np.percentile(lat, q)) if lat.size else float("nan"))
     return LoadResult(clients, seconds, totals["requests"], totals["errors"], totals["timeouts"],
                       totals["fallbacks"], pct(50), pct(99),
-                      float(lat.max()) if lat.size else float("nan"))
+                      float(lat.max()) if lat.size else float("nan"), kinds)
 
 
 def rss_mib(pid: int) -> float:
@@ -113,24 +123,25 @@ def rss_mib(pid: int) -> float:
 
 
 def start_background_load(endpoint: str, workdir: Path, clients: int, seconds: float,
-                          pause_s: float) -> list[subprocess.Popen]:
+                          pause_s: float, expected_bytes: int = 64 << 20
+                          ) -> list[subprocess.Popen]:
     """Client processes that run on their own (the soak samples RSS meanwhile)."""
     workdir.mkdir(parents=True, exist_ok=True)
     start_at = time.time() + 0.5
     return [spawn([sys.executable, "-m", "simulator.live_load", "client", endpoint, str(seconds),
                    f"soak.{i}", str(workdir / f"soak{i:02d}"), f"{start_at:.6f}", str(pause_s),
-                   "5.0"], workdir / f"soak{i:02d}.log", env=child_env())
+                   "5.0", str(expected_bytes)], workdir / f"soak{i:02d}.log", env=child_env())
             for i in range(clients)]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) == 8 and args[0] == "client":
-        _, endpoint, seconds, job, out, start_at, pause_s, timeout_s = args
+    if len(args) == 9 and args[0] == "client":
+        _, endpoint, seconds, job, out, start_at, pause_s, timeout_s, expected = args
         return client_main(endpoint, float(seconds), job, out, float(start_at), float(pause_s),
-                           float(timeout_s))
+                           float(timeout_s), int(expected))
     print("usage: python -m simulator.live_load client ENDPOINT SECONDS JOB OUT START PAUSE "
-          "TIMEOUT", file=sys.stderr)
+          "TIMEOUT EXPECTED_BYTES", file=sys.stderr)
     return 2
 
 
