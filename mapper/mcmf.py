@@ -98,6 +98,9 @@ class McmfPolicy(BatchPolicy):
             round-robin spreads them, so that files which keep growing after their
             creation (appends; the mapper only sees the first write) do not pile up.
         app_half_life_s: decay of that count, s.
+        predict_mode: ``"joint"`` (the paper: current and predicted requests in one
+            flow) or ``"after"`` (current requests first, then the predicted ones in a
+            second flow on the state the current ones left).
     """
     name = "mcmf"
     needs_gate = True
@@ -109,7 +112,8 @@ class McmfPolicy(BatchPolicy):
                  straggler_min_excess_s: float = STRAGGLER_MIN_EXCESS_S,
                  straggler_max_fraction: float = STRAGGLER_MAX_FRACTION,
                  pending_half_life_s: float = 300.0, cache_ttl_s: float = 5.0,
-                 app_weight: float = 0.0, app_half_life_s: float = 3600.0):
+                 app_weight: float = 0.0, app_half_life_s: float = 3600.0,
+                 predict_mode: str = "joint"):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -128,6 +132,9 @@ class McmfPolicy(BatchPolicy):
         self.pending_half_life_s = pending_half_life_s
         self.cache_ttl_s = cache_ttl_s
         self.app_weight = app_weight
+        if predict_mode not in ("joint", "after"):
+            raise ValueError(f"predict_mode must be 'joint' or 'after', got {predict_mode!r}")
+        self.predict_mode = predict_mode
         self.app_half_life_s = app_half_life_s
         self.app_stripes: OrderedDict[str, dict[Any, float]] = OrderedDict()
         self.pending_bytes: dict[int, float] = {}
@@ -289,14 +296,13 @@ class McmfPolicy(BatchPolicy):
                 round_reqs.append(RoundRequest(max(1, p.stripe_count), c.group, tier))
         stripe_size = max((c.request.stripe_size or DEFAULT_STRIPE_SIZE) for c in current)
         expected = [self._bytes_per_stripe(c.request, c.count) for c in current]
-        net = build_network(osts, round_reqs, masks, self.cost_model, stripe_size,
-                            float(np.mean(expected)), prune=self.prune,
-                            group_costs=[self._app_costs(app, osts) for app in group_apps])
-        sol = self.solve(net)
-        used = sol.flows[net.assign_arc] > 0
-        got: list[list[int]] = [[] for _ in round_reqs]
-        for req_no, row in zip(net.assign_request[used].tolist(), net.assign_ost[used].tolist()):
-            got[req_no].append(row)
+        group_costs = [self._app_costs(app, osts) for app in group_apps]
+        if self.predict_mode == "joint" or not predicted:
+            got = self._solve(osts, round_reqs, masks, stripe_size, float(np.mean(expected)),
+                              group_costs)
+        else:
+            got = self._solve(osts, round_reqs[:len(current)], masks, stripe_size,
+                              float(np.mean(expected)), group_costs)
         for k, c in enumerate(current):
             rows = got[k]
             if not rows:
@@ -310,6 +316,13 @@ class McmfPolicy(BatchPolicy):
                 note = f"clipped: stripe count {c.count} -> {len(rows)} (space)"
             self._add_pending(ordered, expected[k], c.request.job_id, snapshot)
             out[c.pos] = Placement(ordered, self.name, note=note)
+        if predicted and self.predict_mode == "after":
+            # The predicted requests get their own round, on the state the current
+            # requests just left (their stripes now count as pending).
+            osts = self._arrays(snapshot, candidates)
+            later = self._solve(osts, round_reqs[len(current):], masks, stripe_size,
+                                float(np.mean(expected)), group_costs)
+            got = got[:len(current)] + later
         # Keep fully served predicted requests, per application in step order.
         fresh: dict[str, list[tuple[int, _Predicted]]] = {}
         for j, (c, p) in enumerate(predicted, start=len(current)):
@@ -330,6 +343,19 @@ class McmfPolicy(BatchPolicy):
         for c in current:
             if c.request.job_id not in fresh:
                 self._release(self.predicted.pop(c.request.job_id, ()))
+
+    def _solve(self, osts: OstArrays, reqs: list[RoundRequest], masks: list[np.ndarray],
+               stripe_size: int, bytes_per_stripe: float,
+               group_costs: list[np.ndarray | None]) -> list[list[int]]:
+        """Build and solve one network; the OST rows each request got."""
+        net = build_network(osts, reqs, masks, self.cost_model, stripe_size, bytes_per_stripe,
+                            prune=self.prune, group_costs=group_costs)
+        sol = self.solve(net)
+        used = sol.flows[net.assign_arc] > 0
+        got: list[list[int]] = [[] for _ in reqs]
+        for req_no, row in zip(net.assign_request[used].tolist(), net.assign_ost[used].tolist()):
+            got[req_no].append(row)
+        return got
 
     def _arrays(self, snapshot: ClusterSnapshot, candidates: list[OstState]) -> OstArrays:
         oss_names = {name: s for s, name in enumerate(dict.fromkeys(o.oss for o in candidates))}
