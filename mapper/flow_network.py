@@ -105,8 +105,10 @@ class FlowNetwork:
 
 def stripe_capacity(osts: OstArrays, stripe_size: int) -> np.ndarray:
     """Stripes each OST can still hold: available bytes // stripe size (Section III-C1),
-    int64 (N,)."""
-    avail = osts.kbytes_avail.astype(np.int64) * 1024 - osts.pending_bytes.astype(np.int64)
+    int64 (N,). From ``kbytesavail`` alone: bytes announced but not yet written only
+    raise the cost, since an announcement may never be written, and counting it here
+    would refuse creates (ENOSPC) on OSTs Lustre still has room on."""
+    avail = osts.kbytes_avail.astype(np.int64) * 1024
     return np.maximum(avail, 0) // max(int(stripe_size), 1)
 
 

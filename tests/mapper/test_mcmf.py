@@ -219,3 +219,13 @@ def test_predicted_lists_reserve_their_osts_for_other_applications():
     # Another application's one-stripe file goes to an OST nobody has reserved.
     other = policy.allocate(snap, CreateRequest("hacc", 1, expected_bytes=8 * MIB))
     assert other.osts[0] not in kept
+
+
+def test_announced_bytes_never_turn_into_enospc():
+    # 100 requests announcing 1 GiB each on 8 OSTs of 1 GiB, none written yet: the
+    # announcements raise costs but the OSTs still have room, so every create is placed.
+    snap = cluster(total_gib=1)
+    policy = McmfPolicy(predict_k=0)
+    for k in range(100):
+        snap.time_s = float(k)
+        assert len(policy.allocate(snap, CreateRequest(f"j{k}", 2, expected_bytes=1 << 30)).osts) == 2
