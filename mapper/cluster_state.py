@@ -96,6 +96,11 @@ class ClusterSnapshot:
         time_s: the decision time, seconds (used by QOS's penalty ageing).
         mds_cpu_percent: CPU utilisation of the MDS, 0..100 (the paper runs prediction
             and flow only below 70%, Section III-D).
+        version: a producer that updates the snapshot in place (the mapper's state
+            store, the simulator's MDS view) bumps it whenever OSTs, OSSes or pools
+            change, so a policy may keep what it derived from them until it changes.
+            None (the default) promises nothing: derive afresh every time. ``time_s``
+            and ``mds_cpu_percent`` may change without a bump.
     Policies never mutate a snapshot.
     """
     osts: list[OstState]
@@ -103,6 +108,7 @@ class ClusterSnapshot:
     pools: dict[str, frozenset[int]] = field(default_factory=dict)
     time_s: float = 0.0
     mds_cpu_percent: float = 0.0
+    version: int | None = None
 
     def __post_init__(self) -> None:
         seen: set[int] = set()
@@ -112,6 +118,10 @@ class ClusterSnapshot:
             seen.add(ost.index)
             if ost.oss not in self.osses:
                 self.osses[ost.oss] = OssState(ost.oss)
+
+    def changed(self) -> None:
+        """Mark an in-place update (bumps ``version``, starting it at 1)."""
+        self.version = (self.version or 0) + 1
 
     def ost_by_index(self) -> dict[int, OstState]:
         """Map OST index -> state."""

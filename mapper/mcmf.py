@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -67,6 +67,39 @@ class _Predicted:
     osts: tuple[int, ...]
     probability: float
     bytes_per_stripe: float = 0.0
+
+
+@dataclass
+class _View:
+    """Per-snapshot-version state of a round: usable OSTs, stragglers, candidate rows,
+    their arrays, and per pool the usable count and candidate mask."""
+    usable_count: int
+    stragglers: set[int]
+    candidates: list[OstState]
+    row_of: dict[int, int]
+    base: OstArrays
+    pools: dict[str | None, tuple[int, np.ndarray]] = field(default_factory=dict)
+
+    def pool(self, snapshot: ClusterSnapshot, pool: str | None) -> tuple[int, np.ndarray]:
+        """(usable OSTs in the pool, mask over candidates). Raises InvalidRequestError
+        for an unknown pool (never cached)."""
+        hit = self.pools.get(pool)
+        if hit is None:
+            members = pool_members(snapshot, pool)
+            if members is snapshot.osts:
+                hit = (self.usable_count, np.ones(len(self.candidates), dtype=bool))
+            else:
+                mask = np.zeros(len(self.candidates), dtype=bool)
+                n_usable = 0
+                for o in members:
+                    if is_usable(o):
+                        n_usable += 1
+                        r = self.row_of.get(o.index)
+                        if r is not None:
+                            mask[r] = True
+                hit = (n_usable, mask)
+            self.pools[pool] = hit
+        return hit
 
 
 @dataclass
@@ -144,6 +177,8 @@ class McmfPolicy(BatchPolicy):
         self._seen_sample_s: dict[int, float | None] = {}
         self._pos: dict[int, int] = {}
         self._pos_key: tuple[int, int] | None = None
+        self._view_key: tuple[int, int] | None = None
+        self._view_cache: _View | None = None
         self.predicted: dict[str, deque[_Predicted]] = {}
         # Stripes of predicted lists not yet handed out count as queued writes, so
         # other applications' rounds do not pick the same OSTs meanwhile.
@@ -185,27 +220,17 @@ class McmfPolicy(BatchPolicy):
         self._decay_pending(now)
         self._absorb_samples(snapshot)
         self._expire_predicted(now)
-        usable_all = [o for o in snapshot.osts if is_usable(o)]
-        stragglers = find_stragglers(usable_all, self.straggler_factor,
-                                     self.straggler_min_excess_s, self.straggler_max_fraction)
+        view = self._view(snapshot)
+        stragglers = view.stragglers
         self.last_stragglers = stragglers
-        candidates = [o for o in usable_all if o.index not in stragglers]
-        row_of = {o.index: r for r, o in enumerate(candidates)}
         out: list[Placement | AllocationError | None] = [None] * len(requests)
         groups: dict[tuple[str | None, str], int] = {}  # (pool, job or "") -> group
-        pool_masks: dict[str | None, np.ndarray] = {}
         masks: list[np.ndarray] = []
         group_apps: list[str] = []
         current: list[_Current] = []
-        usable_in_pool: dict[str | None, tuple[list[OstState], int]] = {}
         for pos, req in enumerate(requests):
             try:
-                if req.pool not in usable_in_pool:
-                    members = pool_members(snapshot, req.pool)
-                    n_usable = (len(usable_all) if members is snapshot.osts
-                                else sum(1 for o in members if is_usable(o)))
-                    usable_in_pool[req.pool] = (members, n_usable)
-                members, n_usable = usable_in_pool[req.pool]
+                n_usable, mask = view.pool(snapshot, req.pool)
                 count = resolve_stripe_count(req.stripe_count, n_usable)
             except AllocationError as e:
                 out[pos] = e
@@ -220,23 +245,32 @@ class McmfPolicy(BatchPolicy):
             if hit is not None:
                 out[pos] = hit
                 continue
-            if req.pool not in pool_masks:
-                mask = np.zeros(len(candidates), dtype=bool)
-                for o in members:
-                    r = row_of.get(o.index)
-                    if r is not None:
-                        mask[r] = True
-                pool_masks[req.pool] = mask
             # Requests share a group (candidate set) unless per-application costs differ.
             key = (req.pool, req.job_id if self.app_weight else "")
             if key not in groups:
                 groups[key] = len(masks)
-                masks.append(pool_masks[req.pool])
+                masks.append(mask)
                 group_apps.append(req.job_id)
             current.append(_Current(pos, req, count, groups[key]))
         if current:
-            self._round(snapshot, candidates, masks, group_apps, current, stragglers, out, now)
+            self._round(snapshot, view, masks, group_apps, current, stragglers, out, now)
         return out  # type: ignore[return-value]
+
+    def _view(self, snapshot: ClusterSnapshot) -> "_View":
+        """What this round derives from the OSTs alone; kept while ``snapshot.version``
+        says nothing changed (never kept for an unversioned snapshot)."""
+        key = None if snapshot.version is None else (id(snapshot), snapshot.version)
+        if key is not None and key == self._view_key:
+            return self._view_cache
+        usable_all = [o for o in snapshot.osts if is_usable(o)]
+        stragglers = find_stragglers(usable_all, self.straggler_factor,
+                                     self.straggler_min_excess_s, self.straggler_max_fraction)
+        candidates = [o for o in usable_all if o.index not in stragglers]
+        view = _View(len(usable_all), stragglers, candidates,
+                     {o.index: r for r, o in enumerate(candidates)},
+                     self._base_arrays(snapshot, candidates))
+        self._view_key, self._view_cache = key, view
+        return view
 
     # -- predicted lists -------------------------------------------------------------
     def _take_predicted(self, req: CreateRequest, count: int, snapshot: ClusterSnapshot,
@@ -256,9 +290,9 @@ class McmfPolicy(BatchPolicy):
             self._release(queue)
             queue.clear()
             return None
-        by_index = snapshot.ost_by_index()
-        if any(i in stragglers or i not in by_index or not is_usable(by_index[i])
-               for i in head.osts):
+        pos = self._positions(snapshot)
+        osts = snapshot.osts
+        if any(i in stragglers or i not in pos or not is_usable(osts[pos[i]]) for i in head.osts):
             self._release(queue)
             queue.clear()
             return None
@@ -268,12 +302,13 @@ class McmfPolicy(BatchPolicy):
         return Placement(head.osts, self.name, note="predicted")
 
     # -- the flow round --------------------------------------------------------------
-    def _round(self, snapshot: ClusterSnapshot, candidates: list[OstState], masks: list[np.ndarray],
+    def _round(self, snapshot: ClusterSnapshot, view: "_View", masks: list[np.ndarray],
                group_apps: list[str], current: list[_Current], stragglers: set[int],
                out: list[Placement | AllocationError | None], now: float) -> None:
         self.stats["rounds"] += 1
         self.stats["stragglers_excluded"] += len(stragglers)
-        osts = self._arrays(snapshot, candidates)
+        candidates = view.candidates
+        osts = self._arrays(view)
         round_reqs = [RoundRequest(c.count, c.group, 0) for c in current]
         predicted: list[tuple[_Current, Any]] = []
         if self.predict_k:
@@ -319,7 +354,7 @@ class McmfPolicy(BatchPolicy):
         if predicted and self.predict_mode == "after":
             # The predicted requests get their own round, on the state the current
             # requests just left (their stripes now count as pending).
-            osts = self._arrays(snapshot, candidates)
+            osts = self._arrays(view)
             later = self._solve(osts, round_reqs[len(current):], masks, stripe_size,
                                 float(np.mean(expected)), group_costs)
             got = got[:len(current)] + later
@@ -357,34 +392,46 @@ class McmfPolicy(BatchPolicy):
             got[req_no].append(row)
         return got
 
-    def _arrays(self, snapshot: ClusterSnapshot, candidates: list[OstState]) -> OstArrays:
+    @staticmethod
+    def _base_arrays(snapshot: ClusterSnapshot, candidates: list[OstState]) -> OstArrays:
+        """The candidates' state from the snapshot alone (nothing this mapper placed)."""
         oss_names = {name: s for s, name in enumerate(dict.fromkeys(o.oss for o in candidates))}
-        osses = snapshot.osses
-        pb, ps, rs = self.pending_bytes, self.pending_stripes, self.reserved_stripes
         nan = math.nan
         rows = [(o.index, oss_names[o.oss], o.kbytes_total, o.kbytes_avail,
                  nan if o.write_latency_s is None else o.write_latency_s) for o in candidates]
         table = np.array(rows, dtype=float).reshape(-1, 5)
         server = {name: (st.cpu_percent, st.mem_percent, st.lnet_load)
-                  for name, st in osses.items()}
+                  for name, st in snapshot.osses.items()}
         load = np.array([server[o.oss] for o in candidates], dtype=float).reshape(-1, 3)
-        index = table[:, 0].astype(np.int64)
         lat = table[:, 4]
         ok = np.isfinite(lat) & (lat > 0)
         base = float(lat[ok].min()) if ok.any() else 1.0
-        queue = np.where(ok, lat / base - 1.0, 0.0)
-        pending = np.zeros(len(candidates))
-        if pb or ps or rs:
-            for r, i in enumerate(index.tolist()):
-                if i in pb:
-                    pending[r] = pb[i]
-                if i in ps or i in rs:
-                    queue[r] += ps.get(i, 0.0) + rs.get(i, 0.0)
         return OstArrays(
-            index=index, oss=table[:, 1].astype(np.int64),
+            index=table[:, 0].astype(np.int64), oss=table[:, 1].astype(np.int64),
             kbytes_total=table[:, 2].astype(np.int64), kbytes_avail=table[:, 3].astype(np.int64),
-            pending_bytes=pending, cpu_percent=load[:, 0], mem_percent=load[:, 1],
-            lnet_load=load[:, 2], queue=np.maximum(queue, 0.0))
+            pending_bytes=np.zeros(len(candidates)), cpu_percent=load[:, 0],
+            mem_percent=load[:, 1], lnet_load=load[:, 2],
+            queue=np.where(ok, lat / base - 1.0, 0.0))
+
+    def _arrays(self, view: "_View") -> OstArrays:
+        """The round's arrays: the view's, plus what this mapper placed or reserved."""
+        base = view.base
+        pb, ps, rs = self.pending_bytes, self.pending_stripes, self.reserved_stripes
+        if not (pb or ps or rs):
+            return base
+        pending = base.pending_bytes.copy()
+        queue = base.queue.copy()
+        row_of = view.row_of
+        for i, v in pb.items():
+            r = row_of.get(i)
+            if r is not None:
+                pending[r] = v
+        for table in (ps, rs):
+            for i, v in table.items():
+                r = row_of.get(i)
+                if r is not None:
+                    queue[r] += v
+        return replace(base, pending_bytes=pending, queue=np.maximum(queue, 0.0))
 
     @staticmethod
     def _stripe_order(rows: list[int], osts: OstArrays, candidates: list[OstState]) -> tuple[int, ...]:

@@ -80,7 +80,8 @@ class StateStore:
     def __init__(self, pools: Mapping[str, list[int]] | None = None, *,
                  lnet_capacity_bytes_per_s: float = 12.5e9, stale_after_s: float = 0.0):
         self.snapshot = ClusterSnapshot(osts=[], osses={},
-                                        pools={k: frozenset(v) for k, v in (pools or {}).items()})
+                                        pools={k: frozenset(v) for k, v in (pools or {}).items()},
+                                        version=0)
         self.lnet_capacity_bytes_per_s = lnet_capacity_bytes_per_s
         self.stale_after_s = stale_after_s
         self.static = False
@@ -136,6 +137,7 @@ class StateStore:
         ignored, never fatal.
         """
         self.samples += 1
+        self.snapshot.changed()
         if interval_s > self.interval_s:
             self.interval_s = float(interval_s)
         values = server.get("values") if isinstance(server, Mapping) else None

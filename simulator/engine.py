@@ -170,6 +170,7 @@ class Simulation:
             full = avail[p] <= self.enospc_high[p] if full else avail[p] < self.enospc_low[p]
             self.view_state[p] = bool(full)
             ost.flags = (ost.flags | OstFlag.ENOSPC) if full else (ost.flags & ~OstFlag.ENOSPC)
+        self.view.changed()
         self.last_statfs_s = now
 
     def _refresh_stats(self, now: float) -> None:
@@ -201,6 +202,7 @@ class Simulation:
             for p, ost in enumerate(self.view.osts):
                 ost.write_bytes_per_s = float(rate[p])
         self.ost_written_bytes = np.zeros(self.cl.ost_count)
+        self.view.changed()
         self.last_stats_s = now
 
     def _create(self, rec: TraceRecord, now: float) -> _File | None:

@@ -229,3 +229,27 @@ def test_announced_bytes_never_turn_into_enospc():
     for k in range(100):
         snap.time_s = float(k)
         assert len(policy.allocate(snap, CreateRequest(f"j{k}", 2, expected_bytes=1 << 30)).osts) == 2
+
+
+def test_a_versioned_snapshot_is_rederived_only_when_its_version_moves():
+    snap = cluster()
+    snap.version = 0
+    policy = McmfPolicy(predict_k=0)
+    policy.allocate(snap, CreateRequest("a", 1))
+    view = policy._view_cache
+    policy.allocate(snap, CreateRequest("a", 1))
+    assert policy._view_cache is view                 # same version: kept
+    for o in snap.osts[:7]:
+        o.active = False
+    snap.changed()                                    # the producer says so
+    assert policy.allocate(snap, CreateRequest("a", 1)).osts == (7,)
+    assert policy._view_cache is not view
+
+
+def test_an_unversioned_snapshot_is_never_cached():
+    snap = cluster()                                  # version None: mutate freely
+    policy = McmfPolicy(predict_k=0)
+    policy.allocate(snap, CreateRequest("a", 1))
+    for o in snap.osts[1:]:
+        o.active = False
+    assert policy.allocate(snap, CreateRequest("a", 1)).osts == (0,)
