@@ -111,6 +111,7 @@ class StateStore:
         store = cls(pools)
         snap = make_uniform_cluster(oss_count, osts_per_oss, kbytes_total)
         snap.pools = store.snapshot.pools
+        snap.version = 0        # fixed: policies may keep what they derive from it
         store.snapshot = snap
         store._by_index = snap.ost_by_index()
         store.static = True

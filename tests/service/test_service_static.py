@@ -176,6 +176,7 @@ def test_unusable_osts_are_never_handed_out(static_service):
     osts[3].flags = OstFlag.ENOSPC
     osts[6].flags = OstFlag.READONLY
     static_service.store.version += 1
+    static_service.store.snapshot.changed()
     with MapperClient(static_service.endpoint) as c:
         for count in (1, 3, 5, -1):
             for _ in range(5):
