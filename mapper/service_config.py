@@ -82,7 +82,7 @@ class MapperConfig:
     seed: int = 0
     mds_cpu_limit_percent: float = MDS_CPU_LIMIT_PERCENT
     stale_after_s: float = 0.0
-    round_budget_s: float = 0.002
+    round_budget_s: float = 0.010
     batch_window_s: float = 0.0
     max_batch: int = 256
     state_file: str = ""
