@@ -148,6 +148,8 @@ class ConvexCost:
         space_weight: points per percent of relative fill.
         queue_weight: points per queued write on the OST.
         oss_queue_weight: points per queued write (mean per OST) on the OSS.
+        space_cap_points: if set, the fill term is clipped to the mean +- this many
+            points (load first, space second).
     """
     alpha: float = PAPER_ALPHA
     beta: float = PAPER_BETA
@@ -155,6 +157,7 @@ class ConvexCost:
     space_weight: float = 1.0
     queue_weight: float = 20.0
     oss_queue_weight: float = 20.0
+    space_cap_points: float | None = None
     name: str = "convex"
 
     def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
@@ -182,6 +185,12 @@ class ConvexCost:
         step = max(bytes_per_stripe, 0.0) / total
         fill = fill0[:, None] + step[:, None] * (k[None, :] + 1.0)
         space = self.space_weight * 100.0 * fill / mean_fill
+        if self.space_cap_points is not None:
+            # Bounded: fill only orders OSTs within +-cap points of the mean, so one
+            # more queued write (queue_weight) outweighs any fill difference.
+            cap = self.space_cap_points
+            space = 100.0 * self.space_weight + np.clip(space - 100.0 * self.space_weight,
+                                                        -cap, cap)
         queue = self.queue_weight * (q[:, None] + k[None, :])
         return np.rint((space + queue) * PERCENT_SCALE).astype(np.int64)
 

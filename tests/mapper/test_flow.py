@@ -219,3 +219,13 @@ def test_solution_never_repeats_an_ost_within_a_request_nor_exceeds_capacity(ins
     assert (load <= stripe_capacity(arr, 1 << 20)).all()
     # Flow is conserved: what leaves the source reaches the sink.
     assert sol.flows[:len(reqs)].sum() == sol.max_flow
+
+
+def test_space_cap_makes_one_queued_write_outweigh_any_fill_difference():
+    # OST 0 is nearly empty but has a write queued; OST 1 is far fuller and idle.
+    arr = osts([GIB_KIB, 60 * GIB_KIB, 60 * GIB_KIB], queue=[1, 0, 0], oss=[0, 1, 2])
+    uncapped = build_network(arr, [RoundRequest(1, 0)], [np.ones(3, bool)], ConvexCost(), 1 << 20, 1 << 20)
+    capped = build_network(arr, [RoundRequest(1, 0)], [np.ones(3, bool)],
+                           ConvexCost(space_cap_points=5.0), 1 << 20, 1 << 20)
+    assert assignment(uncapped, solve_ortools(uncapped), 1) == [{0}]      # space wins
+    assert assignment(capped, solve_ortools(capped), 1)[0] <= {1, 2}       # load wins
