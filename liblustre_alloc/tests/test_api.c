@@ -15,17 +15,7 @@
 
 #include "lustre_alloc.h"
 
-static int failures;
-
-#define CHECK(cond) \
-	do { \
-		if (cond) { \
-			printf("ok   %s\n", #cond); \
-		} else { \
-			printf("FAIL %s (line %d)\n", #cond, __LINE__); \
-			failures++; \
-		} \
-	} while (0)
+#include "check.h"
 
 int main(int argc, char **argv)
 {
@@ -33,12 +23,13 @@ int main(int argc, char **argv)
 					  .stripe_size = 4 << 20,
 					  .expected_bytes = 1 << 30 };
 	struct lustre_alloc_hint bad = { .stripe_size = 1000 };
-	struct lustre_alloc_layout *lay = calloc(1, sizeof(*lay));
+	struct lustre_alloc_layout *lay;
 	char path[8192];
 	int up, fd, rc;
 
 	if (argc != 3)
 		return 2;
+	lay = calloc(1, sizeof(*lay));
 	up = strcmp(argv[1], "up") == 0;
 	snprintf(path, sizeof(path), "%s/api_file", argv[2]);
 
@@ -69,6 +60,5 @@ int main(int argc, char **argv)
 	CHECK(lustre_alloc_create(path, O_WRONLY | O_EXCL, 0644, NULL) == -1 &&
 	      errno == EEXIST);
 	free(lay);
-	printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
-	return failures ? 1 : 0;
+	return CHECK_SUMMARY();
 }

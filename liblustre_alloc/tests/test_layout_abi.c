@@ -22,17 +22,7 @@
 
 #include "la_internal.h"
 
-static int failures;
-
-#define CHECK(cond) \
-	do { \
-		if (cond) { \
-			printf("ok   %s\n", #cond); \
-		} else { \
-			printf("FAIL %s (line %d)\n", #cond, __LINE__); \
-			failures++; \
-		} \
-	} while (0)
+#include "check.h"
 
 static void test_struct_layout(void)
 {
@@ -275,6 +265,5 @@ int main(int argc, char **argv)
 	test_lustre_backend(scratch);
 	test_reply_decoder();
 	test_paths(scratch);
-	printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
-	return failures ? 1 : 0;
+	return CHECK_SUMMARY();
 }
