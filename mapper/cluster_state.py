@@ -5,7 +5,7 @@ the OSP device on the MDS) and what our collectors publish per OSS (Paul et al. 
 Table I). Units are in the field names (KiB, percent, seconds).
 
 Flag values are Lustre's ``enum obd_statfs_state`` (lustre_idl.h; restated in
-``shared/reference/lustre-lod-allocator.md``).
+``docs/reference/lustre-lod-allocator.md``).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Source: Lustre lod_qos.c (``lod_ost_alloc_qos``, ``lod_qos_calc_ppo``/
 ``ltd_qos_penalties_calc``, ``lod_qos_used``/``ltd_qos_update``) and lu_tgt_descs.c
-(2.14+), tags 2.12..2.16; restated in ``shared/reference/lustre-lod-allocator.md``
+(2.14+), tags 2.12..2.16; restated in ``docs/reference/lustre-lod-allocator.md``
 ("QOS"). No Lustre code is copied. All arithmetic is integer, as in the kernel.
 
 Outline (quantities in bytes shifted right by 8 unless noted; tunables in 1/256 units):

@@ -2,7 +2,7 @@
 
 The rules restate Lustre's LOD usability check and stripe-count resolution
 (lod_qos.c ``lod_statfs_and_check`` / ``lod_qos_prep_create``; restated in
-``shared/reference/lustre-lod-allocator.md``, "USABLE CHECK" and "DISPATCH"). Every
+``docs/reference/lustre-lod-allocator.md``, "USABLE CHECK" and "DISPATCH"). Every
 policy, ours included, applies them: the MDS rejects an explicit OST list that names an
 unusable OST, so the mapper must never return one.
 """

@@ -2,7 +2,7 @@
 
 Source: Lustre lod_qos.c (``lod_ost_alloc_rr``) and lu_tgt_descs.c/lod_pool.c
 (``lod_qos_calc_rr``: building the RR array), tags 2.12..2.16; restated in
-``shared/reference/lustre-lod-allocator.md`` ("RR"). No Lustre code is copied.
+``docs/reference/lustre-lod-allocator.md`` ("RR"). No Lustre code is copied.
 
 The RR array interleaves OSTs across OSSes: OSSes are taken in order of descending
 OST count (ties keep the order their OSTs connected), and the j-th OST of an OSS with

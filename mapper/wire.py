@@ -6,7 +6,7 @@ The reference is ``docs/protocol.md``, section "Allocation protocol: shim -> map
 :class:`WireError` carrying the Linux errno and a one-line reason naming the field at
 fault, and the request id when it could be read, so the reply can be matched.
 
-Limits restated from Lustre (``shared/reference/lustre-client-layout-api.md``):
+Limits restated from Lustre (``docs/reference/lustre-client-layout-api.md``):
 ``lmm_stripe_size`` is a u32 in a multiple of 64 KiB, so a stripe size is a positive
 multiple of 65 536 below 4 GiB; a pool name is at most ``LOV_MAXPOOLNAME`` = 15 bytes.
 """

@@ -10,7 +10,7 @@ Each emulated OSS owns a root directory laid out as a Lustre 2.15 server (the co
     sys/kernel/debug/lnet/stats                                     (2.11+, LU-8066)
     sys/fs/lustre/{health_check,version}
 
-The formats are those of the real files (fixtures in ``../shared/fixtures/lustre/``; the
+The formats are those of the real files (fixtures in ``tests/fixtures/lustre/``; the
 readers in ``collectors/readers/`` document each with a real example). Every file is
 rewritten atomically (temporary file in the same directory, then ``rename``), so a reader
 never sees half a file; cumulative counters only grow, as in the kernel.

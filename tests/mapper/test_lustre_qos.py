@@ -1,6 +1,6 @@
 """Lustre's QOS allocator against hand-worked penalty, weight and threshold cases.
 
-All expected numbers are derived by hand from ``shared/reference/lustre-lod-allocator.md``
+All expected numbers are derived by hand from ``docs/reference/lustre-lod-allocator.md``
 ("QOS"); the arithmetic is in the comments. Units: ``ba = (kbytes_avail*1024) >> 8``
 (bytes >> 8), so ``ba = 4 * kbytes_avail``. Defaults: qos_prio_free 90% -> stored 230,
 ``prio_wide = 256 - 230 = 26``; qos_threshold_rr 17% -> 43; qos_maxage 5 s.

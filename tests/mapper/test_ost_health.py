@@ -1,6 +1,6 @@
 """The OST usability rules, stripe-count resolution and pool lookup every policy applies.
 
-Expected values come from ``shared/reference/lustre-lod-allocator.md`` ("USABLE CHECK"
+Expected values come from ``docs/reference/lustre-lod-allocator.md`` ("USABLE CHECK"
 and "DISPATCH"): inactive -> error; ENOSPC, or ENOINO with no precreated object ->
 ENOSPC; READONLY -> EROFS; NOPRECREATE -> ENOBUFS; DEGRADED alone is still usable (only
 the allocators' preference passes avoid it).

@@ -1,7 +1,7 @@
 """Lustre's round-robin allocator against hand-worked examples.
 
 Every expected array and OST sequence below is worked out by hand from
-``shared/reference/lustre-lod-allocator.md`` ("RR"), with the arithmetic in comments.
+``docs/reference/lustre-lod-allocator.md`` ("RR"), with the arithmetic in comments.
 Where the reference notes and lod_qos.c differ, the test follows lod_qos.c
 (``lod_ost_alloc_rr``, identical in 2.4 .. 2.15; the notes claim the same for 2.16):
 
