@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -18,8 +19,13 @@ from tests.conftest import PROJECT_ROOT
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools writes build/ into the source tree, and a stale build/lib
+    # could put deleted modules into the wheel.
+    src = tmp_path_factory.mktemp("src") / "lustre-alloc"
+    shutil.copytree(PROJECT_ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "results", "__pycache__", ".hypothesis", "tests"))
     # No build isolation: the test must not need the network (setuptools and wheel come from [test]).
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(PROJECT_ROOT), "--no-deps",
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
                         "--no-build-isolation", "-q", "-w", str(out)],
                        capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
