@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from collectors.errors import JobStatsError
+from common.errors import JobStatsError
 from collectors.readers._common import Counter, split_lines
 
 _HEAD_RE = re.compile(r"^job_stats:\s*$", re.ASCII)

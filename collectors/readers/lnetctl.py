@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from collectors.errors import LnetctlError
+from common.errors import LnetctlError
 from collectors.readers._common import split_lines
 
 _ITEM_RE = re.compile(r"^\s+([A-Za-z_]\w*):\s+(\d{1,20})$", re.ASCII)
