@@ -30,7 +30,7 @@ import os
 import re
 from pathlib import Path
 
-from collectors.errors import SourceUnavailable
+from common.errors import SourceUnavailable
 
 _PLACEHOLDER_RE = re.compile(r"^(?:\.\./)+[\w.@:+-]+(?:/[\w.@:+-]+)*$", re.ASCII)
 _MAX_PLACEHOLDER = 255

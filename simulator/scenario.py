@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lustre_alloc_data import DataFileError, is_package_reference, resource_path
-from mapper.policies import POLICIES
+from mapper.policies.registry import POLICIES
 from simulator.models import MdsModel, OssModel
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -331,7 +331,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     network = net.get("model", str, "none")
     network_params = {k: float(v) for k, v in net.data.items() if k != "model"}
     net.used.update(net.data)
-    from simulator.network import make_network
+    from simulator.network.model import make_network
     try:
         make_network(network, **network_params)
     except (ValueError, TypeError) as e:

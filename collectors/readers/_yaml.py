@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from collectors.errors import LustreStatsError
+from common.errors import LustreStatsError
 
 
 def compose(text: str, source: str, error: type[LustreStatsError]) -> Node | None:

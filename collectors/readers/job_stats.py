@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from collectors.errors import JobStatsError
+from common.errors import JobStatsError
 from collectors.readers._common import Counter
 from collectors.readers._yaml import compose, line_of, mapping_items, plain
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from yaml.nodes import ScalarNode
 
-from collectors.errors import LnetctlError
+from common.errors import LnetctlError
 from collectors.readers._yaml import compose, line_of, mapping_items
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.errors import BrwStatsError
+from common.errors import BrwStatsError
 from collectors.readers.brw_stats import DISK_IO_SIZE, IO_TIME, parse_brw_stats
 
 from .conftest import DDN, HPE_PROC

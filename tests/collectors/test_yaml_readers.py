@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.errors import JobStatsError, LnetctlError
+from common.errors import JobStatsError, LnetctlError
 from collectors.readers.job_stats import parse_job_stats
 from collectors.readers.lnetctl import parse_lnetctl_stats
 

@@ -16,10 +16,10 @@ from collections import Counter
 
 import pytest
 
-from mapper.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.lustre_qos import LustreQos, pct_to_stored, stored_to_pct
-from mapper.ost_health import check_placement
-from mapper.placement import CreateRequest
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from mapper.policies.lustre_qos import LustreQos, pct_to_stored, stored_to_pct
+from mapper.state.ost_health import check_placement
+from mapper.policies.placement import CreateRequest
 
 
 class ScriptedRng:
