@@ -5,16 +5,15 @@
  * lustre: what liblustreapi and ROMIO's ad_lustre do underneath (reference
  *   "Two ways", 2): open(O_CREAT|O_EXCL|O_LOV_DELAY_CREATE), then
  *   ioctl(LL_IOC_LOV_SETSTRIPE) with a LOV_USER_MAGIC_SPECIFIC lov_user_md_v3
- *   listing the OSTs.  When liblustreapi can be dlopen()ed (and
- *   LUSTRE_ALLOC_LLAPI is not 0), llapi_file_open_param() does the same.  A
- *   layout Lustre refuses (EREMOTEIO inactive OST, ENODEV unknown OST,
- *   EINVAL duplicate/bad) -> the file is removed and created again without a
- *   layout, so Lustre's default allocator places it.
+ *   listing the OSTs.  Any SETSTRIPE error keeps the file and descriptor:
+ *   Lustre's default allocator places it at the first write.
+ *   (llapi_file_open_param() is not used: on a failed SETSTRIPE it closes the
+ *   descriptor of the file it created, and the path alone no longer tells
+ *   our empty file from another writer's.)
  * record: not on Lustre; creates the file plainly and reports the layout as
  *   what would have been applied (la_record.c writes the line).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -59,81 +58,22 @@ size_t la_build_lum(void *buf, uint64_t stripe_size, int count,
 	return size;
 }
 
-/* ---- liblustreapi, when present ---- */
-
-typedef int (*la_llapi_open_param_fn)(const char *, int, mode_t,
-				      const struct la_llapi_stripe_param *);
-static pthread_once_t la_llapi_once = PTHREAD_ONCE_INIT;
-static la_llapi_open_param_fn la_llapi_open_param;
-
-static void la_llapi_load(void)
-{
-	void *h;
-
-	if (!la_cfg.llapi)
-		return;
-	h = dlopen("liblustreapi.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		h = dlopen("liblustreapi.so", RTLD_NOW | RTLD_LOCAL);
-	if (h)
-		*(void **)&la_llapi_open_param =
-			dlsym(h, "llapi_file_open_param");
-	/* the handle stays open for the life of the process */
-}
-
-static int la_refused(int e)
-{
-	return e == EREMOTEIO || e == ENODEV || e == EINVAL;
-}
-
-static int la_retry_plain(int dirfd, const char *path, int flags, mode_t mode,
-			  struct la_outcome *out, int e)
-{
-	snprintf(out->reason, sizeof(out->reason), "setstripe_rejected:%d", e);
-	out->applied = 0;
-	return la_real.openat(dirfd, path, flags, mode);
-}
-
+/*
+ * The file is created here with O_EXCL, so it is ours until this call
+ * returns; a failed SETSTRIPE keeps it (and the descriptor): Lustre gives it
+ * the default layout at the first write.  Nothing is ever unlinked or opened
+ * again: between our create and a failed ioctl another process may have
+ * opened the same path (O_CREAT without O_EXCL succeeds on an existing file)
+ * and written to it.  (llite drops O_LOV_DELAY_CREATE from the descriptor's
+ * flags at open, cl_lov_delay_create_clear(), so the application's
+ * descriptor carries its own flags.)
+ */
 static int la_lustre_create(int dirfd, const char *path, int flags,
 			    mode_t mode, const struct la_decision *d,
 			    struct la_outcome *out)
 {
-	int fd, e;
 	void *lum;
-
-	pthread_once(&la_llapi_once, la_llapi_load);
-	if (la_llapi_open_param && (path[0] == '/' || dirfd == AT_FDCWD)) {
-		struct la_llapi_stripe_param *p;
-
-		p = calloc(1, sizeof(*p) + (size_t)d->count * sizeof(uint32_t));
-		if (p) {
-			p->lsp_stripe_size = d->stripe_size;
-			p->lsp_pool = la_cfg.pool[0] ? la_cfg.pool : NULL;
-			p->lsp_stripe_offset = -1;
-			p->lsp_stripe_pattern = LA_LOV_PATTERN_RAID0;
-			p->lsp_stripe_count = d->count;
-			p->lsp_is_specific = 1;
-			memcpy(p->lsp_osts, d->osts,
-			       (size_t)d->count * sizeof(uint32_t));
-			fd = la_llapi_open_param(path, flags | O_CREAT | O_EXCL,
-						 mode, p);
-			free(p);
-			if (fd >= 0) {
-				out->applied = 1;
-				return fd;
-			}
-			e = -fd;
-			if (e == EEXIST) {
-				errno = EEXIST;
-				return -1;
-			}
-			/* llapi removes nothing: a refused layout may leave an
-			 * empty file behind; remove it and create plainly. */
-			if (la_refused(e))
-				unlinkat(dirfd, path, 0);
-			return la_retry_plain(dirfd, path, flags, mode, out, e);
-		}
-	}
+	int fd, e;
 
 	fd = la_real.openat(dirfd, path,
 			    flags | O_CREAT | O_EXCL | LA_O_LOV_DELAY_CREATE,
@@ -154,11 +94,9 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 		out->applied = 1;
 		return fd;
 	}
-	/* The file exists with no objects yet; remove it and let Lustre's
-	 * default allocator create it. */
-	close(fd);
-	unlinkat(dirfd, path, 0);
-	return la_retry_plain(dirfd, path, flags, mode, out, e);
+	snprintf(out->reason, sizeof(out->reason), "setstripe_rejected:%d", e);
+	out->applied = 0;
+	return fd;
 }
 
 static int la_lustre_dir_default(const char *dir, int *count, uint64_t *size)

@@ -208,8 +208,6 @@ static void la_init_once(void)
 	s = getenv("LUSTRE_ALLOC_RECORD");
 	if (s && *s)
 		la_copy(la_cfg.record, sizeof(la_cfg.record), s);
-	s = getenv("LUSTRE_ALLOC_LLAPI");
-	la_cfg.llapi = !(s && strcmp(s, "0") == 0);
 	la_job_identity();
 	la_read_paths();
 	pthread_atfork(la_atfork_prepare, la_atfork_parent, la_atfork_child);

