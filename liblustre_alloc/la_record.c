@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -64,6 +65,48 @@ static void la_add_escaped(struct la_line *l, const char *key, const char *s)
 	l->p[l->len] = '\0';
 }
 
+/* One line on stderr, once per process, when the record file is refused. */
+static void la_rec_refuse(const char *why)
+{
+	static atomic_int said;
+	const char *parts[] = { "liblustre_alloc: record file ", la_cfg.record,
+				" refused (", why,
+				"); no records are written\n" };
+	unsigned i;
+
+	if (atomic_exchange(&said, 1))
+		return;
+	for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		ssize_t w = write(2, parts[i], strlen(parts[i]));
+		(void)w;
+	}
+}
+
+/* Open the record file: never through a symbolic link (a link planted in
+ * a shared directory such as /tmp would redirect other users' records),
+ * never inherited by exec'd programs, readable by its owner only, and only
+ * a regular file.  -1 when refused. */
+static int la_rec_open(struct stat *st)
+{
+	int fd = la_real.open(la_cfg.record,
+			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+				      O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
+			      0600);
+
+	if (fd < 0) {
+		la_rec_refuse(errno == ELOOP ? "a symbolic link"
+			      : errno == EACCES ? "permission denied"
+					       : "cannot be opened");
+		return -1;
+	}
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+		close(fd);
+		la_rec_refuse("not a regular file");
+		return -1;
+	}
+	return fd;
+}
+
 /* The cached descriptor, reopened if the application closed it (or
  * reused its number for something else). */
 static int la_rec_get_fd(void)
@@ -77,15 +120,11 @@ static int la_rec_get_fd(void)
 	     st.st_ino != la_rec_ino))
 		la_rec_fd = -1; /* not ours any more: do not close it */
 	if (la_rec_fd < 0) {
-		fd = la_real.open(la_cfg.record,
-				  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-				  0644);
-		if (fd >= 0 && fstat(fd, &st) == 0) {
+		fd = la_rec_open(&st);
+		if (fd >= 0) {
 			la_rec_fd = fd;
 			la_rec_dev = st.st_dev;
 			la_rec_ino = st.st_ino;
-		} else if (fd >= 0) {
-			close(fd);
 		}
 	}
 	fd = la_rec_fd;
