@@ -123,6 +123,7 @@ static int fake_ioctl(int fd, unsigned long req, void *arg)
 static void test_lustre_backend(const char *scratch)
 {
 	struct la_decision *d = calloc(1, sizeof(*d));
+	static unsigned char lum[LA_LUM_MAX];
 	struct la_outcome out;
 	char path[LA_PATH_MAX + 64];
 	struct stat st;
@@ -147,13 +148,16 @@ static void test_lustre_backend(const char *scratch)
 	memset(&out, 0, sizeof(out));
 	fake_errno = 0;
 	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
-				      d, &out);
+				      d, "flash", lum, &out);
 	CHECK(fd >= 0);
 	CHECK(out.applied == 1 && out.reason[0] == '\0');
 	CHECK(seen_req == LA_LL_IOC_LOV_SETSTRIPE);
 	CHECK(((struct la_lov_user_md_v3 *)seen_lum)->lmm_magic ==
 	      LA_LOV_USER_MAGIC_SPECIFIC);
 	CHECK(((struct la_lov_user_md_v3 *)seen_lum)->lmm_objects[1].l_ost_idx == 2);
+	/* the pool (directory default's or hint's) goes into the layout */
+	CHECK(!strcmp(((struct la_lov_user_md_v3 *)seen_lum)->lmm_pool_name,
+		      "flash"));
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
 	if (fd >= 0)
 		close(fd);
@@ -161,7 +165,7 @@ static void test_lustre_backend(const char *scratch)
 	/* an existing file: EEXIST, no ioctl, the caller opens normally */
 	fake_calls = 0;
 	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
-				      d, &out);
+				      d, "", lum, &out);
 	CHECK(fd == -1 && errno == EEXIST && fake_calls == 0);
 
 	for (i = 0; i < sizeof(setstripe_errnos) / sizeof(setstripe_errnos[0]);
@@ -178,7 +182,7 @@ static void test_lustre_backend(const char *scratch)
 		race_path = path; /* another rank writes before the ioctl fails */
 		fd = la_backend_lustre.create(AT_FDCWD, path,
 					      O_RDWR | O_CREAT | O_TRUNC, 0640,
-					      d, &out);
+					      d, NULL, lum, &out);
 		race_path = NULL;
 		snprintf(want, sizeof(want), "setstripe_rejected:%d", e);
 		CHECK(fd >= 0);
@@ -281,19 +285,112 @@ static void test_reply_decoder(void)
 	free(d);
 }
 
+/* Where a create really lands: the kernel resolves the parent. */
 static void test_paths(const char *scratch)
 {
-	char out[LA_PATH_MAX];
-	int dfd = open(scratch, O_RDONLY | O_DIRECTORY);
-	char want[LA_PATH_MAX + 64];
+	static struct la_work w;
+	struct la_target t;
+	char want[LA_PATH_MAX + 64], dir[LA_PATH_MAX + 64];
+	int dfd;
 
-	CHECK(la_abspath(AT_FDCWD, "/a/./b//../c", out, sizeof(out)) == 0 &&
-	      !strcmp(out, "/a/c"));
-	CHECK(la_abspath(AT_FDCWD, "/../x", out, sizeof(out)) == 0 &&
-	      !strcmp(out, "/x"));
-	snprintf(want, sizeof(want), "%s/sub/f", scratch);
-	CHECK(la_abspath(dfd, "./sub/f", out, sizeof(out)) == 0 &&
-	      !strcmp(out, want));
+	/* scratch/dir/lnk -> scratch/elsewhere/sub: "dir/lnk/../f" is
+	 * scratch/elsewhere/f, not the lexical scratch/dir/f */
+	snprintf(dir, sizeof(dir), "%s/dir", scratch);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "%s/elsewhere", scratch);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "%s/elsewhere/sub", scratch);
+	mkdir(dir, 0700);
+	snprintf(want, sizeof(want), "%s/dir/lnk", scratch);
+	CHECK(symlink(dir, want) == 0);
+	snprintf(dir, sizeof(dir), "%s/dir/lnk/../f", scratch);
+	snprintf(want, sizeof(want), "%s/elsewhere/f", scratch);
+	CHECK(la_target_open(AT_FDCWD, dir, &w, &t) == 0 &&
+	      !strcmp(t.base, "f"));
+	CHECK(la_target_abspath(&t, &w) == 0 && !strcmp(w.abs, want));
+	close(t.pfd);
+
+	dfd = open(scratch, O_RDONLY | O_DIRECTORY);
+	snprintf(want, sizeof(want), "%s/elsewhere/sub/g", scratch);
+	CHECK(la_target_open(dfd, "./dir/lnk/g", &w, &t) == 0 &&
+	      la_target_abspath(&t, &w) == 0 && !strcmp(w.abs, want));
+	close(t.pfd);
+	close(dfd);
+	CHECK(la_target_open(AT_FDCWD, "/etc", &w, &t) == 0 &&
+	      la_target_abspath(&t, &w) == 0 && !strcmp(w.abs, "/etc"));
+	close(t.pfd);
+	/* not new regular files: left to open(2) */
+	CHECK(la_target_open(AT_FDCWD, "/tmp/", &w, &t) == -1 && t.pfd == -1);
+	CHECK(la_target_open(AT_FDCWD, "/tmp/..", &w, &t) == -1);
+	CHECK(la_target_open(AT_FDCWD, "/no/such/dir/f", &w, &t) == -1);
+}
+
+/* ---- directory defaults, through the ioctl seam ---- */
+static const void *getstripe_reply;
+static size_t getstripe_len;
+
+static int fake_getstripe(int fd, unsigned long req, void *arg)
+{
+	CHECK(req == LA_LL_IOC_LOV_GETSTRIPE && fcntl(fd, F_GETFD) >= 0);
+	/* the buffer is announced as a v3 */
+	CHECK(((struct la_lov_user_md_v3 *)arg)->lmm_magic ==
+	      LA_LOV_USER_MAGIC_V3);
+	if (!getstripe_reply) {
+		errno = ENODATA;
+		return -1;
+	}
+	memcpy(arg, getstripe_reply, getstripe_len);
+	return 0;
+}
+
+static void test_dir_defaults(const char *scratch)
+{
+	static unsigned char buf[LA_LUM_MAX];
+	struct la_lov_user_md_v3 v3;
+	struct la_lov_user_md_v1 v1;
+	uint32_t comp = LA_LOV_USER_MAGIC_COMP_V1;
+	struct la_dirinfo di;
+	int dfd = open(scratch, O_RDONLY | O_DIRECTORY);
+	ssize_t n;
+
+	la_lustre_ioctl = fake_getstripe;
+	memset(&v3, 0, sizeof(v3));
+	v3.lmm_magic = LA_LOV_USER_MAGIC_V3;
+	v3.lmm_stripe_size = 4u << 20;
+	v3.lmm_stripe_count = 3;
+	memcpy(v3.lmm_pool_name, "flash", 5);
+	getstripe_reply = &v3;
+	getstripe_len = sizeof(v3);
+	n = la_backend_lustre.dir_default(dfd, buf, sizeof(buf));
+	memset(&di, 0, sizeof(di));
+	CHECK(n > 0 && la_parse_dir_default(buf, (size_t)n, &di) == 0);
+	CHECK(di.has_default && !di.composite && di.stripe_count == 3 &&
+	      di.stripe_size == 4u << 20 && !strcmp(di.pool, "flash"));
+
+	memset(&v1, 0, sizeof(v1));
+	v1.lmm_magic = LA_LOV_USER_MAGIC_V1;
+	v1.lmm_stripe_size = 1u << 20;
+	v1.lmm_stripe_count = 0xffff; /* -c -1: every OST */
+	getstripe_reply = &v1;
+	getstripe_len = sizeof(v1);
+	n = la_backend_lustre.dir_default(dfd, buf, sizeof(buf));
+	memset(&di, 0, sizeof(di));
+	CHECK(n > 0 && la_parse_dir_default(buf, (size_t)n, &di) == 0);
+	CHECK(di.stripe_count == -1 && di.pool[0] == '\0');
+
+	getstripe_reply = &comp;
+	getstripe_len = sizeof(comp);
+	n = la_backend_lustre.dir_default(dfd, buf, sizeof(buf));
+	memset(&di, 0, sizeof(di));
+	CHECK(n > 0 && la_parse_dir_default(buf, (size_t)n, &di) == 0);
+	CHECK(di.composite && !di.has_default);
+
+	getstripe_reply = NULL; /* ENODATA: no default on the directory */
+	CHECK(la_backend_lustre.dir_default(dfd, buf, sizeof(buf)) == -1);
+	/* short or unknown bytes are not a default */
+	CHECK(la_parse_dir_default(&v3, 20, &di) == -1);
+	comp = 0x12345678;
+	CHECK(la_parse_dir_default(&comp, sizeof(comp), &di) == -1);
 	close(dfd);
 }
 
@@ -308,5 +405,6 @@ int main(int argc, char **argv)
 	test_lustre_backend(scratch);
 	test_reply_decoder();
 	test_paths(scratch);
+	test_dir_defaults(scratch);
 	return CHECK_SUMMARY();
 }
