@@ -67,9 +67,10 @@ static struct la_sock la_socks[LA_CALLS];
 static int la_nsocks;
 static uint64_t la_adopted_id[LA_CALLS]; /* last request id taken up */
 static int la_call_sock[LA_CALLS];
-/* What a fork child inherited and must never touch; kept reachable. */
-static void *la_abandoned_ctx;
-static struct la_sock la_abandoned_socks[LA_CALLS];
+/* What a fork child inherited and must never touch; kept reachable
+ * (volatile: stores to variables nobody reads are otherwise dropped). */
+static void *volatile la_abandoned_ctx;
+static void *volatile la_abandoned_socks[LA_CALLS];
 
 static long la_futex(atomic_int *addr, int op, int val,
 		     const struct timespec *ts)
@@ -475,7 +476,8 @@ void la_helper_atfork_child(void)
 
 	if (la_ctx) {
 		la_abandoned_ctx = la_ctx;
-		memcpy(la_abandoned_socks, la_socks, sizeof(la_socks));
+		for (i = 0; i < LA_CALLS; i++)
+			la_abandoned_socks[i] = la_socks[i].s;
 	}
 	la_ctx = NULL;
 	memset(la_socks, 0, sizeof(la_socks));
