@@ -122,8 +122,13 @@ static int la_maybe_create_in(struct la_work *w, int dirfd, const char *path,
 		goto out;
 	if (!explicit_call && la_cfg.npaths && !la_under_paths(w->abs))
 		goto out;
-	if (la_dirinfo(t.pfd, w, &di) != 0)
-		goto out;
+	{
+		/* the directory's kernel name: abs up to its last slash */
+		size_t dirlen = (size_t)(strrchr(w->abs, '/') - w->abs);
+
+		if (la_dirinfo(t.pfd, w->abs, dirlen ? dirlen : 1, w, &di) != 0)
+			goto out;
+	}
 	if (!explicit_call && !di.is_lustre &&
 	    (!la_cfg.npaths || !la_cfg.record[0]))
 		goto out; /* not Lustre and nothing to record */

@@ -88,6 +88,10 @@ LA_HIDDEN void la_init(void);
 LA_HIDDEN extern __thread int la_in_shim __attribute__((tls_model("initial-exec")));
 
 LA_HIDDEN double la_now_us(void);
+/* getpid()/gettid() without a system call each time (cached; the fork
+ * child handler forgets them). */
+LA_HIDDEN pid_t la_getpid(void);
+LA_HIDDEN pid_t la_gettid(void);
 
 /* ---- async-signal-safe text (la_fmt.c) ---- */
 struct la_out {
@@ -162,9 +166,11 @@ LA_HIDDEN int la_target_open(int dirfd, const char *path, struct la_work *w,
 /* The absolute path where (t->pfd, t->base) lands, into w->abs; 0 or -1. */
 LA_HIDDEN int la_target_abspath(const struct la_target *t, struct la_work *w);
 LA_HIDDEN int la_under_paths(const char *abs);
-/* statfs type and default layout of the directory pfd (cached for
- * LUSTRE_ALLOC_CACHE_S seconds, by device and inode); 0 or -1. */
-LA_HIDDEN int la_dirinfo(int pfd, struct la_work *w, struct la_dirinfo *di);
+/* statfs type and default layout of the directory pfd, whose absolute
+ * name is dir[0..dirlen) (cached for LUSTRE_ALLOC_CACHE_S seconds by that
+ * name); 0 or -1. */
+LA_HIDDEN int la_dirinfo(int pfd, const char *dir, size_t dirlen,
+			 struct la_work *w, struct la_dirinfo *di);
 LA_HIDDEN void la_paths_atfork_child(void);
 
 /* ---- mapper client ---- */
