@@ -32,7 +32,7 @@ from collectors.collector import Collector  # noqa: E402
 from collectors.publisher import Publisher  # noqa: E402
 from collectors.sources import FileSource  # noqa: E402
 
-HPE = ROOT.parent / "shared/fixtures/lustre/hpe-lustre-2.10.1"
+HPE = ROOT / "tests/fixtures/lustre/hpe-lustre-2.10.1"
 
 
 def free_port() -> int:

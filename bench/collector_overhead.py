@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from collectors.broker import Broker  # noqa: E402
 from collectors.subscriber import Subscriber  # noqa: E402
 
-HPE = ROOT.parent / "shared/fixtures/lustre/hpe-lustre-2.10.1"
+HPE = ROOT / "tests/fixtures/lustre/hpe-lustre-2.10.1"
 SRC_OSTS = ["lustrefs-OST0000", "lustrefs-OST0002", "lustrefs-OST0004", "lustrefs-OST0006"]
 
 

@@ -4,7 +4,7 @@ For each size it times, in the same run and on the same random cluster state:
 
 * ``dense``: the naive round (every request -> every OST arc), built and solved with
   OR-Tools (the baseline the issue measured at ~80 ms for 3600 OSTs x 32 requests);
-* ``pruned``: the production round (exact candidate pruning, mapper.flow_network);
+* ``pruned``: the production round (exact candidate pruning, mapper.flow.network);
 * ``policy``: ``McmfPolicy.allocate_batch`` end to end (snapshot -> arrays -> network ->
   solve -> ordered OST lists), prediction off so every request is solved, on a snapshot
   seen for the first time;
@@ -30,12 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from mapper.cluster_state import ClusterSnapshot, OssState, OstState  # noqa: E402
-from mapper.flow_costs import ConvexCost  # noqa: E402
-from mapper.flow_network import RoundRequest, build_network  # noqa: E402
-from mapper.flow_solver import solve_networkx, solve_ortools  # noqa: E402
-from mapper.mcmf import McmfPolicy  # noqa: E402
-from mapper.placement import CreateRequest  # noqa: E402
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState  # noqa: E402
+from mapper.flow.costs import ConvexCost  # noqa: E402
+from mapper.flow.network import RoundRequest, build_network  # noqa: E402
+from mapper.flow.solver import solve_networkx, solve_ortools  # noqa: E402
+from mapper.policies.mcmf import McmfPolicy  # noqa: E402
+from mapper.policies.placement import CreateRequest  # noqa: E402
 
 OSTS_PER_OSS = 8
 TOTAL_KIB = 8 << 30

@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simulator.cluster import build_cluster  # noqa: E402
-from simulator.live_load import rss_mib, start_background_load  # noqa: E402
-from simulator.live_stack import EmulatorPump, LiveStack  # noqa: E402
-from simulator.lustre_emulator import EmulatedCluster  # noqa: E402
+from livestack.load import rss_mib, start_background_load  # noqa: E402
+from livestack.stack import EmulatorPump, LiveStack  # noqa: E402
+from livestack.emulator import EmulatedCluster  # noqa: E402
 from simulator.scenario import load_scenario  # noqa: E402
 
 

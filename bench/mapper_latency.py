@@ -159,12 +159,12 @@ def run_mapper(osts: int, policy: str, clients_list: list[int], duration: float)
     oss, per = SHAPES[osts]
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "mapper.service_cli", "--bind", endpoint,
+    proc = subprocess.Popen([sys.executable, "-m", "mapper.service.cli", "--bind", endpoint,
                              "--static-cluster", f"{oss}x{per}", "--policy", policy,
                              "--log-level", "warning"], env=env, cwd=ROOT,
                             stderr=subprocess.DEVNULL)
     try:
-        from mapper.client import MapperClient, MapperTimeout
+        from mapper.service.client import MapperClient, MapperTimeout
         with MapperClient(endpoint, timeout_s=0.5) as c:
             for _ in range(100):
                 try:

@@ -10,7 +10,7 @@ Two inputs:
    (``traces.darshan_import.dxt_write_sizes``); every (rank, file) sequence is one
    application.
 
-Each request is fed to :class:`mapper.markov.MarkovPredictor` exactly as the mapper does
+Each request is fed to :class:`mapper.predictor.markov.MarkovPredictor` exactly as the mapper does
 (``observe`` then ``predict(k)``). A request is a trace ``write`` record (its bytes) or a
 ``read`` record (0 bytes, Section III-B); deletes are not requests. Metrics (defined in
 docs/predictor.md, "Accuracy"):
@@ -40,8 +40,8 @@ from typing import Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mapper.markov import MarkovPredictor  # noqa: E402
-from mapper.markov_states import assign_state  # noqa: E402
+from mapper.predictor.markov import MarkovPredictor  # noqa: E402
+from mapper.predictor.markov_states import assign_state  # noqa: E402
 
 PAPER_TABLE_II = {  # order: (execution time s, accuracy %), Paul et al. 2017 Table II
     1: (0.01, 65.6), 2: (0.02, 78.7), 3: (0.15, 95.5), 4: (1.0, 96.3),

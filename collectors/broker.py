@@ -25,7 +25,7 @@ import msgpack
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
-from collectors.curve import CurveServer
+from common.curve import CurveServer
 from collectors.schema import HEARTBEAT_TOPIC, TOPIC_PREFIX
 
 log = logging.getLogger("collectors.broker")

@@ -12,10 +12,10 @@ from typing import Sequence
 import zmq
 
 from collectors.broker import Broker
-from collectors.config import BrokerConfig, load
-from collectors.curve import generate_keys
-from collectors.errors import ConfigError
-from collectors.logs import setup_logging
+from common.config import BrokerConfig, load
+from common.curve import generate_keys
+from common.errors import ConfigError
+from common.logs import setup_logging
 
 log = logging.getLogger("collectors.broker_cli")
 

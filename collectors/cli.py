@@ -14,9 +14,9 @@ import time
 from typing import Sequence
 
 from collectors.collector import Collector
-from collectors.config import CollectorConfig, load
-from collectors.errors import ConfigError
-from collectors.logs import setup_logging
+from common.config import CollectorConfig, load
+from common.errors import ConfigError
+from common.logs import setup_logging
 from collectors.publisher import Publisher
 from collectors.sources import make_source
 

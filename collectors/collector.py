@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from collectors.errors import LustreStatsError, SourceUnavailable
+from common.errors import LustreStatsError, SourceUnavailable
 from collectors.readers.brw_stats import DISK_IO_SIZE, IO_TIME, BrwStats, parse_brw_stats
 from collectors.readers.health_check import parse_health_check
 from collectors.readers.host_load import HostLoadReader

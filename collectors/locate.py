@@ -2,7 +2,7 @@
 
 Candidates are tried newest layout first; the first one that is a readable file wins, so the
 same code reads 2.10 (/proc), 2.12-2.14 (/sys for kbytes*) and 2.15+ (debugfs for brw_stats)
-servers. Table from ``shared/reference/lustre-stats-formats.md`` (lustre-release sources):
+servers. Table from ``docs/reference/lustre-stats-formats.md`` (lustre-release sources):
 
 =====================  ==============================================  ==========================
 source                 candidates (relative to the root)                versions
@@ -30,7 +30,7 @@ import os
 import re
 from pathlib import Path
 
-from collectors.errors import SourceUnavailable
+from common.errors import SourceUnavailable
 
 _PLACEHOLDER_RE = re.compile(r"^(?:\.\./)+[\w.@:+-]+(?:/[\w.@:+-]+)*$", re.ASCII)
 _MAX_PLACEHOLDER = 255

@@ -11,7 +11,7 @@ from typing import Any
 
 import zmq
 
-from collectors.curve import CurveClient
+from common.curve import CurveClient
 from collectors.schema import encode, make_sample, topic_for
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from collectors.errors import SchemaError
+from common.errors import SchemaError
 
 SCHEMA_VERSION = 1
 TOPIC_PREFIX = b"lustre-alloc.v1."

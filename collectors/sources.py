@@ -13,7 +13,7 @@ import os
 import shutil
 from typing import Protocol, Sequence
 
-from collectors.errors import LustreStatsError, SourceUnavailable
+from common.errors import LustreStatsError, SourceUnavailable
 from collectors.locate import Locator
 from collectors.readers.lctl_get_param import ParamDump, parse_get_param, run_lctl
 

@@ -26,8 +26,8 @@ import msgpack
 import zmq
 
 from collectors.broker import SNAPSHOT_END, SNAPSHOT_REQUEST
-from collectors.curve import CurveClient
-from collectors.errors import SchemaError
+from common.curve import CurveClient
+from common.errors import SchemaError
 from collectors.schema import HEARTBEAT_TOPIC, TOPIC_PREFIX, decode
 
 log = logging.getLogger("collectors.subscriber")

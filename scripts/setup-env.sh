@@ -24,9 +24,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.lustre-alloc-installed
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
-    echo "setup: pip install -e .[test] (first time takes about two minutes)"
+    echo "setup: pip install -e .[all,test] (first time takes about two minutes)"
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[test]'
+    .venv/bin/pip install -q -e '.[all,test]'
     touch "$stamp"
 fi
 make -s -C liblustre_alloc  # liblustre_alloc.so, liblustre_alloc_api.so and C tests (docs/client.md)

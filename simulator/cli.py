@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mapper.policies import POLICIES
+from mapper.policies.registry import POLICIES
 from simulator.report import summarise, write_outputs
 from simulator.runner import prepare, run_scenario
 from simulator.scenario import SCENARIO_DIR, ScenarioError, load_scenario

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mapper.cluster_state import ClusterSnapshot, OssState, OstState
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState
 from simulator.scenario import ClusterSpec, ScenarioError
 
 KIB = 1024

@@ -24,11 +24,11 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from mapper.cluster_state import ClusterSnapshot, OstFlag
-from mapper.placement import AllocationError, CreateRequest, PlacementPolicy
+from mapper.state.cluster_state import ClusterSnapshot, OstFlag
+from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from simulator.cluster import KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
-from simulator.network import NetworkModel, Storage, TransferSet
+from simulator.network.model import NetworkModel, Storage, TransferSet
 from simulator.scenario import Scenario
 from traces.format import TraceRecord
 

@@ -11,12 +11,12 @@ import queue as queue_mod
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
-from mapper.gate import GatedPolicy
-from mapper.placement import PlacementPolicy
-from mapper.policies import make_policy
+from mapper.policies.gate import GatedPolicy
+from mapper.policies.placement import PlacementPolicy
+from mapper.policies.registry import make_policy
 from simulator.cluster import SimCluster, build_cluster
 from simulator.engine import RunResult, Simulation
-from simulator.network import make_network
+from simulator.network.model import make_network
 from simulator.scenario import Scenario
 from simulator.workload import check_workloads, scenario_records
 

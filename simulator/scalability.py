@@ -5,7 +5,7 @@ under every requested policy, with the workload scaled to the cluster: one *grou
 the paper's three applications (IOR, HACC-IO, TPA, :mod:`traces.generators` with their
 32-OST defaults) per 32 OSTs, each group with its own seeds and job ids, so the load
 per OST is the same at every size. The network is the flow-level LNet model
-(:mod:`simulator.network`, ``model = "flow"``): 10 GbE client and OSS links as in the
+(:mod:`simulator.network.model`, ``model = "flow"``): 10 GbE client and OSS links as in the
 paper's real setup, disks shared max-min jointly with the links. Per (size, policy):
 
 * mean I/O bandwidth: all bytes moved / summed transfer time (Fig. 17);
@@ -41,7 +41,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mapper.policies import POLICIES
+from mapper.policies.registry import POLICIES
 from simulator.engine import Simulation
 from simulator.metrics import jain_index, max_mean_ratio
 
@@ -154,7 +154,7 @@ class _StudySimulation(Simulation):
 
 
 def _run_one(toml_text: str, osts: int, osses: int, policy: str) -> StudyRow:
-    from simulator.network import make_network
+    from simulator.network.model import make_network
     from simulator.runner import build_policy, prepare
     from simulator.scenario import load_scenario
     from simulator.workload import scenario_records

@@ -22,19 +22,21 @@ Example (``simulator/scenarios/paper-32ost.toml`` is the full one)::
     generator = "ior"            # or: trace = "file.csv" | darshan = "log.darshan"
     seed = 1
 
-Relative paths are relative to the scenario file; ``{shared}`` expands to the
-project's ``../shared`` folder (or ``$LUSTRE_ALLOC_SHARED``). Any inconsistency
-raises :class:`ScenarioError` with a one-line message naming the file and key.
+Data files: ``pkg:<package>/<path>`` names a file shipped inside an installed package (the
+bundled scenarios use ``pkg:lustre_alloc_data/nersc-pytokio/...``, found with
+``importlib.resources``, so they work from a wheel); any other path is absolute or relative to
+the scenario file. Any inconsistency raises :class:`ScenarioError` with a one-line message
+naming the file and key.
 """
 from __future__ import annotations
 
-import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mapper.policies import POLICIES
+from lustre_alloc_data import DataFileError, is_package_reference, resource_path
+from mapper.policies.registry import POLICIES
 from simulator.models import MdsModel, OssModel
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -44,12 +46,6 @@ FILL_MODES = ("explicit", "generated", "lfs_df")
 
 class ScenarioError(ValueError):
     """An invalid scenario. ``str()`` is one line: ``file: key: reason``."""
-
-
-def shared_dir() -> Path:
-    """The read-only ``shared`` folder (fixtures, data), ``$LUSTRE_ALLOC_SHARED`` first."""
-    env = os.environ.get("LUSTRE_ALLOC_SHARED")
-    return Path(env) if env else PROJECT_ROOT.parent / "shared"
 
 
 @dataclass(frozen=True)
@@ -175,7 +171,17 @@ def resolve_scenario_path(name_or_path: str) -> Path:
 
 
 def _expand(path: Path, raw: str) -> Path:
-    p = Path(raw.replace("{shared}", str(shared_dir())))
+    """A data file named in scenario ``path``: ``pkg:`` reference, absolute, or scenario-relative.
+
+    A ``pkg:`` reference to a missing file returns the path it would have (the caller reports
+    "file not found" with the key), so every missing-file error has the same one-line form.
+    """
+    if is_package_reference(raw):
+        try:
+            return resource_path(raw)
+        except DataFileError:
+            return Path(raw)
+    p = Path(raw)
     return p if p.is_absolute() else (path.parent / p)
 
 
@@ -325,7 +331,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     network = net.get("model", str, "none")
     network_params = {k: float(v) for k, v in net.data.items() if k != "model"}
     net.used.update(net.data)
-    from simulator.network import make_network
+    from simulator.network.model import make_network
     try:
         make_network(network, **network_params)
     except (ValueError, TypeError) as e:

@@ -1,4 +1,4 @@
-"""Shared test fixtures: where ../shared lives, deterministic seeds."""
+"""Shared test fixtures: where the in-repository fixtures and data live, deterministic seeds."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,12 +6,14 @@ from pathlib import Path
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SHARED = PROJECT_ROOT.parent / "shared"
+FIXTURES = PROJECT_ROOT / "tests" / "fixtures"
+"""Test-only real inputs (Lustre /proc trees, lctl dumps); see fixtures/lustre/SOURCES.md."""
+DATA = PROJECT_ROOT / "lustre_alloc_data"
+"""Real operational data shipped in the wheel (package ``lustre_alloc_data``)."""
+PYTOKIO = DATA / "nersc-pytokio"
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The read-only ``../shared`` folder beside the checkout (fixtures, data, papers)."""
-    if not SHARED.is_dir():
-        pytest.fail(f"../shared not found at {SHARED}: tests read real fixtures from it")
-    return SHARED
+def pytokio_dir() -> Path:
+    """The NERSC pytokio data folder inside the repository (``lfs df``, ``lctl dl -t``, LMT, HACC)."""
+    return PYTOKIO

@@ -75,34 +75,57 @@ class DarshanImport:
     notes: list[str] = field(default_factory=list)
 
 
-def _darshan_dirs() -> list[Path]:
-    import darshan  # local: importing PyDarshan loads its C library
-
-    base = Path(darshan.__file__).resolve().parent
-    return [base / "examples" / "example_logs", base / "tests" / "input"]
-
-
 def shipped_logs() -> dict[str, Path]:
-    """The example ``*.darshan`` logs shipped in the installed PyDarshan wheel, by name."""
+    """The example ``*.darshan`` logs PyDarshan ships (and the ``darshan-logs`` package, if
+    installed), by name, each resolved with ``darshan.log_utils.get_log_path``.
+
+    PyDarshan has no public listing; the names come from its package resources
+    (``importlib.resources``), the paths from its own lookup.
+    """
+    from importlib import resources
+
+    names: set[str] = set()
+    for project in ("darshan", "darshan_logs"):
+        try:
+            names.update(p.name for p in resources.files(project).rglob("*.darshan"))
+        except ModuleNotFoundError:
+            continue
     found: dict[str, Path] = {}
-    for d in _darshan_dirs():
-        if d.is_dir():
-            for p in sorted(d.glob("*.darshan")):
-                found.setdefault(p.name, p)
+    for name in sorted(names):
+        path = _get_log_path(name)
+        if path is not None:
+            found[name] = path
     return found
 
 
+def _get_log_path(name: str) -> Path | None:
+    """``darshan.log_utils.get_log_path(name)``, or ``None`` when PyDarshan does not have it."""
+    from darshan.log_utils import get_log_path  # local: importing PyDarshan loads its C library
+
+    try:
+        return Path(get_log_path(name))
+    except FileNotFoundError:
+        return None
+    except BaseException as e:
+        # Under pytest, PyDarshan calls pytest.skip() for a missing log; a missing log is an
+        # error here (DarshanLogNotFound), never a silently skipped test.
+        if type(e).__name__ == "Skipped":
+            return None
+        raise
+
+
 def example_log_path(name: str) -> Path:
-    """Path of a shipped example log, by file name (``.darshan`` optional).
+    """Path of a shipped example log, by file name (``.darshan`` optional), found with
+    ``darshan.log_utils.get_log_path``.
 
     Raises:
         DarshanLogNotFound: no such log; the message lists the available names.
     """
-    logs = shipped_logs()
     key = name if name.endswith(".darshan") else name + ".darshan"
-    if key in logs:
-        return logs[key]
-    available = ", ".join(sorted(logs)) or "none (PyDarshan ships no example logs here)"
+    path = _get_log_path(key)
+    if path is not None:
+        return path
+    available = ", ".join(sorted(shipped_logs())) or "none (PyDarshan ships no example logs here)"
     raise DarshanLogNotFound(f"{name}: no shipped Darshan log of that name; available: {available}")
 
 

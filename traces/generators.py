@@ -37,6 +37,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from lustre_alloc_data import DataFileError, resource_path
 from traces.format import STRIPE_SIZE_UNIT, TraceRecord
 
 KiB = 1 << 10
@@ -46,9 +47,16 @@ GiB = 1 << 30
 PAPER_OST_COUNT = 32
 """OSTs in the paper's simulated system (Section IV-A3: 8 OSSes x 4 OSTs)."""
 
-DEFAULT_HACC_CSV = (Path(__file__).resolve().parent.parent.parent
-                    / "shared" / "data" / "nersc-pytokio" / "hacc_io_jobs_summary.csv.gz")
-"""The pytokio HACC-IO job summary, resolved as ``../shared/...`` beside this checkout."""
+DEFAULT_HACC_CSV_REF = "pkg:lustre_alloc_data/nersc-pytokio/hacc_io_jobs_summary.csv.gz"
+"""The pytokio HACC-IO job summary shipped in the package ``lustre_alloc_data`` (see its SOURCES.md)."""
+
+
+def default_hacc_csv() -> Path:
+    """Filesystem path of :data:`DEFAULT_HACC_CSV_REF` (raises HaccDataError if not installed)."""
+    try:
+        return resource_path(DEFAULT_HACC_CSV_REF)
+    except DataFileError as e:
+        raise HaccDataError(f"{e}; pass hacc_csv=<path>") from None
 
 
 class GeneratorParameterError(ValueError):
@@ -188,13 +196,13 @@ def load_hacc_jobs(path: str | Path | None = None) -> list[HaccJob]:
     4096 files from 4096 processes in 25 to 169 s of wall time.
 
     Args:
-        path: the csv (gzip if ``.gz``); default :data:`DEFAULT_HACC_CSV`.
+        path: the csv (gzip if ``.gz``); default :func:`default_hacc_csv`.
 
     Raises:
         HaccDataError: the file is missing, or a needed column is missing/unparsable
             (the message names the file and, for a bad value, the line).
     """
-    path = Path(path) if path is not None else DEFAULT_HACC_CSV
+    path = Path(path) if path is not None else default_hacc_csv()
     if not path.is_file():
         raise HaccDataError(
             f"{path}: HACC-IO job summary not found (expected the NERSC pytokio file "
@@ -270,7 +278,7 @@ def hacc(duration_s: float, seed: int, job_id: str | None = None, *,
             rotation of checkpointing codes (~3 TiB live at most).
         stripe_count: Lustre stripe count per file; our choice, 1 (file per process).
         stripe_size: Lustre stripe size, bytes; Lustre's default 1 MiB.
-        hacc_csv: path of the pytokio job summary; default :data:`DEFAULT_HACC_CSV`.
+        hacc_csv: path of the pytokio job summary; default :func:`default_hacc_csv`.
 
     Raises:
         HaccDataError: the job summary is missing or malformed.

@@ -17,5 +17,5 @@ module                 source
 =====================  ===========================================================
 
 Parsers take the text and a ``source`` label for error context, and raise only their own
-subclass of :class:`collectors.errors.LustreStatsError`.
+subclass of :class:`common.errors.LustreStatsError`.
 """

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from collectors.errors import BrwStatsError
+from common.errors import BrwStatsError
 from collectors.readers._common import TIMESTAMP_RE, parse_timestamp, split_lines
 
 _TIME_RE = re.compile(

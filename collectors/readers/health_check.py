@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from collectors.errors import HealthCheckError
+from common.errors import HealthCheckError
 from collectors.readers._common import split_lines
 
 _DEVICE_RE = re.compile(r"^device (\S+) reported unhealthy$", re.ASCII)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from collectors.errors import SourceUnavailable
+from common.errors import SourceUnavailable
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,24 +20,28 @@ with ``start_time`` and ``elapsed_time``), then one line per counter
 (``lprocfs_jobstats_seq_show``, lustre/obdclass/lprocfs_jobstats.c; ``hist`` from 2.16, LU-16087).
 Counter values are cumulative while the job stays in the table; a job idle for
 ``job_cleanup_interval`` (600 s default) is dropped and restarts from zero if it comes back.
+
+The file is YAML and is read with PyYAML (:mod:`collectors.readers._yaml`, every scalar a string so
+``job_id: 24`` stays ``"24"``): quoted ids, document markers, flow or block style and extra keys
+all work. A job id Lustre printed unquoted with YAML syntax in it (``jobid_name`` allows any
+character before master quoted them) makes the text malformed YAML: the whole file is rejected
+with one line naming the line, as for any other garbled file.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from collectors.errors import JobStatsError
-from collectors.readers._common import Counter, split_lines
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-_HEAD_RE = re.compile(r"^job_stats:\s*$", re.ASCII)
-_JOB_RE = re.compile(r"^-\s+job_id:\s*(?P<id>.*?)\s*$", re.ASCII)
-_TIME_RE = re.compile(
-    r"^\s+(snapshot_time|start_time|elapsed_time):\s+(\d{1,20})(?:\.(\d{1,9}))?(?:\s+secs\.nsecs)?$",
-    re.ASCII)
-_COUNTER_RE = re.compile(
-    r"^\s+(?P<name>[A-Za-z_]\w*):\s+\{\s*samples:\s*(?P<samples>\d+),\s*unit:\s*(?P<unit>\w+)"
-    r"(?:,\s*min:\s*(?P<min>\d+),\s*max:\s*(?P<max>\d+),\s*sum:\s*(?P<sum>\d+))?"
-    r"(?:,\s*sumsq:\s*(?P<sumsq>\d+))?(?:,\s*hist:\s*\{[^{}]*\})?\s*\}$", re.ASCII)
+from common.errors import JobStatsError
+from collectors.readers._common import Counter
+from collectors.readers._yaml import compose, line_of, mapping_items, plain
+
+_TIME_RE = re.compile(r"^(\d{1,20})(?:\.(\d{1,9}))?(?:\s+secs\.nsecs)?$", re.ASCII)
+_TIME_KEYS = ("snapshot_time", "start_time", "elapsed_time")
+_COUNT_RE = re.compile(r"^\d{1,20}$", re.ASCII)
+_COUNTER_FIELDS = ("min", "max", "sum", "sumsq")
 
 
 @dataclass(slots=True)
@@ -65,12 +69,6 @@ class JobStats:
     skipped: list[tuple[int, str]] = field(default_factory=list)
 
 
-def _unquote(job_id: str) -> str:
-    if len(job_id) >= 2 and job_id[0] == job_id[-1] and job_id[0] in "\"'":
-        return job_id[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    return job_id
-
-
 def parse_job_stats(text: str, source: str = "<text>") -> JobStats:
     """Parse the text of one job_stats file.
 
@@ -79,46 +77,71 @@ def parse_job_stats(text: str, source: str = "<text>") -> JobStats:
         source: path or parameter name, used in errors.
 
     Returns:
-        Jobs with their counters (an empty table is valid).
+        Jobs with their counters (an empty table is valid); entries that are not a job, a
+        repeated job, and fields that are not a time or a counter are in ``skipped`` with their
+        line and reason.
 
     Raises:
-        JobStatsError: the first non-blank line is not ``job_stats:``.
+        JobStatsError: malformed YAML (one line: source, line, PyYAML's reason), or the top is
+            not a ``job_stats:`` mapping.
     """
-    result = JobStats()
-    job: JobEntry | None = None
-    seen_head = False
-    for lineno, line in split_lines(text):
-        if not line.strip():
-            continue
-        if not seen_head:
-            if not _HEAD_RE.match(line):
-                raise JobStatsError("first line is not 'job_stats:'", source=source, line=lineno)
-            seen_head = True
-            continue
-        m = _JOB_RE.match(line)
-        if m:
-            job_id = _unquote(m.group("id"))
-            if job_id in result.jobs:
-                result.skipped.append((lineno, f"repeated job {job_id!r}"))
-                job = None
-            else:
-                job = result.jobs[job_id] = JobEntry(job_id)
-            continue
-        if job is None:
-            result.skipped.append((lineno, "line outside a job"))
-            continue
-        m = _TIME_RE.match(line)
-        if m:
-            value = int(m.group(2)) + (int(m.group(3).ljust(9, "0")) / 1e9 if m.group(3) else 0.0)
-            setattr(job, m.group(1), value)
-            continue
-        m = _COUNTER_RE.match(line)
-        if m:
-            name, samples, unit, *rest = m.groups()
-            job.counters[name] = Counter(int(samples), unit,
-                                         *(None if v is None else int(v) for v in rest))
-            continue
-        result.skipped.append((lineno, "unrecognised line"))
-    if not seen_head:
+    root = compose(text, source, JobStatsError)
+    if root is None:
         raise JobStatsError("empty text, expected 'job_stats:'", source=source)
+    top = dict(mapping_items(root))
+    if "job_stats" not in top:
+        raise JobStatsError("first line is not 'job_stats:'", source=source, line=line_of(root))
+    table = top["job_stats"]
+    result = JobStats()
+    if isinstance(table, ScalarNode) and table.value == "":
+        return result  # "job_stats:" with no job
+    if not isinstance(table, SequenceNode):
+        raise JobStatsError("expected a list of jobs under 'job_stats:'", source=source,
+                            line=line_of(table), field="job_stats")
+    for entry in table.value:
+        fields = dict(mapping_items(entry))
+        job_node = fields.get("job_id")
+        if not isinstance(job_node, ScalarNode):
+            result.skipped.append((line_of(entry), "entry without a job_id"))
+            continue
+        job_id = job_node.value
+        if job_id in result.jobs:
+            result.skipped.append((line_of(entry), f"repeated job {job_id!r}"))
+            continue
+        job = result.jobs[job_id] = JobEntry(job_id)
+        for name, node in mapping_items(entry):
+            if name == "job_id":
+                continue
+            reason = _read_field(job, name, node)
+            if reason:
+                result.skipped.append((line_of(node), f"{name}: {reason}"))
     return result
+
+
+def _read_field(job: JobEntry, name: str, node) -> str | None:
+    """Store one job field; the reason it was not understood, or ``None``."""
+    if name in _TIME_KEYS:
+        m = _TIME_RE.match(node.value) if isinstance(node, ScalarNode) else None
+        if not m:
+            return "expected <seconds>[.<nsec>] [secs.nsecs]"
+        setattr(job, name, int(m.group(1)) + (int(m.group(2).ljust(9, "0")) / 1e9
+                                              if m.group(2) else 0.0))
+        return None
+    if not isinstance(node, MappingNode):
+        return "unrecognised field"
+    values = plain(node)
+    samples, unit = values.get("samples"), values.get("unit")
+    if not (isinstance(samples, str) and _COUNT_RE.match(samples) and isinstance(unit, str)
+            and unit):
+        return "a counter needs 'samples: <count>' and 'unit: <name>'"
+    extra = {}
+    for key in _COUNTER_FIELDS:
+        raw = values.get(key)
+        if raw is None:
+            extra[key] = None
+        elif isinstance(raw, str) and _COUNT_RE.match(raw):
+            extra[key] = int(raw)
+        else:
+            return f"{key} is not a count: {raw!r}"
+    job.counters[name] = Counter(int(samples), unit, **extra)
+    return None

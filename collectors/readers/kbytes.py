@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from collectors.errors import SingleValueError
+from common.errors import SingleValueError
 
 _VALUE_RE = re.compile(r"^\s*(\d{1,20})\s*$", re.ASCII)
 

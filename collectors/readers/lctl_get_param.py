@@ -24,7 +24,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from collectors.errors import LctlParamError, SourceUnavailable
+from common.errors import LctlParamError, SourceUnavailable
 from collectors.readers._common import split_lines
 
 _PARAM_RE = re.compile(r"^(?P<name>[A-Za-z0-9_][A-Za-z0-9_.@:\-]*)=(?P<rest>.*)$", re.ASCII)

@@ -28,7 +28,7 @@ Writing anything to the file clears the counters (the collector sees a reset).
 """
 from __future__ import annotations
 
-from collectors.errors import LnetStatsError
+from common.errors import LnetStatsError
 
 #: Field names in file order.
 FIELDS = ("msgs_alloc", "msgs_max", "errors", "send_count", "recv_count", "route_count",

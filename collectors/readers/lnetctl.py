@@ -18,38 +18,43 @@ Keys (lnet/utils/lnetctl.c, ``jt_show_stats``): 2.10 prints the same 11 counters
 ``stats`` file (see :mod:`collectors.readers.lnet_stats`); 2.12+ adds ``rst_alloc``,
 ``resend_count``, ``response_timeout_count``, ``local_{interrupt,dropped,aborted,no_route,
 timeout,error}_count``, ``remote_{dropped,error,timeout}_count``, ``network_timeout_count``.
-Counts are messages, ``*_length`` are bytes. Unknown keys are kept; non ``key: integer`` lines are
-skipped.
+Counts are messages, ``*_length`` are bytes. The text is YAML (``lnetctl`` prints it with libyaml)
+and is read with PyYAML (:mod:`collectors.readers._yaml`): document markers and flow style are
+accepted. Unknown integer keys are kept; keys whose value is not a non-negative integer are ignored.
 """
 from __future__ import annotations
 
-import re
+from yaml.nodes import ScalarNode
 
-from collectors.errors import LnetctlError
-from collectors.readers._common import split_lines
-
-_ITEM_RE = re.compile(r"^\s+([A-Za-z_]\w*):\s+(\d{1,20})$", re.ASCII)
+from common.errors import LnetctlError
+from collectors.readers._yaml import compose, line_of, mapping_items
 
 
 def parse_lnetctl_stats(text: str, source: str = "<text>") -> dict[str, int]:
-    """Counters of ``lnetctl stats show`` by name.
+    """Counters of ``lnetctl stats show`` by name (messages, or bytes for ``*_length``).
 
     Raises:
-        LnetctlError: no ``statistics:`` header, or no counter under it.
+        LnetctlError: malformed YAML (one line: source, line, PyYAML's reason), no
+            ``statistics`` mapping at the top, or no integer counter in it.
     """
+    root = compose(text, source, LnetctlError)
+    if root is None:
+        raise LnetctlError("empty text, expected 'statistics:'", source=source)
+    top = dict(mapping_items(root))
+    if "statistics" not in top:
+        raise LnetctlError("expected a 'statistics:' mapping at the top", source=source,
+                           line=line_of(root))
+    block = top["statistics"]
     values: dict[str, int] = {}
-    in_block = False
-    for lineno, line in split_lines(text):
-        if not line.strip():
-            continue
-        if line == "statistics:":
-            in_block = True
-            continue
-        if not in_block:
-            raise LnetctlError("expected 'statistics:' header", source=source, line=lineno)
-        m = _ITEM_RE.match(line)
-        if m:
-            values.setdefault(m.group(1), int(m.group(2)))
+    for name, node in mapping_items(block):
+        if isinstance(node, ScalarNode) and _is_count(node.value):
+            values[name] = int(node.value)
     if not values:
-        raise LnetctlError("no counters under 'statistics:'", source=source)
+        raise LnetctlError("no counters under 'statistics:'", source=source, line=line_of(block),
+                           field="statistics")
     return values
+
+
+def _is_count(value: str) -> bool:
+    # at most 20 digits: a u64 counter (and no huge int() conversion on garbage)
+    return 0 < len(value) <= 20 and value.isascii() and value.isdigit()

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from collectors.errors import StatsFileError
+from common.errors import StatsFileError
 from collectors.readers._common import TIMESTAMP_RE, Counter, parse_timestamp, split_lines
 
 _TIME_RE = re.compile(rf"^(snapshot_time|start_time|elapsed_time)\s+{TIMESTAMP_RE}\s+secs\.nsecs$", re.ASCII)

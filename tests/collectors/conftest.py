@@ -1,4 +1,4 @@
-"""Paths of the real Lustre fixtures (read in place, never copied) and small helpers."""
+"""Paths of the real Lustre fixtures (tests/fixtures/lustre, see SOURCES.md there) and small helpers."""
 from __future__ import annotations
 
 import os
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 
-LUSTRE = SHARED / "fixtures" / "lustre"
+LUSTRE = FIXTURES / "lustre"
 HPE = LUSTRE / "hpe-lustre-2.10.1"
 DDN = LUSTRE / "ddn-lctl-2.14-2.15"
 HPE_PROC = HPE / "proc" / "fs" / "lustre"
@@ -23,7 +23,7 @@ def all_ddn_dumps() -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def hpe_root(shared_dir: Path) -> Path:
+def hpe_root() -> Path:
     if not HPE.is_dir():
         pytest.fail(f"fixture tree missing: {HPE}")
     return HPE

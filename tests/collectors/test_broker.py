@@ -7,7 +7,7 @@ import pytest
 import zmq
 
 from collectors.broker import Broker
-from collectors.curve import CurveClient, CurveServer, generate_keys
+from common.curve import CurveClient, CurveServer, generate_keys
 from collectors.publisher import Publisher
 from collectors.subscriber import Subscriber
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.errors import BrwStatsError
+from common.errors import BrwStatsError
 from collectors.readers.brw_stats import DISK_IO_SIZE, IO_TIME, parse_brw_stats
 
 from .conftest import DDN, HPE_PROC
@@ -55,10 +55,20 @@ def test_reads_empty_pre_2_15():
     assert brw.start_time is None and len(brw.histograms) == 8
 
 
-def test_placeholder_symlink_text_is_not_brw_stats():
-    # The fixture stores obdfilter/T/brw_stats (a symlink on the server) as its target text.
+def test_placeholder_symlink_text_is_not_brw_stats(tmp_path):
+    # A tree copied without symlink support holds obdfilter/T/brw_stats (a symlink to
+    # ../../osd-zfs/T/brw_stats on a 2.10 OSS) as a text file with the link target.
+    placeholder = tmp_path / "brw_stats"
+    placeholder.write_text("../../osd-zfs/lustrefs-OST0000/brw_stats")
     with pytest.raises(BrwStatsError):
-        parse_brw_stats((HPE_PROC / "obdfilter/lustrefs-OST0000/brw_stats").read_text())
+        parse_brw_stats(placeholder.read_text())
+
+
+def test_obdfilter_brw_stats_symlink_reads_the_osd_histogram():
+    # In the fixture the link is real again: it resolves to the osd-zfs file and parses.
+    link = HPE_PROC / "obdfilter/lustrefs-OST0000/brw_stats"
+    assert link.is_symlink()
+    assert parse_brw_stats(link.read_text()).histograms
 
 
 def test_rows_outside_blocks_are_skipped():

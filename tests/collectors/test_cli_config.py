@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.config import BrokerConfig, CollectorConfig, load
-from collectors.errors import ConfigError
+from common.config import BrokerConfig, CollectorConfig, load
+from common.errors import ConfigError
 
 from .conftest import HPE, PYTHON
 

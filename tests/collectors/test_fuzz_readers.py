@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors.errors import (BrwStatsError, HealthCheckError, JobStatsError, LctlParamError,
+from common.errors import (BrwStatsError, HealthCheckError, JobStatsError, LctlParamError,
                                LnetctlError, LnetStatsError, SchemaError, SingleValueError,
                                StatsFileError)
 from collectors.readers.brw_stats import parse_brw_stats

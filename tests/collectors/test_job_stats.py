@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.errors import JobStatsError
+from common.errors import JobStatsError
 from collectors.readers.job_stats import parse_job_stats
 from collectors.readers.lctl_get_param import parse_get_param
 

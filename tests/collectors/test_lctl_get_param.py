@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.errors import LctlParamError
+from common.errors import LctlParamError
 from collectors.readers.brw_stats import parse_brw_stats
 from collectors.readers.job_stats import parse_job_stats
 from collectors.readers.kbytes import parse_single_value

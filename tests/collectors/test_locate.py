@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from collectors.errors import SourceUnavailable
+from common.errors import SourceUnavailable
 from collectors.locate import Locator, read_source
 from collectors.readers.brw_stats import parse_brw_stats
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.errors import SchemaError
+from common.errors import SchemaError
 from collectors.reduce import CounterReset, choose_interval, histogram_delta, summarize_log2
 from collectors.schema import decode, encode, make_sample, topic_for
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.errors import (HealthCheckError, LnetctlError, LnetStatsError, SingleValueError)
+from common.errors import (HealthCheckError, LnetctlError, LnetStatsError, SingleValueError)
 from collectors.readers.health_check import parse_health_check
 from collectors.readers.host_load import HostLoadReader
 from collectors.readers.kbytes import parse_single_value

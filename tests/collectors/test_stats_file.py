@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.errors import StatsFileError
+from common.errors import StatsFileError
 from collectors.readers.lctl_get_param import parse_get_param
 from collectors.readers.stats_file import parse_stats
 

@@ -9,11 +9,11 @@ import msgpack
 import pytest
 import zmq
 
-from collectors.curve import CurveClient, generate_keys
+from common.curve import CurveClient, generate_keys
 from collectors.publisher import Publisher
 from collectors.schema import HEARTBEAT_TOPIC, encode, topic_for
 from collectors.subscriber import Subscriber
-from mapper.client import MapperClient
+from mapper.service.client import MapperClient
 
 pytestmark = pytest.mark.timeout(180)
 

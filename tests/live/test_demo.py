@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from simulator.live_stack import child_env
+from livestack.stack import child_env
 
 from .conftest import PROJECT_ROOT
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def demo(workdir, *extra):
-    return subprocess.Popen([sys.executable, "-m", "simulator.demo", "--workdir", str(workdir),
+    return subprocess.Popen([sys.executable, "-m", "livestack.demo", "--workdir", str(workdir),
                              "--no-live", *extra], cwd=PROJECT_ROOT, env=child_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -44,7 +44,7 @@ def test_demo_ctrl_c_stops_every_child(tmp_path, shim_lib):
     children: list[psutil.Process] = []
     while time.monotonic() < deadline:
         children = psutil.Process(p.pid).children(recursive=True)
-        if any("live_writer" in " ".join(c.cmdline()) for c in children if c.is_running()):
+        if any("livestack.writer" in " ".join(c.cmdline()) for c in children if c.is_running()):
             break
         time.sleep(0.2)
     assert len(children) >= 7          # broker, mapper, 8 collectors, writers

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from simulator.live_load import rss_mib, run_load, start_background_load
+from livestack.load import rss_mib, run_load, start_background_load
 
 pytestmark = pytest.mark.timeout(180)
 

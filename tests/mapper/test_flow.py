@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mapper.flow_costs import ConvexCost, OstArrays, PaperCost, make_cost_model
-from mapper.flow_network import RoundRequest, build_network, stripe_capacity
-from mapper.flow_solver import solve_networkx, solve_ortools
+from mapper.flow.costs import ConvexCost, OstArrays, PaperCost, make_cost_model
+from mapper.flow.network import RoundRequest, build_network, stripe_capacity
+from mapper.flow.solver import solve_networkx, solve_ortools
 
 GIB_KIB = 1 << 20
 

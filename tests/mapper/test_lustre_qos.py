@@ -1,6 +1,6 @@
 """Lustre's QOS allocator against hand-worked penalty, weight and threshold cases.
 
-All expected numbers are derived by hand from ``shared/reference/lustre-lod-allocator.md``
+All expected numbers are derived by hand from ``docs/reference/lustre-lod-allocator.md``
 ("QOS"); the arithmetic is in the comments. Units: ``ba = (kbytes_avail*1024) >> 8``
 (bytes >> 8), so ``ba = 4 * kbytes_avail``. Defaults: qos_prio_free 90% -> stored 230,
 ``prio_wide = 256 - 230 = 26``; qos_threshold_rr 17% -> 43; qos_maxage 5 s.
@@ -16,10 +16,10 @@ from collections import Counter
 
 import pytest
 
-from mapper.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.lustre_qos import LustreQos, pct_to_stored, stored_to_pct
-from mapper.ost_health import check_placement
-from mapper.placement import CreateRequest
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from mapper.policies.lustre_qos import LustreQos, pct_to_stored, stored_to_pct
+from mapper.state.ost_health import check_placement
+from mapper.policies.placement import CreateRequest
 
 
 class ScriptedRng:

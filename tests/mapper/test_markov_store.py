@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.markov import MarkovConfig, MarkovPredictor, PredictorStateError
-from mapper.markov_store import FORMAT, VERSION, load_or_new, load_predictor
+from mapper.predictor.markov import MarkovConfig, MarkovPredictor, PredictorStateError
+from mapper.predictor.markov_store import FORMAT, VERSION, load_or_new, load_predictor
 
 MiB = 1 << 20
 PREDICT = dict(stripe_size=MiB, max_stripe_count=64, usable_osts=64)

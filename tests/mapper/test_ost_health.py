@@ -1,6 +1,6 @@
 """The OST usability rules, stripe-count resolution and pool lookup every policy applies.
 
-Expected values come from ``shared/reference/lustre-lod-allocator.md`` ("USABLE CHECK"
+Expected values come from ``docs/reference/lustre-lod-allocator.md`` ("USABLE CHECK"
 and "DISPATCH"): inactive -> error; ENOSPC, or ENOINO with no precreated object ->
 ENOSPC; READONLY -> EROFS; NOPRECREATE -> ENOBUFS; DEGRADED alone is still usable (only
 the allocators' preference passes avoid it).
@@ -11,10 +11,10 @@ import errno
 
 import pytest
 
-from mapper.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.ost_health import (MAX_STRIPE_COUNT, check_placement, is_usable, pool_members,
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from mapper.state.ost_health import (MAX_STRIPE_COUNT, check_placement, is_usable, pool_members,
                                resolve_stripe_count, unusable_reason)
-from mapper.placement import InvalidRequestError, NoSpaceError
+from mapper.policies.placement import InvalidRequestError, NoSpaceError
 
 
 def ost(index: int, oss: str = "oss0", **kw) -> OstState:

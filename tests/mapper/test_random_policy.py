@@ -13,10 +13,10 @@ from collections import Counter
 
 import pytest
 
-from mapper.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.ost_health import check_placement
-from mapper.placement import CreateRequest, InvalidRequestError, NoSpaceError
-from mapper.random_policy import AVAIL_RATIO_MIN, WeightedRandom
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from mapper.state.ost_health import check_placement
+from mapper.policies.placement import CreateRequest, InvalidRequestError, NoSpaceError
+from mapper.policies.random_policy import AVAIL_RATIO_MIN, WeightedRandom
 
 
 def snap(avail_per_mille: list[int], pools: dict[str, frozenset[int]] | None = None,

@@ -1,7 +1,7 @@
 """Lustre's round-robin allocator against hand-worked examples.
 
 Every expected array and OST sequence below is worked out by hand from
-``shared/reference/lustre-lod-allocator.md`` ("RR"), with the arithmetic in comments.
+``docs/reference/lustre-lod-allocator.md`` ("RR"), with the arithmetic in comments.
 Where the reference notes and lod_qos.c differ, the test follows lod_qos.c
 (``lod_ost_alloc_rr``, identical in 2.4 .. 2.15; the notes claim the same for 2.16):
 
@@ -18,7 +18,7 @@ Where the reference notes and lod_qos.c differ, the test follows lod_qos.c
 scripted one, so the seeded values appear in the comments.
 
 Pools are sets here, so "pool-member order" (Lustre: the order of ``pool_add``) is read
-as LOD array (index) order, the order :func:`mapper.ost_health.pool_members` returns.
+as LOD array (index) order, the order :func:`mapper.state.ost_health.pool_members` returns.
 Master's speed-2 change ("after i=0 walk pos+1 sequentially") is not modelled; the
 released walk (every pass reads ``(start_idx + offset_idx) % N``) is.
 """
@@ -28,10 +28,10 @@ import random
 
 import pytest
 
-from mapper.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.ost_health import check_placement, pool_members
-from mapper.placement import CreateRequest, NoSpaceError
-from mapper.round_robin import RoundRobin, build_rr_array
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from mapper.state.ost_health import check_placement, pool_members
+from mapper.policies.placement import CreateRequest, NoSpaceError
+from mapper.policies.round_robin import RoundRobin, build_rr_array
 
 
 class ScriptedRng:

@@ -13,11 +13,11 @@ from typing import Iterator, Sequence
 
 import pytest
 
-from mapper.cluster_state import ClusterSnapshot
-from mapper.ost_health import is_usable, pool_members, resolve_stripe_count
-from mapper.placement import CreateRequest, Placement
-from mapper.service import MapperService
-from mapper.service_config import load_config
+from mapper.state.cluster_state import ClusterSnapshot
+from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
+from mapper.policies.placement import CreateRequest, Placement
+from mapper.service.server import MapperService
+from mapper.service.config import load_config
 
 PYTHON = sys.executable
 PROJECT = Path(__file__).resolve().parents[2]
@@ -75,13 +75,13 @@ def spawn_mapper(args: Sequence[str], log_path: Path, *, with_test_policy: bool 
     ``with_test_policy`` the :class:`JobCounter` policy is registered as ``job_counter``."""
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
     if with_test_policy:
-        code = ("import sys; from mapper.policies import POLICIES; "
+        code = ("import sys; from mapper.policies.registry import POLICIES; "
                 "from tests.service.conftest import JobCounter; "
                 "POLICIES['job_counter'] = JobCounter; "
-                "from mapper.service_cli import main; sys.exit(main(sys.argv[1:]))")
+                "from mapper.service.cli import main; sys.exit(main(sys.argv[1:]))")
         argv = [PYTHON, "-c", code, *args]
     else:
-        argv = [PYTHON, "-m", "mapper.service_cli", *args]
+        argv = [PYTHON, "-m", "mapper.service.cli", *args]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log_path, "w"),
                             env=env, cwd=PROJECT)
 
@@ -89,7 +89,7 @@ def spawn_mapper(args: Sequence[str], log_path: Path, *, with_test_policy: bool 
 def wait_ready(endpoint: str, proc: subprocess.Popen | None = None, timeout_s: float = 15.0
                ) -> None:
     """Ping until the mapper answers."""
-    from mapper.client import MapperClient, MapperTimeout
+    from mapper.service.client import MapperClient, MapperTimeout
     deadline = time.monotonic() + timeout_s
     with MapperClient(endpoint, timeout_s=0.2) as client:
         while time.monotonic() < deadline:

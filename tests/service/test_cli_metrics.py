@@ -5,10 +5,10 @@ import urllib.request
 
 import pytest
 
-from collectors.errors import ConfigError
-from mapper.client import MapperClient
-from mapper.service_cli import main
-from mapper.service_config import load_config
+from common.errors import ConfigError
+from mapper.service.client import MapperClient
+from mapper.service.cli import main
+from mapper.service.config import load_config
 
 from .conftest import free_port, log_events, make_service, spawn_mapper, stop_process, wait_ready
 
@@ -95,9 +95,9 @@ def test_metrics_endpoint_counts_requests_rounds_and_fallbacks():
 
 def test_shipped_example_config_and_unit_are_consistent():
     from .conftest import PROJECT
-    cfg = load_config(str(PROJECT / "mapper/systemd/mapper.toml.example"), {})
+    cfg = load_config(str(PROJECT / "mapper/service/systemd/mapper.toml.example"), {})
     assert (cfg.bind, cfg.policy, cfg.fallback, cfg.metrics_port) == (
         "tcp://*:5558", "mcmf", "lustre_qos", 9558)
-    unit = (PROJECT / "mapper/systemd/lustre-alloc-mapper.service").read_text()
+    unit = (PROJECT / "mapper/service/systemd/lustre-alloc-mapper.service").read_text()
     assert "ExecStart=/usr/bin/lustre-alloc-mapper --config /etc/lustre-alloc/mapper.toml" in unit
     assert "StateDirectory=lustre-alloc" in unit and cfg.state_file.startswith("/var/lib/lustre-alloc/")

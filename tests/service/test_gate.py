@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.cluster_state import OstFlag, make_uniform_cluster
-from mapper.gate import GatedPolicy, stale_servers
-from mapper.ost_health import check_placement
-from mapper.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
-from mapper.policies import make_policy
-from mapper.service import PlacementGuard
-from mapper.state_store import StateStore
+from mapper.state.cluster_state import OstFlag, make_uniform_cluster
+from mapper.policies.gate import GatedPolicy, stale_servers
+from mapper.state.ost_health import check_placement
+from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
+from mapper.policies.registry import make_policy
+from mapper.service.server import PlacementGuard
+from mapper.state.state_store import StateStore
 
 
 def fresh_cluster(now=100.0):

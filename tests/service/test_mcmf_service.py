@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from mapper.client import MapperClient
-from mapper.markov_store import load_predictor
-from mapper.service_config import MapperConfig
+from mapper.service.client import MapperClient
+from mapper.predictor.markov_store import load_predictor
+from mapper.service.config import MapperConfig
 
 from .conftest import free_port, make_service, spawn_mapper, stop_process, wait_ready
 

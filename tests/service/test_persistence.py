@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from mapper.client import MapperClient
-from mapper.policies import POLICIES
+from mapper.service.client import MapperClient
+from mapper.policies.registry import POLICIES
 
 from .conftest import (JobCounter, free_port, log_events, make_service, spawn_mapper,
                        stop_process, wait_ready)

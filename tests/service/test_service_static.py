@@ -11,13 +11,13 @@ import msgpack
 import pytest
 import zmq
 
-from mapper import wire
-from mapper.client import MapperClient, MapperError, MapperTimeout
-from mapper.cluster_state import OstFlag
-from mapper.placement import Placement
-from mapper.service import MapperService
-from mapper.state_store import StateStore
-from mapper.service_config import load_config
+from mapper.service import wire
+from mapper.service.client import MapperClient, MapperError, MapperTimeout
+from mapper.state.cluster_state import OstFlag
+from mapper.policies.placement import Placement
+from mapper.service.server import MapperService
+from mapper.state.state_store import StateStore
+from mapper.service.config import load_config
 
 from .conftest import make_service
 

@@ -10,7 +10,7 @@ import pytest
 import zmq
 
 from collectors.publisher import Publisher
-from mapper.client import MapperClient
+from mapper.service.client import MapperClient
 
 from .conftest import (PROJECT, PYTHON, free_port, log_events, make_service, spawn_mapper,
                        stop_process, wait_ready)

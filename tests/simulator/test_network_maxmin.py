@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from simulator.net_calibration import Calibration
-from simulator.net_maxmin import max_min_levels
-from simulator.net_topology import ClientMap, LnetSpec, NetworkSpecError
-from simulator.network import FlowNetwork, Storage, TransferSet, make_network
+from simulator.network.calibration import Calibration
+from simulator.network.maxmin import max_min_levels
+from simulator.network.topology import ClientMap, LnetSpec, NetworkSpecError
+from simulator.network.model import FlowNetwork, Storage, TransferSet, make_network
 
 GBPS = 1e9 / 8
 

@@ -5,10 +5,10 @@ ns-3's bindings take ~8 s to import: one module-scoped fixture imports them once
 import numpy as np
 import pytest
 
-from simulator.net_calibration import load_calibration
-from simulator.net_ns3 import Connection, Ns3Network, import_ns3, measure
-from simulator.net_topology import LnetSpec
-from simulator.network import FlowNetwork, Storage, TransferSet
+from simulator.network.calibration import load_calibration
+from simulator.network.ns3 import Connection, Ns3Network, import_ns3, measure
+from simulator.network.topology import LnetSpec
+from simulator.network.model import FlowNetwork, Storage, TransferSet
 from simulator.runner import prepare, run_policy
 from simulator.scenario import load_scenario
 

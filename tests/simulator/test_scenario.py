@@ -65,13 +65,13 @@ def test_bundled_scenarios_validate():
         assert cluster.ost_count == (32 if name == "paper-32ost" else 24)
 
 
-def test_real_lfs_df_scenario_takes_sizes_fill_and_oss_map_from_the_files(shared_dir):
+def test_real_lfs_df_scenario_takes_sizes_fill_and_oss_map_from_the_files(pytokio_dir):
     from traces.lfs_df import read_lctl_dl, read_lfs_df
     sc = load_scenario("nersc-edison-real")
     cluster = prepare(sc)
-    df = read_lfs_df(shared_dir / "data/nersc-pytokio/sample_ost-fullness.txt.gz")
+    df = read_lfs_df(pytokio_dir / "sample_ost-fullness.txt.gz")
     osts = sorted(df.snapshots[0].filesystems["snx11025"].osts, key=lambda o: o.index)
     assert cluster.capacity_bytes.tolist() == [o.kbytes_total * 1024 for o in osts]
     assert cluster.used_bytes.tolist() == [(o.kbytes_total - o.kbytes_avail) * 1024 for o in osts]
-    nids = read_lctl_dl(shared_dir / "data/nersc-pytokio/sample_ost-map.txt.gz").snapshots[0].ost_nids["snx11025"]
+    nids = read_lctl_dl(pytokio_dir / "sample_ost-map.txt.gz").snapshots[0].ost_nids["snx11025"]
     assert [cluster.oss_names[s] for s in cluster.ost_oss] == [nids[o.index] for o in osts]

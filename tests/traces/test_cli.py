@@ -115,8 +115,8 @@ def test_validate_missing_file_exits_1(tmp_path, capsys):
     assert code == 1 and "none.csv" in err and err.count("\n") == 1
 
 
-def test_lfs_df_summarises_the_first_snapshot(shared_dir, capsys):
-    f = shared_dir / "data" / "nersc-pytokio" / "sample_ost-fullness.txt.gz"
+def test_lfs_df_summarises_the_first_snapshot(pytokio_dir, capsys):
+    f = pytokio_dir / "sample_ost-fullness.txt.gz"
     code, out, _ = _run(capsys, "lfs-df", str(f))
     assert code == 0
     row = next(l for l in out.splitlines() if l.startswith("snx11168"))

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from traces.format import merge_traces, validate_trace, write_trace
-from traces.generators import (DEFAULT_HACC_CSV, GENERATORS, GeneratorParameterError,
+from traces.generators import (default_hacc_csv, GENERATORS, GeneratorParameterError,
                                HaccDataError, hacc, ior, load_hacc_jobs, tpa)
 
 DAY = 86400.0
@@ -149,7 +149,7 @@ def test_hacc_burst_walltimes_come_from_the_real_jobs():
 
 def test_hacc_csv_loader_reads_the_nersc_file_independently():
     jobs = load_hacc_jobs()
-    with gzip.open(DEFAULT_HACC_CSV, "rt") as fh:
+    with gzip.open(default_hacc_csv(), "rt") as fh:
         rows = list(csv.DictReader(fh))
     assert len(jobs) == len(rows) == 162
     assert jobs[0].jobid == rows[0]["_jobid"] == "6242003"

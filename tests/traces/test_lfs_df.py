@@ -10,8 +10,8 @@ from traces.lfs_df import LustreDumpFormatError, read_lctl_dl, read_lfs_df
 
 
 @pytest.fixture(scope="module")
-def pytokio(shared_dir) -> Path:
-    return shared_dir / "data" / "nersc-pytokio"
+def pytokio(pytokio_dir) -> Path:
+    return pytokio_dir
 
 
 def _raw_lines(path: Path) -> list[str]:

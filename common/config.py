@@ -1,0 +1,149 @@
+"""Configuration: one dataclass per command, read once at start from a TOML file (section
+``[collector]`` or ``[broker]``) and then command-line flags, flags winning.
+
+Example ``/etc/lustre-alloc/collector.toml``::
+
+    [collector]
+    role = "oss"
+    broker = "tcp://mds1:5555"
+    interval_s = 5.0
+    compress = true
+    curve_secret_key = "/etc/lustre-alloc/keys/oss01.key_secret"
+    curve_server_key = "/etc/lustre-alloc/keys/broker.key"
+"""
+from __future__ import annotations
+
+import dataclasses
+import socket
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from common.curve import CurveClient, CurveServer
+from common.errors import ConfigError
+
+
+@dataclass(slots=True)
+class CollectorConfig:
+    """Settings of ``lustre-alloc-collector``.
+
+    Attributes:
+        role: ``oss`` or ``mds``.
+        broker: broker frontend endpoint.
+        root: directory holding ``proc/`` and ``sys/`` (``/`` on a server).
+        interval_s: sampling interval, seconds (paper Section III-A: 5 s); samples are taken at
+            multiples of it on the wall clock, so servers are aligned.
+        host: name published (default: this host's name).
+        source: ``auto`` (lctl if installed and root is ``/``), ``files`` or ``lctl``.
+        lctl_command, lnetctl_command: argv of the commands.
+        compress: zlib the payload.
+        max_jobs: jobs per target per sample.
+        curve_secret_key, curve_server_key: CURVE key files (both or neither).
+        log_level: ``debug``, ``info``, ``warning``...
+    """
+    role: str = "oss"
+    broker: str = "tcp://127.0.0.1:5555"
+    root: str = "/"
+    interval_s: float = 5.0
+    host: str = field(default_factory=socket.gethostname)
+    source: str = "auto"
+    lctl_command: list[str] = field(default_factory=lambda: ["lctl"])
+    lnetctl_command: list[str] = field(default_factory=lambda: ["lnetctl"])
+    compress: bool = False
+    max_jobs: int = 8
+    curve_secret_key: str = ""
+    curve_server_key: str = ""
+    log_level: str = "info"
+
+    def validate(self) -> "CollectorConfig":
+        if self.role not in ("oss", "mds"):
+            raise ConfigError(f"role must be oss or mds, not {self.role!r}")
+        if not 0.05 <= self.interval_s <= 3600:
+            raise ConfigError(f"interval_s {self.interval_s} outside 0.05..3600")
+        if self.source not in ("auto", "files", "lctl"):
+            raise ConfigError(f"source must be auto, files or lctl, not {self.source!r}")
+        if bool(self.curve_secret_key) != bool(self.curve_server_key):
+            raise ConfigError("curve_secret_key and curve_server_key go together")
+        if self.max_jobs < 0:
+            raise ConfigError("max_jobs must be >= 0")
+        return self
+
+    def curve(self) -> CurveClient | None:
+        if not self.curve_secret_key:
+            return None
+        return CurveClient(self.curve_secret_key, self.curve_server_key)
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """Settings of ``lustre-alloc-broker``.
+
+    Attributes:
+        frontend: bind endpoint for collectors (XSUB).
+        backend: bind endpoint for subscribers (XPUB).
+        snapshot: bind endpoint for last-value cache requests (ROUTER).
+        heartbeat_s: heartbeat period, seconds.
+        backend_hwm: messages queued per slow subscriber.
+        curve_secret_key, curve_authorized_keys: CURVE server key file and directory of
+            authorised client public keys (both or neither).
+        stats_interval_s: how often the broker logs its counters.
+        log_level: as for the collector.
+    """
+    frontend: str = "tcp://*:5555"
+    backend: str = "tcp://*:5556"
+    snapshot: str = "tcp://*:5557"
+    heartbeat_s: float = 1.0
+    backend_hwm: int = 100_000
+    curve_secret_key: str = ""
+    curve_authorized_keys: str = ""
+    stats_interval_s: float = 60.0
+    log_level: str = "info"
+
+    def validate(self) -> "BrokerConfig":
+        if bool(self.curve_secret_key) != bool(self.curve_authorized_keys):
+            raise ConfigError("curve_secret_key and curve_authorized_keys go together")
+        if self.heartbeat_s <= 0:
+            raise ConfigError("heartbeat_s must be > 0")
+        return self
+
+    def curve(self) -> CurveServer | None:
+        if not self.curve_secret_key:
+            return None
+        return CurveServer(self.curve_secret_key, self.curve_authorized_keys)
+
+
+def load(cls: type, path: str | None, section: str, overrides: Mapping[str, Any]) -> Any:
+    """Build ``cls`` from the TOML ``section`` of ``path`` (if given), then ``overrides``
+    (flags; ``None`` values ignored), and validate it.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, unknown key, wrong type.
+    """
+    values: dict[str, Any] = {}
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        table = data.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [{section}] is not a table")
+        values.update(table)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ConfigError(f"unknown {section} setting(s): {', '.join(unknown)}")
+    for name, value in values.items():
+        default = getattr(cls(), name)
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{section}.{name} must be true or false")
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            values[name] = float(value)
+        elif isinstance(default, list) and isinstance(value, str):
+            values[name] = value.split()
+        elif not isinstance(value, type(default)) and not (isinstance(default, float)
+                                                           and isinstance(value, (int, float))):
+            raise ConfigError(f"{section}.{name} must be {type(default).__name__}")
+    return cls(**values).validate()

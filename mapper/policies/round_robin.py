@@ -1,0 +1,183 @@
+"""Lustre's round-robin OST allocator (``lod_ost_alloc_rr``), restated exactly.
+
+Source: Lustre lod_qos.c (``lod_ost_alloc_rr``) and lu_tgt_descs.c/lod_pool.c
+(``lod_qos_calc_rr``: building the RR array), tags 2.12..2.16; restated in
+``docs/reference/lustre-lod-allocator.md`` ("RR"). No Lustre code is copied.
+
+The RR array interleaves OSTs across OSSes: OSSes are taken in order of descending
+OST count (ties keep the order their OSTs connected), and the j-th OST of an OSS with
+``c`` OSTs goes to slot ``j*N/c`` of the ``N``-slot array, probing forward to the next
+empty slot. With OSS A={0,1,2,3} and B={4,5,6,7} the array is 0,4,1,5,2,6,3,7.
+
+Each allocation walks the array from ``start_idx + offset_idx``:
+
+* ``start_count`` counts allocations down; at zero, ``start_idx`` is re-seeded to a
+  uniform random slot and ``start_count = (LOV_CREATE_RESEED_MIN / N +
+  LOV_CREATE_RESEED_MULT) * N`` with ``LOV_CREATE_RESEED_MIN = 2000`` and
+  ``LOV_CREATE_RESEED_MULT = 30`` (lustre_lov.h / lod_internal.h).
+* Otherwise, when ``start_idx > N`` or the stripe count is ``>= N``, ``start_idx``
+  wraps (``start_idx %= N``), and when the stripe count is > 1 and ``N % count != 1``
+  the ``offset_idx`` advances by one so that successive files do not keep starting on
+  the same OSTs. (The reference notes write ``start_idx >= N: start_idx -= N``;
+  lod_qos.c 2.4..2.15 test ``start_idx > N``, which matters when a call starts at
+  exactly ``N``.)
+* Three passes (``speed`` 0, 1, 2) relax the filters: pass 0 needs precreated
+  objects and skips DEGRADED OSTs, pass 1 still skips DEGRADED ones, pass 2 takes any
+  usable OST. Unusable OSTs (:mod:`mapper.state.ost_health`) and duplicates are never taken.
+  Each pass starts again from the ``start_idx`` the call began with, so ``start_idx``
+  ends a call advanced only by the slots the last pass read.
+* The slot is computed before ``start_idx`` is incremented, as in lod_qos.c since
+  2.12 (the reference notes write the increment first; the code reads the slot first).
+
+Success if at least one stripe was found (the file silently gets fewer stripes, as
+Lustre does); ENOSPC (:class:`~mapper.policies.placement.NoSpaceError`) if none.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState, osts_by_oss
+from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
+from mapper.policies.placement import CreateRequest, NoSpaceError, Placement
+
+LOV_CREATE_RESEED_MIN = 2000
+LOV_CREATE_RESEED_MULT = 30
+
+
+def build_rr_array(members: list[OstState], server_ost_count: dict[str, int],
+                   server_order: list[str]) -> list[int | None]:
+    """The RR slot array for ``members`` (pool members, or all OSTs).
+
+    Args:
+        members: OSTs in LOD array order.
+        server_ost_count: OSS -> number of OSTs it serves in the whole file system
+            (``lsq_tgt_count``: all its OSTs, not only pool members).
+        server_order: OSS names in the order they first connected.
+    Returns:
+        ``N = len(members)`` slots holding OST indices (None = empty slot).
+    """
+    n = len(members)
+    slots: list[int | None] = [None] * n
+    # Stable sort: ties keep connection order.
+    servers = sorted(server_order, key=lambda s: -server_ost_count[s])
+    by_server: dict[str, list[OstState]] = {}
+    for ost in members:
+        by_server.setdefault(ost.oss, []).append(ost)
+    for server in servers:
+        for j, ost in enumerate(by_server.get(server, ())):
+            pos = j * n // server_ost_count[server]
+            while slots[pos] is not None:
+                pos = (pos + 1) % n
+            slots[pos] = ost.index
+    return slots
+
+
+@dataclass
+class RoundRobinState:
+    """Per-pool RR state (``lod_qos_rr`` / ``lu_qos_rr``)."""
+    key: tuple
+    array: list[int | None]
+    start_idx: int = 0
+    start_count: int = 0
+    offset_idx: int = 0
+    members: dict[int, OstState] = field(default_factory=dict)
+
+
+class RoundRobin:
+    """Lustre's RR allocator as a :class:`~mapper.policies.placement.PlacementPolicy`.
+
+    Args:
+        seed: seed of the generator used for ``start_idx`` re-seeding (Lustre uses
+            ``prandom_u32_max``); fixed seeds make simulator runs reproducible.
+    """
+    name = "round_robin"
+
+    def __init__(self, seed: int = 0):
+        self._rng = random.Random(seed)
+        self._pools: dict[str | None, RoundRobinState] = {}
+
+    def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
+        """Allocate ``request``; raises NoSpaceError when no OST is usable."""
+        members = pool_members(snapshot, request.pool)
+        usable = sum(1 for o in members if is_usable(o))
+        count = resolve_stripe_count(request.stripe_count, usable)
+        if count == 0:
+            raise NoSpaceError("no usable OST" + (f" in pool {request.pool!r}" if request.pool else ""))
+        return Placement(tuple(self.select(snapshot, members, request.pool, count)), self.name)
+
+    def state(self, pool: str | None = None) -> RoundRobinState | None:
+        """The RR state of ``pool`` (for tests and diagnostics)."""
+        return self._pools.get(pool)
+
+    def _state_for(self, snapshot: ClusterSnapshot, members: list[OstState],
+                   pool: str | None) -> RoundRobinState:
+        if pool is not None and not snapshot.pools.get(pool):
+            # lod_find_pool() returns NULL for an empty pool: the file system's own
+            # RR state is used, as for a request without a pool.
+            pool = None
+        # rr_dirty: rebuild when the member list or any OST's OSS changes. Every OST
+        # counts, not only members: the spacing divides by each OSS's total OST count.
+        key = (tuple(o.index for o in members), tuple((o.index, o.oss) for o in snapshot.osts))
+        st = self._pools.get(pool)
+        if st is None or st.key != key:
+            groups = osts_by_oss(snapshot.osts)
+            counts = {s: len(v) for s, v in groups.items()}
+            array = build_rr_array(members, counts, list(groups))
+            old = st
+            st = RoundRobinState(key=key, array=array)
+            if old is not None:  # Lustre keeps the counters across a rebuild
+                st.start_idx, st.start_count, st.offset_idx = (
+                    old.start_idx, old.start_count, old.offset_idx)
+            self._pools[pool] = st
+        st.members = {o.index: o for o in members}
+        return st
+
+    def select(self, snapshot: ClusterSnapshot, members: list[OstState],
+               pool: str | None, count: int) -> list[int]:
+        """Walk the RR array for ``count`` stripes (``count`` already resolved).
+
+        Also used by :class:`~mapper.policies.lustre_qos.LustreQos` when QOS declines.
+        Raises NoSpaceError when no stripe at all could be found.
+        """
+        st = self._state_for(snapshot, members, pool)
+        n = len(st.array)
+        st.start_count -= 1
+        if st.start_count <= 0:
+            st.start_idx = self._rng.randrange(n)
+            st.start_count = (LOV_CREATE_RESEED_MIN // n + LOV_CREATE_RESEED_MULT) * n
+        elif count >= n or st.start_idx > n:
+            # lod_qos.c: "stripe_count_min >= N || start_idx > N" (strictly greater:
+            # a call starting at start_idx == N reads slot (N + offset) % N unwrapped).
+            st.start_idx %= n
+            if count > 1 and n % count != 1:
+                st.offset_idx += 1
+        chosen: list[int] = []
+        taken: set[int] = set()
+        call_start = st.start_idx
+        for speed in range(3):
+            # Every pass restarts from the slot the call began at (lod_qos.c resets
+            # lqr_start_idx to the value saved before the first pass).
+            st.start_idx = call_start
+            for _ in range(n):
+                if len(chosen) >= count:
+                    break
+                pos = (st.start_idx + st.offset_idx) % n
+                st.start_idx += 1
+                idx = st.array[pos]
+                if idx is None or idx in taken:
+                    continue
+                ost = st.members[idx]
+                if not is_usable(ost):
+                    continue
+                if speed == 0 and ost.files_precreated == 0:
+                    continue
+                if speed < 2 and ost.flags & OstFlag.DEGRADED:
+                    continue
+                chosen.append(idx)
+                taken.add(idx)
+            if len(chosen) >= count:
+                break
+        if not chosen:
+            raise NoSpaceError("round-robin found no usable OST")
+        return chosen

@@ -1,0 +1,149 @@
+"""The predictor's state file: save what the Markov predictor learned, load it after a restart.
+
+A JSON document, written atomically (temporary file in the same directory, then
+``os.replace``), so a mapper killed mid-save leaves the previous file intact::
+
+    {"format": "lustre-alloc-markov-predictor", "version": 1,
+     "config": {"order": 3, "train_lengths": [], "max_train_length": 16, "history": 64,
+                "max_apps": 4096, "mse_decay": 0.125},
+     "apps": [{"job_id": "ior.4242", "n_obs": 120, "ctx": 62,
+               "hist": [67108864, ...], "trans": [312, ...], "mse": [0.0, 0.0, 0.0],
+               "mse_n": 116}, ...]}
+
+``apps`` is least recently observed first, so loading keeps the eviction order. ``hist``
+holds the last ``history`` byte counts, ``trans`` the last transitions as
+``context * 5 + next state index``; everything else is rebuilt from them
+(:meth:`mapper.predictor.markov.MarkovPredictor.import_app`).
+
+:func:`load_predictor` raises :class:`PredictorStateError` for a missing, unreadable,
+corrupt, wrong-format, wrong-version or incompatible file; :func:`load_or_new` logs that
+error and returns a fresh predictor instead, which is what the mapper service does at start.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mapper.predictor.markov import (MarkovConfig, MarkovPredictor, PredictorConfigError,
+                           PredictorStateError, PredictorUsageError)
+
+log = logging.getLogger("lustre_alloc.mapper.markov_store")
+
+FORMAT = "lustre-alloc-markov-predictor"
+"""Value of the ``format`` key: what kind of file this is."""
+VERSION = 1
+"""Version of the layout above; bump on any incompatible change."""
+
+
+def save_predictor(predictor: MarkovPredictor, path: str | Path) -> Path:
+    """Write ``predictor``'s learned state to ``path`` atomically; returns the path.
+
+    Raises:
+        OSError: the directory is not writable (the previous file, if any, is untouched).
+    """
+    path = Path(path)
+    doc = {"format": FORMAT, "version": VERSION, "config": predictor.config.as_dict(),
+           "apps": predictor.export_apps()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, separators=(",", ":"), allow_nan=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    log.info("event=markov_saved path=%s apps=%d version=%d", path, len(predictor), VERSION)
+    return path
+
+
+def load_predictor(path: str | Path, config: MarkovConfig | None = None) -> MarkovPredictor:
+    """Read a state file written by :func:`save_predictor`.
+
+    Args:
+        path: the file.
+        config: the configuration to run with; None = the one stored in the file. Its
+            ``order`` and candidate training lengths must match the file's (the learned
+            transitions depend on them); ``history`` may be smaller (older requests are
+            dropped) and ``max_apps``/``mse_decay`` may differ freely.
+    Raises:
+        PredictorStateError: the file is missing or unreadable, not JSON, not a predictor
+            state file, of another version, or inconsistent (the message says where).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PredictorStateError(path, "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PredictorStateError(path, f"unreadable: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PredictorStateError(path, f"corrupt: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise PredictorStateError(path, f"not a Markov predictor state file (format {FORMAT!r})")
+    version = doc.get("version")
+    if version != VERSION:
+        raise PredictorStateError(path, f"version {version!r}, this build reads version {VERSION}")
+    stored = _stored_config(path, doc.get("config"))
+    if config is None:
+        config = stored
+    elif (config.order, config.lengths) != (stored.order, stored.lengths):
+        raise PredictorStateError(
+            path, f"learned with order {stored.order} and training lengths {list(stored.lengths)}, "
+                  f"configured order {config.order} and {list(config.lengths)}")
+    apps = doc.get("apps")
+    if not isinstance(apps, list):
+        raise PredictorStateError(path, "apps: not a list")
+    predictor = MarkovPredictor(config)
+    for i, rec in enumerate(apps):
+        try:
+            if isinstance(rec, dict) and isinstance(rec.get("hist"), list):
+                rec = dict(rec, hist=rec["hist"][-config.history:])
+            predictor.import_app(rec)
+        except PredictorUsageError as exc:
+            raise PredictorStateError(path, f"apps[{i}]: {exc}") from None
+    return predictor
+
+
+def _stored_config(path: Path, raw: Any) -> MarkovConfig:
+    if not isinstance(raw, dict):
+        raise PredictorStateError(path, "config: not an object")
+    try:
+        raw = dict(raw)
+        if isinstance(raw.get("train_lengths"), list):
+            raw["train_lengths"] = tuple(raw["train_lengths"])
+        return MarkovConfig(**raw)
+    except PredictorConfigError as exc:
+        raise PredictorStateError(path, f"config: {exc}") from None
+    except TypeError as exc:
+        raise PredictorStateError(path, f"config: {exc}") from None
+
+
+def load_or_new(path: str | Path, config: MarkovConfig) -> MarkovPredictor:
+    """The predictor the mapper starts with: the saved one, or a fresh one.
+
+    A missing file (first start) gives a fresh predictor and an info line; any other
+    :class:`PredictorStateError` is logged as an error (path and reason) and also gives a
+    fresh predictor, so a bad state file never stops the mapper.
+    """
+    log.info("event=markov_config %s",
+             " ".join(f"{k}={v}" for k, v in config.as_dict().items()))
+    try:
+        predictor = load_predictor(path, config)
+    except PredictorStateError as exc:
+        if exc.reason == "no such file":
+            log.info("event=markov_state_missing path=%s action=start_fresh", exc.path)
+        else:
+            log.error("event=markov_state_unusable path=%s reason=%r action=start_fresh",
+                      exc.path, exc.reason)
+        return MarkovPredictor(config)
+    log.info("event=markov_loaded path=%s apps=%d", path, len(predictor))
+    return predictor

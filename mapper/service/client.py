@@ -1,0 +1,130 @@
+"""Python client of the mapper (allocation protocol v1, ``docs/protocol.md``), for scripts,
+tests and benchmarks; the C shim in ``liblustre_alloc/`` speaks the same protocol.
+
+Usage::
+
+    with MapperClient("tcp://mds1:5558", timeout_s=0.05) as client:
+        layout = client.alloc("ior.1000", stripe_count=4, stripe_size=1 << 20,
+                              expected_bytes=1 << 30, path="/lustre/out.0")
+        layout.osts, layout.policy, layout.fallback
+
+A DEALER socket sends ``[b"", body]`` (as a REQ would) and matches replies to requests by
+``id``, dropping late replies to requests it gave up on, so one lost reply never wedges
+the client. Not thread-safe: one client per thread.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from common.curve import CurveClient
+from mapper.service import wire
+
+
+class MapperError(Exception):
+    """The mapper answered with an error (``errno``, ``reason``)."""
+
+    def __init__(self, err: int, reason: str):
+        super().__init__(f"[errno {err}] {reason}")
+        self.errno = err
+        self.reason = reason
+
+
+class MapperTimeout(Exception):
+    """No reply within the timeout: create the file with Lustre's allocator."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """An ``ok`` allocation reply."""
+    osts: tuple[int, ...]
+    stripe_size: int
+    policy: str
+    fallback: str
+
+
+class MapperClient:
+    """Request/reply client over a DEALER socket.
+
+    Args:
+        endpoint: the mapper's ROUTER endpoint.
+        timeout_s: how long each call waits for its reply.
+        curve: CURVE keys when the mapper's request socket requires them.
+        context: ZeroMQ context (the process-wide instance by default).
+    """
+
+    def __init__(self, endpoint: str, timeout_s: float = 1.0, *,
+                 curve: CurveClient | None = None, context: zmq.Context | None = None):
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self.socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
+        self.socket.linger = 0
+        if curve is not None:
+            curve.apply(self.socket)
+        self.socket.connect(endpoint)
+        self._ids = itertools.count((os.getpid() & 0xFFFF) << 32 | 1)
+        self.late_replies = 0
+
+    def close(self) -> None:
+        self.socket.close(0)
+
+    def __enter__(self) -> "MapperClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        """Send raw frames (after the DEALER's own routing; tests send malformed ones)."""
+        self.socket.send_multipart(frames)
+
+    def recv_reply(self, want_id: int | None, timeout_s: float | None = None) -> dict[str, Any]:
+        """The next reply with ``id == want_id`` (any reply when None), as a map.
+
+        Raises:
+            MapperTimeout: nothing matching within the timeout.
+        """
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.socket.poll(max(1, int(left * 1000))):
+                raise MapperTimeout(f"no reply from {self.endpoint} within the timeout")
+            frames = self.socket.recv_multipart()
+            reply = wire.decode_reply(frames[-1])
+            if want_id is None or reply["id"] == want_id:
+                return reply
+            self.late_replies += 1
+
+    def request(self, body: bytes, request_id: int | None) -> dict[str, Any]:
+        """Send one body and wait for its reply map (errors are returned, not raised)."""
+        self.socket.send_multipart([b"", body])
+        return self.recv_reply(request_id)
+
+    def alloc(self, job: str, stripe_count: int, stripe_size: int = 1 << 20,
+              expected_bytes: int = 0, path: str = "", pool: str | None = None) -> Layout:
+        """Ask for a layout.
+
+        Raises:
+            MapperError: the mapper refused (errno and reason from the reply).
+            MapperTimeout: no reply in time.
+        """
+        rid = next(self._ids)
+        reply = self.request(wire.encode_request(rid, job, stripe_count, stripe_size,
+                                                 expected_bytes, path, pool), rid)
+        if not reply.get("ok"):
+            raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
+        return Layout(tuple(reply["osts"]), int(reply["stripe_size"]), str(reply["policy"]),
+                      str(reply.get("fallback", "")))
+
+    def ping(self) -> str:
+        """Liveness check; returns the mapper's primary policy name."""
+        rid = next(self._ids)
+        reply = self.request(wire.encode_request(rid, "", 0, 0, op="ping"), rid)
+        if not reply.get("ok"):
+            raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
+        return str(reply["policy"])

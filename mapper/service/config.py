@@ -1,0 +1,160 @@
+"""Configuration of ``lustre-alloc-mapper``: one dataclass, read once at start from the TOML
+table ``[mapper]`` and then command-line flags, flags winning (the collectors' loader,
+:func:`common.config.load`, applies both and checks names and types).
+
+Example ``/etc/lustre-alloc/mapper.toml`` (all keys optional; ``mapper/service/systemd/
+mapper.toml.example`` is the annotated version)::
+
+    [mapper]
+    bind = "tcp://*:5558"
+    broker_backend = "tcp://127.0.0.1:5556"
+    broker_snapshot = "tcp://127.0.0.1:5557"
+    policy = "mcmf"
+    fallback = "lustre_qos"
+    state_file = "/var/lib/lustre-alloc/mapper-state.json"
+    metrics_port = 9558
+
+    [mapper.pools]
+    flash = [0, 1, 2, 3]
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from common.config import load
+from common.curve import CurveClient, CurveServer
+from common.errors import ConfigError
+from mapper.policies.gate import MDS_CPU_LIMIT_PERCENT
+
+DEFAULT_POLICY = "mcmf"
+DEFAULT_FALLBACK = "lustre_qos"
+_STATIC = re.compile(r"^(\d+)x(\d+)$")
+
+
+@dataclass(slots=True)
+class MapperConfig:
+    """Settings of ``lustre-alloc-mapper``.
+
+    Attributes:
+        bind: ROUTER endpoint serving allocation requests (docs/protocol.md, port 5558).
+        broker_backend, broker_snapshot: the broker's XPUB and snapshot endpoints to
+            subscribe to (ignored with ``embed_broker`` or ``static_cluster``).
+        embed_broker: run the broker inside the mapper process, bound on
+            ``broker_frontend``/``broker_backend_bind``/``broker_snapshot_bind``.
+        broker_frontend, broker_backend_bind, broker_snapshot_bind: the embedded broker's
+            bind endpoints.
+        static_cluster: ``"<OSSes>x<OSTs per OSS>"``: an emulated uniform cluster that
+            never goes stale, no broker (tests, shim development); ``""`` = off.
+        static_kbytes_total: size of each emulated OST, KiB.
+        policy: primary placement policy (a name in ``mapper.policies.registry.POLICIES``).
+        fallback: the policy used when the gate says no (Lustre's allocator).
+        seed: policies' random seed.
+        mds_cpu_limit_percent: fall back while MDS CPU >= this (Section III-D: 70).
+        stale_after_s: a server whose last sample is older is stale; 0 = 2 x the
+            collectors' interval.
+        round_budget_s: fall back while the primary's estimated round time exceeds it, s.
+        batch_window_s: after a request arrives, wait this long for more to solve in the
+            same round (0: take only what is already queued).
+        max_batch: most requests in one round.
+        state_file: where the primary's learned state is saved (``""``: not saved).
+        save_interval_s: seconds between periodic saves (also saved on SIGTERM).
+        metrics_port: Prometheus HTTP port (0: off); ``metrics_addr`` its address.
+        lnet_capacity_bytes_per_s: link rate that means 100 % LNet load, B/s.
+        pools: pool name -> OST indices.
+        curve_secret_key, curve_server_key: CURVE keys to subscribe to the broker.
+        serve_curve_secret_key, serve_curve_authorized_keys: make the request socket a
+            CURVE server (clients need an authorised key); both or neither.
+        log_level: ``debug``, ``info``, ``warning`` ...
+    """
+    bind: str = "tcp://*:5558"
+    broker_backend: str = "tcp://127.0.0.1:5556"
+    broker_snapshot: str = "tcp://127.0.0.1:5557"
+    embed_broker: bool = False
+    broker_frontend: str = "tcp://*:5555"
+    broker_backend_bind: str = "tcp://*:5556"
+    broker_snapshot_bind: str = "tcp://*:5557"
+    static_cluster: str = ""
+    static_kbytes_total: int = 1 << 32
+    policy: str = DEFAULT_POLICY
+    fallback: str = DEFAULT_FALLBACK
+    seed: int = 0
+    mds_cpu_limit_percent: float = MDS_CPU_LIMIT_PERCENT
+    stale_after_s: float = 0.0
+    round_budget_s: float = 0.010
+    batch_window_s: float = 0.0
+    max_batch: int = 256
+    state_file: str = ""
+    save_interval_s: float = 300.0
+    metrics_port: int = 0
+    metrics_addr: str = "0.0.0.0"
+    lnet_capacity_bytes_per_s: float = 12.5e9
+    pools: dict[str, Any] = field(default_factory=dict)
+    curve_secret_key: str = ""
+    curve_server_key: str = ""
+    serve_curve_secret_key: str = ""
+    serve_curve_authorized_keys: str = ""
+    log_level: str = "info"
+
+    def validate(self) -> "MapperConfig":
+        if self.static_cluster and not _STATIC.match(self.static_cluster):
+            raise ConfigError(f"static_cluster {self.static_cluster!r} is not <OSSes>x<OSTs>, "
+                              f"e.g. 4x2")
+        if self.static_cluster:
+            osses, per = self.static_shape()
+            if osses < 1 or per < 1 or osses * per > 65_536:
+                raise ConfigError(f"static_cluster {self.static_cluster!r}: need 1..65536 OSTs")
+        if not 0 < self.mds_cpu_limit_percent <= 100:
+            raise ConfigError("mds_cpu_limit_percent must be in (0, 100]")
+        for name in ("stale_after_s", "round_budget_s", "batch_window_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0")
+        if self.batch_window_s > 0.1:
+            raise ConfigError("batch_window_s above 0.1 s would stall every create")
+        if self.max_batch < 1:
+            raise ConfigError("max_batch must be >= 1")
+        if self.save_interval_s <= 0:
+            raise ConfigError("save_interval_s must be > 0")
+        if not 0 <= self.metrics_port <= 65_535:
+            raise ConfigError("metrics_port must be 0..65535")
+        if self.lnet_capacity_bytes_per_s <= 0:
+            raise ConfigError("lnet_capacity_bytes_per_s must be > 0")
+        if bool(self.curve_secret_key) != bool(self.curve_server_key):
+            raise ConfigError("curve_secret_key and curve_server_key go together")
+        if bool(self.serve_curve_secret_key) != bool(self.serve_curve_authorized_keys):
+            raise ConfigError("serve_curve_secret_key and serve_curve_authorized_keys go together")
+        for name, members in self.pools.items():
+            if not isinstance(members, list) or not all(
+                    isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in members):
+                raise ConfigError(f"pools.{name} must be a list of OST indices")
+            if not name or len(name.encode()) > 15:
+                raise ConfigError(f"pool name {name!r} must be 1..15 bytes (LOV_MAXPOOLNAME)")
+        return self
+
+    def static_shape(self) -> tuple[int, int]:
+        """(OSSes, OSTs per OSS) of ``static_cluster``."""
+        m = _STATIC.match(self.static_cluster)
+        assert m is not None
+        return int(m.group(1)), int(m.group(2))
+
+    def curve(self) -> CurveClient | None:
+        """Keys to subscribe to a CURVE broker, or None."""
+        if not self.curve_secret_key:
+            return None
+        return CurveClient(self.curve_secret_key, self.curve_server_key)
+
+    def serve_curve(self) -> CurveServer | None:
+        """Keys that make the request socket a CURVE server, or None."""
+        if not self.serve_curve_secret_key:
+            return None
+        return CurveServer(self.serve_curve_secret_key, self.serve_curve_authorized_keys)
+
+
+def load_config(path: str | None, overrides: Mapping[str, Any]) -> MapperConfig:
+    """``[mapper]`` of ``path`` (if given), then ``overrides`` (None values ignored).
+
+    Raises:
+        ConfigError: unreadable file, unknown key, wrong type, invalid value.
+    """
+    return load(MapperConfig, path, "mapper", overrides)

@@ -1,0 +1,523 @@
+"""The global mapper's request loop (Paul et al. 2017, Section III, Fig. 4: the request
+handler G on the MDS).
+
+One thread owns every socket and the cluster state, so a round never sees a half-applied
+sample and no lock is taken on the hot path:
+
+1. wait on the ROUTER socket (``docs/protocol.md``, allocation protocol v1);
+2. drain everything already queued (up to ``max_batch``; optionally wait
+   ``batch_window_s`` for more), decode and validate each request; bad ones are answered
+   at once with an error, pings with a pong;
+3. solve the valid ones together in one round through :class:`~mapper.policies.gate.GatedPolicy`
+   (the primary's ``allocate_batch`` when MDS CPU, staleness and the round budget allow,
+   else the fallback's);
+4. check every answer (duplicate, unknown, unusable or out-of-pool OSTs; the rules of
+   :func:`mapper.state.ost_health.check_placement`); an answer that fails is replaced by the
+   fallback's (reason ``check``) and counted; then reply;
+5. between rounds: apply the collectors' samples, refresh gauges, save the primary's
+   learned state every ``save_interval_s``.
+
+A SIGTERM (``stop()``) ends the loop after the current round; the learned state is saved
+on the way out.
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import zmq
+
+from mapper.service import wire
+from mapper.state.cluster_state import ClusterSnapshot
+from mapper.policies.gate import GatedPolicy, stale_servers
+from mapper.service.metrics import MapperMetrics
+from mapper.state.ost_health import check_placement, is_usable, pool_members
+from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
+from mapper.policies.registry import POLICIES, make_policy
+from mapper.service.config import MapperConfig
+from mapper.state.state_store import StateStore
+
+log = logging.getLogger("mapper.service.server")
+
+POLL_MS = 50
+"""Longest idle wait, ms: how soon a stop request or a sample is noticed."""
+SAMPLE_DRAIN_S = 0.02
+"""Samples are applied at most this often while requests keep the loop busy, s."""
+GAUGE_REFRESH_S = 1.0
+MAX_SOCKET_MSG = 1 << 20
+"""ZMQ_MAXMSGSIZE: a peer sending more than this is disconnected (frames between
+64 KiB and this get an EMSGSIZE reply)."""
+MAX_SAMPLES_PER_DRAIN = 2000
+
+
+class ServiceError(Exception):
+    """The service cannot start (bad policy, endpoint in use, broker unreachable...)."""
+
+
+class PlacementGuard:
+    """The last line of defence: :func:`~mapper.state.ost_health.check_placement`'s rules with
+    the allowed set (usable OSTs of the pool) cached per state version and pool, so a
+    check costs O(stripes) instead of O(OSTs). On failure the full ``check_placement``
+    runs to name the violation."""
+
+    def __init__(self) -> None:
+        self._version = -1
+        self._allowed: dict[str | None, frozenset[int]] = {}
+
+    def violation(self, snapshot: ClusterSnapshot, version: int, osts: Sequence[int],
+                  pool: str | None) -> str | None:
+        """None when ``osts`` is a valid answer, else why not."""
+        if version != self._version:
+            self._allowed.clear()
+            self._version = version
+        allowed = self._allowed.get(pool)
+        if allowed is None:
+            try:
+                members = pool_members(snapshot, pool)
+            except InvalidRequestError as exc:
+                return exc.reason
+            allowed = self._allowed[pool] = frozenset(o.index for o in members if is_usable(o))
+        if osts and len(set(osts)) == len(osts) and allowed.issuperset(osts):
+            return None
+        if not osts:
+            return "empty OST list"
+        try:
+            check_placement(snapshot, osts, pool)
+        except AssertionError as exc:
+            return str(exc)
+        return "placement check disagrees with the cached usable set"  # not reached
+
+
+def build_policy(config: MapperConfig, store: StateStore) -> GatedPolicy:
+    """The gated primary/fallback pair of ``config``.
+
+    Raises:
+        ServiceError: an unknown policy name.
+    """
+    name = config.policy
+    for n in (name, config.fallback):
+        if n not in POLICIES:
+            raise ServiceError(f"unknown policy {n!r}; known: {', '.join(sorted(POLICIES))}")
+    primary = make_policy(name, seed=config.seed)
+    fallback = make_policy(config.fallback, seed=config.seed)
+    return GatedPolicy(primary, fallback, mds_cpu_limit_percent=config.mds_cpu_limit_percent,
+                       max_sample_age_s=None if store.static else store.max_age_s(),
+                       round_budget_s=config.round_budget_s or None,
+                       stale_source=store.stale_servers)
+
+
+def build_store(config: MapperConfig) -> StateStore:
+    """A static emulated cluster (``static_cluster``) or an empty store fed by samples."""
+    if config.static_cluster:
+        osses, per = config.static_shape()
+        return StateStore.static_cluster(osses, per, config.static_kbytes_total, config.pools)
+    return StateStore(config.pools, lnet_capacity_bytes_per_s=config.lnet_capacity_bytes_per_s,
+                      stale_after_s=config.stale_after_s)
+
+
+def _connectable(endpoint: str) -> str:
+    return endpoint.replace("://0.0.0.0:", "://127.0.0.1:").replace("://*:", "://127.0.0.1:")
+
+
+class MapperService:
+    """The mapper: request socket, cluster state, gated policy, metrics, persistence.
+
+    Args:
+        config: validated configuration.
+        store: cluster state (default: from ``config``; tests pass their own).
+        policy: the gated policy (default: from ``config``).
+        context: ZeroMQ context (a new one by default).
+
+    Use :meth:`run` in the main thread (the CLI), or :meth:`start` / :meth:`stop` to run
+    it in a background thread (tests, benchmarks). :attr:`endpoint` is the bound address.
+    """
+
+    def __init__(self, config: MapperConfig, *, store: StateStore | None = None,
+                 policy: GatedPolicy | None = None, context: zmq.Context | None = None):
+        self.config = config
+        self.store = store or build_store(config)
+        self.policy = policy or build_policy(config, self.store)
+        self._own_context = context is None
+        self.context = context or zmq.Context()
+        self.metrics = MapperMetrics(predicted=self._predicted_load)
+        self.guard = PlacementGuard()
+        self.endpoint = ""
+        self.broker_endpoints: tuple[str, str, str] | None = None
+        self.stop_event = threading.Event()
+        self.ready = threading.Event()
+        self.rounds = 0
+        self.check_violations = 0
+        self.saves = 0
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._router: zmq.Socket | None = None
+        self._subscriber: Any = None
+        self._broker: Any = None
+        self._auth: Any = None
+        self._rejected_counted = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout_s: float = 10.0) -> "MapperService":
+        """Run :meth:`run` in a daemon thread; return once serving.
+
+        Raises:
+            ServiceError: the service could not start (the cause is chained).
+        """
+        self._thread = threading.Thread(target=self._run_captured, name="lustre-alloc-mapper",
+                                        daemon=True)
+        self._thread.start()
+        if not self.ready.wait(timeout_s):
+            raise ServiceError("mapper thread did not start in time")
+        if self._error is not None:
+            raise ServiceError(str(self._error)) from self._error
+        return self
+
+    def _run_captured(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # noqa: BLE001 - reported to start()
+            self._error = exc
+            self.ready.set()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask the loop to end (state is saved) and wait for the thread, if any."""
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def __enter__(self) -> "MapperService":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def run(self) -> None:
+        """Open everything, serve until :attr:`stop_event` is set, then save and close."""
+        try:
+            self._open()
+            self.ready.set()
+            self._loop()
+        finally:
+            self._close()
+
+    # ------------------------------------------------------------------ setup
+    def _open(self) -> None:
+        cfg = self.config
+        self.load_state()
+        if not self.store.static:
+            self._open_state_feed()
+        router = self.context.socket(zmq.ROUTER)
+        router.linger = 0
+        router.setsockopt(zmq.MAXMSGSIZE, MAX_SOCKET_MSG)
+        router.rcvhwm = router.sndhwm = 10_000
+        serve_curve = cfg.serve_curve()
+        if serve_curve is not None:
+            from zmq.auth.thread import ThreadAuthenticator
+            serve_curve.check()
+            self._auth = ThreadAuthenticator(self.context, log=logging.getLogger("mapper.auth"))
+            self._auth.start()
+            self._auth.configure_curve(domain="*", location=serve_curve.authorized_keys_dir)
+            serve_curve.apply(router)
+        try:
+            router.bind(cfg.bind)
+        except zmq.ZMQError as exc:
+            router.close(0)
+            raise ServiceError(f"cannot bind {cfg.bind}: {exc}") from exc
+        self._router = router
+        self.endpoint = router.getsockopt(zmq.LAST_ENDPOINT).decode()
+        if cfg.metrics_port:
+            self.metrics.serve(cfg.metrics_port, cfg.metrics_addr)
+        gate = self.policy
+        log.info("mapper started", extra={
+            "event": "mapper_start", "endpoint": self.endpoint, "pid": os.getpid(),
+            "policy": gate.primary.name, "fallback": gate.fallback.name,
+            "static": self.store.static, "osts": self.store.ost_count,
+            "broker": self.broker_endpoints, "config": dataclasses.asdict(cfg)})
+
+    def _open_state_feed(self) -> None:
+        from collectors.broker import Broker
+        from collectors.subscriber import Subscriber
+        cfg = self.config
+        backend, snapshot = cfg.broker_backend, cfg.broker_snapshot
+        if cfg.embed_broker:
+            from common.config import BrokerConfig
+            self._broker = Broker(cfg.broker_frontend, cfg.broker_backend_bind,
+                                  cfg.broker_snapshot_bind,
+                                  curve=BrokerConfig(curve_secret_key=cfg.serve_curve_secret_key,
+                                                     curve_authorized_keys=cfg.serve_curve_authorized_keys
+                                                     ).curve()).start()
+            ends = self._broker.endpoints
+            backend, snapshot = _connectable(ends.backend), _connectable(ends.snapshot)
+            self.broker_endpoints = (ends.frontend, ends.backend, ends.snapshot)
+        else:
+            self.broker_endpoints = ("", backend, snapshot)
+        self._subscriber = Subscriber(backend, snapshot, curve=cfg.curve(), context=self.context,
+                                      snapshot_timeout_s=2.0).start()
+        self._drain_samples()
+
+    def _close(self) -> None:
+        try:
+            self.save_state()
+        finally:
+            if self._router is not None:
+                self._router.close(0)
+                self._router = None
+            if self._subscriber is not None:
+                self._subscriber.close()
+                self._subscriber = None
+            if self._broker is not None:
+                self._broker.stop()
+                self._broker = None
+            if self._auth is not None:
+                self._auth.stop()
+                self._auth = None
+            if self._own_context:
+                self.context.term()
+            log.info("mapper stopped", extra={"event": "mapper_stop", "rounds": self.rounds,
+                                              "check_violations": self.check_violations})
+
+    # ------------------------------------------------------------------ persistence
+    def load_state(self) -> bool:
+        """Restore the primary's learned state from ``state_file`` if both exist.
+
+        An unreadable file is renamed ``<file>.bad`` and the primary starts fresh.
+        """
+        path = self.config.state_file
+        loader = getattr(self.policy.primary, "load_state", None)
+        if not path or loader is None or not os.path.exists(path):
+            return False
+        try:
+            loader(path)
+        except Exception as exc:  # noqa: BLE001 - a bad file must not stop the mapper
+            bad = path + ".bad"
+            os.replace(path, bad)
+            log.warning("learned state unreadable; starting fresh", extra={
+                "event": "state_load_failed", "path": path, "moved_to": bad, "error": str(exc)})
+            return False
+        log.info("learned state restored", extra={"event": "state_loaded", "path": path})
+        return True
+
+    def save_state(self) -> bool:
+        """Write the primary's learned state to ``state_file`` atomically (a temporary
+        file in the same directory, fsync, rename). False when there is nothing to save."""
+        path = self.config.state_file
+        saver = getattr(self.policy.primary, "save_state", None)
+        if not path or saver is None:
+            return False
+        target = Path(path)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            saver(str(tmp))
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except Exception as exc:  # noqa: BLE001 - keep serving; the old file is intact
+            tmp.unlink(missing_ok=True)
+            self.metrics.saves.labels("error").inc()
+            log.error("saving learned state failed", extra={"event": "state_save_failed",
+                                                           "path": path, "error": str(exc)})
+            return False
+        self.saves += 1
+        self.metrics.saves.labels("ok").inc()
+        log.info("learned state saved", extra={"event": "state_saved", "path": path})
+        return True
+
+    # ------------------------------------------------------------------ loop
+    def _loop(self) -> None:
+        router = self._router
+        assert router is not None
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        now = time.monotonic()
+        next_drain, next_gauges = now, now
+        next_save = now + self.config.save_interval_s
+        while not self.stop_event.is_set():
+            if poller.poll(POLL_MS):
+                self._serve_queued()
+            now = time.monotonic()
+            if self._subscriber is not None and now >= next_drain:
+                self._drain_samples()
+                next_drain = now + SAMPLE_DRAIN_S
+            if now >= next_gauges:
+                self._refresh_gauges()
+                next_gauges = now + GAUGE_REFRESH_S
+            if now >= next_save:
+                self.save_state()
+                next_save = now + self.config.save_interval_s
+
+    def _drain_samples(self) -> int:
+        sub = self._subscriber
+        n = 0
+        while n < MAX_SAMPLES_PER_DRAIN:
+            sample = sub.recv(0)
+            if sample is None:
+                break
+            self.store.apply_sample(sample)
+            n += 1
+        if n:
+            self.metrics.samples.inc(n)
+            self.policy.max_sample_age_s = self.store.max_age_s()
+        rejected = sub.undecodable - self._rejected_counted
+        if rejected > 0:
+            self.metrics.samples_rejected.inc(rejected)
+            self._rejected_counted = sub.undecodable
+        return n
+
+    def _refresh_gauges(self) -> None:
+        snap = self.store.current()
+        m = self.metrics
+        m.mds_cpu.set(snap.mds_cpu_percent)
+        m.osts.labels("all").set(len(snap.osts))
+        m.osts.labels("usable").set(sum(1 for o in snap.osts if is_usable(o)))
+        if not self.store.static:
+            m.stale_servers.set(len(self.store.stale_servers(snap, self.store.max_age_s())))
+
+    def _predicted_load(self) -> dict[int, float] | None:
+        """The primary's per-OST load estimate for the metrics: ``predicted_load()`` if it
+        has one, else its ``pending_bytes`` (MCMF: bytes placed but not yet visible in the
+        OSTs' space), else None."""
+        primary = self.policy.primary
+        try:
+            fn = getattr(primary, "predicted_load", None)
+            if fn is not None:
+                return dict(fn())
+            pending = getattr(primary, "pending_bytes", None)
+            return None if pending is None else dict(pending)
+        except Exception:  # noqa: BLE001 - metrics must not break on a policy bug
+            return None
+
+    # ------------------------------------------------------------------ requests
+    def _serve_queued(self) -> None:
+        router = self._router
+        assert router is not None
+        cfg = self.config
+        received = time.perf_counter()
+        messages: list[list[bytes]] = []
+        deadline = received + cfg.batch_window_s
+        while len(messages) < cfg.max_batch:
+            try:
+                messages.append(router.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                wait = deadline - time.perf_counter()
+                if wait <= 0 or not router.poll(max(1, int(wait * 1000))):
+                    break
+        ost_count = self.store.ost_count
+        allocs: list[tuple[bytes, wire.Request]] = []
+        replies: list[tuple[bytes, bytes]] = []
+        bad = pings = 0
+        for frames in messages:
+            identity = frames[0]
+            if len(frames) != 3 or frames[1] != b"":
+                replies.append((identity, wire.encode_error(
+                    0, errno.EPROTO, f"expected frames [empty delimiter, body], got "
+                    f"{len(frames) - 1} frame(s) after the routing id")))
+                bad += 1
+                continue
+            try:
+                req = wire.decode_request(frames[2], ost_count or None)
+            except wire.WireError as exc:
+                replies.append((identity, wire.encode_error(exc.request_id, exc.errno,
+                                                            exc.reason)))
+                bad += 1
+                log.debug("bad request", extra={"event": "bad_request", "errno": exc.errno,
+                                                "reason": exc.reason})
+                continue
+            if req.op == "ping":
+                replies.append((identity, wire.encode_pong(req.id, self.policy.name)))
+                pings += 1
+            elif ost_count == 0:
+                replies.append((identity, wire.encode_error(
+                    req.id, errno.EAGAIN, "no cluster state yet (no collector sample)")))
+                bad += 1
+            else:
+                allocs.append((identity, req))
+        if allocs:
+            replies.extend(self._round(allocs))
+        m = self.metrics                 # counted before replying: a client that saw its
+        if bad:                          # reply sees it in the metrics too
+            m.result("bad_request", bad)
+        if pings:
+            m.result("ping", pings)
+        took = time.perf_counter() - received
+        for _ in range(len(replies)):
+            m.request_seconds.observe(took)
+        send = router.send_multipart
+        for identity, body in replies:
+            try:
+                send([identity, b"", body], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass  # peer gone or its queue full: it times out and uses Lustre's allocator
+
+    def _round(self, allocs: list[tuple[bytes, wire.Request]]) -> list[tuple[bytes, bytes]]:
+        store, gate, m = self.store, self.policy, self.metrics
+        snap = store.current()
+        requests: list[CreateRequest] = [r.create for _, r in allocs]  # type: ignore[misc]
+        t0 = time.perf_counter()
+        try:
+            results = gate.allocate_batch(snap, requests)
+        except Exception:  # noqa: BLE001 - the fallback itself failed: answer errors
+            log.exception("round failed", extra={"event": "round_error", "requests": len(allocs)})
+            results = [AllocationError("mapper internal error") for _ in requests]
+        out: list[tuple[bytes, bytes]] = []
+        ok = fallback = errors = 0
+        version = store.version
+        for (identity, req), result in zip(allocs, results):
+            create = req.create
+            assert create is not None
+            if isinstance(result, Placement):
+                problem = self.guard.violation(snap, version, result.osts, create.pool)
+                if problem is not None:
+                    result = self._after_violation(snap, version, create, result, problem)
+            if isinstance(result, Placement):
+                out.append((identity, wire.encode_placement(req.id, result.osts,
+                                                            create.stripe_size, result.policy,
+                                                            result.fallback)))
+                m.stripes.update(result.osts)
+                if result.fallback:
+                    fallback += 1
+                    m.fallbacks.labels(result.fallback).inc()
+                else:
+                    ok += 1
+            else:
+                out.append((identity, wire.encode_error(req.id, result.errno, result.reason)))
+                errors += 1
+        took = time.perf_counter() - t0
+        self.rounds += 1
+        m.rounds.inc()
+        m.round_seconds.observe(took)
+        m.round_requests.observe(len(allocs))
+        if ok:
+            m.result("ok", ok)
+        if fallback:
+            m.result("fallback", fallback)
+        if errors:
+            m.result("error", errors)
+        return out
+
+    def _after_violation(self, snap: ClusterSnapshot, version: int, create: CreateRequest,
+                         bad: Placement, problem: str) -> Placement | AllocationError:
+        self.check_violations += 1
+        self.metrics.check_violations.inc()
+        log.error("policy returned an invalid layout; the fallback answers", extra={
+            "event": "check_violation", "policy": bad.policy, "osts": list(bad.osts),
+            "pool": create.pool, "job": create.job_id, "problem": problem})
+        fallback = self.policy.fallback
+        try:
+            placed = fallback.allocate(snap, create)
+        except AllocationError as exc:
+            return exc
+        if self.guard.violation(snap, version, placed.osts, create.pool) is not None:
+            return AllocationError("no layout passed the placement check")
+        self.policy.fallbacks["check"] += 1
+        return Placement(placed.osts, placed.policy, placed.note, fallback="check")
+
+
+__all__ = ["MapperService", "PlacementGuard", "ServiceError", "build_policy", "build_store",
+           "stale_servers"]

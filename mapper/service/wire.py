@@ -1,0 +1,218 @@
+"""Allocation protocol v1 (shim -> mapper): decode and validate requests, encode replies.
+
+The reference is ``docs/protocol.md``, section "Allocation protocol: shim -> mapper
+(version 1)"; keep both in step. A request is one msgpack map of at most
+:data:`MAX_FRAME_BYTES` bytes; every way a request can be wrong becomes a
+:class:`WireError` carrying the Linux errno and a one-line reason naming the field at
+fault, and the request id when it could be read, so the reply can be matched.
+
+Limits restated from Lustre (``docs/reference/lustre-client-layout-api.md``):
+``lmm_stripe_size`` is a u32 in a multiple of 64 KiB, so a stripe size is a positive
+multiple of 65 536 below 4 GiB; a pool name is at most ``LOV_MAXPOOLNAME`` = 15 bytes.
+"""
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from mapper.policies.placement import CreateRequest
+
+PROTOCOL_VERSION = 1
+MAX_FRAME_BYTES = 65_536
+"""Largest request body accepted, bytes; a larger frame is refused undecoded (EMSGSIZE)."""
+STRIPE_SIZE_UNIT = 65_536
+"""``LOV_MIN_STRIPE_SIZE``: stripe sizes are multiples of 64 KiB."""
+MAX_STRIPE_SIZE = (1 << 32) - STRIPE_SIZE_UNIT
+"""Largest multiple of 64 KiB that fits ``lmm_stripe_size`` (u32)."""
+MAX_POOL_NAME = 15
+"""``LOV_MAXPOOLNAME``: bytes in a pool name, without the NUL."""
+MAX_ID = (1 << 64) - 1
+MAX_EXPECTED_BYTES = (1 << 63) - 1
+OPS = ("alloc", "ping")
+
+
+class WireError(Exception):
+    """A request that cannot be served as sent.
+
+    Attributes:
+        errno: Linux errno for the reply (EPROTO, EINVAL, EMSGSIZE, ...).
+        reason: one line naming the field at fault.
+        request_id: the request's ``id`` when it could be read, else 0.
+    """
+
+    def __init__(self, err: int, reason: str, request_id: int = 0):
+        super().__init__(reason)
+        self.errno = err
+        self.reason = reason
+        self.request_id = request_id
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A decoded, validated request: ``op`` ``"ping"`` (``create`` None) or ``"alloc"``."""
+    op: str
+    id: int
+    create: CreateRequest | None = None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(body: dict[Any, Any], key: str, request_id: int, *, required: bool,
+          default: str = "") -> str:
+    value = body.get(key)
+    if value is None:
+        if required:
+            raise WireError(errno.EINVAL, f"missing field {key!r}", request_id)
+        return default
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if not isinstance(value, str):
+        raise WireError(errno.EINVAL, f"field {key!r} must be a string, not "
+                        f"{type(value).__name__}", request_id)
+    return value
+
+
+def _int(body: dict[Any, Any], key: str, request_id: int) -> int:
+    if key not in body:
+        raise WireError(errno.EINVAL, f"missing field {key!r}", request_id)
+    value = body[key]
+    if not _is_int(value):
+        raise WireError(errno.EINVAL, f"field {key!r} must be an integer, not "
+                        f"{type(value).__name__}", request_id)
+    return value
+
+
+def decode_request(frame: bytes, ost_count: int | None = None) -> Request:
+    """Decode and validate one request body.
+
+    Args:
+        frame: the body frame (msgpack map).
+        ost_count: OSTs the mapper knows; a stripe count above it is refused (None: no
+            upper check here, the policy clips).
+    Raises:
+        WireError: EMSGSIZE (frame over :data:`MAX_FRAME_BYTES`), EPROTO (not msgpack,
+            not a map, trailing bytes, another protocol version), EINVAL (a field is
+            missing, has the wrong type or is out of range; unknown op).
+    """
+    if len(frame) > MAX_FRAME_BYTES:
+        raise WireError(errno.EMSGSIZE, f"request of {len(frame)} bytes exceeds "
+                        f"{MAX_FRAME_BYTES}")
+    try:
+        body = msgpack.unpackb(frame, raw=False, strict_map_key=False)
+    except (msgpack.UnpackException, ValueError, TypeError, UnicodeDecodeError,
+            RecursionError, OverflowError) as exc:
+        raise WireError(errno.EPROTO, f"body is not one msgpack object: "
+                        f"{type(exc).__name__}") from None
+    if not isinstance(body, dict):
+        raise WireError(errno.EPROTO, f"body is a msgpack {type(body).__name__}, not a map")
+    raw_id = body.get("id")
+    request_id = raw_id if _is_int(raw_id) and 0 <= raw_id <= MAX_ID else 0
+    if "v" not in body:
+        raise WireError(errno.EPROTO, "missing field 'v' (protocol version)", request_id)
+    if body["v"] != PROTOCOL_VERSION or not _is_int(body["v"]):
+        raise WireError(errno.EPROTO, f"protocol version {body['v']!r} (this mapper speaks "
+                        f"{PROTOCOL_VERSION})", request_id)
+    if "id" not in body:
+        raise WireError(errno.EINVAL, "missing field 'id'")
+    if not _is_int(raw_id) or not 0 <= raw_id <= MAX_ID:
+        raise WireError(errno.EINVAL, "field 'id' must be an integer 0..2^64-1")
+    op = body.get("op")
+    if op not in OPS:
+        raise WireError(errno.EINVAL, f"field 'op' must be one of {', '.join(OPS)}, not "
+                        f"{op!r}"[:200], request_id)
+    if op == "ping":
+        return Request("ping", request_id)
+
+    job = _text(body, "job", request_id, required=True)
+    if not job:
+        raise WireError(errno.EINVAL, "field 'job' is empty", request_id)
+    stripe_count = _int(body, "stripe_count", request_id)
+    if stripe_count == 0 or stripe_count < -1:
+        raise WireError(errno.EINVAL, f"stripe_count {stripe_count} (must be >= 1, or -1 for "
+                        f"all OSTs)", request_id)
+    if ost_count is not None and stripe_count > ost_count:
+        raise WireError(errno.EINVAL, f"stripe_count {stripe_count} exceeds the {ost_count} "
+                        f"OSTs", request_id)
+    stripe_size = _int(body, "stripe_size", request_id)
+    if stripe_size <= 0 or stripe_size % STRIPE_SIZE_UNIT or stripe_size > MAX_STRIPE_SIZE:
+        raise WireError(errno.EINVAL, f"stripe_size {stripe_size} is not a positive multiple of "
+                        f"{STRIPE_SIZE_UNIT} below 4 GiB", request_id)
+    expected = body.get("expected_bytes", 0)
+    if expected is None:
+        expected = 0
+    if not _is_int(expected):
+        raise WireError(errno.EINVAL, "field 'expected_bytes' must be an integer, not "
+                        f"{type(expected).__name__}", request_id)
+    if not 0 <= expected <= MAX_EXPECTED_BYTES:
+        raise WireError(errno.EINVAL, f"expected_bytes {expected} outside 0..2^63-1", request_id)
+    path = _text(body, "path", request_id, required=False)
+    pool = body.get("pool")
+    if pool is not None:
+        if not isinstance(pool, str):
+            raise WireError(errno.EINVAL, "field 'pool' must be a string or nil, not "
+                            f"{type(pool).__name__}", request_id)
+        if len(pool.encode()) > MAX_POOL_NAME:
+            raise WireError(errno.EINVAL, f"pool name of {len(pool.encode())} bytes exceeds "
+                            f"LOV_MAXPOOLNAME ({MAX_POOL_NAME})", request_id)
+        pool = pool or None  # "" = no pool, as lfs setstripe -p ""
+    return Request("alloc", request_id,
+                   CreateRequest(job_id=job, stripe_count=stripe_count, stripe_size=stripe_size,
+                                 expected_bytes=expected, pool=pool, path=path))
+
+
+def _pack(body: dict[str, Any]) -> bytes:
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def encode_placement(request_id: int, osts: tuple[int, ...] | list[int], stripe_size: int,
+                     policy: str, fallback: str = "") -> bytes:
+    """Reply body of a layout: ``{v, id, ok: true, osts, stripe_size, policy, fallback}``."""
+    return _pack({"v": PROTOCOL_VERSION, "id": request_id, "ok": True,
+                         "osts": list(osts), "stripe_size": stripe_size, "policy": policy,
+                         "fallback": fallback})
+
+
+def encode_error(request_id: int, err: int, reason: str) -> bytes:
+    """Reply body of an error: ``{v, id, ok: false, errno, error}``."""
+    return _pack({"v": PROTOCOL_VERSION, "id": request_id, "ok": False, "errno": err,
+                         "error": reason})
+
+
+def encode_pong(request_id: int, policy: str) -> bytes:
+    """Reply body of a ping: ``{v, id, ok: true, op: "pong", policy}``."""
+    return _pack({"v": PROTOCOL_VERSION, "id": request_id, "ok": True, "op": "pong",
+                         "policy": policy})
+
+
+def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: int,
+                   expected_bytes: int = 0, path: str = "", pool: str | None = None,
+                   op: str = "alloc") -> bytes:
+    """Request body as a client sends it (used by :mod:`mapper.service.client` and tests)."""
+    if op == "ping":
+        return _pack({"v": PROTOCOL_VERSION, "op": "ping", "id": request_id})
+    body: dict[str, Any] = {"v": PROTOCOL_VERSION, "op": op, "id": request_id, "job": job,
+                            "stripe_count": stripe_count, "stripe_size": stripe_size,
+                            "expected_bytes": expected_bytes, "path": path}
+    if pool is not None:
+        body["pool"] = pool
+    return _pack(body)
+
+
+def decode_reply(frame: bytes) -> dict[str, Any]:
+    """Parse a reply body (client side).
+
+    Raises:
+        WireError: EPROTO when the body is not a map with ``v``, ``id`` and ``ok``.
+    """
+    try:
+        body = msgpack.unpackb(frame, raw=False)
+    except (msgpack.UnpackException, ValueError, TypeError) as exc:
+        raise WireError(errno.EPROTO, f"reply is not msgpack: {exc}") from None
+    if not isinstance(body, dict) or not {"v", "id", "ok"} <= body.keys():
+        raise WireError(errno.EPROTO, "reply is not a map with v, id and ok")
+    return body

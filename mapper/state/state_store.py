@@ -1,0 +1,279 @@
+"""The mapper's view of the cluster, kept from the collectors' samples (samples -> snapshot).
+
+One :class:`StateStore` holds one :class:`~mapper.state.cluster_state.ClusterSnapshot` that is
+updated in place as samples arrive (as the simulator's MDS view is) and handed to the
+policies for each round; the service calls it from its single loop thread, so a policy
+never sees a half-applied sample. Sample fields are those of ``docs/protocol.md``
+(collector schema 1); units are converted where the snapshot's differ (latency ms -> s).
+
+Rules (decisions where the paper is silent are marked as ours):
+
+* An OST is the target of kind ``ost`` with an ``index`` in an OSS sample; its OSS is the
+  sample's ``host``. Targets without an index are ignored (counted).
+* ``available`` false (space or stats unreadable, or ``health_check`` names it) makes the
+  OST inactive for us: we do not know it can take objects, so we never hand it out
+  (ours; Lustre's allocator, which the client falls back to, has its own view).
+* ``ENOSPC`` when ``kbytes_avail`` is below the OSP low watermark,
+  ``max(1, kbytes_total >> 20)`` MiB (osp_precreate.c ``osp_pre_update_status``; the
+  simulator uses the same rule); ``ENOINO`` when ``files_free`` < 32 (lustre_idl.h
+  ``OS_STATFS_ENOINO`` is set by OSP at that level); ``DEGRADED`` from ``degraded``.
+* Write latency: brw_stats ``write_io_time_ms_mean`` (ms) else ``write_service_time_us_mean``
+  (us), converted to seconds; None when neither is in the sample.
+* OSS load: ``cpu_percent``, ``mem_percent``; LNet load = (send + recv bytes/s) over
+  ``lnet_capacity_bytes_per_s`` in percent, clipped to 100 (ours: the paper names the LNet
+  statistic, Section III-C, but not its normalisation).
+* MDS CPU: ``cpu_percent`` of the newest ``mds`` sample (Section III-D gate). An MDS sample
+  older than the staleness limit counts as unknown: 0 % (the gate is then open; the
+  ``stale`` rule still guards the OSS data).
+* Sample time: a live sample is timed when the mapper received it (its own clock, so a
+  skewed server clock cannot make it look stale or fresh); a last-value-cache sample
+  keeps the collector's ``time`` (it may be old).
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from mapper.state.ost_health import is_usable
+
+log = logging.getLogger("mapper.state.state_store")
+
+ENOINO_FILES = 32
+"""``files_free`` below which OSP flags an OST ``OS_STATFS_ENOINO``."""
+DEFAULT_INTERVAL_S = 5.0
+"""Collector interval assumed before any sample arrives (Section III-A: 5 s)."""
+
+
+@dataclass(slots=True)
+class OstRates:
+    """What the snapshot's :class:`OstState` has no field for: I/O rates and why values
+    are missing. Rates in 1/s or B/s as published; None = not in the last sample."""
+    read_bytes_per_s: float | None = None
+    write_bytes_per_s: float | None = None
+    read_ops_per_s: float | None = None
+    write_ops_per_s: float | None = None
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+
+def _num(values: Mapping[str, Any], name: str) -> float | None:
+    v = values.get(name)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+class StateStore:
+    """Cluster state from samples.
+
+    Args:
+        pools: pool name -> OST indices (from the configuration; the collectors do not
+            publish pools).
+        lnet_capacity_bytes_per_s: link capacity used to normalise LNet load, B/s.
+        stale_after_s: a sample older than this is stale; 0 = twice the largest
+            collector interval seen (the issue's "2 x interval").
+    """
+
+    def __init__(self, pools: Mapping[str, list[int]] | None = None, *,
+                 lnet_capacity_bytes_per_s: float = 12.5e9, stale_after_s: float = 0.0):
+        self.snapshot = ClusterSnapshot(osts=[], osses={},
+                                        pools={k: frozenset(v) for k, v in (pools or {}).items()},
+                                        version=0)
+        self.lnet_capacity_bytes_per_s = lnet_capacity_bytes_per_s
+        self.stale_after_s = stale_after_s
+        self.static = False
+        self.interval_s = 0.0
+        self.rates: dict[int, OstRates] = {}
+        self.mds_cpu_percent: float | None = None
+        self.mds_sample_time_s: float | None = None
+        self.mds_cpu_override: float | None = None
+        self.version = 0
+        """Bumped whenever an OST's usability inputs or the OST set change."""
+        self.samples = 0
+        self.ignored_targets = 0
+        self._by_index: dict[int, OstState] = {}
+        self._stale_key: tuple[int, int, float] | None = None
+        self._stale: list[str] = []
+        self._stale_valid_until = float("-inf")
+        self._stale_since = float("inf")
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def static_cluster(cls, oss_count: int, osts_per_oss: int,
+                       kbytes_total: int = 1 << 32, pools: Mapping[str, list[int]] | None = None
+                       ) -> "StateStore":
+        """A fixed emulated cluster (``make_uniform_cluster``) whose state never goes stale
+        (samples times stay None and the service disables the stale rule)."""
+        from mapper.state.cluster_state import make_uniform_cluster
+        store = cls(pools)
+        snap = make_uniform_cluster(oss_count, osts_per_oss, kbytes_total)
+        snap.pools = store.snapshot.pools
+        snap.version = 0        # fixed: policies may keep what they derive from it
+        store.snapshot = snap
+        store._by_index = snap.ost_by_index()
+        store.static = True
+        store.version = 1
+        return store
+
+    @property
+    def ost_count(self) -> int:
+        return len(self.snapshot.osts)
+
+    def max_age_s(self) -> float:
+        """Staleness limit, seconds: configured, else 2 x the collectors' interval."""
+        if self.stale_after_s > 0:
+            return self.stale_after_s
+        return 2.0 * (self.interval_s or DEFAULT_INTERVAL_S)
+
+    # ------------------------------------------------------------------ samples
+    def apply(self, role: str, host: str, sample_time_s: float, interval_s: float,
+              server: Mapping[str, Any], targets: Mapping[str, Any]) -> None:
+        """Fold one sample into the state (fields as in docs/protocol.md).
+
+        ``sample_time_s`` is the time to record (see the module doc for which clock).
+        Malformed parts (a value of the wrong type, a target that is not a map) are
+        ignored, never fatal.
+        """
+        self.samples += 1
+        self.snapshot.changed()
+        if interval_s > self.interval_s:
+            self.interval_s = float(interval_s)
+        values = server.get("values") if isinstance(server, Mapping) else None
+        values = values if isinstance(values, Mapping) else {}
+        if role == "mds":
+            cpu = _num(values, "cpu_percent")
+            if cpu is not None:
+                self.mds_cpu_percent = cpu
+                self.mds_sample_time_s = sample_time_s
+            return
+        if role != "oss":
+            return
+        oss = self.snapshot.osses.get(host)
+        if oss is None:
+            oss = self.snapshot.osses[host] = OssState(host)
+        oss.cpu_percent = _num(values, "cpu_percent") or 0.0
+        oss.mem_percent = _num(values, "mem_percent") or 0.0
+        lnet = (_num(values, "lnet_send_bytes_per_s") or 0.0) + \
+            (_num(values, "lnet_recv_bytes_per_s") or 0.0)
+        oss.lnet_load = min(100.0, 100.0 * lnet / self.lnet_capacity_bytes_per_s)
+        oss.sample_time_s = sample_time_s
+        for name, target in targets.items():
+            if not isinstance(target, Mapping) or target.get("kind") != "ost":
+                continue
+            index = target.get("index")
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                self.ignored_targets += 1
+                continue
+            self._apply_ost(index, host, sample_time_s, target)
+
+    def _apply_ost(self, index: int, host: str, t: float, target: Mapping[str, Any]) -> None:
+        values = target.get("values")
+        values = values if isinstance(values, Mapping) else {}
+        ost = self._by_index.get(index)
+        if ost is None:
+            ost = OstState(index=index, oss=host, kbytes_total=0, kbytes_free=0, kbytes_avail=0)
+            self._by_index[index] = ost
+            pos = bisect.bisect_left([o.index for o in self.snapshot.osts], index)
+            self.snapshot.osts.insert(pos, ost)
+            self.rates[index] = OstRates()
+            self.version += 1
+            log.info("new OST", extra={"event": "ost_new", "ost": index, "oss": host})
+        before = (ost.active, ost.flags, ost.oss)
+        ost.oss = host
+        total, free = _num(values, "kbytes_total"), _num(values, "kbytes_free")
+        avail = _num(values, "kbytes_avail")
+        if total is not None:
+            ost.kbytes_total = int(total)
+        if free is not None:
+            ost.kbytes_free = int(free)
+        if avail is not None:
+            ost.kbytes_avail = int(avail)
+        elif free is not None:
+            ost.kbytes_avail = int(free)
+        files_free = _num(values, "files_free")
+        if files_free is not None:
+            ost.files_free = int(files_free)
+        flags = OstFlag.NONE
+        low_kib = max(1, ost.kbytes_total >> 20) * 1024   # osp_precreate.c low watermark
+        if ost.kbytes_avail < low_kib:
+            flags |= OstFlag.ENOSPC
+        if ost.files_free < ENOINO_FILES:
+            flags |= OstFlag.ENOINO
+        if _num(values, "degraded"):
+            flags |= OstFlag.DEGRADED
+        ost.flags = flags
+        ost.active = target.get("available") is True and ost.kbytes_total > 0
+        latency_ms = _num(values, "write_io_time_ms_mean")
+        if latency_ms is not None:
+            ost.write_latency_s = latency_ms / 1000.0
+        else:
+            service_us = _num(values, "write_service_time_us_mean")
+            ost.write_latency_s = None if service_us is None else service_us / 1e6
+        ost.sample_time_s = t
+        rates = self.rates[index]
+        rates.read_bytes_per_s = _num(values, "read_bytes_per_s")
+        rates.write_bytes_per_s = _num(values, "write_bytes_per_s")
+        rates.read_ops_per_s = _num(values, "read_ops_per_s")
+        rates.write_ops_per_s = _num(values, "write_ops_per_s")
+        unavailable = target.get("unavailable")
+        rates.unavailable = dict(unavailable) if isinstance(unavailable, Mapping) else {}
+        if (ost.active, ost.flags, ost.oss) != before:
+            self.version += 1
+            if ost.active != before[0]:
+                log.info("OST usability changed", extra={
+                    "event": "ost_active" if ost.active else "ost_inactive", "ost": index,
+                    "oss": host, "unavailable": rates.unavailable})
+
+    def apply_sample(self, sample: Any) -> None:
+        """Fold a :class:`collectors.subscriber.Sample` (see the module doc for its time)."""
+        t = sample.time if sample.from_cache else sample.received_at
+        self.apply(sample.role, sample.host, t, sample.interval_s, sample.server, sample.targets)
+
+    # ------------------------------------------------------------------ staleness
+    def stale_servers(self, snapshot: ClusterSnapshot, max_age_s: float) -> list[str]:
+        """Same answer as :func:`mapper.policies.gate.stale_servers` (OSSes serving a usable OST
+        whose OST or OSS sample is older than ``max_age_s`` at ``snapshot.time_s``), cached:
+        recomputed (O(OSTs)) only after new samples or once the time passes the moment the
+        oldest fresh sample turns stale. ``snapshot`` must be this store's."""
+        now = snapshot.time_s
+        key = (self.samples, self.version, max_age_s)
+        if key == self._stale_key and self._stale_since <= now < self._stale_valid_until:
+            return self._stale
+        stale: set[str] = set()
+        turns_stale = float("inf")
+        osses = snapshot.osses
+        for ost in snapshot.osts:
+            if not is_usable(ost):
+                continue
+            times = [t for t in (ost.sample_time_s, osses[ost.oss].sample_time_s) if t is not None]
+            if not times:
+                stale.add(ost.oss)
+                continue
+            oldest = min(times)
+            if now - oldest > max_age_s:
+                stale.add(ost.oss)
+            else:
+                turns_stale = min(turns_stale, oldest + max_age_s)
+        self._stale = sorted(stale)
+        self._stale_key = key
+        self._stale_valid_until = turns_stale
+        self._stale_since = now
+        return self._stale
+
+    # ------------------------------------------------------------------ rounds
+    def current(self, now_s: float | None = None) -> ClusterSnapshot:
+        """The snapshot for a round at ``now_s`` (Unix seconds; default: now)."""
+        snap = self.snapshot
+        now = time.time() if now_s is None else now_s
+        snap.time_s = now
+        if self.mds_cpu_override is not None:
+            snap.mds_cpu_percent = self.mds_cpu_override
+        elif self.mds_cpu_percent is not None and self.mds_sample_time_s is not None \
+                and now - self.mds_sample_time_s <= self.max_age_s():
+            snap.mds_cpu_percent = self.mds_cpu_percent
+        else:
+            snap.mds_cpu_percent = 0.0
+        return snap

@@ -1,0 +1,81 @@
+"""The wheel stands alone: built from this checkout, installed into an empty folder, its real-data
+scenario runs from a directory outside the checkout with nothing of the checkout importable."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools writes build/ into the source tree, and a stale build/lib
+    # could put deleted modules into the wheel.
+    src = tmp_path_factory.mktemp("src") / "lustre-alloc"
+    shutil.copytree(PROJECT_ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "results", "__pycache__", ".hypothesis", "tests"))
+    # No build isolation: the test must not need the network (setuptools and wheel come from [test]).
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
+                        "--no-build-isolation", "-q", "-w", str(out)],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    assert r.returncode == 0, r.stderr
+    # setuptools prints its BuildBackendWarnings to stderr; a clean declaration prints none.
+    assert "warning" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+    (whl,) = out.glob("lustre_alloc-*.whl")
+    return whl
+
+
+def test_wheel_holds_scenarios_their_data_licences_and_no_tests(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in ("simulator/scenarios/nersc-edison-real.toml", "simulator/scenarios/paper-32ost.toml",
+                   "lustre_alloc_data/nersc-pytokio/sample_ost-fullness.txt.gz",
+                   "lustre_alloc_data/nersc-pytokio/sample_ost-map.txt.gz",
+                   "lustre_alloc_data/nersc-pytokio/hacc_io_jobs_summary.csv.gz",
+                   "lustre_alloc_data/nersc-pytokio/LICENSE", "simulator/data/net_calibration.json",
+                   "collectors/systemd/lustre-alloc-collector.service"):
+        assert needed in names, needed
+    assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
+               for n in names)
+    assert not any(n.startswith("tests/") for n in names)
+
+
+def test_real_data_scenario_runs_from_the_installed_wheel_outside_the_checkout(wheel, tmp_path):
+    target = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                        str(target), str(wheel)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    # -S: no site processing, so the venv's editable install of a checkout (.pth) is not seen;
+    # only the wheel's files and the third-party libraries are importable.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LUSTRE_ALLOC_SHARED")}
+    env["PYTHONPATH"] = os.pathsep.join([str(target), sysconfig.get_paths()["purelib"],
+                                         sysconfig.get_paths()["platlib"]])
+    env["LUSTRE_ALLOC_SHARED"] = "/nonexistent"
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    where = subprocess.run([sys.executable, "-S", "-c",
+                            "import simulator, lustre_alloc_data, traces; "
+                            "print(simulator.__file__, lustre_alloc_data.__file__, traces.__file__)"],
+                           cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert where.returncode == 0, where.stderr
+    assert all(p.startswith(str(target)) for p in where.stdout.split()), where.stdout
+    out = tmp_path / "results"
+    run = subprocess.run([sys.executable, "-S", "-m", "simulator.cli", "run", "nersc-edison-real",
+                          "--duration", "600", "--policy", "round_robin", "--jobs", "1",
+                          "--no-figures", "--out", str(out)],
+                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "round_robin" in run.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert [p["policy"] for p in summary["policies"]] == ["round_robin"]
+    assert summary["policies"][0]["creates"] > 0
