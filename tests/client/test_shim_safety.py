@@ -182,7 +182,7 @@ def test_explicit_api_applies_the_hints_pool(shim_lib, standin, tmp_path):
 @pytest.fixture(scope="module")
 def curve_keys(tmp_path_factory):
     """Key files in the format of ``lustre-alloc-broker --keygen`` (common curve module)."""
-    from collectors.curve import generate_keys
+    from common.curve import generate_keys
     d = tmp_path_factory.mktemp("keys")
     authorized = d / "authorized"
     authorized.mkdir()
