@@ -43,7 +43,7 @@
 
 #include "la_internal.h"
 
-#define LA_CALLS 64
+#define LA_CALLS 128
 
 enum { LA_CALL_FREE, LA_CALL_PACKING, LA_CALL_QUEUED, LA_CALL_SENT,
        LA_CALL_DONE, LA_CALL_ABANDONED };

@@ -10,7 +10,7 @@
 
 #include "la_internal.h"
 
-#define LA_WORKSPACES 64
+#define LA_WORKSPACES 128
 
 static struct la_work la_works[LA_WORKSPACES];
 
