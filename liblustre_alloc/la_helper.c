@@ -73,11 +73,22 @@ static int la_call_sock[LA_CALLS];
 static void *volatile la_abandoned_ctx;
 static void *volatile la_abandoned_socks[LA_CALLS];
 
-static long la_futex(atomic_int *addr, int op, int val,
-		     const struct timespec *ts)
+long la_futex(atomic_int *addr, int op, int val, const struct timespec *ts)
 {
 	return syscall(SYS_futex, (int *)addr, op | FUTEX_PRIVATE_FLAG, val,
 		       ts, NULL, 0);
+}
+
+void la_futex_wait_until(atomic_int *addr, int val, double deadline_us)
+{
+	double left_us = deadline_us - la_now_us();
+	struct timespec ts;
+
+	if (left_us <= 0)
+		return;
+	ts.tv_sec = (time_t)(left_us / 1e6);
+	ts.tv_nsec = (long)(fmod(left_us, 1e6) * 1000.0);
+	la_futex(addr, FUTEX_WAIT, val, &ts);
 }
 
 static void la_wake_helper(void)
@@ -142,7 +153,6 @@ int la_helper_wait(struct la_call *c, struct la_decision *d)
 	for (;;) {
 		int s = atomic_load(&c->state);
 		double left_us = c->deadline_us - la_now_us();
-		struct timespec ts;
 
 		if (s == LA_CALL_DONE) {
 			la_decision_copy(d, &c->d);
@@ -159,9 +169,7 @@ int la_helper_wait(struct la_call *c, struct la_decision *d)
 			la_wake_helper(); /* to free the slot */
 			return s == LA_CALL_QUEUED ? -EHOSTUNREACH : -ETIMEDOUT;
 		}
-		ts.tv_sec = (time_t)(left_us / 1e6);
-		ts.tv_nsec = (long)(fmod(left_us, 1e6) * 1000.0);
-		la_futex(&c->state, FUTEX_WAIT, s, &ts);
+		la_futex_wait_until(&c->state, s, c->deadline_us);
 	}
 }
 

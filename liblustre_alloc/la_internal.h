@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "lustre_alloc.h"
 #include "lustre_layout_abi.h"
@@ -133,11 +134,20 @@ struct la_dirinfo {
 LA_HIDDEN int la_parse_dir_default(const void *buf, size_t len,
 				   struct la_dirinfo *di);
 
+/* futex(2) on a process-private word (the wait/wake of the create path:
+ * a system call, async-signal-safe). */
+LA_HIDDEN long la_futex(atomic_int *addr, int op, int val,
+			const struct timespec *ts);
+/* Sleep while *addr == val, at most until deadline_us (la_now_us). */
+LA_HIDDEN void la_futex_wait_until(atomic_int *addr, int val,
+				   double deadline_us);
+
 /* ---- per-create workspace (la_work.c) ---- */
 #define LA_LUM_MAX (sizeof(struct la_lov_user_md_v3) + \
 		    LA_MAX_STRIPES * sizeof(struct la_lov_user_ost_data_v1))
 struct la_work {
 	atomic_int busy;
+	double deadline_us;        /* the create's whole mapper budget */
 	char parent[LA_PATH_MAX];  /* directory part of the caller's path */
 	char abs[LA_PATH_MAX];     /* where the file really lands */
 	struct la_decision d;
@@ -146,9 +156,9 @@ struct la_work {
 		char line[LA_LUM_MAX];           /* the record line */
 	} u;
 };
-/* A free workspace, or NULL when every one is in use (the create then
- * passes straight through).  Lock-free. */
-LA_HIDDEN struct la_work *la_work_get(void);
+/* A free workspace; when every one is in use, wait for one until
+ * deadline_us; NULL after that (the create then passes straight through). */
+LA_HIDDEN struct la_work *la_work_get(double deadline_us);
 LA_HIDDEN void la_work_put(struct la_work *w);
 LA_HIDDEN void la_work_atfork_child(void);
 
