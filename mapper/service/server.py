@@ -35,7 +35,7 @@ import zmq
 
 from mapper.service import wire
 from mapper.state.cluster_state import ClusterSnapshot
-from mapper.policies.gate import GatedPolicy, stale_servers
+from mapper.policies.gate import GatedPolicy
 from mapper.service.metrics import MapperMetrics
 from mapper.state.ost_health import check_placement, is_usable, pool_members
 from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
@@ -519,5 +519,4 @@ class MapperService:
         return Placement(placed.osts, placed.policy, placed.note, fallback="check")
 
 
-__all__ = ["MapperService", "PlacementGuard", "ServiceError", "build_policy", "build_store",
-           "stale_servers"]
+__all__ = ["MapperService", "PlacementGuard", "ServiceError", "build_policy", "build_store"]
