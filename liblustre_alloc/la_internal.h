@@ -176,6 +176,9 @@ LA_HIDDEN int la_target_open(int dirfd, const char *path, struct la_work *w,
 /* The absolute path where (t->pfd, t->base) lands, into w->abs; 0 or -1. */
 LA_HIDDEN int la_target_abspath(const struct la_target *t, struct la_work *w);
 LA_HIDDEN int la_under_paths(const char *abs);
+/* fstatfs(pfd) says Lustre (uncached: one system call, cheaper than
+ * naming the directory). */
+LA_HIDDEN int la_dir_is_lustre(int pfd);
 /* statfs type and default layout of the directory pfd, whose absolute
  * name is dir[0..dirlen) (cached for LUSTRE_ALLOC_CACHE_S seconds by that
  * name); 0 or -1. */

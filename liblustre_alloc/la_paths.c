@@ -106,6 +106,14 @@ int la_under_paths(const char *abs)
 	return 0;
 }
 
+int la_dir_is_lustre(int pfd)
+{
+	struct statfs sf;
+
+	return fstatfs(pfd, &sf) == 0 &&
+	       (unsigned long)sf.f_type == LA_LL_SUPER_MAGIC;
+}
+
 static struct la_dirslot *la_slot_for(const char *dir, size_t n)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */

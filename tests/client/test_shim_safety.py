@@ -234,3 +234,11 @@ def test_more_threads_than_slots_all_files_created_none_hangs(shim_run_factory, 
     recs = shim.records()
     assert len(recs) == 600
     assert {r["reason"] for r in recs} <= {"", "mapper_busy"}
+
+
+def test_without_paths_only_lustre_is_touched(shim, create_files):
+    """LUSTRE_ALLOC_PATHS unset: eligibility is fstatfs == LL_SUPER_MAGIC of the real parent;
+    this file system is not Lustre, so nothing is asked or recorded."""
+    p = shim.run([create_files, "-n", "3", shim.data], LUSTRE_ALLOC_PATHS="")
+    assert "created=3" in p.stdout
+    assert shim.records() == []
