@@ -50,6 +50,7 @@ enum { LA_CALL_FREE, LA_CALL_PACKING, LA_CALL_QUEUED, LA_CALL_SENT,
        LA_CALL_DONE, LA_CALL_ABANDONED };
 
 static struct la_call la_calls[LA_CALLS];
+static atomic_int la_calls_hwm;     /* slots ever claimed: [0, hwm) */
 
 static int la_efd = -1;
 /* Identity of our eventfd: an application that closes every descriptor
@@ -127,8 +128,10 @@ struct la_call *la_helper_claim(void)
 		int want = LA_CALL_FREE;
 
 		if (atomic_compare_exchange_strong(&la_calls[i].state, &want,
-						   LA_CALL_PACKING))
+						   LA_CALL_PACKING)) {
+			la_raise_hwm(&la_calls_hwm, i + 1);
 			return &la_calls[i];
+		}
 	}
 	return NULL;
 }
@@ -328,9 +331,9 @@ static void la_on_send_ready(int k);
  * the socket becomes writable), free abandoned ones. */
 static void la_scan_calls(void)
 {
-	int i;
+	int i, n = atomic_load(&la_calls_hwm);
 
-	for (i = 0; i < LA_CALLS; i++) {
+	for (i = 0; i < n; i++) {
 		struct la_call *c = &la_calls[i];
 		int s = atomic_load(&c->state);
 
@@ -528,7 +531,7 @@ void la_helper_atfork_child(void)
 	la_ctx = NULL;
 	memset(la_socks, 0, sizeof(la_socks));
 	la_nsocks = 0;
-	for (i = 0; i < LA_CALLS; i++) {
+	for (i = 0; i < atomic_load(&la_calls_hwm); i++) {
 		atomic_store(&la_calls[i].state, LA_CALL_FREE);
 		la_adopted_id[i] = 0;
 	}

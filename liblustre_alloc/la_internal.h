@@ -134,6 +134,11 @@ struct la_dirinfo {
 LA_HIDDEN int la_parse_dir_default(const void *buf, size_t len,
 				   struct la_dirinfo *di);
 
+/* Raise *hwm to at least v (the highest slot index ever used + 1: a fork
+ * child resets only those slots; touching the untouched ones would fault
+ * in megabytes of zero pages for every fork). */
+LA_HIDDEN void la_raise_hwm(atomic_int *hwm, int v);
+
 /* futex(2) on a process-private word (the wait/wake of the create path:
  * a system call, async-signal-safe). */
 LA_HIDDEN long la_futex(atomic_int *addr, int op, int val,
