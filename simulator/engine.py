@@ -698,7 +698,7 @@ class Simulation:
         hours = int(sc.duration_s // HOUR_S)
         n = self.cl.ost_count
         used_h = np.zeros((hours + 1, n))
-        used_h[0] = self.used
+        used_h[0] = self.used if self.present.all() else np.where(self.present, self.used, np.nan)
         cpu_ratio = np.ones(steps, dtype=np.float32)
         cpu_mean = np.full(steps, sc.oss_model.cpu_idle_percent, dtype=np.float32)
         mds_cpu = np.full(steps, sc.mds_model.cpu_idle_percent, dtype=np.float32)

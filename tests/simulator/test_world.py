@@ -95,6 +95,8 @@ def test_expansion_under_lustre_qos_weights_new_empty_osts_by_free_space(make_sc
     r, seen = run_spy(sc, "lustre_qos")
     last_view = seen[-1][1]
     assert sorted(last_view) == list(range(10))          # the new OSTs reached the view
+    assert np.isnan(r.ost_used_hourly[0, 8:]).all()      # absent at t=0: left out of balance
+    assert r.ost_used_hourly[0, :8] == pytest.approx(np.full(8, 0.6 * 100 * (1 << 30)), rel=1e-9)
     # Count stripes per OST from the final used bytes (1 MiB files).
     grown = np.round((r.ost_used_hourly[-1] - np.nan_to_num(r.ost_used_hourly[0])) / MIB)
     share_new = grown[8:].sum() / grown.sum()
