@@ -43,7 +43,11 @@ def test_wheel_holds_scenarios_their_data_licences_and_no_tests(wheel):
                    "lustre_alloc_data/nersc-pytokio/sample_ost-map.txt.gz",
                    "lustre_alloc_data/nersc-pytokio/hacc_io_jobs_summary.csv.gz",
                    "lustre_alloc_data/nersc-pytokio/LICENSE", "simulator/data/net_calibration.json",
-                   "collectors/systemd/lustre-alloc-collector.service"):
+                   "collectors/systemd/lustre-alloc-collector.service",
+                   "simulator/scenarios/nersc-lmt-day.toml", "simulator/scenarios/expansion-25pct.toml",
+                   "simulator/scenarios/degraded-oss.toml",
+                   "lustre_alloc_data/nersc-pytokio/snx11025_2018-01-28.sqlite3",
+                   "simulator/data/snx11025_2018-01-28.background.csv"):
         assert needed in names, needed
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
                for n in names)
