@@ -275,3 +275,9 @@ def test_repeated_workload_replays_at_each_offset_with_its_own_job_and_files(mak
     recs = list(scenario_records(sc))
     assert [(r.timestamp_s, r.job_id, r.file_id) for r in recs if r.op == "write"] == [
         (0.0, "a#0", "r0/f"), (100.0, "a#1", "r1/f"), (200.0, "a#2", "r2/f"), (300.0, "a#3", "r3/f")]
+
+
+def test_a_shorter_duration_drops_the_later_events(make_scenario):
+    extra = '\n[[event]]\nkind = "degrade"\nat_s = 3000\nost = 1\nfraction = 0.5\n'
+    sc = load_scenario(make_scenario(cluster(extra=extra), [rec(0, "write", "a", "f", MIB)]))
+    assert len(sc.events) == 1 and sc.with_overrides(duration_s=1000).events == ()
