@@ -79,3 +79,13 @@ def test_real_data_scenario_runs_from_the_installed_wheel_outside_the_checkout(w
     summary = json.loads((out / "summary.json").read_text())
     assert [p["policy"] for p in summary["policies"]] == ["round_robin"]
     assert summary["policies"][0]["creates"] > 0
+
+
+def test_every_python_package_of_the_checkout_is_in_the_wheel(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    skip = {"tests", "bench", "scripts", "build", ".git", ".venv", "docs", "liblustre_alloc"}
+    packages = [p.parent.relative_to(PROJECT_ROOT) for p in PROJECT_ROOT.rglob("__init__.py")
+                if p.relative_to(PROJECT_ROOT).parts[0] not in skip]
+    assert packages
+    missing = [str(p) for p in packages if f"{p.as_posix()}/__init__.py" not in names]
+    assert not missing, f"packages absent from setup.cfg [options] packages: {missing}"
