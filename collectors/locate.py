@@ -26,7 +26,6 @@ from __future__ import annotations
 import errno
 import glob
 import os
-import re
 from pathlib import Path
 
 from common.errors import SourceUnavailable
