@@ -89,3 +89,24 @@ def test_every_python_package_of_the_checkout_is_in_the_wheel(wheel):
     assert packages
     missing = [str(p) for p in packages if f"{p.as_posix()}/__init__.py" not in names]
     assert not missing, f"packages absent from setup.cfg [options] packages: {missing}"
+
+
+ROLE_IMPORTS = {
+    # role extra -> (modules its entry points import, third-party modules it must not need)
+    "collector": (["collectors.cli", "collectors.broker_cli"],
+                  ["numpy", "ortools", "networkx", "prometheus_client", "matplotlib", "rich",
+                   "darshan", "ns"]),
+    "mapper": (["mapper.service.cli"], ["matplotlib", "rich", "darshan", "ns"]),
+}
+
+
+@pytest.mark.parametrize("role", sorted(ROLE_IMPORTS))
+def test_role_runs_without_the_other_roles_dependencies(role):
+    modules, absent = ROLE_IMPORTS[role]
+    # None in sys.modules makes "import x" fail as if x were not installed
+    code = (f"import sys\nfor m in {absent!r}: sys.modules[m] = None\n"
+            f"import importlib\nfor m in {modules!r}: importlib.import_module(m)\n"
+            f"sys.modules[{modules[0]!r}].main(['--version'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=PROJECT_ROOT)
+    assert r.returncode == 0 and r.stdout.startswith("lustre-alloc-"), r.stderr[-2000:]
