@@ -414,7 +414,7 @@ class RecordFeed:
                 rec = dict(kv.split("=", 1) for kv in raw.split("\t"))
             except ValueError:
                 continue
-            for key in ("path", "job", "policy", "mapper_fallback", "reason"):
+            for key in ("path", "job", "pool", "policy", "mapper_fallback", "reason"):
                 if key in rec:
                     rec[key] = unquote(rec[key])
             out.append(rec)
