@@ -22,6 +22,7 @@ class TransferSet:
         flow_count: F.
         flow_write: True for a write (client -> OSS), shape (F,).
         flow_client: client node of each transfer, shape (F,).
+        flow_ops_per_byte: requests per byte of each transfer, shape (F,) (None: unused).
     """
     entry_flow: np.ndarray
     entry_ost: np.ndarray
@@ -29,12 +30,24 @@ class TransferSet:
     flow_count: int
     flow_write: np.ndarray
     flow_client: np.ndarray
+    flow_ops_per_byte: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class Storage:
     """What the network model needs of the cluster: ``ost_oss`` (N,) OSS position of each
-    OST, ``oss_count`` S, ``ost_bandwidth_bytes_s`` (N,) disk bandwidth."""
+    OST, ``oss_count`` S, ``ost_bandwidth_bytes_s`` (N,) disk (write) bandwidth; optional
+    (None = today's uniform model): ``ost_read_bandwidth_bytes_s`` (N,),
+    ``oss_cap_bytes_s`` (S,) OSS NIC/CPU throughput limit, ``ost_latency_s`` (N,)
+    per-request latency (the equal-share models only)."""
     ost_oss: np.ndarray
     oss_count: int
     ost_bandwidth_bytes_s: np.ndarray
+    ost_read_bandwidth_bytes_s: np.ndarray | None = None
+    oss_cap_bytes_s: np.ndarray | None = None
+    ost_latency_s: np.ndarray | None = None
+
+    @property
+    def uniform(self) -> bool:
+        return (self.ost_read_bandwidth_bytes_s is None and self.oss_cap_bytes_s is None
+                and self.ost_latency_s is None)
