@@ -62,7 +62,11 @@ class MapperConfig:
         save_interval_s: seconds between periodic saves (also saved on SIGTERM).
         metrics_port: Prometheus HTTP port (0: off); ``metrics_addr`` its address.
         lnet_capacity_bytes_per_s: link rate that means 100 % LNet load, B/s.
-        pools: pool name -> OST indices.
+        pools: pool name -> OST indices (of the first file system; ``lod`` samples of the MDS
+            collector replace them when they arrive).
+        fsnames: file systems this mapper serves (state keyed by (fsname, OST index), one
+            learned state each); a request naming another is refused (ENODEV). Empty: one
+            file system, the fsname of the first OST sample (``static`` for a static cluster).
         curve_secret_key, curve_server_key: CURVE keys to subscribe to the broker.
         serve_curve_secret_key, serve_curve_authorized_keys: make the request socket a
             CURVE server (clients need an authorised key); both or neither.
@@ -91,6 +95,7 @@ class MapperConfig:
     metrics_addr: str = "0.0.0.0"
     lnet_capacity_bytes_per_s: float = 12.5e9
     pools: dict[str, Any] = field(default_factory=dict)
+    fsnames: list[str] = field(default_factory=list)
     curve_secret_key: str = ""
     curve_server_key: str = ""
     serve_curve_secret_key: str = ""
@@ -124,6 +129,12 @@ class MapperConfig:
             raise ConfigError("curve_secret_key and curve_server_key go together")
         if bool(self.serve_curve_secret_key) != bool(self.serve_curve_authorized_keys):
             raise ConfigError("serve_curve_secret_key and serve_curve_authorized_keys go together")
+        from common.fsname import valid_fsname
+        if len(set(self.fsnames)) != len(self.fsnames):
+            raise ConfigError(f"fsnames {self.fsnames} lists a file system twice")
+        for fs in self.fsnames:
+            if not isinstance(fs, str) or not valid_fsname(fs):
+                raise ConfigError(f"fsnames: {fs!r} is not a Lustre fsname (1..8 of A-Za-z0-9_)")
         for name, members in self.pools.items():
             if not isinstance(members, list) or not all(
                     isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in members):

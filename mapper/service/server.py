@@ -112,13 +112,24 @@ def build_policy(config: MapperConfig, store: StateStore) -> GatedPolicy:
                        stale_source=store.stale_servers)
 
 
-def build_store(config: MapperConfig) -> StateStore:
-    """A static emulated cluster (``static_cluster``) or an empty store fed by samples."""
+def build_store(config: MapperConfig, fsname: str = "") -> StateStore:
+    """A static emulated cluster (``static_cluster``) or an empty store fed by samples, for
+    the file system ``fsname`` (``""``: adopt the first sample's)."""
     if config.static_cluster:
         osses, per = config.static_shape()
-        return StateStore.static_cluster(osses, per, config.static_kbytes_total, config.pools)
+        return StateStore.static_cluster(osses, per, config.static_kbytes_total, config.pools,
+                                         fsname=fsname or "static")
     return StateStore(config.pools, lnet_capacity_bytes_per_s=config.lnet_capacity_bytes_per_s,
-                      stale_after_s=config.stale_after_s)
+                      stale_after_s=config.stale_after_s, fsname=fsname)
+
+
+def state_file_for(path: str, fsname: str, several: bool) -> str:
+    """The learned-state file of one file system: ``path`` itself when the mapper serves one,
+    else ``<stem>.<fsname><suffix>`` beside it."""
+    if not path or not several:
+        return path
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}.{fsname}{p.suffix}"))
 
 
 def _connectable(endpoint: str) -> str:
@@ -141,12 +152,23 @@ class MapperService:
     def __init__(self, config: MapperConfig, *, store: StateStore | None = None,
                  policy: GatedPolicy | None = None, context: zmq.Context | None = None):
         self.config = config
-        self.store = store or build_store(config)
-        self.policy = policy or build_policy(config, self.store)
+        # One state and one gated policy (with its learned state) per file system: state is
+        # keyed by (fsname, OST index), and a job's pattern on one file system says nothing
+        # about the OSTs of another.
+        if store is not None:
+            self.stores = {store.fsname: store}
+        else:
+            self.stores = {fs: build_store(config, fs) for fs in (config.fsnames or [""])}
+        self.policies = {fs: (policy if policy is not None and i == 0 else
+                              build_policy(config, st))
+                         for i, (fs, st) in enumerate(self.stores.items())}
+        self.store = next(iter(self.stores.values()))
+        self.policy = next(iter(self.policies.values()))
+        self.guards = {fs: PlacementGuard() for fs in self.stores}
         self._own_context = context is None
         self.context = context or zmq.Context()
         self.metrics = MapperMetrics(predicted=self._predicted_load)
-        self.guard = PlacementGuard()
+        self.guard = next(iter(self.guards.values()))
         self.endpoint = ""
         self.broker_endpoints: tuple[str, str, str] | None = None
         self.stop_event = threading.Event()
@@ -283,13 +305,26 @@ class MapperService:
                                               "check_violations": self.check_violations})
 
     # ------------------------------------------------------------------ persistence
+    def _state_files(self) -> list[tuple[str, GatedPolicy]]:
+        several = len(self.policies) > 1
+        return [(state_file_for(self.config.state_file, fs, several), pol)
+                for fs, pol in self.policies.items()]
+
     def load_state(self) -> bool:
-        """Restore the primary's learned state from ``state_file`` if both exist.
+        """Restore each file system's learned state (see :func:`state_file_for`); True when
+        at least one was restored."""
+        return any([self._load_one(path, pol) for path, pol in self._state_files()])
+
+    def save_state(self) -> bool:
+        """Save each file system's learned state; True when all were saved."""
+        return all([self._save_one(path, pol) for path, pol in self._state_files()])
+
+    def _load_one(self, path: str, policy: GatedPolicy) -> bool:
+        """Restore the primary's learned state from ``path`` if both exist.
 
         An unreadable file is renamed ``<file>.bad`` and the primary starts fresh.
         """
-        path = self.config.state_file
-        loader = getattr(self.policy.primary, "load_state", None)
+        loader = getattr(policy.primary, "load_state", None)
         if not path or loader is None or not os.path.exists(path):
             return False
         try:
@@ -303,11 +338,10 @@ class MapperService:
         log.info("learned state restored", extra={"event": "state_loaded", "path": path})
         return True
 
-    def save_state(self) -> bool:
-        """Write the primary's learned state to ``state_file`` atomically (a temporary
+    def _save_one(self, path: str, policy: GatedPolicy) -> bool:
+        """Write the primary's learned state to ``path`` atomically (a temporary
         file in the same directory, fsync, rename). False when there is nothing to save."""
-        path = self.config.state_file
-        saver = getattr(self.policy.primary, "save_state", None)
+        saver = getattr(policy.primary, "save_state", None)
         if not path or saver is None:
             return False
         target = Path(path)
@@ -359,11 +393,13 @@ class MapperService:
             sample = sub.recv(0)
             if sample is None:
                 break
-            self.store.apply_sample(sample)
+            for store in self.stores.values():
+                store.apply_sample(sample)
             n += 1
         if n:
             self.metrics.samples.inc(n)
-            self.policy.max_sample_age_s = self.store.max_age_s()
+            for fs, store in self.stores.items():
+                self.policies[fs].max_sample_age_s = store.max_age_s()
         rejected = sub.undecodable - self._rejected_counted
         if rejected > 0:
             self.metrics.samples_rejected.inc(rejected)
@@ -371,13 +407,19 @@ class MapperService:
         return n
 
     def _refresh_gauges(self) -> None:
-        snap = self.store.current()
         m = self.metrics
-        m.mds_cpu.set(snap.mds_cpu_percent)
-        m.osts.labels("all").set(len(snap.osts))
-        m.osts.labels("usable").set(sum(1 for o in snap.osts if is_usable(o)))
-        if not self.store.static:
-            m.stale_servers.set(len(self.store.stale_servers(snap, self.store.max_age_s())))
+        total = usable = 0
+        stale: set[str] = set()
+        for store in self.stores.values():
+            snap = store.current()
+            m.mds_cpu.set(snap.mds_cpu_percent)
+            total += len(snap.osts)
+            usable += sum(1 for o in snap.osts if is_usable(o))
+            if not store.static:
+                stale.update(store.stale_servers(snap, store.max_age_s()))
+        m.osts.labels("all").set(total)
+        m.osts.labels("usable").set(usable)
+        m.stale_servers.set(len(stale))
 
     def _predicted_load(self) -> dict[int, float] | None:
         """The primary's per-OST load estimate for the metrics: ``predicted_load()`` if it
@@ -408,8 +450,7 @@ class MapperService:
                 wait = deadline - time.perf_counter()
                 if wait <= 0 or not router.poll(max(1, int(wait * 1000))):
                     break
-        ost_count = self.store.ost_count
-        allocs: list[tuple[bytes, wire.Request]] = []
+        allocs: dict[str, list[tuple[bytes, wire.Request]]] = {}
         replies: list[tuple[bytes, bytes]] = []
         bad = pings = 0
         for frames in messages:
@@ -421,7 +462,12 @@ class MapperService:
                 bad += 1
                 continue
             try:
-                req = wire.decode_request(frames[2], ost_count or None)
+                req = wire.decode_request(frames[2])
+                fs = self._file_system(req)
+                ost_count = self.stores[fs].ost_count
+                if req.create is not None and ost_count and req.create.stripe_count > ost_count:
+                    raise wire.WireError(errno.EINVAL, f"stripe_count {req.create.stripe_count} "
+                                         f"exceeds the {ost_count} OSTs", req.id)
             except wire.WireError as exc:
                 replies.append((identity, wire.encode_error(exc.request_id, exc.errno,
                                                             exc.reason)))
@@ -432,14 +478,14 @@ class MapperService:
             if req.op == "ping":
                 replies.append((identity, wire.encode_pong(req.id, self.policy.name)))
                 pings += 1
-            elif ost_count == 0:
+            elif self.stores[fs].ost_count == 0:
                 replies.append((identity, wire.encode_error(
                     req.id, errno.EAGAIN, "no cluster state yet (no collector sample)")))
                 bad += 1
             else:
-                allocs.append((identity, req))
-        if allocs:
-            replies.extend(self._round(allocs))
+                allocs.setdefault(fs, []).append((identity, req))
+        for fs, group in allocs.items():
+            replies.extend(self._round(fs, group))
         m = self.metrics                 # counted before replying: a client that saw its
         if bad:                          # reply sees it in the metrics too
             m.result("bad_request", bad)
@@ -455,8 +501,29 @@ class MapperService:
             except zmq.ZMQError:
                 pass  # peer gone or its queue full: it times out and uses Lustre's allocator
 
-    def _round(self, allocs: list[tuple[bytes, wire.Request]]) -> list[tuple[bytes, bytes]]:
-        store, gate, m = self.store, self.policy, self.metrics
+    def _file_system(self, req: wire.Request) -> str:
+        """Key of the store serving ``req``.
+
+        Raises:
+            wire.WireError: ENODEV for a file system this mapper does not serve; EINVAL when
+                it serves several and the request names none.
+        """
+        if req.fsname is None:
+            if len(self.stores) == 1 or req.op == "ping":
+                return next(iter(self.stores))
+            raise wire.WireError(errno.EINVAL, f"field 'fsname' is required: this mapper serves "
+                                 f"{', '.join(self.stores)}", req.id)
+        for fs, store in self.stores.items():
+            if req.fsname == store.fsname:
+                return fs
+        served = ", ".join(st.fsname or "(none yet)" for st in self.stores.values())
+        raise wire.WireError(errno.ENODEV, f"file system {req.fsname!r} is not served by this "
+                             f"mapper (serves: {served})", req.id)
+
+    def _round(self, fs: str, allocs: list[tuple[bytes, wire.Request]]
+               ) -> list[tuple[bytes, bytes]]:
+        store, gate, m = self.stores[fs], self.policies[fs], self.metrics
+        guard = self.guards[fs]
         snap = store.current()
         requests: list[CreateRequest] = [r.create for _, r in allocs]  # type: ignore[misc]
         t0 = time.perf_counter()
@@ -472,9 +539,9 @@ class MapperService:
             create = req.create
             assert create is not None
             if isinstance(result, Placement):
-                problem = self.guard.violation(snap, version, result.osts, create.pool)
+                problem = guard.violation(snap, version, result.osts, create.pool)
                 if problem is not None:
-                    result = self._after_violation(snap, version, create, result, problem)
+                    result = self._after_violation(fs, snap, version, create, result, problem)
             if isinstance(result, Placement):
                 out.append((identity, wire.encode_placement(req.id, result.osts,
                                                             create.stripe_size, result.policy,
@@ -501,21 +568,21 @@ class MapperService:
             m.result("error", errors)
         return out
 
-    def _after_violation(self, snap: ClusterSnapshot, version: int, create: CreateRequest,
+    def _after_violation(self, fs: str, snap: ClusterSnapshot, version: int, create: CreateRequest,
                          bad: Placement, problem: str) -> Placement | AllocationError:
         self.check_violations += 1
         self.metrics.check_violations.inc()
         log.error("policy returned an invalid layout; the fallback answers", extra={
             "event": "check_violation", "policy": bad.policy, "osts": list(bad.osts),
             "pool": create.pool, "job": create.job_id, "problem": problem})
-        fallback = self.policy.fallback
+        fallback = self.policies[fs].fallback
         try:
             placed = fallback.allocate(snap, create)
         except AllocationError as exc:
             return exc
-        if self.guard.violation(snap, version, placed.osts, create.pool) is not None:
+        if self.guards[fs].violation(snap, version, placed.osts, create.pool) is not None:
             return AllocationError("no layout passed the placement check")
-        self.policy.fallbacks["check"] += 1
+        self.policies[fs].fallbacks["check"] += 1
         return Placement(placed.osts, placed.policy, placed.note, fallback="check")
 
 

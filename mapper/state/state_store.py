@@ -8,8 +8,11 @@ never sees a half-applied sample. Sample fields are those of ``docs/protocol.md`
 
 Rules (decisions where the paper is silent are marked as ours):
 
-* An OST is the target of kind ``ost`` with an ``index`` in an OSS sample; its OSS is the
-  sample's ``host``. Targets without an index are ignored (counted).
+* A store serves ONE file system: state is keyed by (fsname, OST index). An OST is the target
+  of kind ``ost`` with an ``index`` and this store's ``fsname`` (field ``fsname`` of the
+  target, else the ``<fsname>-OSTxxxx`` of its name) in an OSS sample; its OSS is the
+  sample's ``host``. Targets without an index are ignored (counted); targets of another file
+  system are skipped (counted in ``foreign_targets``): the mapper keeps one store per fsname.
 * ``available`` false (space or stats unreadable, or ``health_check`` names it) makes the
   OST inactive for us: we do not know it can take objects, so we never hand it out
   (ours; Lustre's allocator, which the client falls back to, has its own view).
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from common.fsname import target_fsname
 from mapper.state.ost_health import is_usable
 
 log = logging.getLogger("mapper.state.state_store")
@@ -75,10 +79,16 @@ class StateStore:
         lnet_capacity_bytes_per_s: link capacity used to normalise LNet load, B/s.
         stale_after_s: a sample older than this is stale; 0 = twice the largest
             collector interval seen (the issue's "2 x interval").
+        fsname: the file system this store serves; ``""`` = the fsname of the first OST
+            sample (logged), others are skipped from then on.
     """
 
     def __init__(self, pools: Mapping[str, list[int]] | None = None, *,
-                 lnet_capacity_bytes_per_s: float = 12.5e9, stale_after_s: float = 0.0):
+                 lnet_capacity_bytes_per_s: float = 12.5e9, stale_after_s: float = 0.0,
+                 fsname: str = ""):
+        self.fsname = fsname
+        self.foreign_targets = 0
+        """OST targets skipped because they belong to another file system."""
         self.snapshot = ClusterSnapshot(osts=[], osses={},
                                         pools={k: frozenset(v) for k, v in (pools or {}).items()},
                                         version=0)
@@ -103,12 +113,12 @@ class StateStore:
     # ------------------------------------------------------------------ building
     @classmethod
     def static_cluster(cls, oss_count: int, osts_per_oss: int,
-                       kbytes_total: int = 1 << 32, pools: Mapping[str, list[int]] | None = None
-                       ) -> "StateStore":
+                       kbytes_total: int = 1 << 32, pools: Mapping[str, list[int]] | None = None,
+                       fsname: str = "") -> "StateStore":
         """A fixed emulated cluster (``make_uniform_cluster``) whose state never goes stale
         (samples times stay None and the service disables the stale rule)."""
         from mapper.state.cluster_state import make_uniform_cluster
-        store = cls(pools)
+        store = cls(pools, fsname=fsname)
         snap = make_uniform_cluster(oss_count, osts_per_oss, kbytes_total)
         snap.pools = store.snapshot.pools
         snap.version = 0        # fixed: policies may keep what they derive from it
@@ -151,6 +161,9 @@ class StateStore:
             return
         if role != "oss":
             return
+        mine = self._own_osts(targets)
+        if not mine and host not in self.snapshot.osses:
+            return                       # an OSS of another file system only
         oss = self.snapshot.osses.get(host)
         if oss is None:
             oss = self.snapshot.osses[host] = OssState(host)
@@ -160,6 +173,12 @@ class StateStore:
             (_num(values, "lnet_recv_bytes_per_s") or 0.0)
         oss.lnet_load = min(100.0, 100.0 * lnet / self.lnet_capacity_bytes_per_s)
         oss.sample_time_s = sample_time_s
+        for index, target in mine:
+            self._apply_ost(index, host, sample_time_s, target)
+
+    def _own_osts(self, targets: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+        """(index, target) of the OST targets of this store's file system."""
+        out = []
         for name, target in targets.items():
             if not isinstance(target, Mapping) or target.get("kind") != "ost":
                 continue
@@ -167,7 +186,16 @@ class StateStore:
             if isinstance(index, bool) or not isinstance(index, int) or index < 0:
                 self.ignored_targets += 1
                 continue
-            self._apply_ost(index, host, sample_time_s, target)
+            fs = target_fsname(str(name), target)
+            if not self.fsname and fs:
+                self.fsname = fs
+                log.info("file system adopted from the first OST sample",
+                         extra={"event": "fsname_adopted", "fsname": fs})
+            if fs != self.fsname and fs is not None:
+                self.foreign_targets += 1
+                continue
+            out.append((index, target))
+        return out
 
     def _apply_ost(self, index: int, host: str, t: float, target: Mapping[str, Any]) -> None:
         values = target.get("values")
