@@ -27,6 +27,7 @@ from collectors.readers.stats_file import StatsSnapshot, parse_stats
 from collectors.reduce import (CounterReset, choose_interval, delta, histogram_delta,
                                summarize_log2)
 from common.fsname import fsname_of
+from collectors.mds_view import collect_mds_view
 from collectors.sources import MDT_NAMES, OST_NAMES, StatsSource
 
 log = logging.getLogger("collectors.collector")
@@ -342,6 +343,8 @@ class Collector:
         server: dict[str, Any] = {}
         self._collect_server(server)
         unhealthy = server.pop("unhealthy_targets", [])
+        if self.role == "mds" and hasattr(self.source, "read_family"):
+            collect_mds_view(self.source, server)   # type: ignore[arg-type]
         now = self.clock()
         try:
             names = self.source.targets(self.kind)

@@ -25,6 +25,13 @@ Rules (decisions where the paper is silent are marked as ours):
 * OSS load: ``cpu_percent``, ``mem_percent``; LNet load = (send + recv bytes/s) over
   ``lnet_capacity_bytes_per_s`` in percent, clipped to 100 (ours: the paper names the LNet
   statistic, Section III-C, but not its normalisation).
+* The MDS's own view (``osts`` and ``pools`` of an ``mds`` sample, collectors/mds_view.py),
+  for this store's fsname: an OST whose OSP is inactive (``active`` false) or whose
+  ``prealloc_status`` is a non-ENOSPC error is inactive; ``max_create_count`` 0 (drained)
+  sets ``NOPRECREATE``; ``prealloc_status`` -28 sets ``ENOSPC``. Applied on arrival, so a
+  drained OST is out of every round that follows the MDS sample (within one stats
+  interval); undone by the next MDS sample that says otherwise. Pools published by the MDS
+  (``lod.*.pools.*``) replace the configured ones for this file system.
 * MDS CPU: ``cpu_percent`` of the newest ``mds`` sample (Section III-D gate). An MDS sample
   older than the staleness limit counts as unknown: 0 % (the gate is then open; the
   ``stale`` rule still guards the OSS data).
@@ -105,6 +112,10 @@ class StateStore:
         self.samples = 0
         self.ignored_targets = 0
         self._by_index: dict[int, OstState] = {}
+        self.mds_view: dict[int, tuple[bool, int | None, int]] = {}
+        """OST index -> (OSP active, max_create_count, prealloc_status) from the MDS."""
+        self.pools_from_mds = False
+        self._oss_view: dict[int, tuple[bool, OstFlag]] = {}
         self._stale_key: tuple[int, int, float] | None = None
         self._stale: list[str] = []
         self._stale_valid_until = float("-inf")
@@ -158,6 +169,8 @@ class StateStore:
             if cpu is not None:
                 self.mds_cpu_percent = cpu
                 self.mds_sample_time_s = sample_time_s
+            if isinstance(server, Mapping):
+                self._apply_mds_view(server)
             return
         if role != "oss":
             return
@@ -232,8 +245,8 @@ class StateStore:
             flags |= OstFlag.ENOINO
         if _num(values, "degraded"):
             flags |= OstFlag.DEGRADED
-        ost.flags = flags
-        ost.active = target.get("available") is True and ost.kbytes_total > 0
+        self._oss_view[index] = (target.get("available") is True and ost.kbytes_total > 0, flags)
+        self._merge_views(ost)
         latency_ms = _num(values, "write_io_time_ms_mean")
         if latency_ms is not None:
             ost.write_latency_s = latency_ms / 1000.0
@@ -254,6 +267,63 @@ class StateStore:
                 log.info("OST usability changed", extra={
                     "event": "ost_active" if ost.active else "ost_inactive", "ost": index,
                     "oss": host, "unavailable": rates.unavailable})
+
+    def _merge_views(self, ost: OstState) -> None:
+        """``active``/``flags`` of ``ost`` from the OSS's sample and the MDS's view."""
+        active, flags = self._oss_view.get(ost.index, (ost.active, ost.flags))
+        view = self.mds_view.get(ost.index)
+        if view is not None:
+            osp_active, max_create, prealloc = view
+            if not osp_active or prealloc not in (0, -28):
+                active = False
+            if max_create == 0:
+                flags |= OstFlag.NOPRECREATE
+            if prealloc == -28:
+                flags |= OstFlag.ENOSPC
+        ost.active, ost.flags = active, flags
+
+    def _apply_mds_view(self, server: Mapping[str, Any]) -> None:
+        osts, pools = server.get("osts"), server.get("pools")
+        if isinstance(osts, Mapping) and self.fsname:
+            view: dict[int, tuple[bool, int | None, int]] = {}
+            for name, o in osts.items():
+                if not isinstance(o, Mapping) or target_fsname(str(name), o) != self.fsname:
+                    continue
+                index = o.get("index")
+                if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                    continue
+                max_create = _num(o, "max_create_count")
+                prealloc = _num(o, "prealloc_status")
+                view[index] = (o.get("active") is not False,
+                               None if max_create is None else int(max_create),
+                               0 if prealloc is None else int(prealloc))
+            if view != self.mds_view:
+                changed = {i for i in set(view) | set(self.mds_view)
+                           if view.get(i) != self.mds_view.get(i)}
+                self.mds_view = view
+                for index in sorted(changed):
+                    ost = self._by_index.get(index)
+                    if ost is None:
+                        continue
+                    before = (ost.active, ost.flags)
+                    self._merge_views(ost)
+                    if (ost.active, ost.flags) != before:
+                        self.version += 1
+                        log.info("MDS view of an OST changed", extra={
+                            "event": "ost_mds_view", "fsname": self.fsname, "ost": index,
+                            "osp": dict(zip(("active", "max_create_count", "prealloc_status"),
+                                            view.get(index, (True, None, 0))))})
+        if isinstance(pools, Mapping) and self.fsname and isinstance(pools.get(self.fsname),
+                                                                     Mapping):
+            new = {str(k): frozenset(i for i in v if isinstance(i, int) and not isinstance(i, bool))
+                   for k, v in pools[self.fsname].items() if isinstance(v, list)}
+            if new != self.snapshot.pools:
+                self.snapshot.pools = new
+                self.pools_from_mds = True
+                self.version += 1
+                log.info("pools from the MDS", extra={"event": "pools_from_mds",
+                                                      "fsname": self.fsname,
+                                                      "pools": {k: sorted(v) for k, v in new.items()}})
 
     def apply_sample(self, sample: Any) -> None:
         """Fold a :class:`collectors.subscriber.Sample` (see the module doc for its time)."""
