@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory of authorised clients' public .key files")
     p.add_argument("--stats-interval", dest="stats_interval_s", type=float,
                    help="seconds between counter log lines (60)")
+    p.add_argument("--insecure", dest="require_curve", action="store_const", const=False,
+                   help="accept unkeyed publishers even if the configuration requires CURVE "
+                        "(demos only)")
+    p.add_argument("--metrics-port", dest="metrics_port", type=int,
+                   help="Prometheus /metrics port (0: off)")
     p.add_argument("--log-level", dest="log_level")
     p.add_argument("--keygen", metavar="NAME",
                    help="write NAME.key and NAME.key_secret into --keys-dir and exit")

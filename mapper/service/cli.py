@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fall back while a round takes longer than this, s (0.002)")
     p.add_argument("--batch-window", dest="batch_window_s", type=float,
                    help="wait this long for more requests to solve together, s (0)")
+    p.add_argument("--fsname", dest="fsnames", action="append", metavar="FSNAME",
+                   help="a file system to serve (repeat for several; default: the first sampled)")
+    p.add_argument("--insecure", dest="require_curve", action="store_const", const=False,
+                   help="serve without CURVE even if the configuration requires it (demos only: "
+                        "any host can then steer allocations)")
     p.add_argument("--log-level", dest="log_level")
     return p
 
@@ -61,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
         return 2
     setup_logging(config.log_level)
+    if args.require_curve is False and not config.serve_curve_secret_key:
+        import logging
+        logging.getLogger("mapper.service.cli").warning(
+            "serving without CURVE (--insecure): any host can request layouts",
+            extra={"event": "insecure"})
     try:
         service = MapperService(config)
     except (ServiceError, ConfigError) as exc:

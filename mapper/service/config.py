@@ -70,6 +70,15 @@ class MapperConfig:
         curve_secret_key, curve_server_key: CURVE keys to subscribe to the broker.
         serve_curve_secret_key, serve_curve_authorized_keys: make the request socket a
             CURVE server (clients need an authorised key); both or neither.
+        peer_requests_per_s, peer_request_burst: request rate allowed per client (CURVE key,
+            else IP address); over it the reply is EBUSY (0: no limit). See
+            :mod:`mapper.service.limits`.
+        peer_new_apps_per_min, peer_max_apps: new applications (job ids the predictor does
+            not track) a client may introduce per minute, and own at once; past them its jobs
+            are learned under one shared per-client id.
+        require_curve: refuse to start unless the request socket (``serve_curve_*``) and the
+            state feed (``curve_*``, or the embedded broker) use CURVE; the packaged
+            configuration sets it; ``--insecure`` clears it for demos.
         log_level: ``debug``, ``info``, ``warning`` ...
     """
     bind: str = "tcp://*:5558"
@@ -100,6 +109,11 @@ class MapperConfig:
     curve_server_key: str = ""
     serve_curve_secret_key: str = ""
     serve_curve_authorized_keys: str = ""
+    peer_requests_per_s: float = 2000.0
+    peer_request_burst: int = 4000
+    peer_new_apps_per_min: int = 60
+    peer_max_apps: int = 512
+    require_curve: bool = False
     log_level: str = "info"
 
     def validate(self) -> "MapperConfig":
@@ -129,6 +143,24 @@ class MapperConfig:
             raise ConfigError("curve_secret_key and curve_server_key go together")
         if bool(self.serve_curve_secret_key) != bool(self.serve_curve_authorized_keys):
             raise ConfigError("serve_curve_secret_key and serve_curve_authorized_keys go together")
+        if self.peer_requests_per_s < 0 or self.peer_request_burst < 1:
+            raise ConfigError("peer_requests_per_s must be >= 0 and peer_request_burst >= 1")
+        if self.peer_new_apps_per_min < 0 or self.peer_max_apps < 0:
+            raise ConfigError("peer_new_apps_per_min and peer_max_apps must be >= 0")
+        if self.require_curve and not self.static_cluster:
+            missing = [n for n in ("serve_curve_secret_key", "serve_curve_authorized_keys")
+                       if not getattr(self, n)]
+            if not self.embed_broker:
+                missing += [n for n in ("curve_secret_key", "curve_server_key")
+                            if not getattr(self, n)]
+            if missing:
+                raise ConfigError(f"require_curve is set but {', '.join(missing)} "
+                                  f"{'is' if len(missing) == 1 else 'are'} empty: give the key "
+                                  f"files (lustre-alloc-broker --keygen), or pass --insecure "
+                                  f"to serve without CURVE (demos only)")
+        elif self.require_curve and not self.serve_curve_secret_key:
+            raise ConfigError("require_curve is set but serve_curve_secret_key and "
+                              "serve_curve_authorized_keys are empty (or pass --insecure)")
         from common.fsname import valid_fsname
         if len(set(self.fsnames)) != len(self.fsnames):
             raise ConfigError(f"fsnames {self.fsnames} lists a file system twice")

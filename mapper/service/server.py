@@ -41,6 +41,7 @@ from mapper.state.ost_health import check_placement, is_usable, pool_members
 from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
 from mapper.policies.registry import POLICIES, make_policy
 from mapper.service.config import MapperConfig
+from mapper.service.limits import ExpectedBytesClip, PeerLimits, peer_of
 from mapper.state.state_store import StateStore
 
 log = logging.getLogger("mapper.service.server")
@@ -169,6 +170,10 @@ class MapperService:
         self.context = context or zmq.Context()
         self.metrics = MapperMetrics(predicted=self._predicted_load)
         self.guard = next(iter(self.guards.values()))
+        self.limits = PeerLimits(config.peer_requests_per_s, config.peer_request_burst,
+                                 config.peer_new_apps_per_min, config.peer_max_apps)
+        self.clips = {fs: ExpectedBytesClip() for fs in self.stores}
+        self._peers: dict[bytes, str] = {}
         self.endpoint = ""
         self.broker_endpoints: tuple[str, str, str] | None = None
         self.stop_event = threading.Event()
@@ -442,18 +447,21 @@ class MapperService:
         cfg = self.config
         received = time.perf_counter()
         messages: list[list[bytes]] = []
+        peers: list[str] = []
         deadline = received + cfg.batch_window_s
         while len(messages) < cfg.max_batch:
             try:
-                messages.append(router.recv_multipart(zmq.NOBLOCK))
+                raw = router.recv_multipart(zmq.NOBLOCK, copy=False)
+                messages.append([f.bytes for f in raw])
+                peers.append(self._peer(raw))
             except zmq.Again:
                 wait = deadline - time.perf_counter()
                 if wait <= 0 or not router.poll(max(1, int(wait * 1000))):
                     break
-        allocs: dict[str, list[tuple[bytes, wire.Request]]] = {}
+        allocs: dict[str, list[tuple[bytes, wire.Request, str]]] = {}
         replies: list[tuple[bytes, bytes]] = []
         bad = pings = 0
-        for frames in messages:
+        for frames, peer in zip(messages, peers):
             identity = frames[0]
             if len(frames) != 3 or frames[1] != b"":
                 replies.append((identity, wire.encode_error(
@@ -475,6 +483,12 @@ class MapperService:
                 log.debug("bad request", extra={"event": "bad_request", "errno": exc.errno,
                                                 "reason": exc.reason})
                 continue
+            if not self.limits.admit(peer):
+                replies.append((identity, wire.encode_error(
+                    req.id, errno.EBUSY, f"rate limit: over {cfg.peer_requests_per_s:g} "
+                    f"requests/s from {peer}; use Lustre's allocator")))
+                bad += 1
+                continue
             if req.op == "ping":
                 replies.append((identity, wire.encode_pong(req.id, self.policy.name)))
                 pings += 1
@@ -483,7 +497,7 @@ class MapperService:
                     req.id, errno.EAGAIN, "no cluster state yet (no collector sample)")))
                 bad += 1
             else:
-                allocs.setdefault(fs, []).append((identity, req))
+                allocs.setdefault(fs, []).append((identity, req, peer))
         for fs, group in allocs.items():
             replies.extend(self._round(fs, group))
         m = self.metrics                 # counted before replying: a client that saw its
@@ -520,12 +534,44 @@ class MapperService:
         raise wire.WireError(errno.ENODEV, f"file system {req.fsname!r} is not served by this "
                              f"mapper (serves: {served})", req.id)
 
-    def _round(self, fs: str, allocs: list[tuple[bytes, wire.Request]]
+    def _peer(self, frames: list[zmq.Frame]) -> str:
+        """The client behind a message (:func:`mapper.service.limits.peer_of`), cached per
+        routing id."""
+        identity = frames[0].bytes
+        peer = self._peers.get(identity)
+        if peer is None:
+            body = frames[-1]
+            props = []
+            for name in ("User-Id", "Peer-Address"):
+                try:
+                    props.append(body.get(name))
+                except (zmq.ZMQError, AttributeError):
+                    props.append(None)
+            peer = peer_of(props[0], props[1], identity)
+            if len(self._peers) > 100_000:
+                self._peers.clear()
+            self._peers[identity] = peer
+        return peer
+
+    def _bounded(self, fs: str, snap: ClusterSnapshot, version: int, create: CreateRequest,
+                 peer: str) -> CreateRequest:
+        """``create`` with its job id and expected bytes bounded (mapper.service.limits)."""
+        predictor = getattr(self.policies[fs].primary, "predictor", None)
+        tracked = (lambda job: True) if predictor is None else predictor.__contains__
+        job = self.limits.job_for(peer, create.job_id, tracked)
+        expected = self.clips[fs].clip(snap, version, create.pool, create.expected_bytes)
+        if job == create.job_id and expected == create.expected_bytes:
+            return create
+        return dataclasses.replace(create, job_id=job, expected_bytes=expected)
+
+    def _round(self, fs: str, allocs: list[tuple[bytes, wire.Request, str]]
                ) -> list[tuple[bytes, bytes]]:
         store, gate, m = self.stores[fs], self.policies[fs], self.metrics
         guard = self.guards[fs]
         snap = store.current()
-        requests: list[CreateRequest] = [r.create for _, r in allocs]  # type: ignore[misc]
+        requests: list[CreateRequest] = [
+            self._bounded(fs, snap, store.version, r.create, peer)  # type: ignore[arg-type]
+            for _, r, peer in allocs]
         t0 = time.perf_counter()
         try:
             results = gate.allocate_batch(snap, requests)
@@ -535,7 +581,7 @@ class MapperService:
         out: list[tuple[bytes, bytes]] = []
         ok = fallback = errors = 0
         version = store.version
-        for (identity, req), result in zip(allocs, results):
+        for (identity, req, _), result in zip(allocs, results):
             create = req.create
             assert create is not None
             if isinstance(result, Placement):

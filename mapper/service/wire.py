@@ -29,6 +29,8 @@ MAX_STRIPE_SIZE = (1 << 32) - STRIPE_SIZE_UNIT
 """Largest multiple of 64 KiB that fits ``lmm_stripe_size`` (u32)."""
 MAX_POOL_NAME = 15
 """``LOV_MAXPOOLNAME``: bytes in a pool name, without the NUL."""
+MAX_JOB_BYTES = 255
+"""Longest job id, bytes: the shim's ``char job[256]`` (liblustre_alloc/la_internal.h)."""
 MAX_FSNAME = 8
 """Longest Lustre fsname, bytes (mkfs.lustre ``--fsname``)."""
 MAX_ID = (1 << 64) - 1
@@ -135,6 +137,9 @@ def decode_request(frame: bytes, ost_count: int | None = None) -> Request:
     job = _text(body, "job", request_id, required=True)
     if not job:
         raise WireError(errno.EINVAL, "field 'job' is empty", request_id)
+    if len(job.encode("utf-8", "surrogateescape")) > MAX_JOB_BYTES:
+        raise WireError(errno.EINVAL, f"field 'job' of {len(job.encode('utf-8', 'surrogateescape'))}"
+                        f" bytes exceeds {MAX_JOB_BYTES} (the shim's limit)", request_id)
     stripe_count = _int(body, "stripe_count", request_id)
     if stripe_count == 0 or stripe_count < -1:
         raise WireError(errno.EINVAL, f"stripe_count {stripe_count} (must be >= 1, or -1 for "
