@@ -73,6 +73,8 @@ class MapperConfig:
         peer_requests_per_s, peer_request_burst: request rate allowed per client (CURVE key,
             else IP address); over it the reply is EBUSY (0: no limit). See
             :mod:`mapper.service.limits`.
+        peer_batch_max: requests of one client solved in one round; the rest of a pipelined
+            burst is answered EBUSY at once (a shim has one request in flight per thread).
         peer_new_apps_per_min, peer_max_apps: new applications (job ids the predictor does
             not track) a client may introduce per minute, and own at once; past them its jobs
             are learned under one shared per-client id.
@@ -111,6 +113,7 @@ class MapperConfig:
     serve_curve_authorized_keys: str = ""
     peer_requests_per_s: float = 2000.0
     peer_request_burst: int = 4000
+    peer_batch_max: int = 32
     peer_new_apps_per_min: int = 60
     peer_max_apps: int = 512
     require_curve: bool = False
@@ -145,6 +148,8 @@ class MapperConfig:
             raise ConfigError("serve_curve_secret_key and serve_curve_authorized_keys go together")
         if self.peer_requests_per_s < 0 or self.peer_request_burst < 1:
             raise ConfigError("peer_requests_per_s must be >= 0 and peer_request_burst >= 1")
+        if self.peer_batch_max < 1:
+            raise ConfigError("peer_batch_max must be >= 1")
         if self.peer_new_apps_per_min < 0 or self.peer_max_apps < 0:
             raise ConfigError("peer_new_apps_per_min and peer_max_apps must be >= 0")
         if self.require_curve and not self.static_cluster:

@@ -65,6 +65,28 @@ class _PerOst(Collector):
         yield g
 
 
+class _Limits(Collector):
+    """Scrape-time counters of the client bounds (mapper.service.limits)."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, float]]):
+        self.counts = counts
+
+    def collect(self) -> Iterable:
+        c = self.counts()
+        limited = CounterMetricFamily(PREFIX + "peer_limited",
+                                      "Requests bounded per client: rate (EBUSY) or new_apps "
+                                      "(learned under the client's overflow id)", labels=["limit"])
+        for name in ("rate", "new_apps"):
+            limited.add_metric([name], c.get(name, 0))
+        yield limited
+        yield CounterMetricFamily(PREFIX + "expected_bytes_clipped",
+                                  "Requests whose expected_bytes exceeded the pool's free space",
+                                  value=c.get("expected_bytes_clipped", 0))
+        yield CounterMetricFamily(PREFIX + "state_saves_skipped",
+                                  "Periodic saves skipped while the previous one was writing",
+                                  value=c.get("saves_skipped", 0))
+
+
 class MapperMetrics:
     """All the service's metrics. ``predicted`` returns the policy's per-OST load or None."""
 
@@ -96,8 +118,15 @@ class MapperMetrics:
                                         "Samples refused (undecodable, not schema 1)", registry=r)
         self.saves = Counter(PREFIX + "state_saves", "Learned-state saves", ["result"],
                              registry=r)
+        self.records_skipped = Counter(PREFIX + "state_records_skipped",
+                                       "Malformed learned-state records skipped at load",
+                                       registry=r)
         self.stripes: Tally = Tally()
         r.register(_PerOst(self.stripes, predicted))
+
+    def register_limits(self, counts: Callable[[], Mapping[str, float]]) -> None:
+        """Export the client bounds' counters (called once by the service)."""
+        self.registry.register(_Limits(counts))
 
     def result(self, name: str, n: int = 1) -> None:
         """Count ``n`` replies with result ``name`` (one of :data:`RESULTS`)."""

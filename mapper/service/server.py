@@ -42,6 +42,8 @@ from mapper.policies.placement import AllocationError, CreateRequest, InvalidReq
 from mapper.policies.registry import POLICIES, make_policy
 from mapper.service.config import MapperConfig
 from mapper.service.limits import ExpectedBytesClip, PeerLimits, peer_of
+from mapper.service.persist import BackgroundSaver, has_predictor
+from mapper.predictor.markov_store import remove_stale_temporaries
 from mapper.state.state_store import StateStore
 
 log = logging.getLogger("mapper.service.server")
@@ -174,6 +176,8 @@ class MapperService:
                                  config.peer_new_apps_per_min, config.peer_max_apps)
         self.clips = {fs: ExpectedBytesClip() for fs in self.stores}
         self._peers: dict[bytes, str] = {}
+        self.saver = BackgroundSaver(self._saved)
+        self.metrics.register_limits(self._limit_counts)
         self.endpoint = ""
         self.broker_endpoints: tuple[str, str, str] | None = None
         self.stop_event = threading.Event()
@@ -290,6 +294,7 @@ class MapperService:
 
     def _close(self) -> None:
         try:
+            self.saver.finish_now()
             self.save_state()
         finally:
             if self._router is not None:
@@ -316,9 +321,38 @@ class MapperService:
                 for fs, pol in self.policies.items()]
 
     def load_state(self) -> bool:
-        """Restore each file system's learned state (see :func:`state_file_for`); True when
-        at least one was restored."""
+        """Remove temporaries a crashed save left, then restore each file system's learned
+        state (see :func:`state_file_for`); True when at least one was restored."""
+        for path, _ in self._state_files():
+            if path:
+                remove_stale_temporaries(path)
         return any([self._load_one(path, pol) for path, pol in self._state_files()])
+
+    def save_state_background(self) -> bool:
+        """Snapshot every file system's learned state now and write it in the writer thread
+        (:mod:`mapper.service.persist`); policies without a predictor are saved here. False
+        when the previous background save is still running (skipped)."""
+        jobs = []
+        for path, pol in self._state_files():
+            if not path:
+                continue
+            if has_predictor(pol.primary):
+                jobs.append((path, pol.primary))
+            else:
+                self._save_one(path, pol)
+        return self.saver.begin(jobs) if jobs else True
+
+    def _saved(self, path: str, ok: bool, error: str, seconds: float) -> None:
+        """Writer thread: count and log one finished save."""
+        if ok:
+            self.saves += 1
+            self.metrics.saves.labels("ok").inc()
+            log.info("learned state saved", extra={"event": "state_saved", "path": path,
+                                                   "seconds": round(seconds, 4)})
+        else:
+            self.metrics.saves.labels("error").inc()
+            log.error("saving learned state failed", extra={"event": "state_save_failed",
+                                                           "path": path, "error": error})
 
     def save_state(self) -> bool:
         """Save each file system's learned state; True when all were saved."""
@@ -340,7 +374,12 @@ class MapperService:
             log.warning("learned state unreadable; starting fresh", extra={
                 "event": "state_load_failed", "path": path, "moved_to": bad, "error": str(exc)})
             return False
-        log.info("learned state restored", extra={"event": "state_loaded", "path": path})
+        predictor = getattr(policy.primary, "predictor", None)
+        skipped = getattr(getattr(predictor, "stats", None), "skipped_on_load", 0)
+        if skipped:
+            self.metrics.records_skipped.inc(skipped)
+        log.info("learned state restored", extra={"event": "state_loaded", "path": path,
+                                                  "records_skipped": skipped})
         return True
 
     def _save_one(self, path: str, policy: GatedPolicy) -> bool:
@@ -357,6 +396,11 @@ class MapperService:
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, target)
+            dir_fd = os.open(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                os.fsync(dir_fd)         # the rename itself must survive a crash
+            finally:
+                os.close(dir_fd)
         except Exception as exc:  # noqa: BLE001 - keep serving; the old file is intact
             tmp.unlink(missing_ok=True)
             self.metrics.saves.labels("error").inc()
@@ -387,8 +431,9 @@ class MapperService:
             if now >= next_gauges:
                 self._refresh_gauges()
                 next_gauges = now + GAUGE_REFRESH_S
+            self.saver.step()
             if now >= next_save:
-                self.save_state()
+                self.save_state_background()
                 next_save = now + self.config.save_interval_s
 
     def _drain_samples(self) -> int:
@@ -426,6 +471,12 @@ class MapperService:
         m.osts.labels("usable").set(usable)
         m.stale_servers.set(len(stale))
 
+    def _limit_counts(self) -> dict[str, float]:
+        """Scrape time: the client bounds' counters (mapper.service.limits)."""
+        return {"rate": self.limits.rate_limited, "new_apps": self.limits.overflowed,
+                "expected_bytes_clipped": sum(c.clipped for c in self.clips.values()),
+                "saves_skipped": self.saver.skipped}
+
     def _predicted_load(self) -> dict[int, float] | None:
         """The primary's per-OST load estimate for the metrics: ``predicted_load()`` if it
         has one, else its ``pending_bytes`` (MCMF: bytes placed but not yet visible in the
@@ -461,6 +512,7 @@ class MapperService:
         allocs: dict[str, list[tuple[bytes, wire.Request, str]]] = {}
         replies: list[tuple[bytes, bytes]] = []
         bad = pings = 0
+        in_batch: dict[str, int] = {}
         for frames, peer in zip(messages, peers):
             identity = frames[0]
             if len(frames) != 3 or frames[1] != b"":
@@ -487,6 +539,15 @@ class MapperService:
                 replies.append((identity, wire.encode_error(
                     req.id, errno.EBUSY, f"rate limit: over {cfg.peer_requests_per_s:g} "
                     f"requests/s from {peer}; use Lustre's allocator")))
+                bad += 1
+                continue
+            # one client's pipelined burst must not make everyone's round long
+            n = in_batch[peer] = in_batch.get(peer, 0) + 1
+            if n > cfg.peer_batch_max and req.op != "ping":
+                self.limits.rate_limited += 1
+                replies.append((identity, wire.encode_error(
+                    req.id, errno.EBUSY, f"rate limit: over {cfg.peer_batch_max} requests "
+                    f"in one round from {peer}; use Lustre's allocator")))
                 bad += 1
                 continue
             if req.op == "ping":
