@@ -74,7 +74,8 @@ class MapperConfig:
             else IP address); over it the reply is EBUSY (0: no limit). See
             :mod:`mapper.service.limits`.
         peer_batch_max: requests of one client solved in one round; the rest of a pipelined
-            burst is answered EBUSY at once (a shim has one request in flight per thread).
+            burst is answered EBUSY at once (a shim has one request in flight per thread, so
+            64 is a 64-core node creating files from every core at once).
         peer_new_apps_per_min, peer_max_apps: new applications (job ids the predictor does
             not track) a client may introduce per minute, and own at once; past them its jobs
             are learned under one shared per-client id.
@@ -113,7 +114,7 @@ class MapperConfig:
     serve_curve_authorized_keys: str = ""
     peer_requests_per_s: float = 2000.0
     peer_request_burst: int = 4000
-    peer_batch_max: int = 32
+    peer_batch_max: int = 64
     peer_new_apps_per_min: int = 60
     peer_max_apps: int = 512
     require_curve: bool = False
