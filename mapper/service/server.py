@@ -42,6 +42,8 @@ from mapper.policies.placement import AllocationError, CreateRequest, InvalidReq
 from mapper.policies import registry
 from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
+from common.curve import expand
+from common.errors import ConfigError
 from mapper.service.limits import ExpectedBytesClip, PeerLimits, peer_of
 from mapper.service.persist import BackgroundSaver, has_predictor
 from mapper.predictor.markov_store import remove_stale_temporaries
@@ -178,6 +180,7 @@ class MapperService:
         self.clips = {fs: ExpectedBytesClip() for fs in self.stores}
         self._peers: dict[bytes, str] = {}
         self.saver = BackgroundSaver(self._saved)
+        self._state_loaded = False
         self.metrics.register_limits(self._limit_counts)
         self.endpoint = ""
         self.broker_endpoints: tuple[str, str, str] | None = None
@@ -241,7 +244,14 @@ class MapperService:
     # ------------------------------------------------------------------ setup
     def _open(self) -> None:
         cfg = self.config
+        for keys in (cfg.curve(), cfg.serve_curve()):   # fail before opening anything
+            if keys is not None:
+                try:
+                    keys.check()
+                except ConfigError as exc:
+                    raise ServiceError(str(exc)) from exc
         self.load_state()
+        self._state_loaded = True   # from here on, saving on the way out keeps what was learned
         if not self.store.static:
             self._open_state_feed()
         router = self.context.socket(zmq.ROUTER)
@@ -254,7 +264,7 @@ class MapperService:
             serve_curve.check()
             self._auth = ThreadAuthenticator(self.context, log=logging.getLogger("mapper.auth"))
             self._auth.start()
-            self._auth.configure_curve(domain="*", location=serve_curve.authorized_keys_dir)
+            self._auth.configure_curve(domain="*", location=expand(serve_curve.authorized_keys_dir))
             serve_curve.apply(router)
         try:
             router.bind(cfg.bind)
@@ -296,7 +306,8 @@ class MapperService:
     def _close(self) -> None:
         try:
             self.saver.finish_now()
-            self.save_state()
+            if self._state_loaded:        # a failed start must not overwrite the saved state
+                self.save_state()
         finally:
             if self._router is not None:
                 self._router.close(0)
