@@ -71,6 +71,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (zmq.ZMQError, ConfigError, TimeoutError) as exc:
         log.error("broker failed to start", extra={"event": "start_failed", "error": str(exc)})
         return 1
+    if config.metrics_port:
+        from collectors.metrics import broker_registry
+        from common.metrics import serve
+        try:
+            serve(broker_registry(broker), config.metrics_port, config.metrics_addr)
+        except OSError as exc:
+            broker.stop()
+            return fail("lustre-alloc-broker", f"cannot serve /metrics on port "
+                        f"{config.metrics_port}: {exc}", 1)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

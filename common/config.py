@@ -54,6 +54,8 @@ class CollectorConfig:
     max_jobs: int = 8
     curve_secret_key: str = ""
     curve_server_key: str = ""
+    metrics_port: int = 0
+    metrics_addr: str = "0.0.0.0"
     log_level: str = "info"
 
     def validate(self) -> "CollectorConfig":

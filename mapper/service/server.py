@@ -181,6 +181,7 @@ class MapperService:
         self._peers: dict[bytes, str] = {}
         self.saver = BackgroundSaver(self._saved)
         self._state_loaded = False
+        self.metrics_port = 0
         self.metrics.register_limits(self._limit_counts)
         self.endpoint = ""
         self.broker_endpoints: tuple[str, str, str] | None = None
@@ -274,7 +275,11 @@ class MapperService:
         self._router = router
         self.endpoint = router.getsockopt(zmq.LAST_ENDPOINT).decode()
         if cfg.metrics_port:
-            self.metrics.serve(cfg.metrics_port, cfg.metrics_addr)
+            try:
+                self.metrics_port = self.metrics.serve(cfg.metrics_port, cfg.metrics_addr)
+            except OSError as exc:
+                raise ServiceError(f"cannot serve /metrics on {cfg.metrics_addr}:"
+                                   f"{cfg.metrics_port}: {exc}") from exc
         gate = self.policy
         log.info("mapper started", extra={
             "event": "mapper_start", "endpoint": self.endpoint, "pid": os.getpid(),
@@ -474,7 +479,7 @@ class MapperService:
         stale: set[str] = set()
         for store in self.stores.values():
             snap = store.current()
-            m.mds_cpu.set(snap.mds_cpu_percent)
+            m.mds_cpu.set(snap.mds_cpu_percent / 100.0)
             total += len(snap.osts)
             usable += sum(1 for o in snap.osts if is_usable(o))
             if not store.static:
@@ -489,19 +494,21 @@ class MapperService:
                 "expected_bytes_clipped": sum(c.clipped for c in self.clips.values()),
                 "saves_skipped": self.saver.skipped}
 
-    def _predicted_load(self) -> dict[int, float] | None:
-        """The primary's per-OST load estimate for the metrics: ``predicted_load()`` if it
-        has one, else its ``pending_bytes`` (MCMF: bytes placed but not yet visible in the
-        OSTs' space), else None."""
-        primary = self.policy.primary
-        try:
-            fn = getattr(primary, "predicted_load", None)
-            if fn is not None:
-                return dict(fn())
-            pending = getattr(primary, "pending_bytes", None)
-            return None if pending is None else dict(pending)
-        except Exception:  # noqa: BLE001 - metrics must not break on a policy bug
-            return None
+    def _predicted_load(self) -> dict[tuple[str, int], float] | None:
+        """The primaries' per-OST load estimate for the metrics, keyed (fsname, index):
+        ``predicted_load()`` if a primary has one, else its ``pending_bytes`` (MCMF: bytes
+        placed but not yet visible in the OSTs' space), else nothing for it."""
+        out: dict[tuple[str, int], float] = {}
+        for fs, gate in self.policies.items():
+            primary, fsname = gate.primary, self.stores[fs].fsname
+            try:
+                fn = getattr(primary, "predicted_load", None)
+                loads = fn() if fn is not None else getattr(primary, "pending_bytes", None)
+                if loads:
+                    out.update(((fsname, i), float(v)) for i, v in loads.items())
+            except Exception:  # noqa: BLE001 - metrics must not break on a policy bug
+                continue
+        return out or None
 
     # ------------------------------------------------------------------ requests
     def _serve_queued(self) -> None:
@@ -665,7 +672,8 @@ class MapperService:
                 out.append((identity, wire.encode_placement(req.id, result.osts,
                                                             create.stripe_size, result.policy,
                                                             result.fallback)))
-                m.stripes.update(result.osts)
+                fsname = store.fsname
+                m.stripes.update((fsname, i) for i in result.osts)
                 if result.fallback:
                     fallback += 1
                     m.fallbacks.labels(result.fallback).inc()

@@ -88,7 +88,7 @@ def test_metrics_endpoint_counts_requests_rounds_and_fallbacks():
     assert float(lines[p + 'fallbacks_total{reason="mds_cpu"}']) == 1
     assert float(lines[p + "rounds_total"]) == 4
     assert float(lines[p + "request_seconds_count"]) == 6
-    assert float(lines[p + "mds_cpu_percent"]) == 99.0
+    assert float(lines[p + "mds_cpu_ratio"]) == 0.99
     assert float(lines[p + 'osts{state="usable"}']) == 8
     assert sum(float(v) for k, v in lines.items() if k.startswith(p + "ost_stripes_total")) == 8
 
