@@ -99,5 +99,5 @@ def test_shipped_example_config_and_unit_are_consistent():
     assert (cfg.bind, cfg.policy, cfg.fallback, cfg.metrics_port) == (
         "tcp://*:5558", "mcmf", "lustre_qos", 9558)
     unit = (PROJECT / "mapper/service/systemd/lustre-alloc-mapper.service").read_text()
-    assert "ExecStart=/usr/bin/lustre-alloc-mapper --config /etc/lustre-alloc/mapper.toml" in unit
+    assert "ExecStart=/opt/lustre-alloc/bin/lustre-alloc-mapper --config /etc/lustre-alloc/mapper.toml" in unit
     assert "StateDirectory=lustre-alloc" in unit and cfg.state_file.startswith("/var/lib/lustre-alloc/")
