@@ -7,6 +7,7 @@ GIL's."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -134,10 +135,15 @@ peer_request_burst = 4000
         time.sleep(2.0)                  # control: the same client, saves, no attacker
         phase[0] = "attack"
         out = tmp_path / "attacker.json"
+        attack_started = time.monotonic()
         attacker = subprocess.run(
             [PYTHON, "-c", ATTACKER, endpoint, str(keys / "attacker.key_secret"),
              str(keys / "mapper.key"), str(out)], cwd=PROJECT, timeout=90,
-            env={"PYTHONPATH": str(PROJECT), "PATH": "/usr/bin:/bin"})
+            env={"PYTHONPATH": str(PROJECT), "PATH": "/usr/bin:/bin"},
+            # a real attacker runs on its own node; here it shares the mapper's cores, so it
+            # runs at the lowest CPU priority to measure the mapper, not the CPU contention
+            preexec_fn=lambda: os.nice(19))
+        attack_s = time.monotonic() - attack_started
         time.sleep(0.6)                  # at least two more saves after the flood
         stop.set()
         thread.join(10)
@@ -158,17 +164,19 @@ peer_request_burst = 4000
     assert counts.get("ok", 0) + counts.get("EBUSY", 0) == 10_000
 
     # learned state of the other jobs intact: at most the attacker's new-application budget
-    # (60 per minute) + its overflow id were admitted, so at most that many old apps evicted
+    # (60 at once, refilled at 1/s) + its overflow id were admitted, so at most that many
+    # old apps evicted
+    budget = 60 + int(attack_s + 2)
     after = load_predictor(state)
     evil = [j for j in after.job_ids() if j.startswith(("evil.", "overflow:", "greedy."))]
-    assert len(evil) <= 60 + 2
+    assert len(evil) <= budget + 1
     for job in VICTIMS:
         assert job in after and after.app_info(job).requests >= before.app_info(job).requests
     old_left = sum(1 for j in after.job_ids() if j.startswith("old."))
     assert old_left >= APPS - len(VICTIMS) - len(evil)
     # every answered evil request past the budget was learned under the overflow id
     assert samples['lustre_alloc_mapper_peer_limited_total{"limit": "new_apps"}'] >= \
-        counts["ok"] - 60
+        counts["ok"] - budget
 
     # saves of 4,096 apps happened while the well-behaved client was served
     saves = [e for e in log_events(log) if e.get("event") == "state_saved"]
