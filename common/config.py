@@ -39,7 +39,9 @@ class CollectorConfig:
         lctl_command, lnetctl_command: argv of the commands.
         compress: zlib the payload.
         max_jobs: jobs per target per sample.
-        curve_secret_key, curve_server_key: CURVE key files (both or neither).
+        curve_secret_key, curve_server_key: CURVE key files (both or neither; ``$VARS`` such
+            as ``${CREDENTIALS_DIRECTORY}`` are expanded when the keys are loaded).
+        metrics_port, metrics_addr: Prometheus ``/metrics`` (0: off; collectors/metrics.py).
         log_level: ``debug``, ``info``, ``warning``...
     """
     role: str = "oss"
@@ -63,6 +65,8 @@ class CollectorConfig:
             raise ConfigError(f"role must be oss or mds, not {self.role!r}")
         if not 0.05 <= self.interval_s <= 3600:
             raise ConfigError(f"interval_s {self.interval_s} outside 0.05..3600")
+        if not 0 <= self.metrics_port <= 65_535:
+            raise ConfigError("metrics_port must be 0..65535")
         if self.source not in ("auto", "files", "lctl"):
             raise ConfigError(f"source must be auto, files or lctl, not {self.source!r}")
         if bool(self.curve_secret_key) != bool(self.curve_server_key):
