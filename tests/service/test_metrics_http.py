@@ -39,7 +39,7 @@ DOCUMENTED = {
 
 
 def scrape(port: int, want: str, timeout_s: float = 20.0) -> dict[str, list]:
-    """Sample name -> [(labels, value)], once ``want`` shows up."""
+    """Sample name -> [(labels, value)], once ``want`` shows up with a value above 0."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -49,7 +49,7 @@ def scrape(port: int, want: str, timeout_s: float = 20.0) -> dict[str, list]:
             for family in text_string_to_metric_families(text):
                 for s in family.samples:
                     out.setdefault(s.name, []).append((s.labels, s.value))
-            if want in out:
+            if any(v > 0 for _, v in out.get(want, ())):
                 return out
         except OSError:
             pass
