@@ -68,7 +68,7 @@ if [ "$VENV" = 1 ]; then
     "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
         echo "install.sh: $PYTHON is older than 3.11 (EL9: dnf install python3.11)" >&2; exit 2; }
     "$PYTHON" -m venv "$DESTDIR$PREFIX"
-    "$DESTDIR$PREFIX/bin/pip" install --quiet "$SRC"
+    "$DESTDIR$PREFIX/bin/pip" install --quiet "$SRC[collector,mapper]"
 fi
 
 # ---------------------------------------------------------------- the shim

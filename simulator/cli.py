@@ -159,9 +159,11 @@ def _list(console: Console) -> int:
     status = 0
     for p in sorted(SCENARIO_DIR.glob("*.toml")):
         try:
-            console.print(f"{p.stem:<22} {load_scenario(p).description}", highlight=False)
+            console.print(f"{p.stem:<22} {load_scenario(p).description}", highlight=False,
+                          soft_wrap=True)
         except CONFIG_ERRORS as e:
-            console.print(f"{p.stem:<22} CANNOT LOAD: {' '.join(str(e).split())}", highlight=False)
+            console.print(f"{p.stem:<22} CANNOT LOAD: {' '.join(str(e).split())}", highlight=False,
+                          soft_wrap=True)
             status = EXIT_FAILED
     return status
 

@@ -38,7 +38,8 @@ from mapper.state.cluster_state import ClusterSnapshot
 from mapper.policies.gate import GatedPolicy
 from mapper.service.metrics import MapperMetrics
 from mapper.state.ost_health import check_placement, is_usable, pool_members
-from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
+from mapper.policies.placement import (AllocationError, CreateRequest, InvalidRequestError, Placement,
+                                       PlacementCheckError)
 from mapper.policies import registry
 from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
@@ -95,8 +96,8 @@ class PlacementGuard:
             return "empty OST list"
         try:
             check_placement(snapshot, osts, pool)
-        except AssertionError as exc:
-            return str(exc)
+        except PlacementCheckError as exc:
+            return exc.reason
         return "placement check disagrees with the cached usable set"  # not reached
 
 
@@ -430,9 +431,18 @@ class MapperService:
         return True
 
     # ------------------------------------------------------------------ loop
+    def _started_router(self) -> zmq.Socket:
+        """The request socket.
+
+        Raises:
+            ServiceError: the service has not been started (or has stopped).
+        """
+        if self._router is None:
+            raise ServiceError("the mapper is not started: no request socket")
+        return self._router
+
     def _loop(self) -> None:
-        router = self._router
-        assert router is not None
+        router = self._started_router()
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         now = time.monotonic()
@@ -512,8 +522,7 @@ class MapperService:
 
     # ------------------------------------------------------------------ requests
     def _serve_queued(self) -> None:
-        router = self._router
-        assert router is not None
+        router = self._started_router()
         cfg = self.config
         received = time.perf_counter()
         messages: list[list[bytes]] = []
@@ -650,7 +659,7 @@ class MapperService:
         guard = self.guards[fs]
         snap = store.current()
         requests: list[CreateRequest] = [
-            self._bounded(fs, snap, store.version, r.create, peer)  # type: ignore[arg-type]
+            self._bounded(fs, snap, store.version, r.create_request(), peer)
             for _, r, peer in allocs]
         t0 = time.perf_counter()
         try:
@@ -662,8 +671,7 @@ class MapperService:
         ok = fallback = errors = 0
         version = store.version
         for (identity, req, _), result in zip(allocs, results):
-            create = req.create
-            assert create is not None
+            create = req.create_request()
             if isinstance(result, Placement):
                 problem = guard.violation(snap, version, result.osts, create.pool)
                 if problem is not None:

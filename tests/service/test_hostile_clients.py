@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from common.curve import CurveClient, generate_keys
 from mapper.predictor.markov import MarkovPredictor
-from mapper.predictor.markov_store import load_predictor
+from mapper.predictor.markov_store import load_predictor, save_predictor
 from mapper.service.client import MapperClient, MapperError
 
 from .conftest import PROJECT, PYTHON, free_port, log_events, spawn_mapper, stop_process, wait_ready
@@ -68,7 +68,7 @@ def write_state(path):
     for job in jobs:
         for size in PATTERN * 2:
             p.observe(job, size)
-    p.save(path)
+    save_predictor(p, path)
     return p
 
 

@@ -41,7 +41,7 @@ def test_service_removes_stale_temporaries_saves_in_the_writer_thread_and_skips_
     for job in ("good.1", "bad.2", "good.3"):
         for size in (1 << 20, 1 << 22) * 3:
             p.observe(job, size)
-    p.save(state)
+    markov_store.save_predictor(p, state)
     doc = json.loads(state.read_text())
     doc["apps"][1]["hist"] = "garbage"
     state.write_text(json.dumps(doc))
