@@ -36,6 +36,7 @@ from mapper.flow.network import RoundRequest, build_network  # noqa: E402
 from mapper.flow.solver import solve_networkx, solve_ortools  # noqa: E402
 from mapper.policies.mcmf import McmfPolicy  # noqa: E402
 from mapper.policies.placement import CreateRequest  # noqa: E402
+from mapper.state.arrays import OstTable, ost_arrays  # noqa: E402
 
 OSTS_PER_OSS = 8
 TOTAL_KIB = 8 << 30
@@ -76,9 +77,9 @@ def main() -> None:
     for n in sizes:
         snap = snapshot(n, seed=n)
         for r in counts:
-            policy = McmfPolicy(predict_k=0)
             reqs = [CreateRequest(f"job{k}", 4, 1 << 20, 1 << 30) for k in range(r)]
-            arrays = policy._base_arrays(snap, snap.osts)
+            table = OstTable.from_snapshot(snap)
+            arrays = ost_arrays(table, table.indices())
             rreqs = [RoundRequest(min(4, n), 0) for _ in range(r)]
             masks = [np.ones(n, dtype=bool)]
 

@@ -35,7 +35,7 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mapper import wire  # noqa: E402
+from mapper.service import wire  # noqa: E402
 
 SHAPES = {32: (8, 4), 800: (100, 8), 3600: (450, 8)}
 APPS = 1000

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from mapper.state.arrays import OstTable
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from mapper.state.ost_health import is_usable
 
@@ -81,7 +82,7 @@ class StateStore:
                  lnet_capacity_bytes_per_s: float = 12.5e9, stale_after_s: float = 0.0):
         self.snapshot = ClusterSnapshot(osts=[], osses={},
                                         pools={k: frozenset(v) for k, v in (pools or {}).items()},
-                                        version=0)
+                                        version=0, ost_table=OstTable())
         self.lnet_capacity_bytes_per_s = lnet_capacity_bytes_per_s
         self.stale_after_s = stale_after_s
         self.static = False
@@ -112,6 +113,8 @@ class StateStore:
         snap = make_uniform_cluster(oss_count, osts_per_oss, kbytes_total)
         snap.pools = store.snapshot.pools
         snap.version = 0        # fixed: policies may keep what they derive from it
+        snap.ost_table = OstTable.from_snapshot(snap)
+        snap.ost_table.version = 0
         store.snapshot = snap
         store._by_index = snap.ost_by_index()
         store.static = True
@@ -139,6 +142,7 @@ class StateStore:
         """
         self.samples += 1
         self.snapshot.changed()
+        self.snapshot.ost_table.version = self.snapshot.version   # rows follow below
         if interval_s > self.interval_s:
             self.interval_s = float(interval_s)
         values = server.get("values") if isinstance(server, Mapping) else None
@@ -160,6 +164,7 @@ class StateStore:
             (_num(values, "lnet_recv_bytes_per_s") or 0.0)
         oss.lnet_load = min(100.0, 100.0 * lnet / self.lnet_capacity_bytes_per_s)
         oss.sample_time_s = sample_time_s
+        self.snapshot.ost_table.set_oss(oss)
         for name, target in targets.items():
             if not isinstance(target, Mapping) or target.get("kind") != "ost":
                 continue
@@ -220,6 +225,7 @@ class StateStore:
         rates.write_ops_per_s = _num(values, "write_ops_per_s")
         unavailable = target.get("unavailable")
         rates.unavailable = dict(unavailable) if isinstance(unavailable, Mapping) else {}
+        self.snapshot.ost_table.set_ost(ost)      # the arrays follow in place, O(1)
         if (ost.active, ost.flags, ost.oss) != before:
             self.version += 1
             if ost.active != before[0]:
