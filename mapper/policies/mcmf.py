@@ -32,6 +32,7 @@ The policy does not gate itself on MDS CPU: :class:`mapper.policies.gate.GatedPo
 from __future__ import annotations
 
 from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -44,6 +45,7 @@ from mapper.flow.solver import SOLVERS
 from mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION, STRAGGLER_MIN_EXCESS_S,
                                     straggler_indices)
 from mapper.policies.kept_lists import KeptList, KeptLists
+from mapper.policies.plan_queues import ClassKey, PlanQueues, bytes_band, stripe_size_band
 from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, NoSpaceError,
                                        Placement)
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor
@@ -116,6 +118,14 @@ class McmfPolicy(BatchPolicy):
         predict_mode: ``"joint"`` (the paper: current and predicted requests in one
             flow) or ``"after"`` (current requests first, then the predicted ones in a
             second flow on the state the current ones left).
+        plan_ahead: keep per request class a queue of OST lists planned by the flow
+            ahead of the requests (:mod:`mapper.policies.plan_queues`); a request that
+            no kept prediction answers pops its class's list in O(stripe count).
+        plan_ttl_s, plan_horizon_s, plan_max_depth: the plan queues' TTL (s), planning
+            horizon (s) and depth cap (:class:`~mapper.policies.plan_queues.PlanQueues`).
+        plan_inline: refill the queues of the classes that missed at the end of the
+            round (the simulator); False when a background planner calls :meth:`plan`
+            (the service).
     """
     name = "mcmf"
     needs_gate = True
@@ -128,7 +138,9 @@ class McmfPolicy(BatchPolicy):
                  straggler_max_fraction: float = STRAGGLER_MAX_FRACTION,
                  pending_half_life_s: float = 300.0, cache_ttl_s: float = 5.0,
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
-                 predict_mode: str = "joint"):
+                 predict_mode: str = "joint", plan_ahead: bool = True,
+                 plan_ttl_s: float = 2.5, plan_horizon_s: float = 1.0,
+                 plan_max_depth: int = 16, plan_inline: bool = True):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -154,6 +166,12 @@ class McmfPolicy(BatchPolicy):
         self.app_stripes: OrderedDict[str, dict[Any, float]] = OrderedDict()
         self.pending = PendingOverlay(pending_half_life_s)
         self.kept = KeptLists(self.pending, cache_ttl_s)
+        self.plans = (PlanQueues(self.pending, plan_ttl_s, plan_horizon_s, plan_max_depth)
+                      if plan_ahead else None)
+        self.plan_inline = plan_inline
+        # application -> (pool, stripe count, stripe size) of its last request, for the
+        # background planner to plan its predicted requests (not used inline)
+        self._want_predictions: dict[str, tuple[str | None, int, int]] = {}
         self._tables = TableSync()
         self._view_key: tuple[int, int] | None = None
         self._view_cache: _View | None = None
@@ -221,6 +239,8 @@ class McmfPolicy(BatchPolicy):
         masks: list[np.ndarray] = []
         group_apps: list[str] = []
         current: list[_Current] = []
+        plans = self.plans
+        missed: set[ClassKey] = set()
         for pos, req in enumerate(requests):
             try:
                 n_usable, mask = view.pool(snapshot, req.pool)
@@ -238,6 +258,23 @@ class McmfPolicy(BatchPolicy):
             if hit is not None:
                 out[pos] = hit
                 continue
+            size = req.stripe_size or DEFAULT_STRIPE_SIZE
+            # An application whose chain predicts gets its own lists (the class
+            # "application where predictions exist"): the planner plans its next
+            # requests; this request takes its class's list meanwhile.
+            if plans is not None:
+                if self.predict_k and self.predictor.predict(req.job_id, 1, size, count,
+                                                             n_usable):
+                    self._want_predictions[req.job_id] = (req.pool, count, size)
+                bps = self._bytes_per_stripe(req, count)
+                key = (req.pool, count, stripe_size_band(size), bytes_band(bps))
+                plans.note(key, now, size, bps)
+                osts = plans.take(key, view.table, stragglers, now)
+                if osts is not None:
+                    self._add_pending(osts, bps, req.job_id, view.table)
+                    out[pos] = Placement(osts, self.name, note="planned")
+                    continue
+                missed.add(key)
             # Requests share a group (candidate set) unless per-application costs differ.
             key = (req.pool, req.job_id if self.app_weight else "")
             if key not in groups:
@@ -247,7 +284,116 @@ class McmfPolicy(BatchPolicy):
             current.append(_Current(pos, req, count, groups[key]))
         if current:
             self._round(snapshot, view, masks, group_apps, current, stragglers, out, now)
+        if self.plan_inline and (missed or self._want_predictions):
+            self.plan(snapshot)             # the planner, run synchronously
         return out  # type: ignore[return-value]
+
+    # -- planning ahead --------------------------------------------------------------
+    def plan(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None = None,
+             lock: Any = None) -> int:
+        """Refill the plan queues: one flow over the lists every class (or the classes
+        in ``only``) lacks for its target depth, on the current state plus everything
+        placed, predicted or planned. Returns the lists queued.
+
+        With ``lock`` (the service's planner thread), the state is read and the lists
+        queued under it, but the flow is built and solved outside it, so requests keep
+        being answered meanwhile (lists are checked again when handed out)."""
+        if self.plans is None:
+            return 0
+        guard = lock if lock is not None else nullcontext()
+        with guard:
+            job = self._plan_prepare(snapshot, only)
+        if job is None:
+            return 0
+        demand, reqs, keys, osts, masks, stripe_size, bps, now = job
+        got = self._solve(osts, reqs, masks, stripe_size, bps, [None] * len(masks))
+        # Within a class, the cheapest lists go first (their OSTs' first-stripe cost):
+        # the flow's optimum does not say which of its requests gets which OSTs.
+        first = (self.cost_model.request_arc_costs(osts)
+                 + self.cost_model.unit_costs(osts, 1, bps)[:, 0])
+        ranked: dict[ClassKey, list[tuple[int, tuple[int, ...]]]] = {}
+        kept: dict[str, list[tuple[int, KeptList]]] = {}
+        for k, rows in enumerate(got):
+            if len(rows) < reqs[k].stripes:
+                continue
+            ordered = self._stripe_order(rows, osts)
+            if reqs[k].tier == 0:
+                ranked.setdefault(keys[k], []).append((int(first[rows].sum()), ordered))
+            else:
+                p, pool, size = keys[k]
+                kept.setdefault(p.job_id, []).append((p.step, KeptList(
+                    now, reqs[k].stripes, size, pool, ordered, p.probability,
+                    p.bytes / reqs[k].stripes)))
+        lists = {key: [osts_ for _, osts_ in sorted(items, key=lambda c: c[0])]
+                 for key, items in ranked.items()}
+        with guard:
+            for key, ready in lists.items():
+                self.plans.add(key, ready, now)
+            for job, items in kept.items():
+                if not self.kept.by_job.get(job):
+                    items.sort(key=lambda sp: sp[0])
+                    self.kept.replace(job, [e for _, e in items])
+        return sum(len(v) for v in lists.values()) + sum(len(v) for v in kept.values())
+
+    def _plan_prepare(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None):
+        plans = self.plans
+        assert plans is not None
+        now = snapshot.time_s
+        view = self._view(snapshot)
+        self.pending.decay(now)
+        self.pending.absorb(view.table)
+        plans.expire(now)
+        demand = plans.demand(now, only)
+        groups: dict[str | None, int] = {}
+        masks: list[np.ndarray] = []
+        reqs: list[RoundRequest] = []
+        keys: list[Any] = []
+        sizes: list[int] = []
+        bytes_: list[float] = []
+
+        def group(pool: str | None) -> int | None:
+            if pool not in groups:
+                try:
+                    _, mask = view.pool(snapshot, pool)
+                except AllocationError:
+                    return None
+                groups[pool] = len(masks)
+                masks.append(mask)
+            return groups[pool]
+        for d in demand:
+            g = group(d.pool)
+            if g is None:
+                continue
+            reqs.extend(RoundRequest(d.stripe_count, g, 0) for _ in range(d.lists))
+            keys.extend([d.key] * d.lists)
+            sizes.append(d.stripe_size)
+            bytes_.append(d.bytes_per_stripe)
+        # Applications with predictions and no kept lists left: their next requests.
+        want, self._want_predictions = self._want_predictions, {}
+        predicted = []
+        for job, (pool, count, size) in want.items():
+            if self.kept.by_job.get(job):
+                continue
+            g = group(pool)
+            if g is None:
+                continue
+            n_usable = view.pool(snapshot, pool)[0]
+            for p in self.predictor.predict(job, self.predict_k, size, count, n_usable):
+                predicted.append((p, pool, size, g))
+        predicted.sort(key=lambda x: (-x[0].probability, x[0].step))
+        tier, last_p = 0, None
+        for p, pool, size, g in predicted:
+            if p.probability != last_p:
+                tier, last_p = tier + 1, p.probability
+            reqs.append(RoundRequest(max(1, p.stripe_count), g, tier))
+            keys.append((p, pool, size))
+            sizes.append(size)
+            bytes_.append(p.bytes / max(1, p.stripe_count))
+        if not reqs:
+            return None
+        stripe_size = max(sizes)
+        bps = float(np.mean(bytes_))
+        return demand, reqs, keys, self._arrays(view), masks, stripe_size, bps, now
 
     def _view(self, snapshot: ClusterSnapshot) -> "_View":
         """What this round derives from the OSTs alone; kept while ``snapshot.version``
@@ -424,11 +570,12 @@ class McmfPolicy(BatchPolicy):
 
 
 class McmfFlowOnly(McmfPolicy):
-    """MCMF without the predictor (``predict_k=0``): every request is solved in its own
-    round with the current state. Registered as ``mcmf_flow`` so a scenario can compare
+    """MCMF without the predictor (``predict_k=0``) and without plan queues: every request
+    is solved in its own round with the current state. Registered as ``mcmf_flow`` so a scenario can compare
     it with the paper's ``mcmf`` in the same run (docs/placement.md)."""
     name = "mcmf_flow"
 
     def __init__(self, seed: int = 0, **params: Any):
         params.setdefault("predict_k", 0)
+        params.setdefault("plan_ahead", False)
         super().__init__(seed=seed, **params)

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fall back while a round takes longer than this, s (0.002)")
     p.add_argument("--batch-window", dest="batch_window_s", type=float,
                    help="wait this long for more requests to solve together, s (0)")
+    p.add_argument("--no-plan-ahead", dest="plan_ahead", action="store_const", const=False,
+                   help="solve every request in a round instead of answering from lists "
+                        "the background planner made ahead")
     p.add_argument("--log-level", dest="log_level")
     return p
 

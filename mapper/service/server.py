@@ -41,6 +41,7 @@ from mapper.state.ost_health import check_placement, is_usable, pool_members
 from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
 from mapper.policies.registry import POLICIES, make_policy
 from mapper.service.config import MapperConfig
+from mapper.service.planner import BackgroundPlanner
 from mapper.state.state_store import StateStore
 
 log = logging.getLogger("mapper.service.server")
@@ -151,6 +152,10 @@ class MapperService:
         self.broker_endpoints: tuple[str, str, str] | None = None
         self.stop_event = threading.Event()
         self.ready = threading.Event()
+        self.lock = threading.Lock()
+        """Held by the loop while it applies samples or runs a round, and by the planner
+        thread while it reads the state or queues lists (never during a flow solve)."""
+        self.planner: BackgroundPlanner | None = None
         self.rounds = 0
         self.check_violations = 0
         self.saves = 0
@@ -233,6 +238,9 @@ class MapperService:
         self.endpoint = router.getsockopt(zmq.LAST_ENDPOINT).decode()
         if cfg.metrics_port:
             self.metrics.serve(cfg.metrics_port, cfg.metrics_addr)
+        if cfg.plan_ahead and BackgroundPlanner.supported(self.policy):
+            self.planner = BackgroundPlanner(self.policy, self.store, self.lock,
+                                             registry=self.metrics.registry).start()
         gate = self.policy
         log.info("mapper started", extra={
             "event": "mapper_start", "endpoint": self.endpoint, "pid": os.getpid(),
@@ -262,6 +270,9 @@ class MapperService:
         self._drain_samples()
 
     def _close(self) -> None:
+        if self.planner is not None:
+            self.planner.stop()
+            self.planner = None
         try:
             self.save_state()
         finally:
@@ -355,12 +366,13 @@ class MapperService:
     def _drain_samples(self) -> int:
         sub = self._subscriber
         n = 0
-        while n < MAX_SAMPLES_PER_DRAIN:
-            sample = sub.recv(0)
-            if sample is None:
-                break
-            self.store.apply_sample(sample)
-            n += 1
+        with self.lock:
+            while n < MAX_SAMPLES_PER_DRAIN:
+                sample = sub.recv(0)
+                if sample is None:
+                    break
+                self.store.apply_sample(sample)
+                n += 1
         if n:
             self.metrics.samples.inc(n)
             self.policy.max_sample_age_s = self.store.max_age_s()
@@ -460,8 +472,13 @@ class MapperService:
         snap = store.current()
         requests: list[CreateRequest] = [r.create for _, r in allocs]  # type: ignore[misc]
         t0 = time.perf_counter()
+        planner = self.planner
+        misses = planner.plans.stats["misses"] if planner is not None else 0
         try:
-            results = gate.allocate_batch(snap, requests)
+            with self.lock:
+                results = gate.allocate_batch(snap, requests)
+            if planner is not None and planner.plans.stats["misses"] != misses:
+                planner.wake.set()          # a class ran dry: refill now
         except Exception:  # noqa: BLE001 - the fallback itself failed: answer errors
             log.exception("round failed", extra={"event": "round_error", "requests": len(allocs)})
             results = [AllocationError("mapper internal error") for _ in requests]
