@@ -56,6 +56,8 @@ from mapper.state.ost_health import pool_members, resolve_stripe_count
 from mapper.state.pending import PendingOverlay
 
 DEFAULT_STRIPE_SIZE = 1 << 20
+PLAN_MAX_APPS = 16
+"""Applications whose predicted requests one planning round plans, at most."""
 
 
 @dataclass
@@ -178,6 +180,8 @@ class McmfPolicy(BatchPolicy):
         self.stats = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
                       "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0}
         self.last_stragglers: set[int] = set()
+        self.last_solve_cost = 0
+        """Placement cost (Eq. 1, bonuses removed) of the last flow solved."""
 
     @property
     def predicted(self) -> dict[str, Any]:
@@ -265,6 +269,7 @@ class McmfPolicy(BatchPolicy):
             if plans is not None:
                 if self.predict_k and self.predictor.predict(req.job_id, 1, size, count,
                                                              n_usable):
+                    self._want_predictions.pop(req.job_id, None)     # most recent last
                     self._want_predictions[req.job_id] = (req.pool, count, size)
                 bps = self._bytes_per_stripe(req, count)
                 key = (req.pool, count, stripe_size_band(size), bytes_band(bps))
@@ -369,9 +374,12 @@ class McmfPolicy(BatchPolicy):
             sizes.append(d.stripe_size)
             bytes_.append(d.bytes_per_stripe)
         # Applications with predictions and no kept lists left: their next requests.
-        want, self._want_predictions = self._want_predictions, {}
+        # Most recently seen first, at most PLAN_MAX_APPS per round (the rest wait for
+        # the next round: a planning round stays a few milliseconds).
+        want = list(self._want_predictions.items())[-PLAN_MAX_APPS:]
+        self._want_predictions.clear()
         predicted = []
-        for job, (pool, count, size) in want.items():
+        for job, (pool, count, size) in want:
             if self.kept.by_job.get(job):
                 continue
             g = group(pool)
@@ -508,6 +516,7 @@ class McmfPolicy(BatchPolicy):
         net = build_network(osts, reqs, masks, self.cost_model, stripe_size, bytes_per_stripe,
                             prune=self.prune, group_costs=group_costs)
         sol = self.solve(net)
+        self.last_solve_cost = net.placement_cost(sol.flows)
         used = sol.flows[net.assign_arc] > 0
         got: list[list[int]] = [[] for _ in reqs]
         for req_no, row in zip(net.assign_request[used].tolist(), net.assign_ost[used].tolist()):

@@ -126,7 +126,7 @@ class PlanQueues:
         if st is None or now - st.last_s > 4 * self.ttl_s:
             return 0
         rate = st.rate_per_s * math.exp(-max(0.0, now - st.last_s) / self.ttl_s)
-        return max(1, min(self.max_depth, math.ceil(rate * self.horizon_s)))
+        return max(1, min(self.max_depth, math.ceil(rate * self.horizon_s - 1e-9)))
 
     # ------------------------------------------------------------------ hand-out
     def _fresh_head(self, queue: deque[PlannedList], table: OstTable, stragglers: set[int],
@@ -206,6 +206,13 @@ class PlanQueues:
                 del self.queues[key]
         for key in [k for k, st in self.classes.items() if now - st.last_s > 4 * self.ttl_s]:
             del self.classes[key]
+
+    def clear(self) -> None:
+        """Drop every queued list (reservations released); rates are kept."""
+        for queue in self.queues.values():
+            for entry in queue:
+                self.pending.reserve(entry.osts, -1.0)
+        self.queues.clear()
 
     def ready(self) -> int:
         """Lists queued over all classes."""

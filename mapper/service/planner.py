@@ -20,6 +20,7 @@ outcome (planned, hits, compatible, misses, expired, invalid),
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from typing import Any, Iterable
@@ -31,6 +32,11 @@ log = logging.getLogger("mapper.service.planner")
 PLAN_INTERVAL_S = 0.005
 """Longest wait between two refills, s: a class drained by a burst is refilled within
 this (plus one planning round)."""
+
+
+SWITCH_INTERVAL_S = 0.0005
+"""Python's thread switch interval while the planner runs, s (a request waits at most
+about this long for the interpreter; the default 5 ms would be most of a create)."""
 
 
 class _PlanMetrics:
@@ -89,6 +95,9 @@ class BackgroundPlanner:
 
     def start(self) -> "BackgroundPlanner":
         self.primary.plan_inline = False        # this thread refills; rounds do not
+        # The request loop must get the interpreter back quickly when a request arrives
+        # while this thread runs Python code (default switch interval: 5 ms).
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._thread = threading.Thread(target=self._run, name="lustre-alloc-planner",
                                         daemon=True)
         self._thread.start()
