@@ -56,7 +56,7 @@ from mapper.state.ost_health import pool_members, resolve_stripe_count
 from mapper.state.pending import PendingOverlay
 
 DEFAULT_STRIPE_SIZE = 1 << 20
-PLAN_MAX_APPS = 16
+PLAN_MAX_APPS = 4
 """Applications whose predicted requests one planning round plans, at most."""
 
 
@@ -142,7 +142,7 @@ class McmfPolicy(BatchPolicy):
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
                  predict_mode: str = "joint", plan_ahead: bool = True,
                  plan_ttl_s: float = 2.5, plan_horizon_s: float = 1.0,
-                 plan_max_depth: int = 16, plan_inline: bool = True):
+                 plan_max_depth: int = 64, plan_inline: bool = True):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -181,6 +181,8 @@ class McmfPolicy(BatchPolicy):
                       "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0}
         self.last_stragglers: set[int] = set()
         self.last_solve_cost = 0
+        self._order_for: OstArrays | None = None
+        self._order_cols: tuple[list, list, list] = ([], [], [])
         """Placement cost (Eq. 1, bonuses removed) of the last flow solved."""
 
     @property
@@ -234,7 +236,7 @@ class McmfPolicy(BatchPolicy):
         now = snapshot.time_s
         view = self._view(snapshot)
         self.pending.decay(now)
-        self.pending.absorb(view.table)
+        self.pending.absorb(view.table, self._view_key)
         self.kept.expire(now)
         stragglers = view.stragglers
         self.last_stragglers = stragglers
@@ -346,7 +348,7 @@ class McmfPolicy(BatchPolicy):
         now = snapshot.time_s
         view = self._view(snapshot)
         self.pending.decay(now)
-        self.pending.absorb(view.table)
+        self.pending.absorb(view.table, self._view_key)
         plans.expire(now)
         demand = plans.demand(now, only)
         groups: dict[str | None, int] = {}
@@ -527,21 +529,24 @@ class McmfPolicy(BatchPolicy):
         """The round's arrays: the view's, plus what this mapper placed or reserved."""
         return self.pending.overlay(view.base)
 
-    @staticmethod
-    def _stripe_order(rows: list[int], osts: OstArrays) -> tuple[int, ...]:
+    def _stripe_order(self, rows: list[int], osts: OstArrays) -> tuple[int, ...]:
         """Interleave the chosen OSTs across their OSSes (least-used OST first in each),
         OSS by OSS in the order of their emptiest chosen OST."""
+        if self._order_for is not osts:     # per round, not per list: O(N) once
+            self._order_for = osts
+            self._order_cols = (osts.used_fraction.tolist(), osts.index.tolist(),
+                                osts.oss.tolist())
+        fill, index, oss = self._order_cols
         by_oss: dict[int, list[int]] = {}
-        fill = osts.used_fraction
-        for r in sorted(rows, key=lambda r: (fill[r], osts.index[r])):
-            by_oss.setdefault(int(osts.oss[r]), []).append(r)
+        for r in sorted(rows, key=lambda r: (fill[r], index[r])):
+            by_oss.setdefault(oss[r], []).append(r)
         lanes = list(by_oss.values())
         ordered: list[int] = []
         depth = 0
         while len(ordered) < len(rows):
             for lane in lanes:
                 if depth < len(lane):
-                    ordered.append(int(osts.index[lane[depth]]))
+                    ordered.append(index[lane[depth]])
             depth += 1
         return tuple(ordered)
 

@@ -93,7 +93,7 @@ class PlanQueues:
     """
 
     def __init__(self, pending: PendingOverlay, ttl_s: float = 2.5, horizon_s: float = 1.0,
-                 max_depth: int = 16):
+                 max_depth: int = 64):
         if ttl_s <= 0 or horizon_s <= 0 or max_depth < 1:
             raise ValueError("plan ttl_s and horizon_s must be > 0 and max_depth >= 1")
         self.pending = pending

@@ -29,6 +29,9 @@ import numpy as np
 from mapper.flow.costs import OstArrays
 from mapper.state.arrays import OstTable
 
+DECAY_STEP = 1.0 - 1e-4
+"""Decay is applied once its factor drops below this (the request path then costs O(1)
+instead of a pass over every OST; the estimate lags its exact value by < 0.01 %)."""
 BYTES_FLOOR = 1e-3
 """Pending values below this (bytes or stripes) are dropped as decayed away."""
 
@@ -49,6 +52,7 @@ class PendingOverlay:
         for name in ("bytes", "stripes", "reserved", "seen_used_kib"):
             setattr(self, name, np.zeros(0))
         self.seen_sample_s = np.zeros(0)
+        self._absorbed: tuple | None = None
         self._grow(capacity)
 
     def _grow(self, capacity: int) -> None:
@@ -74,18 +78,25 @@ class PendingOverlay:
             self.time_s = now
             return
         factor = 0.5 ** ((now - self.time_s) / self.half_life_s)
+        if factor > DECAY_STEP:
+            return      # under 0.01 %: applied once enough time has gathered (O(1) now)
         self.time_s = now
-        if factor >= 1.0:
-            return
         for a in (self.bytes, self.stripes):
             live = a > 0
             if live.any():
                 a[live] *= factor
                 a[live & (a < BYTES_FLOOR)] = 0.0
 
-    def absorb(self, table: OstTable) -> None:
+    def absorb(self, table: OstTable, version: tuple | None = None) -> None:
         """Remove what the statistics now show: used-space growth from pending bytes,
-        and pending stripes of OSTs sampled since their stripes were placed."""
+        and pending stripes of OSTs sampled since their stripes were placed.
+
+        ``version`` identifies the state ``table`` holds (None: unknown); absorbing the
+        same state twice changes nothing (lists added since recorded what they saw), so
+        a repeated version returns at once."""
+        if version is not None and version == self._absorbed:
+            return
+        self._absorbed = version
         n = min(self.capacity, table.capacity)
         for a in (self.bytes, self.stripes):
             gone = np.flatnonzero(a[:n] > 0)
