@@ -17,10 +17,11 @@ from common.errors import ConfigError
 from common.logs import setup_logging
 from mapper.service.server import MapperService, ServiceError
 from mapper.service.config import load_config
+from common.cli import command_parser, fail
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = command_parser(
         prog="lustre-alloc-mapper",
         description="Serve OST allocation requests (docs/protocol.md) from collector statistics, "
                     "the request predictor and min-cost flow, falling back to Lustre's allocator.")
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plan-ahead", dest="plan_ahead", action="store_const", const=False,
                    help="solve every request in a round instead of answering from lists "
                         "the background planner made ahead")
-    p.add_argument("--log-level", dest="log_level")
+    p.add_argument("--log-level", dest="log_level", help="debug, info, warning, error or critical (info)")
     return p
 
 
@@ -61,21 +62,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config, overrides)
     except ConfigError as exc:
-        print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
-        return 2
+        return fail("lustre-alloc-mapper", exc, 2)
     setup_logging(config.log_level)
     try:
         service = MapperService(config)
     except (ServiceError, ConfigError) as exc:
-        print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
-        return 2
+        return fail("lustre-alloc-mapper", exc, 2)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: service.stop_event.set())
     try:
         service.run()
     except (ServiceError, ConfigError) as exc:
-        print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
-        return 1
+        return fail("lustre-alloc-mapper", exc, 1)
     return 0
 
 
