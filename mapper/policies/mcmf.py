@@ -142,7 +142,7 @@ class McmfPolicy(BatchPolicy):
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
                  predict_mode: str = "joint", plan_ahead: bool = True,
                  plan_ttl_s: float = 2.5, plan_horizon_s: float = 1.0,
-                 plan_max_depth: int = 64, plan_inline: bool = True):
+                 plan_max_depth: int = 32, plan_inline: bool = True):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -323,13 +323,16 @@ class McmfPolicy(BatchPolicy):
         for k, rows in enumerate(got):
             if len(rows) < reqs[k].stripes:
                 continue
-            ordered = self._stripe_order(rows, osts)
             if reqs[k].tier == 0:
-                ranked.setdefault(keys[k], []).append((int(first[rows].sum()), ordered))
+                count = keys[k][1]
+                for part in self._deal(rows, reqs[k].per_ost, osts):
+                    ranked.setdefault(keys[k], []).append(
+                        (int(first[part].sum()), self._stripe_order(part, osts)))
+                    assert len(part) == count
             else:
                 p, pool, size = keys[k]
                 kept.setdefault(p.job_id, []).append((p.step, KeptList(
-                    now, reqs[k].stripes, size, pool, ordered, p.probability,
+                    now, reqs[k].stripes, size, pool, self._stripe_order(rows, osts), p.probability,
                     p.bytes / reqs[k].stripes)))
         lists = {key: [osts_ for _, osts_ in sorted(items, key=lambda c: c[0])]
                  for key, items in ranked.items()}
@@ -341,6 +344,16 @@ class McmfPolicy(BatchPolicy):
                     items.sort(key=lambda sp: sp[0])
                     self.kept.replace(job, [e for _, e in items])
         return sum(len(v) for v in lists.values()) + sum(len(v) for v in kept.values())
+
+    @staticmethod
+    def _deal(rows: list[int], lists: int, osts: OstArrays) -> list[list[int]]:
+        """Split an aggregated class's stripes (``rows``, each OST at most ``lists``
+        times) into ``lists`` lists of distinct OSTs: sorted by OSS then OST, list ``j``
+        takes positions ``j, j + lists, ...``; an OST's copies are adjacent, so they
+        land in different lists, and adjacent OSSes too."""
+        oss = osts.oss
+        order = sorted(rows, key=lambda r: (int(oss[r]), r))
+        return [order[j::lists] for j in range(lists)]
 
     def _plan_prepare(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None):
         plans = self.plans
@@ -371,8 +384,10 @@ class McmfPolicy(BatchPolicy):
             g = group(d.pool)
             if g is None:
                 continue
-            reqs.extend(RoundRequest(d.stripe_count, g, 0) for _ in range(d.lists))
-            keys.extend([d.key] * d.lists)
+            # The class's lists as one request: d.lists x count stripes, at most
+            # d.lists per OST, dealt into lists after the solve (RoundRequest.per_ost).
+            reqs.append(RoundRequest(d.lists * d.stripe_count, g, 0, per_ost=d.lists))
+            keys.append(d.key)
             sizes.append(d.stripe_size)
             bytes_.append(d.bytes_per_stripe)
         # Applications with predictions and no kept lists left: their next requests.
@@ -519,10 +534,12 @@ class McmfPolicy(BatchPolicy):
                             prune=self.prune, group_costs=group_costs)
         sol = self.solve(net)
         self.last_solve_cost = net.placement_cost(sol.flows)
-        used = sol.flows[net.assign_arc] > 0
+        flow = sol.flows[net.assign_arc]
+        used = flow > 0
         got: list[list[int]] = [[] for _ in reqs]
-        for req_no, row in zip(net.assign_request[used].tolist(), net.assign_ost[used].tolist()):
-            got[req_no].append(row)
+        for req_no, row, f in zip(net.assign_request[used].tolist(),
+                                  net.assign_ost[used].tolist(), flow[used].tolist()):
+            got[req_no].extend([row] * f)       # f > 1 only for an aggregated class
         return got
 
     def _arrays(self, view: "_View") -> OstArrays:

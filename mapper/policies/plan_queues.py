@@ -24,6 +24,8 @@ Rules (ours; the paper solves every request in its round):
 * Target depth of a class: its arrival rate (requests/s, decayed with time constant
   ``ttl_s``) times ``horizon_s``, at least 1 and at most ``max_depth``: lists that
   would expire unused are not planned.
+* A class is refilled to its target once it is down to half of it (low water): a
+  planning round has fixed costs of O(OSTs) numpy work, so lists are made in batches.
 * Planned stripes are reserved in the pending overlay (queued writes) until handed out
   or dropped, so other rounds and other classes spread around them.
 """
@@ -93,7 +95,7 @@ class PlanQueues:
     """
 
     def __init__(self, pending: PendingOverlay, ttl_s: float = 2.5, horizon_s: float = 1.0,
-                 max_depth: int = 64):
+                 max_depth: int = 32):
         if ttl_s <= 0 or horizon_s <= 0 or max_depth < 1:
             raise ValueError("plan ttl_s and horizon_s must be > 0 and max_depth >= 1")
         self.pending = pending
@@ -182,8 +184,9 @@ class PlanQueues:
                 continue
             queue = self.queues.get(key)
             have = len(queue) if queue else 0
-            want = self.target(key, now) - have
-            if want > 0:
+            target = self.target(key, now)
+            want = target - have
+            if want > 0 and have <= target // 2:    # low water: refill in batches
                 out.append(Demand(key, want, st.stripe_size, st.bytes_per_stripe))
         return out
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mapper.flow.costs import ConvexCost
+from mapper.flow.network import RoundRequest, build_network
+from mapper.flow.solver import solve_ortools
 from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
+from mapper.state.arrays import OstTable, ost_arrays
 from mapper.state.cluster_state import OstFlag, make_uniform_cluster
 from mapper.state.ost_health import check_placement
 
@@ -81,7 +86,7 @@ def test_the_planner_plans_predicted_applications_lists():
     assert policy.predicted.get("ior") is not None
 
 
-def test_planning_round_reaches_the_dense_networks_optimum():
+def test_planning_round_reaches_todays_optimum_on_the_same_input():
     snap = cluster(oss=8, per=4, seed=3)
     costs = {}
     for prune in (True, False):
@@ -92,6 +97,12 @@ def test_planning_round_reaches_the_dense_networks_optimum():
         costs[prune] = policy.last_solve_cost
         assert policy.plans.ready() == 24
     assert costs[True] == costs[False]
+    # Today's round on the same input: 24 separate 3-stripe requests (capacity 1 each).
+    table = OstTable.from_snapshot(snap)
+    arrays = ost_arrays(table, table.usable_indices())
+    net = build_network(arrays, [RoundRequest(3, 0)] * 24, [np.ones(len(arrays.index), bool)],
+                        ConvexCost(), MIB, 4.0 * MIB)
+    assert net.placement_cost(solve_ortools(net).flows) == costs[True]
     nx = planner(solver="networkx", plan_horizon_s=2.5, plan_max_depth=32)
     for k in range(24):
         nx.plans.note((None, 3, 20, 10), 0.0, MIB, 4 * MIB)
