@@ -461,7 +461,9 @@ class McmfPolicy(BatchPolicy):
         osts = self._arrays(view)
         round_reqs = [RoundRequest(c.count, c.group, 0) for c in current]
         predicted: list[tuple[_Current, Any]] = []
-        if self.predict_k:
+        # With a background planner, predictions are planned there: a missed request's
+        # round stays small (the request path's budget).
+        if self.predict_k and (self.plans is None or self.plan_inline):
             seen: set[str] = set()
             for c in current:
                 if c.request.job_id in seen:

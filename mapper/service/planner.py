@@ -8,9 +8,10 @@ reads the state and queues its lists under the service's lock, but builds and so
 the flow outside it, so the loop keeps answering (from older lists, checked in
 O(stripe count)) while a plan is computed.
 
-The planner rests while the gate would not let the primary decide (MDS CPU over the
-limit, stale statistics, primary resting over its budget: Section III-D; planning then
-would only spend MDS CPU on lists nobody takes). A failing plan is logged and counted,
+The planner rests while the gate would not let the primary decide because of the MDS CPU
+(Section III-D) or stale statistics: planning then would only spend MDS CPU on lists
+nobody takes. It keeps planning while the primary rests over its round budget: the
+budget protects the request path, which planned lists are what bring back under it. A failing plan is logged and counted,
 never fatal: requests then miss and the primary solves them in its round.
 
 Metrics (Prometheus, on the service's registry): ``lustre_alloc_plan_lists_total`` by
@@ -114,7 +115,7 @@ class BackgroundPlanner:
         """One refill (lists queued); 0 while the gate keeps the primary out."""
         with self.lock:
             snap = self.store.current()
-            if self.gate.fallback_reason(snap):
+            if self.gate.fallback_reason(snap) in ("mds_cpu", "stale"):
                 return 0
         made = self.primary.plan(snap, lock=self.lock)
         self.rounds += 1
