@@ -125,9 +125,12 @@ class McmfPolicy(BatchPolicy):
             no kept prediction answers pops its class's list in O(stripe count).
         plan_ttl_s, plan_horizon_s, plan_max_depth: the plan queues' TTL (s), planning
             horizon (s) and depth cap (:class:`~mapper.policies.plan_queues.PlanQueues`).
-        plan_inline: refill the queues of the classes that missed at the end of the
-            round (the simulator); False when a background planner calls :meth:`plan`
-            (the service).
+        plan_inline: run the planner synchronously at the end of a request that missed
+            or named a predictable application (the simulator); False when a background
+            planner calls :meth:`plan` (the service).
+        plan_aggregate: plan a class's lists as one flow request dealt into lists
+            (same optimum, much smaller network at thousands of OSTs); off by default:
+            on paper-32ost it balanced worse (OST max/mean 1.46 vs 1.33, docs/placement.md).
     """
     name = "mcmf"
     needs_gate = True
@@ -142,7 +145,8 @@ class McmfPolicy(BatchPolicy):
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
                  predict_mode: str = "joint", plan_ahead: bool = True,
                  plan_ttl_s: float = 2.5, plan_horizon_s: float = 1.0,
-                 plan_max_depth: int = 32, plan_inline: bool = True):
+                 plan_max_depth: int = 32, plan_inline: bool = True,
+                 plan_aggregate: bool = False):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -171,6 +175,7 @@ class McmfPolicy(BatchPolicy):
         self.plans = (PlanQueues(self.pending, plan_ttl_s, plan_horizon_s, plan_max_depth)
                       if plan_ahead else None)
         self.plan_inline = plan_inline
+        self.plan_aggregate = plan_aggregate
         # application -> (pool, stripe count, stripe size) of its last request, for the
         # background planner to plan its predicted requests (not used inline)
         self._want_predictions: dict[str, tuple[str | None, int, int]] = {}
@@ -325,7 +330,7 @@ class McmfPolicy(BatchPolicy):
                 continue
             if reqs[k].tier == 0:
                 count = keys[k][1]
-                for part in self._deal(rows, reqs[k].per_ost, osts):
+                for part in self._deal(rows, reqs[k].per_ost, count, first):
                     ranked.setdefault(keys[k], []).append(
                         (int(first[part].sum()), self._stripe_order(part, osts)))
                     assert len(part) == count
@@ -346,14 +351,28 @@ class McmfPolicy(BatchPolicy):
         return sum(len(v) for v in lists.values()) + sum(len(v) for v in kept.values())
 
     @staticmethod
-    def _deal(rows: list[int], lists: int, osts: OstArrays) -> list[list[int]]:
+    def _deal(rows: list[int], lists: int, count: int, cost: np.ndarray) -> list[list[int]]:
         """Split an aggregated class's stripes (``rows``, each OST at most ``lists``
-        times) into ``lists`` lists of distinct OSTs: sorted by OSS then OST, list ``j``
-        takes positions ``j, j + lists, ...``; an OST's copies are adjacent, so they
-        land in different lists, and adjacent OSSes too."""
-        oss = osts.oss
-        order = sorted(rows, key=lambda r: (int(oss[r]), r))
-        return [order[j::lists] for j in range(lists)]
+        times, ``lists * count`` in all) into ``lists`` lists of ``count`` distinct OSTs,
+        cheapest first: list by list, the OSTs whose remaining copies equal the lists
+        left must go in (so the rest stays feasible), then the cheapest others by
+        ``cost`` (first-stripe cost per row). The first lists handed out are then the
+        ones a per-request flow would have given first."""
+        left: dict[int, int] = {}
+        for r in rows:
+            left[r] = left.get(r, 0) + 1
+        out: list[list[int]] = []
+        for remaining in range(lists, 0, -1):
+            forced = [r for r, m in left.items() if m == remaining]
+            others = sorted((r for r, m in left.items() if m < remaining),
+                            key=lambda r: (cost[r], r))
+            pick = forced + others[:count - len(forced)]
+            for r in pick:
+                left[r] -= 1
+                if not left[r]:
+                    del left[r]
+            out.append(pick)
+        return out
 
     def _plan_prepare(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None):
         plans = self.plans
@@ -384,10 +403,14 @@ class McmfPolicy(BatchPolicy):
             g = group(d.pool)
             if g is None:
                 continue
-            # The class's lists as one request: d.lists x count stripes, at most
-            # d.lists per OST, dealt into lists after the solve (RoundRequest.per_ost).
-            reqs.append(RoundRequest(d.lists * d.stripe_count, g, 0, per_ost=d.lists))
-            keys.append(d.key)
+            if self.plan_aggregate:
+                # The class's lists as one request: d.lists x count stripes, at most
+                # d.lists per OST, dealt into lists after the solve (RoundRequest.per_ost).
+                reqs.append(RoundRequest(d.lists * d.stripe_count, g, 0, per_ost=d.lists))
+                keys.append(d.key)
+            else:
+                reqs.extend(RoundRequest(d.stripe_count, g, 0) for _ in range(d.lists))
+                keys.extend([d.key] * d.lists)
             sizes.append(d.stripe_size)
             bytes_.append(d.bytes_per_stripe)
         # Applications with predictions and no kept lists left: their next requests.
