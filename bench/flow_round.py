@@ -71,9 +71,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="small sizes only")
     ap.add_argument("--nx-max-arcs", type=int, default=60_000)
+    ap.add_argument("--osts", help="comma-separated OST counts (default 32,160,800,3600)")
+    ap.add_argument("--requests", help="comma-separated requests per round")
     args = ap.parse_args()
     sizes = [32, 160] if args.quick else [32, 160, 800, 3600]
     counts = [4, 32] if args.quick else [4, 16, 32, 64, 128, 256]
+    if args.osts:
+        sizes = [int(x) for x in args.osts.split(",")]
+    if args.requests:
+        counts = [int(x) for x in args.requests.split(",")]
     print(f"{'OSTs':>5} {'reqs':>5} {'arcs dense':>10} {'arcs pruned':>11} {'dense ms':>9} "
           f"{'pruned ms':>9} {'policy ms':>9} {'warm ms':>8} {'plan ms':>8} {'same':>5} {'networkx ms':>11} {'dense/pruned':>12} {'nx/ortools':>10}")
     model = ConvexCost()
