@@ -33,9 +33,9 @@ import random
 from dataclasses import dataclass
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState, osts_by_oss
-from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
-from mapper.policies.placement import CreateRequest, NoSpaceError, Placement, QosUnavailable
-from mapper.policies.pool_cache import PoolCache, version_key
+from mapper.state.ost_health import is_usable
+from mapper.policies.placement import CreateRequest, Placement, QosUnavailable
+from mapper.policies.pool_cache import version_key
 from mapper.policies.round_robin import RoundRobin
 
 QOS_SCALE_SHIFT = 8
@@ -127,10 +127,8 @@ class LustreQos:
         ``Placement.note`` is empty for a weighted decision and says why otherwise.
         Raises NoSpaceError when no OST of the pool is usable.
         """
-        members, usable = self.rr.pool_cache.resolve(snapshot, request.pool)
-        count = resolve_stripe_count(request.stripe_count, usable)
-        if count == 0:
-            raise NoSpaceError("no usable OST" + (f" in pool {request.pool!r}" if request.pool else ""))
+        members, count = self.rr.pool_cache.members_and_stripe_count(
+            snapshot, request.pool, request.stripe_count)
         try:
             osts = self._alloc_qos(snapshot, members, count)
             self.last_fallback_reason = None

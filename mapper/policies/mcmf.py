@@ -49,7 +49,7 @@ from mapper.policies.plan_queues import ClassKey, PlanQueues, bytes_band, stripe
 from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, NoSpaceError,
                                        Placement)
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor
-from mapper.predictor.markov_store import load_predictor
+from mapper.predictor.markov_store import load_predictor, save_predictor
 from mapper.state.arrays import OstTable, TableSync, ost_arrays
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import pool_members, resolve_stripe_count
@@ -58,6 +58,15 @@ from mapper.state.pending import PendingOverlay
 DEFAULT_STRIPE_SIZE = 1 << 20
 PLAN_MAX_APPS = 4
 """Applications whose predicted requests one planning round plans, at most."""
+
+
+@dataclass(slots=True)
+class AppStripes:
+    """Stripes one application received recently, per OST index (the per-application
+    spreading term, ``app_weight``), decayed with ``app_half_life_s`` up to ``as_of_s``
+    (seconds on the policy's pending clock)."""
+    as_of_s: float
+    per_ost: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -169,7 +178,7 @@ class McmfPolicy(BatchPolicy):
             raise ValueError(f"predict_mode must be 'joint' or 'after', got {predict_mode!r}")
         self.predict_mode = predict_mode
         self.app_half_life_s = app_half_life_s
-        self.app_stripes: OrderedDict[str, dict[Any, float]] = OrderedDict()
+        self.app_stripes: OrderedDict[str, AppStripes] = OrderedDict()
         self.pending = PendingOverlay(pending_half_life_s)
         self.kept = KeptLists(self.pending, cache_ttl_s)
         self.plans = (PlanQueues(self.pending, plan_ttl_s, plan_horizon_s, plan_max_depth)
@@ -224,7 +233,7 @@ class McmfPolicy(BatchPolicy):
     # -- persistence -----------------------------------------------------------------
     def save_state(self, path: str | Path) -> Path:
         """Write the learned predictor to ``path`` atomically (:mod:`mapper.predictor.markov_store`)."""
-        return self.predictor.save(path)
+        return save_predictor(self.predictor, path)
 
     def load_state(self, path: str | Path) -> None:
         """Replace the predictor with the one saved at ``path``.
@@ -333,7 +342,6 @@ class McmfPolicy(BatchPolicy):
                 for part in self._deal(rows, reqs[k].per_ost, count, first):
                     ranked.setdefault(keys[k], []).append(
                         (int(first[part].sum()), self._stripe_order(part, osts)))
-                    assert len(part) == count
             else:
                 p, pool, size = keys[k]
                 kept.setdefault(p.job_id, []).append((p.step, KeptList(
@@ -375,8 +383,7 @@ class McmfPolicy(BatchPolicy):
         return out
 
     def _plan_prepare(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None):
-        plans = self.plans
-        assert plans is not None
+        plans = self.plans              # plan() returns before this when None
         now = snapshot.time_s
         view = self._view(snapshot)
         self.pending.decay(now)
@@ -602,21 +609,24 @@ class McmfPolicy(BatchPolicy):
     def _app_costs(self, job_id: str, osts: OstArrays) -> np.ndarray | None:
         """Per-application spreading term: ``app_weight`` points per stripe this
         application received on the OST recently (decaying with ``app_half_life_s``)."""
-        placed = self.app_stripes.get(job_id)
-        if not placed or self.app_weight == 0:
+        app = self.app_stripes.get(job_id)
+        if app is None or self.app_weight == 0:
             return None
-        factor = 0.5 ** ((self.pending.time_s - placed.pop("_t", self.pending.time_s))
-                         / self.app_half_life_s)
-        for k in list(placed):
+        placed = app.per_ost
+        factor = 0.5 ** ((self.pending.time_s - app.as_of_s) / self.app_half_life_s)
+        for k in placed:
             placed[k] *= factor
-        placed["_t"] = self.pending.time_s
+        app.as_of_s = self.pending.time_s
         counts = np.array([placed.get(int(i), 0.0) for i in osts.index])
         return np.rint(self.app_weight * counts * PERCENT_SCALE).astype(np.int64)
 
     def _add_pending(self, osts: Sequence[int], bytes_per_stripe: float, job_id: str,
                      table: OstTable) -> None:
         if self.app_weight:
-            placed = self.app_stripes.setdefault(job_id, {"_t": self.pending.time_s})
+            app = self.app_stripes.get(job_id)
+            if app is None:
+                app = self.app_stripes[job_id] = AppStripes(self.pending.time_s)
+            placed = app.per_ost
             self.app_stripes.move_to_end(job_id)
             for i in osts:
                 placed[i] = placed.get(i, 0.0) + 1.0

@@ -10,7 +10,7 @@ resolved afresh every call (the objects may have changed).
 from __future__ import annotations
 
 from mapper.state.cluster_state import ClusterSnapshot, OstState
-from mapper.state.ost_health import is_usable, pool_members
+from mapper.state.ost_health import is_usable, members_and_stripe_count, pool_members
 
 
 def version_key(snapshot: ClusterSnapshot) -> tuple[int, int] | None:
@@ -39,3 +39,14 @@ class PoolCache:
             if key is not None:
                 self._pools[pool] = hit
         return hit
+
+    def members_and_stripe_count(self, snapshot: ClusterSnapshot, pool: str | None,
+                                 requested: int) -> tuple[list[OstState], int]:
+        """:func:`~mapper.state.ost_health.members_and_stripe_count` from the memo.
+
+        Raises:
+            NoSpaceError: no OST of the pool is usable.
+            InvalidRequestError: unknown pool, or ``requested`` out of range.
+        """
+        return members_and_stripe_count(snapshot, pool, requested,
+                                        resolved=self.resolve(snapshot, pool))

@@ -38,7 +38,7 @@ import random
 from dataclasses import dataclass, field
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState, osts_by_oss
-from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
+from mapper.state.ost_health import is_usable
 from mapper.policies.placement import CreateRequest, NoSpaceError, Placement
 from mapper.policies.pool_cache import PoolCache, version_key
 
@@ -106,10 +106,8 @@ class RoundRobin:
         O(stripe count) on a versioned snapshot whose version did not move (the pool's
         members, usable count and RR array are kept, as LOD keeps them); O(OSTs) when
         it moved or the snapshot is unversioned."""
-        members, usable = self.pool_cache.resolve(snapshot, request.pool)
-        count = resolve_stripe_count(request.stripe_count, usable)
-        if count == 0:
-            raise NoSpaceError("no usable OST" + (f" in pool {request.pool!r}" if request.pool else ""))
+        members, count = self.pool_cache.members_and_stripe_count(snapshot, request.pool,
+                                                                  request.stripe_count)
         return Placement(tuple(self.select(snapshot, members, request.pool, count)), self.name)
 
     def state(self, pool: str | None = None) -> RoundRobinState | None:

@@ -157,7 +157,9 @@ class MapperConfig:
     def static_shape(self) -> tuple[int, int]:
         """(OSSes, OSTs per OSS) of ``static_cluster``."""
         m = _STATIC.match(self.static_cluster)
-        assert m is not None
+        if m is None:
+            raise ConfigError(f"static_cluster {self.static_cluster!r} is not <OSSes>x<OSTs>, "
+                              f"e.g. 4x2")
         return int(m.group(1)), int(m.group(2))
 
     def curve(self) -> CurveClient | None:

@@ -38,7 +38,8 @@ from mapper.state.cluster_state import ClusterSnapshot
 from mapper.policies.gate import GatedPolicy
 from mapper.service.metrics import MapperMetrics
 from mapper.state.ost_health import check_placement, is_usable, pool_members
-from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
+from mapper.policies.placement import (AllocationError, CreateRequest, InvalidRequestError, Placement,
+                                       PlacementCheckError)
 from mapper.policies import registry
 from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
@@ -91,8 +92,8 @@ class PlacementGuard:
             return "empty OST list"
         try:
             check_placement(snapshot, osts, pool)
-        except AssertionError as exc:
-            return str(exc)
+        except PlacementCheckError as exc:
+            return exc.reason
         return "placement check disagrees with the cached usable set"  # not reached
 
 
@@ -342,9 +343,18 @@ class MapperService:
         return True
 
     # ------------------------------------------------------------------ loop
+    def _started_router(self) -> zmq.Socket:
+        """The request socket.
+
+        Raises:
+            ServiceError: the service has not been started (or has stopped).
+        """
+        if self._router is None:
+            raise ServiceError("the mapper is not started: no request socket")
+        return self._router
+
     def _loop(self) -> None:
-        router = self._router
-        assert router is not None
+        router = self._started_router()
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         now = time.monotonic()
@@ -408,8 +418,7 @@ class MapperService:
 
     # ------------------------------------------------------------------ requests
     def _serve_queued(self) -> None:
-        router = self._router
-        assert router is not None
+        router = self._started_router()
         cfg = self.config
         received = time.perf_counter()
         messages: list[list[bytes]] = []
@@ -471,7 +480,7 @@ class MapperService:
     def _round(self, allocs: list[tuple[bytes, wire.Request]]) -> list[tuple[bytes, bytes]]:
         store, gate, m = self.store, self.policy, self.metrics
         snap = store.current()
-        requests: list[CreateRequest] = [r.create for _, r in allocs]  # type: ignore[misc]
+        requests: list[CreateRequest] = [r.create_request() for _, r in allocs]
         t0 = time.perf_counter()
         planner = self.planner
         misses = planner.plans.stats["misses"] if planner is not None else 0
@@ -487,8 +496,7 @@ class MapperService:
         ok = fallback = errors = 0
         version = store.version
         for (identity, req), result in zip(allocs, results):
-            create = req.create
-            assert create is not None
+            create = req.create_request()
             if isinstance(result, Placement):
                 problem = self.guard.violation(snap, version, result.osts, create.pool)
                 if problem is not None:

@@ -17,7 +17,8 @@ Rules (decisions where the paper is silent are marked as ours):
   :func:`mapper.state.ost_health.statfs_flags` (OSP's watermarks with hysteresis; the
   simulator and the live stack use the same function); ``DEGRADED`` from ``degraded``.
 * Write latency: brw_stats ``write_io_time_ms_mean`` (ms) else ``write_service_time_us_mean``
-  (us), converted to seconds; None when neither is in the sample.
+  (us), converted to seconds; None when neither is in the sample. Write rate:
+  ``write_bytes_per_s`` (B/s, obdfilter ``stats``), the field the simulator fills too.
 * OSS load: ``cpu_percent``, ``mem_percent``; LNet load = (send + recv bytes/s) over
   ``lnet_capacity_bytes_per_s`` in percent, clipped to 100 (ours: the paper names the LNet
   statistic, Section III-C, but not its normalisation).
@@ -33,7 +34,6 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mapper.state.arrays import OstTable
@@ -46,22 +46,17 @@ DEFAULT_INTERVAL_S = 5.0
 """Collector interval assumed before any sample arrives (Section III-A: 5 s)."""
 
 
-@dataclass(slots=True)
-class OstRates:
-    """What the snapshot's :class:`OstState` has no field for: I/O rates and why values
-    are missing. Rates in 1/s or B/s as published; None = not in the last sample."""
-    read_bytes_per_s: float | None = None
-    write_bytes_per_s: float | None = None
-    read_ops_per_s: float | None = None
-    write_ops_per_s: float | None = None
-    unavailable: dict[str, str] = field(default_factory=dict)
-
-
 def _num(values: Mapping[str, Any], name: str) -> float | None:
     v = values.get(name)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v)
+
+
+def _unavailable(target: Mapping[str, Any]) -> dict[str, Any]:
+    """The sample's ``unavailable`` map (statistic -> why it could not be read)."""
+    unavailable = target.get("unavailable")
+    return dict(unavailable) if isinstance(unavailable, Mapping) else {}
 
 
 class StateStore:
@@ -84,7 +79,6 @@ class StateStore:
         self.stale_after_s = stale_after_s
         self.static = False
         self.interval_s = 0.0
-        self.rates: dict[int, OstRates] = {}
         self.mds_cpu_percent: float | None = None
         self.mds_sample_time_s: float | None = None
         self.mds_cpu_override: float | None = None
@@ -180,7 +174,6 @@ class StateStore:
             self._by_index[index] = ost
             pos = bisect.bisect_left([o.index for o in self.snapshot.osts], index)
             self.snapshot.osts.insert(pos, ost)
-            self.rates[index] = OstRates()
             self.version += 1
             log.info("new OST", extra={"event": "ost_new", "ost": index, "oss": host})
         before = (ost.active, ost.flags, ost.oss)
@@ -211,21 +204,15 @@ class StateStore:
         else:
             service_us = _num(values, "write_service_time_us_mean")
             ost.write_latency_s = None if service_us is None else service_us / 1e6
+        ost.write_bytes_per_s = _num(values, "write_bytes_per_s")   # as the simulator's view
         ost.sample_time_s = t
-        rates = self.rates[index]
-        rates.read_bytes_per_s = _num(values, "read_bytes_per_s")
-        rates.write_bytes_per_s = _num(values, "write_bytes_per_s")
-        rates.read_ops_per_s = _num(values, "read_ops_per_s")
-        rates.write_ops_per_s = _num(values, "write_ops_per_s")
-        unavailable = target.get("unavailable")
-        rates.unavailable = dict(unavailable) if isinstance(unavailable, Mapping) else {}
         self.snapshot.ost_table.set_ost(ost)      # the arrays follow in place, O(1)
         if (ost.active, ost.flags, ost.oss) != before:
             self.version += 1
             if ost.active != before[0]:
                 log.info("OST usability changed", extra={
                     "event": "ost_active" if ost.active else "ost_inactive", "ost": index,
-                    "oss": host, "unavailable": rates.unavailable})
+                    "oss": host, "unavailable": _unavailable(target)})
 
     def apply_sample(self, sample: Any) -> None:
         """Fold a :class:`collectors.subscriber.Sample` (see the module doc for its time)."""
