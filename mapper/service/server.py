@@ -243,6 +243,8 @@ class MapperService:
         if cfg.plan_ahead and BackgroundPlanner.supported(self.policy):
             self.planner = BackgroundPlanner(self.policy, self.store, self.lock,
                                              registry=self.metrics.registry).start()
+        elif not cfg.plan_ahead and getattr(self.policy.primary, "plans", None) is not None:
+            self.policy.primary.plans = None     # every request solved in a round
         gate = self.policy
         log.info("mapper started", extra={
             "event": "mapper_start", "endpoint": self.endpoint, "pid": os.getpid(),
