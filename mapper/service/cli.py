@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plan-ahead", dest="plan_ahead", action="store_const", const=False,
                    help="solve every request in a round instead of answering from lists "
                         "the background planner made ahead")
+    p.add_argument("--fsname", dest="fsnames", action="append", metavar="FSNAME",
+                   help="a file system to serve (repeat for several; default: the first sampled)")
+    p.add_argument("--insecure", dest="require_curve", action="store_const", const=False,
+                   help="serve without CURVE even if the configuration requires it (demos only: "
+                        "any host can then steer allocations)")
     p.add_argument("--log-level", dest="log_level",
                    help=f"debug, info, warning, error or critical ({d.log_level})")
     return p
@@ -66,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return fail("lustre-alloc-mapper", exc, 2)
     setup_logging(config.log_level)
+    if args.require_curve is False and not config.serve_curve_secret_key:
+        import logging
+        logging.getLogger("mapper.service.cli").warning(
+            "serving without CURVE (--insecure): any host can request layouts",
+            extra={"event": "insecure"})
     try:
         service = MapperService(config)
     except (ServiceError, ConfigError) as exc:

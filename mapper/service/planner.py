@@ -14,9 +14,9 @@ nobody takes. It keeps planning while the primary rests over its round budget: t
 budget protects the request path, which planned lists are what bring back under it. A failing plan is logged and counted,
 never fatal: requests then miss and the primary solves them in its round.
 
-Metrics (Prometheus, on the service's registry): ``lustre_alloc_plan_lists_total`` by
-outcome (planned, hits, compatible, misses, expired, invalid),
-``lustre_alloc_plan_ready`` (lists queued now), ``lustre_alloc_plan_errors_total``.
+Metrics (Prometheus, on the service's registry, prefix ``lustre_alloc_mapper_``):
+``plan_lists_total`` by outcome (planned, hits, compatible, misses, expired, invalid),
+``plan_ready`` (lists queued now), ``plan_errors_total``.
 """
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ import time
 from typing import Any, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from mapper.service.metrics import PREFIX
 
 log = logging.getLogger("mapper.service.planner")
 
@@ -48,14 +50,14 @@ class _PlanMetrics:
 
     def collect(self) -> Iterable:
         plans = self.planner.plans
-        c = CounterMetricFamily("lustre_alloc_plan_lists", "Planned OST lists by outcome",
+        c = CounterMetricFamily(PREFIX + "plan_lists", "Planned OST lists by outcome",
                                 labels=["outcome"])
         for k, v in sorted(plans.stats.items()):
             c.add_metric([k], v)
         yield c
-        yield GaugeMetricFamily("lustre_alloc_plan_ready", "Planned lists queued now",
+        yield GaugeMetricFamily(PREFIX + "plan_ready", "Planned lists queued now",
                                 value=plans.ready())
-        e = CounterMetricFamily("lustre_alloc_plan_errors", "Planning rounds that failed")
+        e = CounterMetricFamily(PREFIX + "plan_errors", "Planning rounds that failed")
         e.add_metric([], self.planner.errors)
         yield e
 
