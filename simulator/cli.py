@@ -189,7 +189,8 @@ def _list(console: Console) -> int:
     status = 0
     for p in sorted(SCENARIO_DIR.glob("*.toml")):
         try:
-            console.print(f"{p.stem:<22} {load_scenario(p).description}", highlight=False)
+            console.print(f"{p.stem:<22} {load_scenario(p).description}", highlight=False,
+                          soft_wrap=True)
         except CONFIG_ERRORS as e:
             console.print(f"{p.stem:<22} CANNOT LOAD: {' '.join(str(e).split())}", highlight=False,
                           soft_wrap=True)  # one line per scenario, whatever the path length

@@ -29,7 +29,8 @@ from mapper.state.ost_health import statfs_flags
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from simulator.cluster import GIB, KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
-from simulator.network.model import NetworkModel, Storage, TransferSet
+from simulator.network.model import NetworkModel
+from simulator.network.transfers import Storage, TransferSet
 from simulator.scenario import Scenario
 from traces.format import TraceRecord
 

@@ -29,7 +29,7 @@ LOV_PATTERN_RAID0 = 0x1
 
 def lov_v3(stripe_count: int, stripe_size: int, pool: str = "") -> bytes:
     """lov_user_md_v3 as GETSTRIPE returns a directory default (48 bytes,
-    shared/reference/lustre-client-layout-api.md "Packed layouts")."""
+    docs/reference/lustre-client-layout-api.md "Packed layouts")."""
     return struct.pack("<IIQQIHH16s", LOV_USER_MAGIC_V3, LOV_PATTERN_RAID0, 0, 0, stripe_size,
                        stripe_count & 0xFFFF, 0xFFFF, pool.encode())
 
