@@ -25,6 +25,9 @@ static pthread_once_t la_once = PTHREAD_ONCE_INIT;
 #define LA_DEFAULT_MAPPER "tcp://127.0.0.1:5558"
 #define LA_DEFAULT_TIMEOUT_MS 50
 #define LA_DEFAULT_RETRY_MS 1000
+/* Directory facts (file system type, default layout) are re-read after
+ * this long: an lfs setstripe -d during a run is seen within it. */
+#define LA_DEFAULT_CACHE_S 10
 
 double la_now_us(void)
 {
@@ -159,25 +162,14 @@ static void la_read_paths(void)
 	}
 }
 
-static void la_atfork_prepare(void)
-{
-	la_mapper_atfork_prepare();
-	la_paths_atfork_prepare();
-	la_record_atfork_prepare();
-}
-
-static void la_atfork_parent(void)
-{
-	la_record_atfork_release();
-	la_paths_atfork_release();
-	la_mapper_atfork_parent();
-}
-
+/* The fork child has one thread: the workspaces, cache slots and calls
+ * of the parent's other threads are not in use, and the helper thread must
+ * be started again.  (No prepare/parent handlers: nothing is locked.) */
 static void la_atfork_child(void)
 {
-	la_record_atfork_release();
-	la_paths_atfork_release();
-	la_mapper_atfork_child();
+	la_work_atfork_child();
+	la_paths_atfork_child();
+	la_helper_atfork_child();
 }
 
 static void la_init_once(void)
@@ -208,11 +200,14 @@ static void la_init_once(void)
 	s = getenv("LUSTRE_ALLOC_RECORD");
 	if (s && *s)
 		la_copy(la_cfg.record, sizeof(la_cfg.record), s);
-	s = getenv("LUSTRE_ALLOC_LLAPI");
-	la_cfg.llapi = !(s && strcmp(s, "0") == 0);
+	la_cfg.cache_s = (int)la_env_long("LUSTRE_ALLOC_CACHE_S",
+					  LA_DEFAULT_CACHE_S, 0, 86400);
 	la_job_identity();
 	la_read_paths();
-	pthread_atfork(la_atfork_prepare, la_atfork_parent, la_atfork_child);
+	la_curve_load();
+	pthread_atfork(NULL, NULL, la_atfork_child);
+	if (la_cfg.enabled)
+		la_helper_start();
 	la_in_shim--;
 }
 
@@ -229,8 +224,7 @@ __attribute__((constructor)) static void la_constructor(void)
 __attribute__((destructor)) static void la_destructor(void)
 {
 	la_in_shim++;
-	la_mapper_shutdown();
+	la_helper_shutdown();
 	la_record_close();
-	la_paths_free();
 	la_in_shim--;
 }

@@ -26,7 +26,7 @@ N_OSTS = 8  # 4 OSSes x 2 OSTs
 
 RECORD_KEYS = [
     "v", "ts", "pid", "tid", "op", "backend", "job", "path", "result", "osts",
-    "stripe_count", "stripe_size", "req_count", "req_size", "policy",
+    "stripe_count", "stripe_size", "pool", "req_count", "req_size", "policy",
     "mapper_fallback", "reason", "mapper_us", "total_us",
 ]
 
