@@ -29,6 +29,7 @@ from mapper.policies.placement import AllocationError, CreateRequest, PlacementP
 from simulator.cluster import KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
 from simulator.network.model import NetworkModel, Storage, TransferSet
+from simulator.rebalance import REBALANCE_JOB, Rebalancer
 from simulator.scenario import Scenario
 from traces.format import TraceRecord
 
@@ -82,6 +83,7 @@ class RunResult:
     notes: Counter
     wall_s: float = 0.0
     records: int = 0
+    rebalance_log: list = field(default_factory=list)
 
 
 @dataclass
@@ -93,6 +95,7 @@ class _File:
     landed: np.ndarray = field(default_factory=lambda: np.zeros(0))  # bytes landed per stripe
     last_write_s: float = 0.0
     transfers: int = 0          # in flight
+    recent_bytes: float = 0.0   # read + written since the last rebalance plan
 
 
 @dataclass
@@ -108,6 +111,8 @@ class _Transfer:
     start_s: float
     stripe_pos: np.ndarray | None = None  # write: stripe slots of ``osts`` in the file
     client: int = 0             # client node (network model)
+    cap_bytes_s: float = math.inf          # a migration's budget cap (simulator.rebalance)
+    rebalance_key: str | None = None       # the file a migration transfer moves
 
 
 class Simulation:
@@ -159,6 +164,7 @@ class Simulation:
         # Reserved-space watermarks (osp_precreate.c): low = max(1, KiB_total >> 20) MiB.
         self.enospc_low = np.maximum(1, (self.capacity // KIB).astype(np.int64) >> 20) * MIB
         self.enospc_high = 2 * self.enospc_low + MIB
+        self.rebal = Rebalancer(self, scenario.rebalance) if scenario.rebalance else None
 
     # -- MDS side --------------------------------------------------------------------
     def _refresh_statfs(self, now: float) -> None:
@@ -245,8 +251,12 @@ class Simulation:
                     self.counters["bytes_not_written"] += rec.bytes
                     return
                 self.files[rec.file_id] = f
+            elif self.rebal is not None and self.rebal.migrating(rec.file_id):
+                self.rebal.hold(rec.file_id, rec, now)   # blocking lfs migrate: writer waits
+                return
             if rec.bytes == 0:
                 return
+            f.recent_bytes += rec.bytes
             k = len(f.osts)
             before = raid0_bytes_per_ost(f.size, f.stripe_size, k)
             f.size += rec.bytes
@@ -263,6 +273,7 @@ class Simulation:
                 if f is None or f.size == 0:
                     self.counters["reads_of_missing_files"] += 1
                     return
+                f.recent_bytes += rec.bytes
                 share = f.landed if f.landed.sum() > 0 else np.ones(len(f.osts))
                 nz = np.nonzero(share)[0]
                 per = share[nz] / share[nz].sum() * rec.bytes
@@ -285,6 +296,8 @@ class Simulation:
         self.dirty = True
 
     def _delete(self, file_id: str) -> bool:
+        if self.rebal is not None:
+            self.rebal.on_delete(file_id)
         f = self.files.pop(file_id, None)
         if f is None:
             self.counters["deletes_of_missing_files"] += 1
@@ -344,6 +357,10 @@ class Simulation:
         ts = TransferSet(self._entry_flow, self._entry_ost, self._entry_frac, f,
                          np.array([t.write for t in trs]), np.array([t.client for t in trs]))
         self._rate = self.network.rates(ts, self.storage)
+        if self.rebal is not None:
+            # Migration transfers never take more than their budget (their unused share
+            # is not handed to others: the equal-share model never redistributes).
+            self._rate = np.minimum(self._rate, np.array([t.cap_bytes_s for t in trs]))
         self.dirty = False
 
     def _advance(self, now: float, dt: float) -> None:
@@ -380,6 +397,10 @@ class Simulation:
                 tr = self.transfers[i]
                 rate = self._rate[i]
                 finish = now + (progress[i] / rate if rate > 0 else dt)
+                keep_mask[i] = False
+                if tr.job == REBALANCE_JOB:      # not an application's I/O
+                    self.rebal.transfer_done(tr, finish)
+                    continue
                 app = self.apps.setdefault(app_name(tr.job), AppStats())
                 app.io_time_s += finish - tr.start_s
                 app.transfers += 1
@@ -389,7 +410,6 @@ class Simulation:
                     tr.file.transfers -= 1
                 else:
                     app.bytes_read += tr.nbytes
-                keep_mask[i] = False
             self.transfers = [t for t, k in zip(self.transfers, keep_mask) if k]
             self._rem = self._rem[keep_mask]
             self.dirty = True
@@ -431,7 +451,8 @@ class Simulation:
             # Skip idle steps in bulk: nothing in flight, next record later.
             if not self.transfers and not self.dirty:
                 nxt = pending.timestamp_s if pending is not None else math.inf
-                target = min(nxt, next_hour * HOUR_S, next_purge, sc.duration_s)
+                target = min(nxt, next_hour * HOUR_S, next_purge, sc.duration_s,
+                             self.rebal.next_wake_s() if self.rebal is not None else math.inf)
                 skip = int(target // dt) - k
                 if skip > 1:
                     k += skip - 1
@@ -460,6 +481,8 @@ class Simulation:
             if end >= next_purge:
                 self._purge(end)
                 next_purge += sc.purge.interval_s
+            if self.rebal is not None:
+                self.rebal.tick(end)
             while next_hour <= hours and end >= next_hour * HOUR_S:
                 used_h[next_hour] = self.used
                 next_hour += 1
@@ -477,4 +500,5 @@ class Simulation:
                          oss_cpu_max_mean=cpu_ratio, oss_cpu_mean=cpu_mean, mds_cpu=mds_cpu,
                          alloc_ns=np.array(self.alloc_ns, dtype=np.int64), apps=self.apps,
                          counters=self.counters, notes=self.notes,
-                         wall_s=time.perf_counter() - wall0, records=records)
+                         wall_s=time.perf_counter() - wall0, records=records,
+                         rebalance_log=self.rebal.log if self.rebal is not None else [])

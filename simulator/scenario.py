@@ -133,6 +133,7 @@ class Scenario:
     purge: PurgeSpec
     network: str = "none"
     network_params: dict[str, float] = field(default_factory=dict)
+    rebalance: tuple = ()
 
     def with_overrides(self, *, policies: tuple[str, ...] | None = None,
                        duration_s: float | None = None) -> "Scenario":
@@ -337,6 +338,19 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     except (ValueError, TypeError) as e:
         raise net.err("model", str(e)) from None
 
+    top.used.add("event")
+    raw_events = data.get("event", [])
+    if not isinstance(raw_events, list):
+        raise top.err("event", "expected [[event]] tables")
+    rebalance = []
+    from simulator.rebalance import parse_rebalance_event
+    for i, e in enumerate(raw_events):
+        t = _Table(path, f"event[{i}].", e if isinstance(e, dict) else {})
+        kind = t.get("kind", str)
+        if kind != "rebalance":
+            raise t.err("kind", f"unknown event kind {kind!r} (known: rebalance)")
+        rebalance.append(parse_rebalance_event(t))
+
     top.used.add("workload")
     raw_workloads = data.get("workload", [])
     if not isinstance(raw_workloads, list) or not raw_workloads:
@@ -369,4 +383,4 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                     step_s=step_s, seed=seed, policies=policies, policy_params=policy_params,
                     cluster=cluster, workloads=tuple(workloads), oss_model=oss_model,
                     mds_model=mds_model, purge=purge, network=network,
-                    network_params=network_params)
+                    network_params=network_params, rebalance=tuple(rebalance))

@@ -365,7 +365,7 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
         raise PlanInputError("no OST can receive objects (all unusable or draining)")
     fixed = keep & ~receivers
     d_t = (used0.sum() - used0[fixed].sum()) / cap[receivers].sum()
-    total_load = load0.sum()
+    total_load = load0.sum() if t.weight_load > 0 else 0.0    # W_L = 0: space only
     l_t = ((total_load - load0[fixed].sum()) / osts.rate_bytes_s[receivers].sum()
            if total_load > 0 else 0.0)
     fill_before = used0 / cap
@@ -388,6 +388,11 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
     pos_s = pos[order]
     excess_s = ((_group_cumsum(pos_s, entry_bytes[order]) > keep_bytes[pos_s] * (1 + 1e-12))
                 | (_group_cumsum(pos_s, entry_load[order]) > keep_load[pos_s] * (1 + 1e-12)))
+    # A file larger than its OST's target stays (Algorithm 1 would move it, but moving a
+    # file bigger than the target only moves the peak) unless the OST is draining.
+    first = np.ones(len(pos_s), dtype=bool)
+    first[1:] = pos_s[1:] != pos_s[:-1]
+    excess_s &= ~(first & keep[pos_s])
     excess = np.zeros(len(pos), dtype=bool)
     excess[order] = excess_s
     file_excess = np.bincount(entry_file, excess, minlength=m) > 0
@@ -414,6 +419,7 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
     new_slots = np.full(int(ck.sum()), -1, dtype=np.int64)  # OST positions, per cand stripe
     cand_ptr = np.concatenate(([0], cum_k))
     placed = np.zeros(len(cand), dtype=bool)
+    returned = np.zeros(len(cand), dtype=bool)
     n_recv = int(receivers.sum())
     batch_stripes = max(1, n_recv // 2)
     wl, wd, wt = t.weight_load, t.weight_space, t.weight_duration
@@ -432,6 +438,13 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
         if l_t > 0:
             pen += wl * ((load + mean_l) / (l_t * osts.rate_bytes_s)) ** 3
         ok = receivers & (used + mean_b <= hard_cap)
+        if not ok.any():
+            # No OST can take this batch within the target (files larger than the
+            # headroom): any OST with room that stays below the fullest source.
+            src_max = float(((used + np.bincount(pos[_csr_rows(files.ost_ptr, cand[b])],
+                                                 np.repeat(per_stripe, ck[b]), minlength=n))
+                             / cap).max())
+            ok = receivers & (used + mean_b <= cap - reserve) & ((used + mean_b) / cap < src_max)
         n_ok = int(ok.sum())
         if n_ok == 0:
             break
@@ -450,8 +463,21 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
         slots = slots[np.argsort(pen[slots], kind="stable")]
         sb = np.repeat(per_stripe, ck[b])
         sl = np.repeat(per_load, ck[b])
-        fits = used[slots] + sb <= hard_cap[slots]
         fid = np.repeat(np.arange(end - start), ck[b])
+        # A stripe may land where the fill stays within the target, or anywhere it ends
+        # lower than its file's fullest old OST would be with the file back (the move
+        # still lowers the maximum). Else the file stays (Algorithm 2 may choose the
+        # bucket's own server).
+        old_rows = _csr_rows(files.ost_ptr, cand[b])
+        old_pos = pos[old_rows]
+        old_fid = np.repeat(np.arange(end - start), ck[b])
+        # (All of this batch's files back on their OSTs: they are judged together.)
+        back_used = used + np.bincount(old_pos, sb, minlength=n)
+        back_fill = np.zeros(end - start)
+        np.maximum.at(back_fill, old_fid, back_used[old_pos] / cap[old_pos])
+        after = used[slots] + sb
+        fits = (after <= cap[slots] - reserve[slots]) & (
+            (after <= hard_cap[slots]) | (after / cap[slots] < back_fill[fid] - 1e-12))
         file_ok = np.bincount(fid, ~fits, minlength=end - start) == 0
         stripe_ok = file_ok[fid]
         s_ok = slots[stripe_ok]
@@ -460,11 +486,21 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
         np.add.at(busy, s_ok, sb[stripe_ok] / rate[s_ok])
         new_slots[lo:lo + need] = np.where(stripe_ok, slots, -1)
         placed[start:end] = file_ok
+        # Refused files go back to their OSTs now, so later batches see them.
+        back_e = ~file_ok[old_fid]
+        np.add.at(used, old_pos[back_e], sb[back_e])
+        np.add.at(load, old_pos[back_e], sl[back_e])
+        returned[start:end] = ~file_ok
         start = end
     # Files leaving a draining OST must go somewhere: those the fill target refused go,
     # one by one, to the least-filled receivers that still have room (Eq. 7).
     drained = np.bincount(entry_file, osts.draining[pos], minlength=m) > 0
     for c in np.nonzero(~placed & drained[cand])[0]:
+        if returned[c]:
+            ob = _csr_rows(files.ost_ptr, cand[c:c + 1])
+            used[pos[ob]] -= files.size_bytes[cand[c]] / ck[c]
+            load[pos[ob]] -= files.access_bytes_s[cand[c]] / ck[c]
+            returned[c] = False
         kk = int(ck[c])
         sz = files.size_bytes[cand[c]] / kk
         room = receivers & (used + sz <= cap - reserve)
@@ -477,7 +513,7 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
         new_slots[cand_ptr[c]:cand_ptr[c + 1]] = dest
         placed[c] = True
     # Files that found no destination stay where they are.
-    back = cand[~placed]
+    back = cand[~placed & ~returned]
     if len(back):
         be = np.isin(entry_file, back)
         used += np.bincount(pos[be], entry_bytes[be], minlength=n)
