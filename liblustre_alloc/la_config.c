@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +35,33 @@ double la_now_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static atomic_int la_pid_cache;
+static __thread pid_t la_tid_cache __attribute__((tls_model("initial-exec")));
+static atomic_uint la_fork_gen; /* bumped in every fork child */
+static __thread unsigned la_tid_gen __attribute__((tls_model("initial-exec")));
+
+pid_t la_getpid(void)
+{
+	pid_t p = atomic_load(&la_pid_cache);
+
+	if (!p) {
+		p = getpid();
+		atomic_store(&la_pid_cache, p);
+	}
+	return p;
+}
+
+pid_t la_gettid(void)
+{
+	unsigned gen = atomic_load(&la_fork_gen);
+
+	if (!la_tid_cache || la_tid_gen != gen) {
+		la_tid_cache = (pid_t)syscall(SYS_gettid);
+		la_tid_gen = gen;
+	}
+	return la_tid_cache;
 }
 
 #define LA_RESOLVE(field, name) \
@@ -167,6 +195,8 @@ static void la_read_paths(void)
  * be started again.  (No prepare/parent handlers: nothing is locked.) */
 static void la_atfork_child(void)
 {
+	atomic_store(&la_pid_cache, 0);
+	atomic_fetch_add(&la_fork_gen, 1);
 	la_work_atfork_child();
 	la_paths_atfork_child();
 	la_helper_atfork_child();

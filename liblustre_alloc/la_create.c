@@ -68,7 +68,11 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 		 * record) until composite layouts are supported. */
 		strcpy(d->reason, "dir_composite");
 	} else {
-		la_mapper_alloc(&rq, la_cfg.timeout_ms, d);
+		/* one budget per create: time spent waiting for a free
+		 * workspace comes off the mapper's share */
+		double left_ms = (w->deadline_us - la_now_us()) / 1000.0;
+
+		la_mapper_alloc(&rq, left_ms < 1 ? 1 : (int)left_ms, d);
 	}
 	if (d->ok) {
 		fd = be->create(pfd, base, flags, mode, d, rq.pool, w->u.lum,
@@ -122,8 +126,13 @@ static int la_maybe_create_in(struct la_work *w, int dirfd, const char *path,
 		goto out;
 	if (!explicit_call && la_cfg.npaths && !la_under_paths(w->abs))
 		goto out;
-	if (la_dirinfo(t.pfd, w, &di) != 0)
-		goto out;
+	{
+		/* the directory's kernel name: abs up to its last slash */
+		size_t dirlen = (size_t)(strrchr(w->abs, '/') - w->abs);
+
+		if (la_dirinfo(t.pfd, w->abs, dirlen ? dirlen : 1, w, &di) != 0)
+			goto out;
+	}
 	if (!explicit_call && !di.is_lustre &&
 	    (!la_cfg.npaths || !la_cfg.record[0]))
 		goto out; /* not Lustre and nothing to record */
@@ -152,9 +161,14 @@ int la_maybe_create(int dirfd, const char *path, int flags, mode_t mode,
 	if (!(flags & O_CREAT) || (flags & O_PATH) ||
 	    (flags & O_DIRECTORY) /* includes O_TMPFILE */)
 		return 0;
-	w = la_work_get();
-	if (!w)
-		return 0; /* every workspace in use: Lustre's default */
+	{
+		double deadline_us = la_now_us() + la_cfg.timeout_ms * 1000.0;
+
+		w = la_work_get(deadline_us);
+		if (!w)
+			return 0; /* none free in time: Lustre's default */
+		w->deadline_us = deadline_us;
+	}
 	handled = la_maybe_create_in(w, dirfd, path, flags, mode, op, fd, hint,
 				     explicit_call);
 	la_work_put(w);

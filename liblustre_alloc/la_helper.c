@@ -43,7 +43,7 @@
 
 #include "la_internal.h"
 
-#define LA_CALLS 64
+#define LA_CALLS 128
 
 enum { LA_CALL_FREE, LA_CALL_PACKING, LA_CALL_QUEUED, LA_CALL_SENT,
        LA_CALL_DONE, LA_CALL_ABANDONED };
@@ -61,6 +61,7 @@ struct la_sock {
 	void *s;
 	int call;       /* slot served, -1 idle */
 	int sent;
+	int stale;      /* a reply may still come for a call given up */
 };
 static void *la_ctx;
 static struct la_sock la_socks[LA_CALLS];
@@ -72,11 +73,22 @@ static int la_call_sock[LA_CALLS];
 static void *volatile la_abandoned_ctx;
 static void *volatile la_abandoned_socks[LA_CALLS];
 
-static long la_futex(atomic_int *addr, int op, int val,
-		     const struct timespec *ts)
+long la_futex(atomic_int *addr, int op, int val, const struct timespec *ts)
 {
 	return syscall(SYS_futex, (int *)addr, op | FUTEX_PRIVATE_FLAG, val,
 		       ts, NULL, 0);
+}
+
+void la_futex_wait_until(atomic_int *addr, int val, double deadline_us)
+{
+	double left_us = deadline_us - la_now_us();
+	struct timespec ts;
+
+	if (left_us <= 0)
+		return;
+	ts.tv_sec = (time_t)(left_us / 1e6);
+	ts.tv_nsec = (long)(fmod(left_us, 1e6) * 1000.0);
+	la_futex(addr, FUTEX_WAIT, val, &ts);
 }
 
 static void la_wake_helper(void)
@@ -91,7 +103,7 @@ static void la_wake_helper(void)
 
 int la_helper_running(void)
 {
-	return atomic_load(&la_running) && la_helper_pid == getpid();
+	return atomic_load(&la_running) && la_helper_pid == la_getpid();
 }
 
 struct la_call *la_helper_claim(void)
@@ -141,7 +153,6 @@ int la_helper_wait(struct la_call *c, struct la_decision *d)
 	for (;;) {
 		int s = atomic_load(&c->state);
 		double left_us = c->deadline_us - la_now_us();
-		struct timespec ts;
 
 		if (s == LA_CALL_DONE) {
 			la_decision_copy(d, &c->d);
@@ -158,9 +169,7 @@ int la_helper_wait(struct la_call *c, struct la_decision *d)
 			la_wake_helper(); /* to free the slot */
 			return s == LA_CALL_QUEUED ? -EHOSTUNREACH : -ETIMEDOUT;
 		}
-		ts.tv_sec = (time_t)(left_us / 1e6);
-		ts.tv_nsec = (long)(fmod(left_us, 1e6) * 1000.0);
-		la_futex(&c->state, FUTEX_WAIT, s, &ts);
+		la_futex_wait_until(&c->state, s, c->deadline_us);
 	}
 }
 
@@ -177,6 +186,8 @@ static void la_sock_release(int k)
 {
 	if (k < 0)
 		return;
+	if (la_socks[k].sent)
+		la_socks[k].stale = 1; /* la_complete clears it */
 	la_call_sock[la_socks[k].call] = -1;
 	la_socks[k].call = -1;
 	la_socks[k].sent = 0;
@@ -269,8 +280,9 @@ static int la_sock_take(int i)
 		if (!la_socks[k].s)
 			return -1;
 		la_nsocks++;
-	} else {
+	} else if (la_socks[k].stale) {
 		la_drain(la_socks[k].s); /* late replies to abandoned calls */
+		la_socks[k].stale = 0;
 	}
 	la_socks[k].call = i;
 	la_socks[k].sent = 0;
@@ -283,8 +295,11 @@ static void la_complete(int i)
 {
 	struct la_call *c = &la_calls[i];
 	int s = atomic_load(&c->state);
+	int k = la_call_sock[i];
 
-	la_sock_release(la_call_sock[i]);
+	if (k >= 0)
+		la_socks[k].sent = 0; /* answered: nothing more will come */
+	la_sock_release(k);
 	while (s == LA_CALL_QUEUED || s == LA_CALL_SENT) {
 		if (atomic_compare_exchange_strong(&c->state, &s,
 						   LA_CALL_DONE)) {
@@ -296,7 +311,10 @@ static void la_complete(int i)
 		atomic_store(&c->state, LA_CALL_FREE);
 }
 
-/* Take up new calls, free abandoned ones. */
+static void la_on_send_ready(int k);
+
+/* Take up new calls (sent at once when the mapper is connected, else when
+ * the socket becomes writable), free abandoned ones. */
 static void la_scan_calls(void)
 {
 	int i;
@@ -309,11 +327,16 @@ static void la_scan_calls(void)
 			la_sock_release(la_call_sock[i]);
 			atomic_store(&c->state, LA_CALL_FREE);
 		} else if (s == LA_CALL_QUEUED && la_adopted_id[i] != c->id) {
+			int k;
+
 			la_adopted_id[i] = c->id;
-			if (la_sock_take(i) < 0) {
+			k = la_sock_take(i);
+			if (k < 0) {
 				strcpy(c->d.reason, "mapper_socket");
 				c->d.err = -ENOTCONN;
 				la_complete(i);
+			} else {
+				la_on_send_ready(k);
 			}
 		}
 	}
@@ -325,9 +348,14 @@ static void la_on_send_ready(int k)
 	struct la_call *c = &la_calls[i];
 	int queued = LA_CALL_QUEUED;
 
-	if (zmq_send(la_socks[k].s, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
-	    zmq_send(la_socks[k].s, c->req, c->reqlen, ZMQ_DONTWAIT) !=
-		    (int)c->reqlen) {
+	/* with ZMQ_IMMEDIATE, EAGAIN on the first frame: no mapper connected
+	 * yet; the poll loop tries again when the socket becomes writable */
+	int rc = zmq_send(la_socks[k].s, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+
+	if (rc != 0 && errno == EAGAIN)
+		return;
+	if (rc != 0 || zmq_send(la_socks[k].s, c->req, c->reqlen,
+				ZMQ_DONTWAIT) != (int)c->reqlen) {
 		la_reason(c->d.reason, sizeof(c->d.reason), "mapper_send",
 			  errno);
 		c->d.err = -EAGAIN;
@@ -459,7 +487,7 @@ void la_helper_start(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	if (pthread_create(&la_helper_tid, NULL, la_helper_main, NULL) == 0) {
-		la_helper_pid = getpid();
+		la_helper_pid = la_getpid();
 		atomic_store(&la_running, 1);
 	} else {
 		zmq_ctx_term(la_ctx);

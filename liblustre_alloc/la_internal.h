@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "lustre_alloc.h"
 #include "lustre_layout_abi.h"
@@ -88,6 +89,10 @@ LA_HIDDEN void la_init(void);
 LA_HIDDEN extern __thread int la_in_shim __attribute__((tls_model("initial-exec")));
 
 LA_HIDDEN double la_now_us(void);
+/* getpid()/gettid() without a system call each time (cached; the fork
+ * child handler forgets them). */
+LA_HIDDEN pid_t la_getpid(void);
+LA_HIDDEN pid_t la_gettid(void);
 
 /* ---- async-signal-safe text (la_fmt.c) ---- */
 struct la_out {
@@ -129,11 +134,20 @@ struct la_dirinfo {
 LA_HIDDEN int la_parse_dir_default(const void *buf, size_t len,
 				   struct la_dirinfo *di);
 
+/* futex(2) on a process-private word (the wait/wake of the create path:
+ * a system call, async-signal-safe). */
+LA_HIDDEN long la_futex(atomic_int *addr, int op, int val,
+			const struct timespec *ts);
+/* Sleep while *addr == val, at most until deadline_us (la_now_us). */
+LA_HIDDEN void la_futex_wait_until(atomic_int *addr, int val,
+				   double deadline_us);
+
 /* ---- per-create workspace (la_work.c) ---- */
 #define LA_LUM_MAX (sizeof(struct la_lov_user_md_v3) + \
 		    LA_MAX_STRIPES * sizeof(struct la_lov_user_ost_data_v1))
 struct la_work {
 	atomic_int busy;
+	double deadline_us;        /* the create's whole mapper budget */
 	char parent[LA_PATH_MAX];  /* directory part of the caller's path */
 	char abs[LA_PATH_MAX];     /* where the file really lands */
 	struct la_decision d;
@@ -142,9 +156,9 @@ struct la_work {
 		char line[LA_LUM_MAX];           /* the record line */
 	} u;
 };
-/* A free workspace, or NULL when every one is in use (the create then
- * passes straight through).  Lock-free. */
-LA_HIDDEN struct la_work *la_work_get(void);
+/* A free workspace; when every one is in use, wait for one until
+ * deadline_us; NULL after that (the create then passes straight through). */
+LA_HIDDEN struct la_work *la_work_get(double deadline_us);
 LA_HIDDEN void la_work_put(struct la_work *w);
 LA_HIDDEN void la_work_atfork_child(void);
 
@@ -162,9 +176,11 @@ LA_HIDDEN int la_target_open(int dirfd, const char *path, struct la_work *w,
 /* The absolute path where (t->pfd, t->base) lands, into w->abs; 0 or -1. */
 LA_HIDDEN int la_target_abspath(const struct la_target *t, struct la_work *w);
 LA_HIDDEN int la_under_paths(const char *abs);
-/* statfs type and default layout of the directory pfd (cached for
- * LUSTRE_ALLOC_CACHE_S seconds, by device and inode); 0 or -1. */
-LA_HIDDEN int la_dirinfo(int pfd, struct la_work *w, struct la_dirinfo *di);
+/* statfs type and default layout of the directory pfd, whose absolute
+ * name is dir[0..dirlen) (cached for LUSTRE_ALLOC_CACHE_S seconds by that
+ * name); 0 or -1. */
+LA_HIDDEN int la_dirinfo(int pfd, const char *dir, size_t dirlen,
+			 struct la_work *w, struct la_dirinfo *di);
 LA_HIDDEN void la_paths_atfork_child(void);
 
 /* ---- mapper client ---- */

@@ -12,8 +12,9 @@
  * A path is eligible when its directory is on Lustre (fstatfs f_type ==
  * LL_SUPER_MAGIC) or, when LUSTRE_ALLOC_PATHS is set, when it lies under
  * one of those prefixes (and then only there).  The file system type and
- * the directory's default layout are cached per directory (device, inode)
- * for LUSTRE_ALLOC_CACHE_S seconds, so an "lfs setstripe -d" on a directory
+ * the directory's default layout are cached per directory (by the kernel's
+ * name of it, up to LA_DIRKEY_MAX bytes; longer ones are not cached) for
+ * LUSTRE_ALLOC_CACHE_S seconds, so an "lfs setstripe -d" on a directory
  * during a run is seen after at most that long.  The cache is lock-free:
  * a slot busy in another thread (or in the code a signal interrupted) is
  * simply bypassed.
@@ -22,18 +23,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
 #include "la_internal.h"
 
 #define LA_DIRCACHE_SLOTS 64
+#define LA_DIRKEY_MAX 512
 
 struct la_dirslot {
 	atomic_int busy;
-	dev_t dev;
-	ino_t ino;
+	size_t dirlen;
+	char dir[LA_DIRKEY_MAX];
 	double expires_us;     /* 0: empty */
 	struct la_dirinfo info;
 };
@@ -105,11 +106,13 @@ int la_under_paths(const char *abs)
 	return 0;
 }
 
-static struct la_dirslot *la_slot_for(dev_t dev, ino_t ino)
+static struct la_dirslot *la_slot_for(const char *dir, size_t n)
 {
-	uint64_t h = ((uint64_t)dev * 0x9E3779B97F4A7C15ull) ^ (uint64_t)ino;
+	uint32_t h = 2166136261u; /* FNV-1a */
+	size_t i;
 
-	h ^= h >> 29;
+	for (i = 0; i < n; i++)
+		h = (h ^ (unsigned char)dir[i]) * 16777619u;
 	return &la_dircache[h % LA_DIRCACHE_SLOTS];
 }
 
@@ -144,18 +147,16 @@ static int la_dirinfo_read(int pfd, struct la_work *w, struct la_dirinfo *di)
 	return 0;
 }
 
-int la_dirinfo(int pfd, struct la_work *w, struct la_dirinfo *di)
+int la_dirinfo(int pfd, const char *dir, size_t dirlen, struct la_work *w,
+	       struct la_dirinfo *di)
 {
-	struct la_dirslot *s;
-	struct stat st;
+	int cacheable = la_cfg.cache_s > 0 && dirlen < LA_DIRKEY_MAX;
+	struct la_dirslot *s = la_slot_for(dir, dirlen);
 	double now = la_now_us();
 
-	if (fstat(pfd, &st) != 0)
-		return -1;
-	s = la_slot_for(st.st_dev, st.st_ino);
-	if (la_cfg.cache_s > 0 && la_slot_trylock(s)) {
-		int hit = s->expires_us > now && s->dev == st.st_dev &&
-			  s->ino == st.st_ino;
+	if (cacheable && la_slot_trylock(s)) {
+		int hit = s->expires_us > now && s->dirlen == dirlen &&
+			  memcmp(s->dir, dir, dirlen) == 0;
 
 		if (hit)
 			*di = s->info;
@@ -165,9 +166,9 @@ int la_dirinfo(int pfd, struct la_work *w, struct la_dirinfo *di)
 	}
 	if (la_dirinfo_read(pfd, w, di) != 0)
 		return -1;
-	if (la_cfg.cache_s > 0 && la_slot_trylock(s)) {
-		s->dev = st.st_dev;
-		s->ino = st.st_ino;
+	if (cacheable && la_slot_trylock(s)) {
+		memcpy(s->dir, dir, dirlen);
+		s->dirlen = dirlen;
 		s->info = *di;
 		s->expires_us = now + la_cfg.cache_s * 1e6;
 		atomic_store(&s->busy, 0);

@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -150,8 +149,8 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 		us[6] = '\0';
 		la_put_str(&l, us);
 	}
-	la_put_kv(&l, "pid", (uint64_t)getpid());
-	la_put_kv(&l, "tid", (uint64_t)syscall(SYS_gettid));
+	la_put_kv(&l, "pid", (uint64_t)la_getpid());
+	la_put_kv(&l, "tid", (uint64_t)la_gettid());
 	la_put_str(&l, "\top=");
 	la_put_str(&l, r->op);
 	la_put_str(&l, "\tbackend=");

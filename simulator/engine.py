@@ -24,7 +24,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from mapper.state.cluster_state import ClusterSnapshot, OstFlag
+from mapper.state.cluster_state import ClusterSnapshot
+from mapper.state.ost_health import statfs_flags
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from simulator.cluster import KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
@@ -148,7 +149,6 @@ class Simulation:
         self.notes: Counter = Counter()
         self.alloc_ns: list[int] = []
         self.view: ClusterSnapshot = cluster.snapshot(self.used)
-        self.view_state = [False] * n   # ENOSPC hysteresis per OST
         self.last_statfs_s = -math.inf
         self.last_stats_s = -math.inf
         self.oss_bytes_s = np.zeros(len(cluster.oss_names))
@@ -161,9 +161,6 @@ class Simulation:
         self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last stats sample
         self.mds_cpu_last = scenario.mds_model.cpu_idle_percent  # MDS CPU% of the last busy step
         self._rem: np.ndarray | None = None
-        # Reserved-space watermarks (osp_precreate.c): low = max(1, KiB_total >> 20) MiB.
-        self.enospc_low = np.maximum(1, (self.capacity // KIB).astype(np.int64) >> 20) * MIB
-        self.enospc_high = 2 * self.enospc_low + MIB
         self.rebal = Rebalancer(self, scenario.rebalance) if scenario.rebalance else None
 
     # -- MDS side --------------------------------------------------------------------
@@ -172,10 +169,8 @@ class Simulation:
         for p, ost in enumerate(self.view.osts):
             kb = int(avail[p] // KIB)
             ost.kbytes_free = ost.kbytes_avail = kb
-            full = self.view_state[p]
-            full = avail[p] <= self.enospc_high[p] if full else avail[p] < self.enospc_low[p]
-            self.view_state[p] = bool(full)
-            ost.flags = (ost.flags | OstFlag.ENOSPC) if full else (ost.flags & ~OstFlag.ENOSPC)
+            # The service's rule (OSP watermarks with hysteresis), on the statfs KiB.
+            ost.flags = statfs_flags(ost.flags, kb, ost.kbytes_total, ost.files_free)
         self.view.changed()
         self.last_statfs_s = now
 

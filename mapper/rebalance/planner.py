@@ -54,10 +54,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag
-from mapper.state.ost_health import unusable_reason
+from mapper.state.ost_health import enospc_watermarks_kib, unusable_reason
 
 KIB = 1024
-MIB = 1 << 20
 
 
 class PlanInputError(ValueError):
@@ -407,9 +406,10 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
     # Duration target (Eq. 22 with each OST's own bandwidth): the time to read an
     # overfull OST's excess or write an underfull one's deficit at the budget.
     t_t = max(float((np.abs(used0 - d_t * cap) / rate)[keep | (used0 > 0)].max()), 1.0)
-    # Never fill a destination past the fill target or into the OSP reserve
-    # (osp_precreate.c low watermark: max(1, KiB_total >> 20) MiB, doubled + 1 MiB).
-    reserve = (2 * np.maximum(1, osts.kbytes_total.astype(np.int64) >> 20) + 1) * MIB
+    # Never fill a destination past the fill target or into OSP's reserve (its high
+    # ENOSPC watermark: the mapper's own rule, mapper.state.ost_health).
+    reserve = np.array([enospc_watermarks_kib(int(kb))[1] for kb in osts.kbytes_total],
+                       dtype=float) * KIB
     hard_cap = np.where(receivers, np.minimum(d_t * (1.0 + t.fill_tolerance) * cap, cap - reserve),
                         -np.inf)
     cand = np.nonzero(movable)[0]

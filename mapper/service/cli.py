@@ -17,10 +17,11 @@ from common.errors import ConfigError
 from common.logs import setup_logging
 from mapper.service.server import MapperService, ServiceError
 from mapper.service.config import load_config
+from common.cli import command_parser, fail
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = command_parser(
         prog="lustre-alloc-mapper",
         description="Serve OST allocation requests (docs/protocol.md) from collector statistics, "
                     "the request predictor and min-cost flow, falling back to Lustre's allocator.")
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fall back while a round takes longer than this, s (0.002)")
     p.add_argument("--batch-window", dest="batch_window_s", type=float,
                    help="wait this long for more requests to solve together, s (0)")
-    p.add_argument("--log-level", dest="log_level")
+    p.add_argument("--log-level", dest="log_level", help="debug, info, warning, error or critical (info)")
     return p
 
 
@@ -58,21 +59,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config, overrides)
     except ConfigError as exc:
-        print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
-        return 2
+        return fail("lustre-alloc-mapper", exc, 2)
     setup_logging(config.log_level)
     try:
         service = MapperService(config)
     except (ServiceError, ConfigError) as exc:
-        print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
-        return 2
+        return fail("lustre-alloc-mapper", exc, 2)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: service.stop_event.set())
     try:
         service.run()
     except (ServiceError, ConfigError) as exc:
-        print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
-        return 1
+        return fail("lustre-alloc-mapper", exc, 1)
     return 0
 
 

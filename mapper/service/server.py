@@ -29,17 +29,18 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import zmq
 
 from mapper.service import wire
 from mapper.state.cluster_state import ClusterSnapshot
-from mapper.policies.gate import GatedPolicy, stale_servers
+from mapper.policies.gate import GatedPolicy
 from mapper.service.metrics import MapperMetrics
 from mapper.state.ost_health import check_placement, is_usable, pool_members
 from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
-from mapper.policies.registry import POLICIES, make_policy
+from mapper.policies import registry
+from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
 from mapper.state.state_store import StateStore
 
@@ -95,21 +96,21 @@ class PlacementGuard:
 
 
 def build_policy(config: MapperConfig, store: StateStore) -> GatedPolicy:
-    """The gated primary/fallback pair of ``config``.
+    """The gated primary/fallback pair of ``config``, built by the one policy factory
+    (:func:`mapper.policies.registry.build_policy`) with ``config.policy_params``.
 
     Raises:
-        ServiceError: an unknown policy name.
+        ServiceError: an unknown policy name or a bad policy parameter.
     """
-    name = config.policy
-    for n in (name, config.fallback):
-        if n not in POLICIES:
-            raise ServiceError(f"unknown policy {n!r}; known: {', '.join(sorted(POLICIES))}")
-    primary = make_policy(name, seed=config.seed)
-    fallback = make_policy(config.fallback, seed=config.seed)
-    return GatedPolicy(primary, fallback, mds_cpu_limit_percent=config.mds_cpu_limit_percent,
-                       max_sample_age_s=None if store.static else store.max_age_s(),
-                       round_budget_s=config.round_budget_s or None,
-                       stale_source=store.stale_servers)
+    try:
+        policy = registry.build_policy(
+            config.policy, config.policy_params, seed=config.seed, gate=True,
+            fallback=config.fallback, mds_cpu_limit_percent=config.mds_cpu_limit_percent,
+            max_sample_age_s=None if store.static else store.max_age_s(),
+            round_budget_s=config.round_budget_s or None, stale_source=store.stale_servers)
+    except (UnknownPolicyError, PolicyParamError) as exc:
+        raise ServiceError(str(exc)) from exc
+    return cast(GatedPolicy, policy)    # gate=True always wraps
 
 
 def build_store(config: MapperConfig) -> StateStore:
@@ -519,5 +520,4 @@ class MapperService:
         return Placement(placed.osts, placed.policy, placed.note, fallback="check")
 
 
-__all__ = ["MapperService", "PlacementGuard", "ServiceError", "build_policy", "build_store",
-           "stale_servers"]
+__all__ = ["MapperService", "PlacementGuard", "ServiceError", "build_policy", "build_store"]

@@ -13,10 +13,9 @@ Rules (decisions where the paper is silent are marked as ours):
 * ``available`` false (space or stats unreadable, or ``health_check`` names it) makes the
   OST inactive for us: we do not know it can take objects, so we never hand it out
   (ours; Lustre's allocator, which the client falls back to, has its own view).
-* ``ENOSPC`` when ``kbytes_avail`` is below the OSP low watermark,
-  ``max(1, kbytes_total >> 20)`` MiB (osp_precreate.c ``osp_pre_update_status``; the
-  simulator uses the same rule); ``ENOINO`` when ``files_free`` < 32 (lustre_idl.h
-  ``OS_STATFS_ENOINO`` is set by OSP at that level); ``DEGRADED`` from ``degraded``.
+* ``ENOSPC`` and ``ENOINO`` from ``kbytes_avail``, ``kbytes_total`` and ``files_free`` by
+  :func:`mapper.state.ost_health.statfs_flags` (OSP's watermarks with hysteresis; the
+  simulator and the live stack use the same function); ``DEGRADED`` from ``degraded``.
 * Write latency: brw_stats ``write_io_time_ms_mean`` (ms) else ``write_service_time_us_mean``
   (us), converted to seconds; None when neither is in the sample.
 * OSS load: ``cpu_percent``, ``mem_percent``; LNet load = (send + recv bytes/s) over
@@ -38,12 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.state.ost_health import is_usable
+from mapper.state.ost_health import stale_servers_until, statfs_flags
 
 log = logging.getLogger("mapper.state.state_store")
 
-ENOINO_FILES = 32
-"""``files_free`` below which OSP flags an OST ``OS_STATFS_ENOINO``."""
 DEFAULT_INTERVAL_S = 5.0
 """Collector interval assumed before any sample arrives (Section III-A: 5 s)."""
 
@@ -196,14 +193,11 @@ class StateStore:
         files_free = _num(values, "files_free")
         if files_free is not None:
             ost.files_free = int(files_free)
-        flags = OstFlag.NONE
-        low_kib = max(1, ost.kbytes_total >> 20) * 1024   # osp_precreate.c low watermark
-        if ost.kbytes_avail < low_kib:
-            flags |= OstFlag.ENOSPC
-        if ost.files_free < ENOINO_FILES:
-            flags |= OstFlag.ENOINO
+        flags = statfs_flags(ost.flags, ost.kbytes_avail, ost.kbytes_total, ost.files_free)
         if _num(values, "degraded"):
             flags |= OstFlag.DEGRADED
+        else:
+            flags &= ~OstFlag.DEGRADED
         ost.flags = flags
         ost.active = target.get("available") is True and ost.kbytes_total > 0
         latency_ms = _num(values, "write_io_time_ms_mean")
@@ -234,7 +228,7 @@ class StateStore:
 
     # ------------------------------------------------------------------ staleness
     def stale_servers(self, snapshot: ClusterSnapshot, max_age_s: float) -> list[str]:
-        """Same answer as :func:`mapper.policies.gate.stale_servers` (OSSes serving a usable OST
+        """:func:`mapper.state.ost_health.stale_servers` (OSSes serving a usable OST
         whose OST or OSS sample is older than ``max_age_s`` at ``snapshot.time_s``), cached:
         recomputed (O(OSTs)) only after new samples or once the time passes the moment the
         oldest fresh sample turns stale. ``snapshot`` must be this store's."""
@@ -242,22 +236,8 @@ class StateStore:
         key = (self.samples, self.version, max_age_s)
         if key == self._stale_key and self._stale_since <= now < self._stale_valid_until:
             return self._stale
-        stale: set[str] = set()
-        turns_stale = float("inf")
-        osses = snapshot.osses
-        for ost in snapshot.osts:
-            if not is_usable(ost):
-                continue
-            times = [t for t in (ost.sample_time_s, osses[ost.oss].sample_time_s) if t is not None]
-            if not times:
-                stale.add(ost.oss)
-                continue
-            oldest = min(times)
-            if now - oldest > max_age_s:
-                stale.add(ost.oss)
-            else:
-                turns_stale = min(turns_stale, oldest + max_age_s)
-        self._stale = sorted(stale)
+        stale, turns_stale = stale_servers_until(snapshot, max_age_s)
+        self._stale = stale
         self._stale_key = key
         self._stale_valid_until = turns_stale
         self._stale_since = now

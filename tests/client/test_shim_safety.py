@@ -14,13 +14,11 @@ import os
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import (LIBDIR, VENV_BIN, Mapper, assert_valid_layout, free_port, parse_records,
-                       wait_for_pong)
+from .conftest import LIBDIR, assert_valid_layout, parse_records
 
 LOV_XATTR = "user.lustre_alloc.lov"
 LOV_USER_MAGIC_V1 = 0x0BD10BD0
@@ -179,68 +177,6 @@ def test_explicit_api_applies_the_hints_pool(shim_lib, standin, tmp_path):
 
 # ---- CURVE ----
 
-@pytest.fixture(scope="module")
-def curve_keys(tmp_path_factory):
-    """Key files in the format of ``lustre-alloc-broker --keygen`` (common curve module)."""
-    from common.curve import generate_keys
-    d = tmp_path_factory.mktemp("keys")
-    authorized = d / "authorized"
-    authorized.mkdir()
-    keys = {}
-    for name in ("mapper", "client", "rogue"):
-        keys[name] = generate_keys(d, name)
-    # only the client's public key is authorised by the mapper
-    (authorized / "client.key").write_bytes(keys["client"][0].read_bytes())
-    keys["authorized"] = (authorized, None)
-    return keys
-
-
-@pytest.fixture(scope="module")
-def curve_mapper(curve_keys, tmp_path_factory):
-    """The real mapper with CURVE on its request socket."""
-    d = tmp_path_factory.mktemp("curve_mapper")
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
-    cfg = d / "mapper.toml"
-    cfg.write_text(f"""[mapper]
-serve_curve_secret_key = "{curve_keys['mapper'][1]}"
-serve_curve_authorized_keys = "{curve_keys['authorized'][0]}"
-""")
-    proc = subprocess.Popen([str(VENV_BIN / "lustre-alloc-mapper"), "--config", str(cfg),
-                             "--bind", endpoint, "--static-cluster", "4x2",
-                             "--policy", "round_robin", "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    m = Mapper(endpoint, proc, "real+curve")
-    try:
-        _wait_curve(endpoint, proc, curve_keys)
-        yield m
-    finally:
-        m.stop()
-
-
-def _wait_curve(endpoint, proc, keys, deadline_s=30.0):
-    """wait_for_pong, over CURVE."""
-    import msgpack
-    import zmq
-    import zmq.auth
-    ctx = zmq.Context.instance()
-    pub, sec = zmq.auth.load_certificate(keys["client"][1])
-    srv, _ = zmq.auth.load_certificate(keys["mapper"][0])
-    t_end = time.monotonic() + deadline_s
-    while time.monotonic() < t_end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mapper exited with {proc.returncode}")
-        s = ctx.socket(zmq.REQ)
-        s.linger = 0
-        s.curve_publickey, s.curve_secretkey, s.curve_serverkey = pub, sec, srv
-        s.connect(endpoint)
-        s.send(msgpack.packb({"v": 1, "op": "ping", "id": 1}))
-        ok = s.poll(500)
-        s.close()
-        if ok:
-            return
-    raise RuntimeError("CURVE mapper never answered")
-
-
 def test_curve_shim_with_the_pinned_key_gets_layouts(shim_run_factory, curve_mapper, curve_keys,
                                                      create_files):
     run = shim_run_factory(curve_mapper.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000",
@@ -284,3 +220,17 @@ def test_curve_unusable_key_files_are_refused_with_a_message(shim_run_factory, c
     assert "liblustre_alloc: CURVE key file" in p.stderr and ".key_secret" in p.stderr
     (r,) = run.records()
     assert r["result"] == "default" and r["reason"] == "curve_keys"
+
+
+def test_more_threads_than_slots_all_files_created_none_hangs(shim_run_factory, standin,
+                                                             create_files):
+    """200 threads creating at once (128 workspaces, 128 mapper calls): the ones beyond the
+    slots wait for a free workspace within the timeout budget; every file is created and,
+    with a mapper answering in time, every create is recorded."""
+    shim = shim_run_factory(standin("normal").endpoint, LUSTRE_ALLOC_TIMEOUT_MS="2000")
+    p = shim.run([create_files, "-t", "200", "-n", "3", shim.data], timeout=120)
+    assert "created=600" in p.stdout
+    assert len(os.listdir(shim.data)) == 600
+    recs = shim.records()
+    assert len(recs) == 600
+    assert {r["reason"] for r in recs} <= {"", "mapper_busy"}

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapper.state.cluster_state import OstFlag, make_uniform_cluster
-from mapper.policies.gate import GatedPolicy, stale_servers
+from mapper.policies.gate import GatedPolicy
+from mapper.state.ost_health import stale_servers
 from mapper.state.ost_health import check_placement
 from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
 from mapper.policies.registry import make_policy
