@@ -77,6 +77,8 @@ TABLE_COLUMNS = (
     "mean I/O\nMiB/s",
     "allocation µs\nmean/p99",
     "files created\n(refused)",
+    "job I/O phase s\nmean/p99",
+    "slowest\nphase s",
     "creates by a non-\ndefault path",
 )
 
@@ -95,6 +97,8 @@ def legend(summaries: list[dict]) -> str:
         "allocation µs: time the policy took to choose each new file's OSTs.",
         "files created (refused): new files placed; in brackets, creates refused because no "
         "OST could take them.",
+        "job I/O phase: time from a job's first transfer of an I/O phase to its last byte, "
+        "mean/p99 over phases; slowest phase: the longest one.",
     ]
     notes = sorted({n for s in summaries for n in s["creates_by_note"]})
     if notes:
@@ -131,6 +135,9 @@ def _table(summaries: list[dict], title: str) -> Table:
                   f"{s['oss_cpu_max_mean_mean']:.3f}", f"{s['mean_io_bandwidth_mib_s']:.1f}",
                   f"{s['alloc_us_mean']:.1f}/{s['alloc_us_p99']:.1f}",
                   f"{s['creates']} ({s['failed_creates']})",
+                  "-" if s["phase_io_time_s_mean"] is None
+                  else f"{s['phase_io_time_s_mean']:.1f}/{s['phase_io_time_s_p99']:.1f}",
+                  "-" if s["slowest_phase"] is None else f"{s['slowest_phase']['io_time_s']:.1f}",
                   str(sum(s["creates_by_note"].values())))
     return t
 

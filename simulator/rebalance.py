@@ -76,6 +76,7 @@ def parse_rebalance_event(table: Any) -> RebalanceEvent:
     Raises:
         ScenarioError: a missing or out-of-range key, neither or both of at_s/every_s.
     """
+    table.used.add("kind")
     budget = table.get("budget_fraction", float, minimum=0.0, maximum=1.0)
     if budget <= 0:
         raise table.err("budget_fraction", "must be > 0 (a fraction of each OST's bandwidth)")
@@ -208,7 +209,7 @@ class Rebalancer:
 
     def _plan(self, ev: RebalanceEvent, now: float) -> None:
         sim = self.sim
-        ratio = float(max_mean_ratio(sim.used))
+        ratio = float(max_mean_ratio(sim.used[sim.present]))
         entry = {"time_s": now, "planner": ev.planner, "ost_max_mean": round(ratio, 4),
                  "moves": 0, "bytes": 0.0, "plan_ms": 0.0}
         self.log.append(entry)
@@ -238,10 +239,12 @@ class Rebalancer:
         sim.counters["rebalance_moves_planned"] += len(moves)
 
     def _ost_table(self) -> OstTable:
+        """The OSTs the MDS knows (its view: flags from the mapper's state rules)."""
         sim = self.sim
-        table = OstTable.from_snapshot(sim.view, sim.cl.bandwidth_bytes_s)
-        table.kbytes_total = sim.capacity / 1024
-        table.kbytes_used = sim.used / 1024
+        p = sim.view_p
+        table = OstTable.from_snapshot(sim.view, sim.cl.bandwidth_bytes_s[p])
+        table.kbytes_total = sim.capacity[p] / 1024
+        table.kbytes_used = sim.used[p] / 1024
         return table
 
     def _plan_pufferscale(self, ev: RebalanceEvent, cands, window_s: float) -> list[_Move]:
@@ -266,8 +269,8 @@ class Rebalancer:
     def _plan_largest_first(self, ev: RebalanceEvent, cands) -> list[_Move]:
         sim = self.sim
         fill = sim.used / sim.capacity
-        mean = sim.used.sum() / sim.capacity.sum()
-        over = fill > mean * (1.0 + ev.fill_tolerance)
+        mean = sim.used[sim.present].sum() / sim.capacity[sim.present].sum()
+        over = sim.present & (fill > mean * (1.0 + ev.fill_tolerance))
         excess = float(((fill - mean) * sim.capacity)[over].sum())
         picked = [(k, f) for k, f in cands if over[f.osts].any()
                   and f.landed.sum() >= ev.min_file_bytes]
