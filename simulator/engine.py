@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from mapper.state.cluster_state import ClusterSnapshot
+from mapper.state.cluster_state import ClusterSnapshot, OstFlag
 from mapper.state.ost_health import statfs_flags
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from simulator.cluster import GIB, KIB, MIB, SimCluster
