@@ -68,6 +68,7 @@ class RebalanceEvent:
     min_file_bytes: float = 0.0
     max_streams: int | None = None
     weight_load: float = 1.0
+    move_largest: bool = False
 
 
 def parse_rebalance_event(table: Any) -> RebalanceEvent:
@@ -98,7 +99,8 @@ def parse_rebalance_event(table: Any) -> RebalanceEvent:
         max_duration_s=table.get("max_duration_s", float, None, minimum=1.0),
         min_file_bytes=table.get("min_file_bytes", float, 0.0, minimum=0.0),
         max_streams=table.get("max_streams", int, default_streams, minimum=1),
-        weight_load=table.get("weight_load", float, 1.0, minimum=0.0))
+        weight_load=table.get("weight_load", float, 1.0, minimum=0.0),
+        move_largest=table.get("move_largest", bool, False))
     table.finish()
     return ev
 
@@ -257,7 +259,8 @@ class Rebalancer:
             stripe_size=[f.stripe_size for _, f in cands])
         targets = PlanTargets(budget_fraction=ev.budget_fraction, fill_tolerance=ev.fill_tolerance,
                               load_tolerance=ev.load_tolerance, max_duration_s=ev.max_duration_s,
-                              min_file_bytes=ev.min_file_bytes, weight_load=ev.weight_load)
+                              min_file_bytes=ev.min_file_bytes, weight_load=ev.weight_load,
+                              move_largest=ev.move_largest)
         plan = plan_migration(self._ost_table(), files, targets)
         moves = []
         for i, row in enumerate(plan.files):

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the same for load (default 0.10)")
     pl.add_argument("--max-duration-s", type=float, help="cut the plan at this estimated time")
     pl.add_argument("--min-size", type=float, default=0.0, help="never move smaller files, bytes")
+    pl.add_argument("--move-largest", action="store_true",
+                    help="shed an OST's largest files first (fewer files moved) instead of "
+                         "Pufferscale's order (keep the largest, finer balance)")
     pl.add_argument("--json", action="store_true", help="write JSON instead of a shell script")
     pl.add_argument("-o", "--output", help="output file (default: stdout)")
     return p
@@ -110,7 +113,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     rate = args.ost_rate_mib_s * MIB if args.ost_rate_mib_s is not None else None
     targets = PlanTargets(budget_fraction=args.budget, fill_tolerance=args.fill_tolerance,
                           load_tolerance=args.load_tolerance,
-                          max_duration_s=args.max_duration_s, min_file_bytes=args.min_size)
+                          max_duration_s=args.max_duration_s, min_file_bytes=args.min_size,
+                          move_largest=args.move_largest)
     table = read_state(args.state, rate, args.fsname)
     files = build_file_table(args.files, args.layouts, args.access)
     plan = plan_migration(table, files, targets)

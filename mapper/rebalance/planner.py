@@ -233,6 +233,9 @@ class PlanTargets:
         weight_load, weight_space, weight_duration: Pufferscale's ``W_L``, ``W_D``,
             ``W_T`` (Section V-C; Eq. 15 uses 0.5 on the duration term).
         min_file_bytes: never move smaller files (per-file overhead of ``lfs migrate``).
+        move_largest: fixing keeps the *smallest* files and sheds the largest (few
+            files moved; ``lfs migrate`` pays per file), instead of Algorithm 1's order
+            (keep the largest, shed many small ones: finer balance).
     """
     budget_fraction: float
     fill_tolerance: float = 0.02
@@ -242,6 +245,7 @@ class PlanTargets:
     weight_space: float = 1.0
     weight_duration: float = 0.5
     min_file_bytes: float = 0.0
+    move_largest: bool = False
 
     def __post_init__(self) -> None:
         if not (0.0 < self.budget_fraction <= 1.0):
@@ -383,7 +387,7 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
         keep_load = np.where(keep, np.where(load_ok, np.inf, l_t * osts.rate_bytes_s), 0.0)
     else:
         keep_load = np.where(keep, np.inf, 0.0)
-    order = np.lexsort((-norm[entry_file], pos))
+    order = np.lexsort((norm[entry_file] if t.move_largest else -norm[entry_file], pos))
     pos_s = pos[order]
     excess_s = ((_group_cumsum(pos_s, entry_bytes[order]) > keep_bytes[pos_s] * (1 + 1e-12))
                 | (_group_cumsum(pos_s, entry_load[order]) > keep_load[pos_s] * (1 + 1e-12)))

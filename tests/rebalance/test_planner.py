@@ -127,3 +127,12 @@ def test_file_without_ost_and_duplicate_ost_are_refused():
         plan_migration(table, FileTable.from_lists(["/a"], [GIB], [[]]), PlanTargets(0.5))
     with pytest.raises(PlanInputError, match="file /a: an OST appears twice"):
         plan_migration(table, FileTable.from_lists(["/a"], [GIB], [[1, 1]]), PlanTargets(0.5))
+
+
+def test_move_largest_moves_fewer_files_for_the_same_balance():
+    snap, files = _cluster(24, 8)
+    table = OstTable.from_snapshot(snap, 1e9)
+    paper = plan_migration(table, files, PlanTargets(0.25)).summary
+    big = plan_migration(table, files, PlanTargets(0.25, move_largest=True)).summary
+    assert big.files_moved < paper.files_moved / 3
+    assert big.fill_max_mean_after < 1.08 and paper.fill_max_mean_after < 1.06
