@@ -122,6 +122,10 @@ static int la_maybe_create_in(struct la_work *w, int dirfd, const char *path,
 	if (fstatat(t.pfd, t.base, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
 	    errno != ENOENT)
 		goto out;
+	/* Without LUSTRE_ALLOC_PATHS only Lustre is touched: say no to every
+	 * other file system before naming the directory. */
+	if (!explicit_call && !la_cfg.npaths && !la_dir_is_lustre(t.pfd))
+		goto out;
 	if (la_target_abspath(&t, w) != 0)
 		goto out;
 	if (!explicit_call && la_cfg.npaths && !la_under_paths(w->abs))

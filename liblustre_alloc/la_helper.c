@@ -36,6 +36,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,8 +50,14 @@ enum { LA_CALL_FREE, LA_CALL_PACKING, LA_CALL_QUEUED, LA_CALL_SENT,
        LA_CALL_DONE, LA_CALL_ABANDONED };
 
 static struct la_call la_calls[LA_CALLS];
+static atomic_int la_calls_hwm;     /* slots ever claimed: [0, hwm) */
 
 static int la_efd = -1;
+/* Identity of our eventfd: an application that closes every descriptor
+ * (closefrom) and opens a file that gets its number must never receive
+ * our 8-byte wake-ups. */
+static dev_t la_efd_dev;
+static ino_t la_efd_ino;
 static atomic_int la_running;       /* a helper serves this process */
 static atomic_int la_stop;
 static pid_t la_helper_pid;
@@ -94,8 +101,13 @@ void la_futex_wait_until(atomic_int *addr, int val, double deadline_us)
 static void la_wake_helper(void)
 {
 	uint64_t one = 1;
-	ssize_t w = write(la_efd, &one, sizeof(one));
+	struct stat st;
+	ssize_t w;
 
+	if (fstat(la_efd, &st) != 0 || st.st_dev != la_efd_dev ||
+	    st.st_ino != la_efd_ino || S_ISREG(st.st_mode))
+		return; /* not ours any more: the caller times out */
+	w = write(la_efd, &one, sizeof(one));
 	(void)w; /* counter full: the helper is awake anyway */
 }
 
@@ -116,8 +128,10 @@ struct la_call *la_helper_claim(void)
 		int want = LA_CALL_FREE;
 
 		if (atomic_compare_exchange_strong(&la_calls[i].state, &want,
-						   LA_CALL_PACKING))
+						   LA_CALL_PACKING)) {
+			la_raise_hwm(&la_calls_hwm, i + 1);
 			return &la_calls[i];
+		}
 	}
 	return NULL;
 }
@@ -317,9 +331,9 @@ static void la_on_send_ready(int k);
  * the socket becomes writable), free abandoned ones. */
 static void la_scan_calls(void)
 {
-	int i;
+	int i, n = atomic_load(&la_calls_hwm);
 
-	for (i = 0; i < LA_CALLS; i++) {
+	for (i = 0; i < n; i++) {
 		struct la_call *c = &la_calls[i];
 		int s = atomic_load(&c->state);
 
@@ -473,8 +487,15 @@ void la_helper_start(void)
 	pthread_mutex_lock(mu);
 	if (la_helper_running())
 		goto out;
-	if (la_efd < 0)
+	if (la_efd < 0) {
+		struct stat st;
+
 		la_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (la_efd >= 0 && fstat(la_efd, &st) == 0) {
+			la_efd_dev = st.st_dev;
+			la_efd_ino = st.st_ino;
+		}
+	}
 	la_ctx = zmq_ctx_new();
 	if (la_efd < 0 || !la_ctx)
 		goto out;
@@ -510,7 +531,7 @@ void la_helper_atfork_child(void)
 	la_ctx = NULL;
 	memset(la_socks, 0, sizeof(la_socks));
 	la_nsocks = 0;
-	for (i = 0; i < LA_CALLS; i++) {
+	for (i = 0; i < atomic_load(&la_calls_hwm); i++) {
 		atomic_store(&la_calls[i].state, LA_CALL_FREE);
 		la_adopted_id[i] = 0;
 	}

@@ -134,6 +134,11 @@ struct la_dirinfo {
 LA_HIDDEN int la_parse_dir_default(const void *buf, size_t len,
 				   struct la_dirinfo *di);
 
+/* Raise *hwm to at least v (the highest slot index ever used + 1: a fork
+ * child resets only those slots; touching the untouched ones would fault
+ * in megabytes of zero pages for every fork). */
+LA_HIDDEN void la_raise_hwm(atomic_int *hwm, int v);
+
 /* futex(2) on a process-private word (the wait/wake of the create path:
  * a system call, async-signal-safe). */
 LA_HIDDEN long la_futex(atomic_int *addr, int op, int val,
@@ -176,6 +181,9 @@ LA_HIDDEN int la_target_open(int dirfd, const char *path, struct la_work *w,
 /* The absolute path where (t->pfd, t->base) lands, into w->abs; 0 or -1. */
 LA_HIDDEN int la_target_abspath(const struct la_target *t, struct la_work *w);
 LA_HIDDEN int la_under_paths(const char *abs);
+/* fstatfs(pfd) says Lustre (uncached: one system call, cheaper than
+ * naming the directory). */
+LA_HIDDEN int la_dir_is_lustre(int pfd);
 /* statfs type and default layout of the directory pfd, whose absolute
  * name is dir[0..dirlen) (cached for LUSTRE_ALLOC_CACHE_S seconds by that
  * name); 0 or -1. */

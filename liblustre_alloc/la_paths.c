@@ -40,6 +40,8 @@ struct la_dirslot {
 };
 
 static struct la_dirslot la_dircache[LA_DIRCACHE_SLOTS];
+static _Atomic uint64_t la_dircache_used; /* bit i: slot i was ever taken */
+_Static_assert(LA_DIRCACHE_SLOTS <= 64, "one bit per slot");
 
 int la_target_open(int dirfd, const char *path, struct la_work *w,
 		   struct la_target *t)
@@ -106,6 +108,14 @@ int la_under_paths(const char *abs)
 	return 0;
 }
 
+int la_dir_is_lustre(int pfd)
+{
+	struct statfs sf;
+
+	return fstatfs(pfd, &sf) == 0 &&
+	       (unsigned long)sf.f_type == LA_LL_SUPER_MAGIC;
+}
+
 static struct la_dirslot *la_slot_for(const char *dir, size_t n)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
@@ -120,7 +130,10 @@ static int la_slot_trylock(struct la_dirslot *s)
 {
 	int zero = 0;
 
-	return atomic_compare_exchange_strong(&s->busy, &zero, 1);
+	if (!atomic_compare_exchange_strong(&s->busy, &zero, 1))
+		return 0;
+	atomic_fetch_or(&la_dircache_used, 1ull << (s - la_dircache));
+	return 1;
 }
 
 /* Read the directory's facts from the file system (no cache). */
@@ -179,8 +192,10 @@ int la_dirinfo(int pfd, const char *dir, size_t dirlen, struct la_work *w,
 /* A slot held by a thread that does not exist in the fork child. */
 void la_paths_atfork_child(void)
 {
+	uint64_t used = atomic_load(&la_dircache_used);
 	int i;
 
 	for (i = 0; i < LA_DIRCACHE_SLOTS; i++)
-		atomic_store(&la_dircache[i].busy, 0);
+		if (used & (1ull << i))
+			atomic_store(&la_dircache[i].busy, 0);
 }

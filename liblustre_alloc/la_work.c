@@ -19,6 +19,15 @@
 static struct la_work la_works[LA_WORKSPACES];
 static atomic_int la_work_gen;      /* bumped whenever one is given back */
 static atomic_int la_work_waiters;
+static atomic_int la_work_hwm;      /* slots ever used: [0, hwm) */
+
+void la_raise_hwm(atomic_int *hwm, int v)
+{
+	int cur = atomic_load(hwm);
+
+	while (cur < v && !atomic_compare_exchange_weak(hwm, &cur, v))
+		;
+}
 
 struct la_work *la_work_get(double deadline_us)
 {
@@ -30,8 +39,10 @@ struct la_work *la_work_get(double deadline_us)
 			int zero = 0;
 
 			if (atomic_compare_exchange_strong(&la_works[i].busy,
-							   &zero, 1))
+							   &zero, 1)) {
+				la_raise_hwm(&la_work_hwm, i + 1);
 				return &la_works[i];
+			}
 		}
 		if (la_now_us() >= deadline_us)
 			return NULL;
@@ -52,9 +63,9 @@ void la_work_put(struct la_work *w)
 /* The fork child has one thread, not in the shim: nothing is in use. */
 void la_work_atfork_child(void)
 {
-	int i;
+	int i, n = atomic_load(&la_work_hwm);
 
-	for (i = 0; i < LA_WORKSPACES; i++)
+	for (i = 0; i < n; i++)
 		atomic_store(&la_works[i].busy, 0);
 	atomic_store(&la_work_waiters, 0);
 }

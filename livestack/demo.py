@@ -47,6 +47,7 @@ from livestack.stack import (PROJECT_ROOT, EmulatorPump, LiveStack, LiveStackErr
                                   child_env, spawn, terminate)
 from livestack.emulator import EmulatedCluster, RecordFeed
 from simulator.metrics import max_mean_ratio
+from simulator.cli import CONFIG_ERRORS
 from simulator.scenario import Scenario, ScenarioError, load_scenario
 from common.cli import command_parser, fail
 
@@ -247,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print("lustre-alloc-demo: interrupted; every process stopped. "
                       f"Files are in {workdir}")
         return 130
+    except CONFIG_ERRORS as exc:  # a data file the scenario names is missing or unreadable
+        return fail(PROG, exc)
 
 
 def _run(args: argparse.Namespace, scenario: Scenario, workdir: Path, console) -> int:

@@ -77,8 +77,6 @@ TABLE_COLUMNS = (
     "mean I/O\nMiB/s",
     "allocation µs\nmean/p99",
     "files created\n(refused)",
-    "job I/O phase s\nmean/p99",
-    "slowest\nphase s",
     "creates by a non-\ndefault path",
 )
 
@@ -97,8 +95,6 @@ def legend(summaries: list[dict]) -> str:
         "allocation µs: time the policy took to choose each new file's OSTs.",
         "files created (refused): new files placed; in brackets, creates refused because no "
         "OST could take them.",
-        "job I/O phase: time from a job's first transfer of an I/O phase to its last byte, "
-        "mean/p99 over phases; slowest phase: the longest one.",
     ]
     notes = sorted({n for s in summaries for n in s["creates_by_note"]})
     if notes:
@@ -115,6 +111,35 @@ NOTE_MEANINGS = {
     "only": "random found fewer OSTs above its free-space floor than the stripe count",
     "fallback": "the gate answered with the fallback allocator",
 }
+
+
+USER_COLUMNS = ("policy", "jobs\n(unfinished)", "job I/O s\nmean/p99", "job slowdown\nmean/p99",
+                "job phase I/O s\nmean/p99/max", "file write s\np50/p99", "file read s\np50/p99")
+USER_LEGEND = (
+    "job I/O s: first byte issued to last byte landed, per job (unfinished jobs: counted, not "
+    "timed); slowdown: that time / a lower bound of the job alone on the idle cluster. A job "
+    "phase is a job's I/O split at idle gaps >= 60 s (the generators' day-long jobs: their "
+    "checkpoints and iterations). File times: first byte to last byte of each file's writes / reads.")
+
+
+def _fmt(*values, nd: int = 1) -> str:
+    return "/".join("-" if v is None else f"{v:.{nd}f}" for v in values)
+
+
+def _user_table(summaries: list[dict], title: str) -> Table:
+    """The user's metric (issue 17), one row per policy."""
+    t = Table(title=title, caption=USER_LEGEND, caption_justify="left")
+    for name in USER_COLUMNS:
+        t.add_column(name, justify="right" if name != "policy" else "left")
+    for s in summaries:
+        t.add_row(s["policy"], f"{s['jobs']} ({s['jobs_unfinished']})",
+                  _fmt(s["job_io_time_s_mean"], s["job_io_time_s_p99"]),
+                  _fmt(s["job_slowdown_mean"], s["job_slowdown_p99"], nd=2),
+                  _fmt(s["phase_io_time_s_mean"], s["phase_io_time_s_p99"],
+                       s["slowest_phase_io_time_s"]),
+                  _fmt(s["file_write_s_p50"], s["file_write_s_p99"], nd=2),
+                  _fmt(s["file_read_s_p50"], s["file_read_s_p99"], nd=2))
+    return t
 
 
 def _balanced_cell(s: dict) -> str:
@@ -135,9 +160,6 @@ def _table(summaries: list[dict], title: str) -> Table:
                   f"{s['oss_cpu_max_mean_mean']:.3f}", f"{s['mean_io_bandwidth_mib_s']:.1f}",
                   f"{s['alloc_us_mean']:.1f}/{s['alloc_us_p99']:.1f}",
                   f"{s['creates']} ({s['failed_creates']})",
-                  "-" if s["phase_io_time_s_mean"] is None
-                  else f"{s['phase_io_time_s_mean']:.1f}/{s['phase_io_time_s_p99']:.1f}",
-                  "-" if s["slowest_phase"] is None else f"{s['slowest_phase']['io_time_s']:.1f}",
                   str(sum(s["creates_by_note"].values())))
     return t
 
@@ -155,6 +177,7 @@ def _run(args: argparse.Namespace, console: Console, argv: Sequence[str]) -> int
                                progress=lambda p, done, total: bar.update(tasks[p], completed=done))
     summaries = [summarise(r) for r in results]
     console.print(_table(summaries, f"{sc.name}: {sc.duration_s / 3600:g} h simulated"))
+    console.print(_user_table(summaries, f"{sc.name}: the users' view (job and file I/O times)"))
     paths = write_outputs(results, out, figures=not args.no_figures,
                           provenance=provenance(sc, [PROG, *argv]))
     console.print(f"wrote {len(paths)} files to {out}/")
@@ -166,9 +189,11 @@ def _list(console: Console) -> int:
     status = 0
     for p in sorted(SCENARIO_DIR.glob("*.toml")):
         try:
-            console.print(f"{p.stem:<22} {load_scenario(p).description}", highlight=False)
+            console.print(f"{p.stem:<22} {load_scenario(p).description}", highlight=False,
+                          soft_wrap=True)
         except CONFIG_ERRORS as e:
-            console.print(f"{p.stem:<22} CANNOT LOAD: {' '.join(str(e).split())}", highlight=False)
+            console.print(f"{p.stem:<22} CANNOT LOAD: {' '.join(str(e).split())}", highlight=False,
+                          soft_wrap=True)  # one line per scenario, whatever the path length
             status = EXIT_FAILED
     return status
 

@@ -68,19 +68,18 @@ def user_metrics(result: RunResult) -> dict:
     def r(x, nd=3):
         return None if x is None else round(float(x), nd)
     worst = max(done, key=lambda x: x[1].io_time_s) if done else None
-    worst_phase = None
+    worst_phase = (None, None, -1.0)
     for jid, j in done:
-        for k, (first, last, _) in enumerate(j.phases):
-            if worst_phase is None or last - first > worst_phase["io_time_s"]:
-                worst_phase = {"job": jid, "phase": k, "start_s": r(first, 1),
-                               "io_time_s": r(last - first)}
+        for first, last, _ in j.phases:
+            if last - first > worst_phase[2]:
+                worst_phase = (jid, first, last - first)
     return {
         "jobs": len(jobs), "jobs_unfinished": len(jobs) - len(done),
         "jobs_unmanaged": sum(1 for _, j in jobs if not j.managed),
         "job_io_time_s_mean": r(t.mean()) if t.size else None,
         "job_io_time_s_p99": r(percentile_or_none(t, 99)),
-        "slowest_job": None if worst is None else {"job": worst[0],
-                                                   "io_time_s": r(worst[1].io_time_s)},
+        "slowest_job": None if worst is None else worst[0],
+        "slowest_job_io_time_s": None if worst is None else r(worst[1].io_time_s),
         "job_slowdown_mean": r(slow.mean()) if slow.size else None,
         "job_slowdown_p99": r(percentile_or_none(slow, 99)),
         "phases": int(pt.size),
@@ -89,7 +88,9 @@ def user_metrics(result: RunResult) -> dict:
         "phase_io_time_s_p99": r(percentile_or_none(pt, 99)),
         "phase_slowdown_mean": r(pslow.mean()) if pslow.size else None,
         "phase_slowdown_p99": r(percentile_or_none(pslow, 99)),
-        "slowest_phase": worst_phase,
+        "slowest_phase_job": worst_phase[0],
+        "slowest_phase_start_s": r(worst_phase[1], 1),
+        "slowest_phase_io_time_s": r(worst_phase[2]) if worst_phase[0] is not None else None,
         "file_write_s_p50": r(percentile_or_none(result.file_write_s, 50), 4),
         "file_write_s_p99": r(percentile_or_none(result.file_write_s, 99), 4),
         "file_read_s_p50": r(percentile_or_none(result.file_read_s, 50), 4),
@@ -226,8 +227,7 @@ def write_outputs(results: Sequence[RunResult], out: Path, figures: bool = True,
     # Tidy CSVs: one number per cell; the per-application and per-note breakdowns are rows of
     # their own files rather than JSON inside a cell.
     nested = ("app_mean_io_bandwidth_mib_s", "creates_by_note")
-    flat = [{k: (json.dumps(v) if isinstance(v, dict) or v is None else v)
-             for k, v in s.items() if k not in nested} for s in summaries]
+    flat = [{k: v for k, v in s.items() if k not in nested} for s in summaries]
     written.append(_write_csv(out / "summary.csv", flat, list(flat[0]) if flat else ["policy"]))
     apps = [{"policy": s["policy"], "application": app, "mean_io_bandwidth_mib_s": bw}
             for s in summaries for app, bw in s["app_mean_io_bandwidth_mib_s"].items()]

@@ -75,3 +75,15 @@ def test_unreadable_config_file_is_one_line_exit_2(tmp_path, capsys):
     code = _main(ENTRY_POINTS["lustre-alloc-mapper"])(["--config", str(bad)])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and str(bad) in err
+
+
+def test_demo_with_a_missing_data_file_is_one_line_exit_2(tmp_path, capsys):
+    from simulator.scenario import SCENARIO_DIR
+    text = (SCENARIO_DIR / "paper-32ost.toml").read_text().replace(
+        'generator = "hacc"', 'generator = "hacc"\nparams = { hacc_csv = "/nonexistent/hacc.csv.gz" }', 1)
+    (tmp_path / "s.toml").write_text(text)
+    code = _main(ENTRY_POINTS["lustre-alloc-demo"])(
+        ["--scenario", str(tmp_path / "s.toml"), "--workdir", str(tmp_path / "w"), "--no-live",
+         "--hours", "1", "--duration", "5"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "/nonexistent/hacc.csv.gz" in err

@@ -5,7 +5,8 @@
  *  - the exact bytes the Lustre backend hands to ioctl(LL_IOC_LOV_SETSTRIPE),
  *  - the Lustre backend's create/fallback logic, driven through the one
  *    seam it has (la_lustre_ioctl) on a local filesystem,
- *  - the reply decoder and the path normaliser.
+ *  - the reply decoder, where a path really lands (O_PATH parent),
+ *  - directory defaults through GETSTRIPE, the signal-safe text helpers.
  * Usage: test_layout_abi SCRATCH_DIR.  Prints one line per check; exit 0
  * when all pass.
  */
@@ -394,6 +395,31 @@ static void test_dir_defaults(const char *scratch)
 	close(dfd);
 }
 
+/* ---- signal-safe text ---- */
+static void test_fmt(void)
+{
+	char buf[16], reason[12];
+	struct la_out o = { buf, 0, sizeof(buf) };
+
+	buf[0] = '\0';
+	la_put_u64(&o, 0);
+	la_put_str(&o, " ");
+	la_put_i64(&o, -42);
+	CHECK(!strcmp(buf, "0 -42"));
+	o.len = 0;
+	la_put_tenths(&o, 139.64);
+	la_put_str(&o, "/");
+	la_put_tenths(&o, -1.0); /* never negative */
+	CHECK(!strcmp(buf, "139.6/0.0"));
+	o.len = 0;
+	la_put_u64(&o, 18446744073709551615ull); /* 20 digits, cut at 15 */
+	CHECK(o.len == sizeof(buf) - 1 && !strcmp(buf, "184467440737095"));
+	la_reason(reason, sizeof(reason), "setstripe", 121);
+	CHECK(!strcmp(reason, "setstripe:1")); /* cut, still terminated */
+	la_reason(reason, sizeof(reason), "create", 13);
+	CHECK(!strcmp(reason, "create:13"));
+}
+
 int main(int argc, char **argv)
 {
 	char scratch[LA_PATH_MAX];
@@ -406,5 +432,6 @@ int main(int argc, char **argv)
 	test_reply_decoder();
 	test_paths(scratch);
 	test_dir_defaults(scratch);
+	test_fmt();
 	return CHECK_SUMMARY();
 }

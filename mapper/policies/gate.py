@@ -113,11 +113,11 @@ class GatedPolicy(BatchPolicy):
         return self.round_budget_s is not None and self.round_estimate_s > self.round_budget_s
 
     def _measured(self, took_s: float) -> None:
-        if self.over_budget():
+        budget = self.round_budget_s
+        if budget is not None and self.round_estimate_s > budget:    # over_budget()
             # a trial after a rest: restart the estimate from half the budget, so one
             # noisy trial does not keep the primary resting, a truly slow one does
-            assert self.round_budget_s is not None
-            self.round_estimate_s = 0.5 * self.round_budget_s
+            self.round_estimate_s = 0.5 * budget
         self.round_estimate_s += BUDGET_EWMA_WEIGHT * (took_s - self.round_estimate_s)
         if self.over_budget():
             self._rest_until = self.clock() + self._rest_s

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
-from mapper.policies.placement import InvalidRequestError
+from mapper.policies.placement import InvalidRequestError, NoSpaceError, PlacementCheckError
 
 MAX_STRIPE_COUNT = 2000
 """``LOV_MAX_STRIPE_COUNT`` (lustre_idl.h)."""
@@ -163,18 +163,46 @@ def resolve_stripe_count(requested: int, usable: int) -> int:
     return max(0, min(count, usable, MAX_STRIPE_COUNT))
 
 
+def members_and_stripe_count(snapshot: ClusterSnapshot, pool: str | None, requested: int,
+                             resolved: tuple[list[OstState], int] | None = None
+                             ) -> tuple[list[OstState], int]:
+    """LOD's dispatch for one create: the pool's OSTs in index order
+    (:func:`pool_members`) and the stripe count it allocates over their usable ones
+    (:func:`resolve_stripe_count`).
+
+    Raises:
+        NoSpaceError: no OST of the pool is usable (ENOSPC).
+        InvalidRequestError: unknown pool, or ``requested`` out of range.
+    """
+    if resolved is None:
+        members = pool_members(snapshot, pool)
+        usable = sum(1 for o in members if is_usable(o))
+    else:
+        members, usable = resolved      # (members, usable count) kept by the caller
+    count = resolve_stripe_count(requested, usable)
+    if count == 0:
+        raise NoSpaceError("no usable OST" + (f" in pool {pool!r}" if pool else ""))
+    return members, count
+
+
 def check_placement(snapshot: ClusterSnapshot, osts: Sequence[int], pool: str | None) -> None:
-    """Assert the invariants every policy guarantees; raises AssertionError naming the
-    first violation (duplicate, unknown, unusable or out-of-pool OST). For tests and
-    for the mapper's last line of defence before a reply."""
+    """Check the invariants every policy guarantees (for tests and for the mapper's last
+    line of defence before a reply).
+
+    Raises:
+        PlacementCheckError: naming the first violation (duplicate, unknown, unusable or
+            out-of-pool OST).
+        InvalidRequestError: ``pool`` does not exist.
+    """
     allowed = {o.index: o for o in pool_members(snapshot, pool)}
     seen: set[int] = set()
     for idx in osts:
         if idx in seen:
-            raise AssertionError(f"OST {idx} appears twice in {list(osts)}")
+            raise PlacementCheckError(f"OST {idx} appears twice in {list(osts)}", idx)
         seen.add(idx)
         if idx not in allowed:
-            raise AssertionError(f"OST {idx} is not in pool {pool!r} or does not exist")
+            raise PlacementCheckError(f"OST {idx} is not in pool {pool!r} or does not exist",
+                                      idx)
         reason = unusable_reason(allowed[idx])
         if reason:
-            raise AssertionError(f"OST {idx} is unusable ({reason})")
+            raise PlacementCheckError(f"OST {idx} is unusable ({reason})", idx)

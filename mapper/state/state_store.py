@@ -8,8 +8,11 @@ never sees a half-applied sample. Sample fields are those of ``docs/protocol.md`
 
 Rules (decisions where the paper is silent are marked as ours):
 
-* An OST is the target of kind ``ost`` with an ``index`` in an OSS sample; its OSS is the
-  sample's ``host``. Targets without an index are ignored (counted).
+* A store serves ONE file system: state is keyed by (fsname, OST index). An OST is the target
+  of kind ``ost`` with an ``index`` and this store's ``fsname`` (field ``fsname`` of the
+  target, else the ``<fsname>-OSTxxxx`` of its name) in an OSS sample; its OSS is the
+  sample's ``host``. Targets without an index are ignored (counted); targets of another file
+  system are skipped (counted in ``foreign_targets``): the mapper keeps one store per fsname.
 * ``available`` false (space or stats unreadable, or ``health_check`` names it) makes the
   OST inactive for us: we do not know it can take objects, so we never hand it out
   (ours; Lustre's allocator, which the client falls back to, has its own view).
@@ -17,10 +20,18 @@ Rules (decisions where the paper is silent are marked as ours):
   :func:`mapper.state.ost_health.statfs_flags` (OSP's watermarks with hysteresis; the
   simulator and the live stack use the same function); ``DEGRADED`` from ``degraded``.
 * Write latency: brw_stats ``write_io_time_ms_mean`` (ms) else ``write_service_time_us_mean``
-  (us), converted to seconds; None when neither is in the sample.
+  (us), converted to seconds; None when neither is in the sample. Write rate:
+  ``write_bytes_per_s`` (B/s, obdfilter ``stats``), the field the simulator fills too.
 * OSS load: ``cpu_percent``, ``mem_percent``; LNet load = (send + recv bytes/s) over
   ``lnet_capacity_bytes_per_s`` in percent, clipped to 100 (ours: the paper names the LNet
   statistic, Section III-C, but not its normalisation).
+* The MDS's own view (``osts`` and ``pools`` of an ``mds`` sample, collectors/mds_view.py),
+  for this store's fsname: an OST whose OSP is inactive (``active`` false) or whose
+  ``prealloc_status`` is a non-ENOSPC error is inactive; ``max_create_count`` 0 (drained)
+  sets ``NOPRECREATE``; ``prealloc_status`` -28 sets ``ENOSPC``. Applied on arrival, so a
+  drained OST is out of every round that follows the MDS sample (within one stats
+  interval); undone by the next MDS sample that says otherwise. Pools published by the MDS
+  (``lod.*.pools.*``) replace the configured ones for this file system.
 * MDS CPU: ``cpu_percent`` of the newest ``mds`` sample (Section III-D gate). An MDS sample
   older than the staleness limit counts as unknown: 0 % (the gate is then open; the
   ``stale`` rule still guards the OSS data).
@@ -33,10 +44,11 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from mapper.state.arrays import OstTable
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from common.fsname import target_fsname
 from mapper.state.ost_health import stale_servers_until, statfs_flags
 
 log = logging.getLogger("mapper.state.state_store")
@@ -45,22 +57,17 @@ DEFAULT_INTERVAL_S = 5.0
 """Collector interval assumed before any sample arrives (Section III-A: 5 s)."""
 
 
-@dataclass(slots=True)
-class OstRates:
-    """What the snapshot's :class:`OstState` has no field for: I/O rates and why values
-    are missing. Rates in 1/s or B/s as published; None = not in the last sample."""
-    read_bytes_per_s: float | None = None
-    write_bytes_per_s: float | None = None
-    read_ops_per_s: float | None = None
-    write_ops_per_s: float | None = None
-    unavailable: dict[str, str] = field(default_factory=dict)
-
-
 def _num(values: Mapping[str, Any], name: str) -> float | None:
     v = values.get(name)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v)
+
+
+def _unavailable(target: Mapping[str, Any]) -> dict[str, Any]:
+    """The sample's ``unavailable`` map (statistic -> why it could not be read)."""
+    unavailable = target.get("unavailable")
+    return dict(unavailable) if isinstance(unavailable, Mapping) else {}
 
 
 class StateStore:
@@ -72,18 +79,23 @@ class StateStore:
         lnet_capacity_bytes_per_s: link capacity used to normalise LNet load, B/s.
         stale_after_s: a sample older than this is stale; 0 = twice the largest
             collector interval seen (the issue's "2 x interval").
+        fsname: the file system this store serves; ``""`` = the fsname of the first OST
+            sample (logged), others are skipped from then on.
     """
 
     def __init__(self, pools: Mapping[str, list[int]] | None = None, *,
-                 lnet_capacity_bytes_per_s: float = 12.5e9, stale_after_s: float = 0.0):
+                 lnet_capacity_bytes_per_s: float = 12.5e9, stale_after_s: float = 0.0,
+                 fsname: str = ""):
+        self.fsname = fsname
+        self.foreign_targets = 0
+        """OST targets skipped because they belong to another file system."""
         self.snapshot = ClusterSnapshot(osts=[], osses={},
                                         pools={k: frozenset(v) for k, v in (pools or {}).items()},
-                                        version=0)
+                                        version=0, ost_table=OstTable())
         self.lnet_capacity_bytes_per_s = lnet_capacity_bytes_per_s
         self.stale_after_s = stale_after_s
         self.static = False
         self.interval_s = 0.0
-        self.rates: dict[int, OstRates] = {}
         self.mds_cpu_percent: float | None = None
         self.mds_sample_time_s: float | None = None
         self.mds_cpu_override: float | None = None
@@ -92,6 +104,10 @@ class StateStore:
         self.samples = 0
         self.ignored_targets = 0
         self._by_index: dict[int, OstState] = {}
+        self.mds_view: dict[int, tuple[bool, int | None, int]] = {}
+        """OST index -> (OSP active, max_create_count, prealloc_status) from the MDS."""
+        self.pools_from_mds = False
+        self._oss_view: dict[int, tuple[bool, OstFlag]] = {}
         self._stale_key: tuple[int, int, float] | None = None
         self._stale: list[str] = []
         self._stale_valid_until = float("-inf")
@@ -100,15 +116,17 @@ class StateStore:
     # ------------------------------------------------------------------ building
     @classmethod
     def static_cluster(cls, oss_count: int, osts_per_oss: int,
-                       kbytes_total: int = 1 << 32, pools: Mapping[str, list[int]] | None = None
-                       ) -> "StateStore":
+                       kbytes_total: int = 1 << 32, pools: Mapping[str, list[int]] | None = None,
+                       fsname: str = "") -> "StateStore":
         """A fixed emulated cluster (``make_uniform_cluster``) whose state never goes stale
         (samples times stay None and the service disables the stale rule)."""
         from mapper.state.cluster_state import make_uniform_cluster
-        store = cls(pools)
+        store = cls(pools, fsname=fsname)
         snap = make_uniform_cluster(oss_count, osts_per_oss, kbytes_total)
         snap.pools = store.snapshot.pools
         snap.version = 0        # fixed: policies may keep what they derive from it
+        snap.ost_table = OstTable.from_snapshot(snap)
+        snap.ost_table.version = 0
         store.snapshot = snap
         store._by_index = snap.ost_by_index()
         store.static = True
@@ -136,6 +154,7 @@ class StateStore:
         """
         self.samples += 1
         self.snapshot.changed()
+        self.snapshot.ost_table.version = self.snapshot.version   # rows follow below
         if interval_s > self.interval_s:
             self.interval_s = float(interval_s)
         values = server.get("values") if isinstance(server, Mapping) else None
@@ -145,9 +164,14 @@ class StateStore:
             if cpu is not None:
                 self.mds_cpu_percent = cpu
                 self.mds_sample_time_s = sample_time_s
+            if isinstance(server, Mapping):
+                self._apply_mds_view(server)
             return
         if role != "oss":
             return
+        mine = self._own_osts(targets)
+        if not mine and host not in self.snapshot.osses:
+            return                       # an OSS of another file system only
         oss = self.snapshot.osses.get(host)
         if oss is None:
             oss = self.snapshot.osses[host] = OssState(host)
@@ -157,6 +181,13 @@ class StateStore:
             (_num(values, "lnet_recv_bytes_per_s") or 0.0)
         oss.lnet_load = min(100.0, 100.0 * lnet / self.lnet_capacity_bytes_per_s)
         oss.sample_time_s = sample_time_s
+        self.snapshot.ost_table.set_oss(oss)
+        for index, target in mine:
+            self._apply_ost(index, host, sample_time_s, target)
+
+    def _own_osts(self, targets: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+        """(index, target) of the OST targets of this store's file system."""
+        out = []
         for name, target in targets.items():
             if not isinstance(target, Mapping) or target.get("kind") != "ost":
                 continue
@@ -164,7 +195,16 @@ class StateStore:
             if isinstance(index, bool) or not isinstance(index, int) or index < 0:
                 self.ignored_targets += 1
                 continue
-            self._apply_ost(index, host, sample_time_s, target)
+            fs = target_fsname(str(name), target)
+            if not self.fsname and fs:
+                self.fsname = fs
+                log.info("file system adopted from the first OST sample",
+                         extra={"event": "fsname_adopted", "fsname": fs})
+            if fs != self.fsname and fs is not None:
+                self.foreign_targets += 1
+                continue
+            out.append((index, target))
+        return out
 
     def _apply_ost(self, index: int, host: str, t: float, target: Mapping[str, Any]) -> None:
         values = target.get("values")
@@ -175,7 +215,6 @@ class StateStore:
             self._by_index[index] = ost
             pos = bisect.bisect_left([o.index for o in self.snapshot.osts], index)
             self.snapshot.osts.insert(pos, ost)
-            self.rates[index] = OstRates()
             self.version += 1
             log.info("new OST", extra={"event": "ost_new", "ost": index, "oss": host})
         before = (ost.active, ost.flags, ost.oss)
@@ -193,33 +232,88 @@ class StateStore:
         files_free = _num(values, "files_free")
         if files_free is not None:
             ost.files_free = int(files_free)
-        flags = statfs_flags(ost.flags, ost.kbytes_avail, ost.kbytes_total, ost.files_free)
+        # from the OSS's own previous bits, so the MDS view's bits (merged below) never stick
+        oss_flags = self._oss_view.get(index, (True, ost.flags))[1]
+        flags = statfs_flags(oss_flags, ost.kbytes_avail, ost.kbytes_total, ost.files_free)
         if _num(values, "degraded"):
             flags |= OstFlag.DEGRADED
         else:
             flags &= ~OstFlag.DEGRADED
-        ost.flags = flags
-        ost.active = target.get("available") is True and ost.kbytes_total > 0
+        self._oss_view[index] = (target.get("available") is True and ost.kbytes_total > 0, flags)
+        self._merge_views(ost)
         latency_ms = _num(values, "write_io_time_ms_mean")
         if latency_ms is not None:
             ost.write_latency_s = latency_ms / 1000.0
         else:
             service_us = _num(values, "write_service_time_us_mean")
             ost.write_latency_s = None if service_us is None else service_us / 1e6
+        ost.write_bytes_per_s = _num(values, "write_bytes_per_s")   # as the simulator's view
         ost.sample_time_s = t
-        rates = self.rates[index]
-        rates.read_bytes_per_s = _num(values, "read_bytes_per_s")
-        rates.write_bytes_per_s = _num(values, "write_bytes_per_s")
-        rates.read_ops_per_s = _num(values, "read_ops_per_s")
-        rates.write_ops_per_s = _num(values, "write_ops_per_s")
-        unavailable = target.get("unavailable")
-        rates.unavailable = dict(unavailable) if isinstance(unavailable, Mapping) else {}
+        self.snapshot.ost_table.set_ost(ost)      # the arrays follow in place, O(1)
         if (ost.active, ost.flags, ost.oss) != before:
             self.version += 1
             if ost.active != before[0]:
                 log.info("OST usability changed", extra={
                     "event": "ost_active" if ost.active else "ost_inactive", "ost": index,
-                    "oss": host, "unavailable": rates.unavailable})
+                    "oss": host, "unavailable": _unavailable(target)})
+
+    def _merge_views(self, ost: OstState) -> None:
+        """``active``/``flags`` of ``ost`` from the OSS's sample and the MDS's view."""
+        active, flags = self._oss_view.get(ost.index, (ost.active, ost.flags))
+        view = self.mds_view.get(ost.index)
+        if view is not None:
+            osp_active, max_create, prealloc = view
+            if not osp_active or prealloc not in (0, -28):
+                active = False
+            if max_create == 0:
+                flags |= OstFlag.NOPRECREATE
+            if prealloc == -28:
+                flags |= OstFlag.ENOSPC
+        ost.active, ost.flags = active, flags
+
+    def _apply_mds_view(self, server: Mapping[str, Any]) -> None:
+        osts, pools = server.get("osts"), server.get("pools")
+        if isinstance(osts, Mapping) and self.fsname:
+            view: dict[int, tuple[bool, int | None, int]] = {}
+            for name, o in osts.items():
+                if not isinstance(o, Mapping) or target_fsname(str(name), o) != self.fsname:
+                    continue
+                index = o.get("index")
+                if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                    continue
+                max_create = _num(o, "max_create_count")
+                prealloc = _num(o, "prealloc_status")
+                view[index] = (o.get("active") is not False,
+                               None if max_create is None else int(max_create),
+                               0 if prealloc is None else int(prealloc))
+            if view != self.mds_view:
+                changed = {i for i in set(view) | set(self.mds_view)
+                           if view.get(i) != self.mds_view.get(i)}
+                self.mds_view = view
+                for index in sorted(changed):
+                    ost = self._by_index.get(index)
+                    if ost is None:
+                        continue
+                    before = (ost.active, ost.flags)
+                    self._merge_views(ost)
+                    self.snapshot.ost_table.set_ost(ost)
+                    if (ost.active, ost.flags) != before:
+                        self.version += 1
+                        log.info("MDS view of an OST changed", extra={
+                            "event": "ost_mds_view", "fsname": self.fsname, "ost": index,
+                            "osp": dict(zip(("active", "max_create_count", "prealloc_status"),
+                                            view.get(index, (True, None, 0))))})
+        if isinstance(pools, Mapping) and self.fsname and isinstance(pools.get(self.fsname),
+                                                                     Mapping):
+            new = {str(k): frozenset(i for i in v if isinstance(i, int) and not isinstance(i, bool))
+                   for k, v in pools[self.fsname].items() if isinstance(v, list)}
+            if new != self.snapshot.pools:
+                self.snapshot.pools = new
+                self.pools_from_mds = True
+                self.version += 1
+                log.info("pools from the MDS", extra={"event": "pools_from_mds",
+                                                      "fsname": self.fsname,
+                                                      "pools": {k: sorted(v) for k, v in new.items()}})
 
     def apply_sample(self, sample: Any) -> None:
         """Fold a :class:`collectors.subscriber.Sample` (see the module doc for its time)."""

@@ -276,8 +276,6 @@ serve_curve_authorized_keys = "{curve_keys['authorized'][0]}"
 
 def _wait_curve(endpoint, proc, keys, deadline_s=30.0):
     """wait_for_pong, over CURVE."""
-    import msgpack
-    import zmq
     import zmq.auth
     ctx = zmq.Context.instance()
     pub, sec = zmq.auth.load_certificate(keys["client"][1])

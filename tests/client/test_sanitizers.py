@@ -146,11 +146,11 @@ def _safety_records(data, rec) -> dict[str, dict[str, str]]:
 def test_valgrind_clean_signal_handler_creates(shim_lib, real_mapper, tmp_path):
     data, rec = tmp_path / "d", tmp_path / "rec.tsv"
     data.mkdir()
-    # 200 creates from the SIGALRM handler (every 5 ms: valgrind is ~20x slower)
-    p = _run(VALGRIND + [LIBDIR / "tests" / "la_signal_creates", data, "200", "100", "5000"],
+    # 100 creates from the SIGALRM handler (every 5 ms: valgrind is ~20x slower)
+    p = _run(VALGRIND + [LIBDIR / "tests" / "la_signal_creates", data, "100", "100", "5000"],
              _env(real_mapper.endpoint, data, rec, str(shim_lib)), timeout=180)
-    assert "created=200 failed=0" in p.stdout
-    assert len(parse_records(rec)) == 200
+    assert "created=100 failed=0" in p.stdout
+    assert len(parse_records(rec)) == 100
 
 
 def test_valgrind_clean_dir_defaults_links_and_pfl(shim_lib, standin, create_files, tmp_path):

@@ -29,7 +29,7 @@ LOV_PATTERN_RAID0 = 0x1
 
 def lov_v3(stripe_count: int, stripe_size: int, pool: str = "") -> bytes:
     """lov_user_md_v3 as GETSTRIPE returns a directory default (48 bytes,
-    shared/reference/lustre-client-layout-api.md "Packed layouts")."""
+    docs/reference/lustre-client-layout-api.md "Packed layouts")."""
     return struct.pack("<IIQQIHH16s", LOV_USER_MAGIC_V3, LOV_PATTERN_RAID0, 0, 0, stripe_size,
                        stripe_count & 0xFFFF, 0xFFFF, pool.encode())
 
@@ -53,14 +53,18 @@ def _requests(log: Path) -> list[dict]:
 
 # ---- signal handlers ----
 
-def test_sigalrm_handler_creates_2000_files_while_main_thread_is_in_malloc(shim):
-    """open(O_CREAT) is async-signal-safe in libc; under the shim too."""
+def test_sigalrm_handler_creates_2000_files_while_main_thread_is_in_malloc(shim_run_factory,
+                                                                            standin):
+    """open(O_CREAT) is async-signal-safe in libc; under the shim too.  A timer every 500 us
+    (longer than one create with the stand-in mapper, so the main thread runs, inside malloc,
+    between two handlers); the shim before issue 14 aborted or hung here in 3 of 3 runs."""
+    shim = shim_run_factory(standin("normal").endpoint, LUSTRE_ALLOC_TIMEOUT_MS="2000")
     prog = LIBDIR / "tests" / "la_signal_creates"
     for run in range(3):
         data = shim.data / f"run{run}"
         data.mkdir()
         # a hung create path is caught by the timeout, not by waiting forever
-        p = shim.run([prog, data, "2000", "60", "1000"], timeout=90, check=False)
+        p = shim.run([prog, data, "2000", "60", "500"], timeout=90, check=False)
         assert p.returncode == 0, (run, p.returncode, p.stdout, p.stderr)
         assert "created=2000 failed=0" in p.stdout
         assert len(os.listdir(data)) == 2000
@@ -234,3 +238,11 @@ def test_more_threads_than_slots_all_files_created_none_hangs(shim_run_factory, 
     recs = shim.records()
     assert len(recs) == 600
     assert {r["reason"] for r in recs} <= {"", "mapper_busy"}
+
+
+def test_without_paths_only_lustre_is_touched(shim, create_files):
+    """LUSTRE_ALLOC_PATHS unset: eligibility is fstatfs == LL_SUPER_MAGIC of the real parent;
+    this file system is not Lustre, so nothing is asked or recorded."""
+    p = shim.run([create_files, "-n", "3", shim.data], LUSTRE_ALLOC_PATHS="")
+    assert "created=3" in p.stdout
+    assert shim.records() == []

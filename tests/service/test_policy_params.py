@@ -141,3 +141,14 @@ def test_the_operations_doc_example_and_the_systemd_example_load(tmp_path):
         "# qos_prio_free_pct", "qos_prio_free_pct")
     config = load_config(_write(tmp_path, uncommented), {"static_cluster": "2x2"})
     assert config.policy_params["lustre_qos"] == {"qos_prio_free_pct": 90}
+
+
+def test_cli_help_names_the_configured_defaults():
+    """The help text takes its numbers from MapperConfig (it once said a 0.002 s budget
+    while the default was 0.010 s)."""
+    from mapper.service.cli import build_parser
+    from mapper.service.config import MapperConfig
+    text = " ".join(build_parser().format_help().split())
+    d = MapperConfig()
+    assert f"s ({d.round_budget_s:g})" in text and "0.002" not in text
+    assert f"(default {d.policy})" in text and f"(default {d.fallback})" in text

@@ -50,7 +50,7 @@ class Spy:
         sim = self.sim_ref[0]
         self.seen.append((view.time_s, {o.index: (o.active, o.flags, o.oss, o.write_bytes_per_s)
                                          for o in view.osts},
-                          {i: r.write_bytes_per_s for i, r in sim.store.rates.items()}
+                          {o.index: o.write_bytes_per_s for o in sim.store.snapshot.osts}
                           if sim.store else {}))
         return self.inner.allocate(view, req)
 
@@ -95,6 +95,8 @@ def test_expansion_under_lustre_qos_weights_new_empty_osts_by_free_space(make_sc
     r, seen = run_spy(sc, "lustre_qos")
     last_view = seen[-1][1]
     assert sorted(last_view) == list(range(10))          # the new OSTs reached the view
+    assert np.isnan(r.ost_used_hourly[0, 8:]).all()      # absent at t=0: left out of balance
+    assert r.ost_used_hourly[0, :8] == pytest.approx(np.full(8, 0.6 * 100 * (1 << 30)), rel=1e-9)
     # Count stripes per OST from the final used bytes (1 MiB files).
     grown = np.round((r.ost_used_hourly[-1] - np.nan_to_num(r.ost_used_hourly[0])) / MIB)
     share_new = grown[8:].sum() / grown.sum()
@@ -211,10 +213,10 @@ def test_negative_rate_and_bad_managed_are_rejected(make_scenario):
 
 # -- LMT import and background replay -------------------------------------------------------
 def test_import_lmt_writes_per_ost_background_traffic(tmp_path):
-    from lustre_alloc_data import data_path
+    from lustre_alloc_data import resource_path
     from traces.cli import main
     from traces.lmt import read_background, read_lmt
-    db = data_path("nersc-pytokio/snx11025_2018-01-28.sqlite3")
+    db = resource_path("pkg:lustre_alloc_data/nersc-pytokio/snx11025_2018-01-28.sqlite3")
     out = tmp_path / "bg.csv"
     assert main(["import-lmt", str(db), "--out", str(out)]) == 0
     rows = read_background(out)
@@ -251,6 +253,25 @@ def test_summary_carries_the_users_metric(make_scenario):
     assert s["jobs"] == 1 and s["phases"] == 2                    # two phases 500 s apart
     assert s["job_io_time_s_mean"] == pytest.approx(501.0)
     assert s["phase_io_time_s_p99"] == pytest.approx(1.0)
-    assert s["slowest_job"] == {"job": "a", "io_time_s": 501.0}
+    assert (s["slowest_job"], s["slowest_job_io_time_s"]) == ("a", 501.0)
     assert s["file_write_s_p50"] == pytest.approx(1.0)
     assert s["job_slowdown_mean"] == pytest.approx(1.0)
+
+
+def test_cli_validate_rejects_a_bad_event_in_one_line(make_scenario, capsys):
+    from simulator.cli import main
+    p = make_scenario(cluster(extra='\n[[event]]\nkind = "degrade"\nat_s = 1\noss = 7\nfraction = 0.3\n'),
+                      [rec(0, "write", "a", "f", MIB)])
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "event[0].oss: OSS 7 out of range" in err
+
+
+def test_repeated_workload_replays_at_each_offset_with_its_own_job_and_files(make_scenario):
+    # Regression: replays were all generated lazily with the last k (same time, job, files).
+    wl = '\n[[workload]]\ntrace = "t.csv"\nrepeat_every_s = 100\n'
+    sc = load_scenario(make_scenario(cluster(duration=350, workloads=wl),
+                                     [rec(0, "write", "a", "f", MIB), rec(5, "delete", "a", "f")]))
+    recs = list(scenario_records(sc))
+    assert [(r.timestamp_s, r.job_id, r.file_id) for r in recs if r.op == "write"] == [
+        (0.0, "a#0", "r0/f"), (100.0, "a#1", "r1/f"), (200.0, "a#2", "r2/f"), (300.0, "a#3", "r3/f")]
