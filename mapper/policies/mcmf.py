@@ -43,7 +43,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mapper.state.cluster_state import ClusterSnapshot, OstState
+from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
+from mapper.flow.rates import OstRateTracker
 from mapper.flow.costs import PERCENT_SCALE, OstArrays, make_cost_model
 from mapper.flow.network import RoundRequest, build_network
 from mapper.flow.solver import SOLVERS
@@ -134,6 +135,8 @@ class McmfPolicy(BatchPolicy):
         predict_mode: ``"joint"`` (the paper: current and predicted requests in one
             flow) or ``"after"`` (current requests first, then the predicted ones in a
             second flow on the state the current ones left).
+        rate_smoothing: weight of a new sample in each OST's smoothed write rate
+            (:mod:`mapper.flow.rates`; the ``rate`` cost model's ``r_j``).
     """
     name = "mcmf"
     needs_gate = True
@@ -146,7 +149,7 @@ class McmfPolicy(BatchPolicy):
                  straggler_max_fraction: float = STRAGGLER_MAX_FRACTION,
                  pending_half_life_s: float = 300.0, cache_ttl_s: float = 5.0,
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
-                 predict_mode: str = "joint"):
+                 predict_mode: str = "joint", rate_smoothing: float = 0.3):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -154,6 +157,7 @@ class McmfPolicy(BatchPolicy):
         if pending_half_life_s <= 0 or cache_ttl_s < 0:
             raise ValueError("pending_half_life_s must be > 0 and cache_ttl_s >= 0")
         self.cost_model = make_cost_model(cost_model, **(cost_params or {}))
+        self.rate_tracker = OstRateTracker(rate_smoothing)
         self.predict_k = predict_k
         self.markov_config = MarkovConfig(**(markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
@@ -266,9 +270,14 @@ class McmfPolicy(BatchPolicy):
         stragglers = find_stragglers(usable_all, self.straggler_factor,
                                      self.straggler_min_excess_s, self.straggler_max_fraction)
         candidates = [o for o in usable_all if o.index not in stragglers]
+        self.rate_tracker.update(usable_all)
+        base = self._base_arrays(snapshot, candidates)
+        base = replace(base, rate_bytes_s=self.rate_tracker.rates(base.index),
+                       degraded=np.array([bool(o.flags & OstFlag.DEGRADED) for o in candidates],
+                                         dtype=bool),
+                       extra_stripes=np.zeros(len(candidates)))
         view = _View(len(usable_all), stragglers, candidates,
-                     {o.index: r for r, o in enumerate(candidates)},
-                     self._base_arrays(snapshot, candidates))
+                     {o.index: r for r, o in enumerate(candidates)}, base)
         self._view_key, self._view_cache = key, view
         return view
 
@@ -411,7 +420,7 @@ class McmfPolicy(BatchPolicy):
             kbytes_total=table[:, 2].astype(np.int64), kbytes_avail=table[:, 3].astype(np.int64),
             pending_bytes=np.zeros(len(candidates)), cpu_percent=load[:, 0],
             mem_percent=load[:, 1], lnet_load=load[:, 2],
-            queue=np.where(ok, lat / base - 1.0, 0.0))
+            queue=np.where(ok, lat / base - 1.0, 0.0), write_latency_s=lat)
 
     def _arrays(self, view: "_View") -> OstArrays:
         """The round's arrays: the view's, plus what this mapper placed or reserved."""
@@ -420,7 +429,7 @@ class McmfPolicy(BatchPolicy):
         if not (pb or ps or rs):
             return base
         pending = base.pending_bytes.copy()
-        queue = base.queue.copy()
+        extra = np.zeros(len(pending))
         row_of = view.row_of
         for i, v in pb.items():
             r = row_of.get(i)
@@ -430,8 +439,9 @@ class McmfPolicy(BatchPolicy):
             for i, v in table.items():
                 r = row_of.get(i)
                 if r is not None:
-                    queue[r] += v
-        return replace(base, pending_bytes=pending, queue=np.maximum(queue, 0.0))
+                    extra[r] += v
+        return replace(base, pending_bytes=pending, queue=np.maximum(base.queue + extra, 0.0),
+                       extra_stripes=np.maximum(extra, 0.0))
 
     @staticmethod
     def _stripe_order(rows: list[int], osts: OstArrays, candidates: list[OstState]) -> tuple[int, ...]:
