@@ -64,6 +64,8 @@ class OstArrays:
             stripes reserved by predicted lists (the part of ``queue`` the sample does
             not show yet); optional.
         degraded: ``OS_STATFS_DEGRADED`` set; optional.
+        oss_limit_bytes_s: measured link limit of the OST's OSS, bytes/s (inf:
+            unknown); optional.
     """
     index: np.ndarray
     oss: np.ndarray
@@ -78,6 +80,7 @@ class OstArrays:
     rate_bytes_s: np.ndarray | None = None
     extra_stripes: np.ndarray | None = None
     degraded: np.ndarray | None = None
+    oss_limit_bytes_s: np.ndarray | None = None
 
     @property
     def used_fraction(self) -> np.ndarray:
@@ -233,11 +236,13 @@ class RateCost:
       costs rise by ``b / r_j`` per slot: convex, a round spreads (Firmament's parallel
       arcs for convex costs), faster OSTs take proportionally more.
     * ``band_j(k)``: space as a soft band, not a term that outweighs load: zero while the
-      OST's used fraction after ``k + 1`` stripes stays within ``band_points``
-      percentage points over the mean; beyond it ``band_weight`` times the time of one
-      stripe on the median-rate OST per point over (absolute points, so a nearly empty
-      file system, where relative differences are large and meaningless, is not
-      steered by space). Space as a constraint is elsewhere: full (ENOSPC) OSTs
+      OST's used fraction after ``k + 1`` stripes stays within ``band_points`` percent
+      over the mean (the balance metric is max/mean); beyond it ``band_weight`` times
+      the time of one stripe on the median-rate OST per percent over. With the default
+      0.01, an OST twice as full as the mean costs about one more queued stripe: a
+      lightly loaded system fills its emptier OSTs first, a busy one uses every OST.
+      The mean is floored at ``band_floor_fraction`` (an empty file system is not
+      steered by noise). Space as a constraint is elsewhere: full (ENOSPC) OSTs
       are not candidates, and :meth:`slot_limit` keeps every OST above its ENOSPC
       watermark after this round's expected bytes.
     * ``D = degraded_penalty_s``: a degraded (RAID rebuilding) OST is used only when the
@@ -246,7 +251,8 @@ class RateCost:
     The OSS layer (OST -> OSS -> sink) charges the server's shared limit the same way:
     slot ``k`` of OSS ``s`` costs ``oss_weight * b * (Q_s + 1 + k) / R_s``, ``Q_s`` the
     streams on its OSTs (``sum q_j + p_j``) and ``R_s`` its limit: the sum of its OSTs'
-    rates, capped by ``oss_limit_bytes_s`` (its LNet link) when given.
+    rates, capped by its link's measured limit (:meth:`mapper.flow.rates.OstRateTracker.update_oss`)
+    and by ``oss_limit_bytes_s`` when given.
 
     Request -> OST arcs cost 0: OSS CPU and memory are consequences of the bytes already
     counted. The flow's total is then the round's total expected completion time, and
@@ -260,7 +266,8 @@ class RateCost:
 
     Args:
         rpc_bytes: bytes of the RPC ``L_j`` refers to.
-        band_points: width of the band over the mean used fraction, percentage points.
+        band_points: width of the band, percent over the mean used fraction.
+        band_floor_fraction: smallest mean used fraction the band is relative to.
         band_weight: stripes' worth of time per percentage point past the band.
         degraded_penalty_s: seconds added to every slot of a degraded OST.
         oss_weight: weight of the OSS layer (0 disables it).
@@ -270,7 +277,8 @@ class RateCost:
     """
     rpc_bytes: float = 1 << 20
     band_points: float = 5.0
-    band_weight: float = 1.0
+    band_weight: float = 0.01
+    band_floor_fraction: float = 0.001
     degraded_penalty_s: float = 1e4
     oss_weight: float = 1.0
     oss_limit_bytes_s: float | None = None
@@ -319,7 +327,8 @@ class RateCost:
                                                         fill0[rows], total[rows], degraded[rows])
         t = b * (now[:, None] + (extra[:, None] + k[None, :]) / rate[:, None])
         fill = fill0[:, None] + (b / total)[:, None] * (k[None, :] + 1.0)
-        over = np.maximum(0.0, (fill - mean_fill) * 100.0 - self.band_points)
+        ref = max(mean_fill, self.band_floor_fraction)
+        over = np.maximum(0.0, (fill / ref - 1.0) * 100.0 - self.band_points)
         t = t + self.band_weight * stripe_s * over
         return t + np.where(degraded, self.degraded_penalty_s, 0.0)[:, None]
 
@@ -336,6 +345,10 @@ class RateCost:
         queued = np.maximum(self._per_byte_now(osts, rate) * rate - 1.0, 0.0) + self._extra(osts)
         q_s = np.bincount(osts.oss, queued, minlength=n_oss)
         r_s = np.bincount(osts.oss, rate, minlength=n_oss)
+        if osts.oss_limit_bytes_s is not None:
+            limit = np.full(n_oss, np.inf)
+            np.minimum.at(limit, osts.oss, osts.oss_limit_bytes_s.astype(float))
+            r_s = np.minimum(r_s, limit)
         if self.oss_limit_bytes_s is not None:
             r_s = np.minimum(r_s, self.oss_limit_bytes_s)
         r_s = np.maximum(r_s, 1.0)

@@ -11,11 +11,17 @@ below (:class:`mapper.state.cluster_state.OstState`):
   (``brw_stats`` "I/O time"). Equal to the rate on an idle OST, ``rate / (q + 1)`` behind
   ``q`` queued streams.
 
-A sample's estimate is the larger of the two (both are lower bounds); the tracker keeps
-an exponentially weighted mean per OST over new samples (``sample_time_s`` changed), so
-one quiet interval does not make a fast OST look slow. OSTs never sampled get the
+A sample's estimate is the larger of the two. Both are lower bounds of what the OST can
+deliver (busy behind others, the RPC and the interval's bytes show only a share), so the
+tracker rises at once to a higher estimate and falls only by exponential smoothing over
+new samples (``sample_time_s`` changed): a busy interval does not make a fast OST look
+slow, while an OST that really slowed down (idle samples show its own RPC time) drifts
+down within ~1/smoothing samples. Its current slowness is in the cost's ``L_j`` anyway. OSTs never sampled get the
 median of the others (no evidence it differs); with no evidence at all every OST gets
 ``default_rate_bytes_s``.
+
+An OSS's shared limit (its LNet link) is measured the same way when it shows: the bytes
+its OSTs wrote per second over its LNet load fraction (:meth:`OstRateTracker.update_oss`).
 """
 from __future__ import annotations
 
@@ -57,7 +63,7 @@ class OstRateTracker:
         ValueError: smoothing outside (0, 1] or a non-positive rate/RPC size.
     """
 
-    def __init__(self, smoothing: float = 0.3, rpc_bytes: int = RPC_BYTES,
+    def __init__(self, smoothing: float = 0.05, rpc_bytes: int = RPC_BYTES,
                  default_rate_bytes_s: float = DEFAULT_RATE_BYTES_S):
         if not 0 < smoothing <= 1:
             raise ValueError(f"rate smoothing must be in (0, 1], got {smoothing}")
@@ -68,6 +74,9 @@ class OstRateTracker:
         self.default_rate_bytes_s = default_rate_bytes_s
         self.rate: dict[int, float] = {}
         self._seen: dict[int, float | None] = {}
+        self.oss_limit: dict[str, float] = {}
+        self._oss_seen: dict[str, float | None] = {}
+        self.min_lnet_percent = 20.0
 
     def update(self, osts: Sequence[OstState]) -> None:
         """Fold in the samples that are new since the last call. An OST without sample
@@ -82,7 +91,36 @@ class OstRateTracker:
             if est is None:
                 continue
             old = self.rate.get(o.index)
-            self.rate[o.index] = est if old is None or t is None else (1 - a) * old + a * est
+            if old is None or t is None or est >= old:
+                self.rate[o.index] = est          # a lower bound above the estimate: take it
+            else:
+                self.rate[o.index] = (1 - a) * old + a * est
+
+    def update_oss(self, osts: Sequence[OstState], osses: dict) -> None:
+        """Fold in each OSS's link limit where it shows: the bytes/s its OSTs wrote
+        over the interval (obdfilter ``write_bytes``) over the OSS's LNet load
+        (``lnet_load`` percent of the link, from the collectors), when that load is at
+        least ``min_lnet_percent`` (below it the ratio is noise)."""
+        written: dict[str, float] = {}
+        for o in osts:
+            if o.write_bytes_per_s is not None and math.isfinite(o.write_bytes_per_s):
+                written[o.oss] = written.get(o.oss, 0.0) + max(o.write_bytes_per_s, 0.0)
+        a = self.smoothing
+        for name, w in written.items():
+            st = osses.get(name)
+            if st is None or st.lnet_load < self.min_lnet_percent or w <= 0:
+                continue
+            t = st.sample_time_s
+            if t is not None and self._oss_seen.get(name) == t:
+                continue
+            self._oss_seen[name] = t
+            est = w / (st.lnet_load / 100.0)
+            old = self.oss_limit.get(name)
+            self.oss_limit[name] = est if old is None or t is None else (1 - a) * old + a * est
+
+    def oss_limits(self, oss_names: Sequence[str]) -> np.ndarray:
+        """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""
+        return np.array([self.oss_limit.get(n, math.inf) for n in oss_names], dtype=float)
 
     def rates(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """Rates of ``indices``, float (len,), bytes/s; unmeasured OSTs get the median

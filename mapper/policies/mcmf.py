@@ -149,7 +149,7 @@ class McmfPolicy(BatchPolicy):
                  straggler_max_fraction: float = STRAGGLER_MAX_FRACTION,
                  pending_half_life_s: float = 300.0, cache_ttl_s: float = 5.0,
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
-                 predict_mode: str = "joint", rate_smoothing: float = 0.3):
+                 predict_mode: str = "joint", rate_smoothing: float = 0.05):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -271,8 +271,10 @@ class McmfPolicy(BatchPolicy):
                                      self.straggler_min_excess_s, self.straggler_max_fraction)
         candidates = [o for o in usable_all if o.index not in stragglers]
         self.rate_tracker.update(usable_all)
+        self.rate_tracker.update_oss(usable_all, snapshot.osses)
         base = self._base_arrays(snapshot, candidates)
         base = replace(base, rate_bytes_s=self.rate_tracker.rates(base.index),
+                       oss_limit_bytes_s=self.rate_tracker.oss_limits([o.oss for o in candidates]),
                        degraded=np.array([bool(o.flags & OstFlag.DEGRADED) for o in candidates],
                                          dtype=bool),
                        extra_stripes=np.zeros(len(candidates)))

@@ -71,18 +71,19 @@ def test_sample_rate_is_the_larger_lower_bound():
     assert sample_rate_bytes_s(OstState(2, "a", 100, 100, 100)) is None
 
 
-def test_tracker_smooths_new_samples_and_fills_unmeasured_with_the_median():
+def test_tracker_rises_at_once_falls_smoothly_and_fills_unmeasured_with_the_median():
     tr = OstRateTracker(smoothing=0.5)
     a = OstState(0, "a", 100, 100, 100, write_latency_s=MIB / 100e6, sample_time_s=5.0)
     b = OstState(1, "a", 100, 100, 100, write_latency_s=MIB / 300e6, sample_time_s=5.0)
     c = OstState(2, "a", 100, 100, 100)
     tr.update([a, b, c])
-    a.write_latency_s, a.sample_time_s = MIB / 300e6, 10.0
+    a.write_latency_s, a.sample_time_s = MIB / 300e6, 10.0      # idle now: its real rate
+    b.write_latency_s, b.sample_time_s = 3 * MIB / 300e6, 10.0  # busy: only a share shows
     tr.update([a, b, c])
     tr.update([a, b, c])        # same sample time: not folded in twice
     got = tr.rates([0, 1, 2])
-    assert got[0] == pytest.approx(200e6)
-    assert got[1] == pytest.approx(300e6)
+    assert got[0] == pytest.approx(300e6)
+    assert got[1] == pytest.approx(200e6)
     assert got[2] == pytest.approx(250e6)
 
 
@@ -116,7 +117,7 @@ def test_degraded_ost_only_when_the_round_needs_it():
 
 def test_space_band_is_soft_and_the_watermark_is_hard():
     model = RateCost(oss_weight=0.0)
-    # OST 0 is 10 points fuller than the mean: outside the 5% band, avoided at equal load.
+    # OST 0 is 20% fuller than the mean: outside the 5% band, avoided at equal load.
     osts = _arrays([200e6, 200e6, 200e6], used_fraction=[0.6, 0.45, 0.45])
     assert 0 not in _solve(osts, [2], model, MIB)[0]
     # ... but it is the place to go when the others are loaded (load is not outweighed).

@@ -1,0 +1,194 @@
+"""Placement evaluation: jobs' I/O time under mcmf variants vs Lustre's allocators.
+
+One command per scenario (docs/placement.md, "Job I/O time"); prints a Markdown table
+and writes ``<out>/<scenario>.json``::
+
+    python bench/placement_eval.py paper-32ost --duration 14400
+    python bench/placement_eval.py scale-800 --duration 600
+    python bench/placement_eval.py SCENARIO --variant 'rate=mcmf_flow:{"cost_model": "rate"}'
+
+``SCENARIO`` is a bundled scenario name or TOML path, or ``scale-<OSTs>`` for the
+scalability study's scenario of that size (:func:`simulator.scalability.scale_scenario_toml`,
+8 OSTs per OSS). Scenario parameters are never changed here; ``--duration`` only cuts
+the run short.
+
+Per variant: job I/O time per job id (every replay ``job#k`` is a job): the sum of the
+durations of its transfers, reads and writes, seconds (Darshan's cumulative I/O time);
+its mean, p99 and maximum (the slowest job) over jobs; mean I/O bandwidth (all bytes
+moved over summed transfer time, the simulator's figure); OST used max/mean at hour 4
+(or at the end of shorter runs); OST-hours below the ENOSPC watermark at the hourly
+samples and bytes lost to ENOSPC. The simulator runs the mapper's own policies.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from mapper.policies.gate import GatedPolicy
+from mapper.policies.registry import make_policy
+from simulator.engine import Simulation
+from simulator.metrics import max_mean_ratio
+
+DEFAULT_VARIANTS = (
+    ("round_robin", "round_robin", {}),
+    ("lustre_qos", "lustre_qos", {}),
+    ("mcmf", "mcmf", {}),
+    ("mcmf_flow", "mcmf_flow", {}),
+)
+
+
+class _JobTimedSimulation(Simulation):
+    """The simulation, also summing each job's transfer durations (finish time to
+    sub-step precision, as the engine's per-application figure)."""
+
+    def _advance(self, now: float, dt: float) -> None:
+        if self.dirty:
+            self._rebuild()
+        before = list(self.transfers)
+        rem = self._rem.copy() if self._rem is not None else np.zeros(0)
+        rate = self._rate.copy() if len(rem) else np.zeros(0)
+        super()._advance(now, dt)
+        if len(before) == len(self.transfers):
+            return
+        alive = {id(t) for t in self.transfers}
+        for i, tr in enumerate(before):
+            if id(tr) in alive:
+                continue
+            r = rate[i] if i < len(rate) else 0.0
+            finish = now + (min(r * dt, rem[i]) / r if r > 0 and i < len(rem) else dt)
+            self.job_io_s[tr.job] += finish - tr.start_s
+
+
+def _scenario(name: str, duration: float | None):
+    from simulator.scenario import load_scenario
+    if name.startswith("scale-"):
+        from simulator.scalability import SIZES, scale_scenario_toml
+        osts = int(name.split("-", 1)[1])
+        osses = dict(SIZES).get(osts, osts // 8)
+        d = tempfile.mkdtemp()
+        p = Path(d) / f"{name}.toml"
+        p.write_text(scale_scenario_toml(osts, osses, duration_s=duration or 600.0))
+        return load_scenario(p)
+    sc = load_scenario(name)
+    if duration:
+        from dataclasses import replace
+        sc = replace(sc, duration_s=float(duration))
+    return sc
+
+
+def _build(seed: int, policy: str, params: dict):
+    params = dict(params)
+    fallback = params.pop("fallback", "lustre_qos")
+    gate = {k: params.pop(k) for k in ("mds_cpu_limit_percent",) if k in params}
+    pol = make_policy(policy, seed=seed, **params)
+    if not getattr(pol, "needs_gate", False):
+        return pol
+    return GatedPolicy(pol, make_policy(fallback, seed=seed), **gate)
+
+
+def run_variant(scenario: str, duration: float | None, label: str, policy: str,
+                params: dict) -> dict:
+    """One variant's run; a dict of the table's figures."""
+    from simulator.cluster import KIB, MIB
+    from simulator.network.model import make_network
+    from simulator.runner import prepare
+    from simulator.workload import scenario_records
+    sc = _scenario(scenario, duration)
+    cluster = prepare(sc)
+    sim = _JobTimedSimulation(sc, cluster, _build(sc.seed, policy, params), scenario_records(sc),
+                              make_network(sc.network, **sc.network_params))
+    sim.job_io_s = defaultdict(float)
+    t0 = time.perf_counter()
+    r = sim.run()
+    jobs = np.array(sorted(sim.job_io_s.values())) if sim.job_io_s else np.zeros(1)
+    moved = sum(a.bytes_written + a.bytes_read for a in r.apps.values())
+    io_time = sum(a.io_time_s for a in r.apps.values())
+    h = min(4, len(r.hours) - 1)
+    used_h = r.ost_used_hourly[h] if h >= 1 else sim.used
+    low = np.maximum(1, (r.ost_capacity_bytes // KIB).astype(np.int64) >> 20) * MIB
+    below = int((r.ost_free_hourly[1:] < low[None, :]).sum())
+    below += int(((r.ost_capacity_bytes - sim.used) < low).sum())
+    return {
+        "variant": label, "policy": policy, "params": params,
+        "jobs": int(len(sim.job_io_s)),
+        "job_io_mean_s": float(jobs.mean()), "job_io_p99_s": float(np.percentile(jobs, 99)),
+        "job_io_max_s": float(jobs.max()),
+        "bandwidth_mib_s": moved / io_time / MIB if io_time > 0 else 0.0,
+        "ost_max_mean_h4": float(max_mean_ratio(used_h)), "hour_of_max_mean": h if h >= 1 else None,
+        "ost_max_mean_end": float(max_mean_ratio(sim.used)),
+        "ost_samples_below_watermark": below,
+        "bytes_lost_enospc": float(r.counters.get("bytes_lost_enospc", 0.0)),
+        "creates": int(r.counters.get("creates", 0)),
+        "failed_creates": int(sum(v for k, v in r.counters.items() if k.startswith("create_failed"))),
+        "notes": dict(r.notes), "wall_s": time.perf_counter() - t0,
+    }
+
+
+def parse_variant(text: str) -> tuple[str, str, dict]:
+    """``label=policy:{json params}`` or ``label=policy`` or ``policy``."""
+    label, _, rest = text.partition("=")
+    if not rest:
+        rest = label
+    policy, _, js = rest.partition(":")
+    try:
+        params = json.loads(js) if js else {}
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"--variant {text!r}: parameters are not JSON: {e}")
+    return label, policy, params
+
+
+def table(rows: list[dict], base: str = "round_robin") -> list[str]:
+    """Markdown table; ratios to the ``base`` variant's mean job I/O time."""
+    ref = next((r for r in rows if r["variant"] == base), None)
+    out = ["| variant | jobs | mean job I/O s | vs RR | p99 s | slowest job s | vs RR | MiB/s | vs RR "
+           "| OST max/mean h4 | end | below watermark | failed creates |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        def rel(key):
+            if ref is None or not ref[key]:
+                return "-"
+            return f"{100 * (r[key] / ref[key] - 1):+.1f}%"
+        out.append(
+            f"| {r['variant']} | {r['jobs']} | {r['job_io_mean_s']:.2f} | {rel('job_io_mean_s')} "
+            f"| {r['job_io_p99_s']:.1f} | {r['job_io_max_s']:.1f} | {rel('job_io_max_s')} "
+            f"| {r['bandwidth_mib_s']:.1f} | {rel('bandwidth_mib_s')} | {r['ost_max_mean_h4']:.3f} "
+            f"| {r['ost_max_mean_end']:.3f} | {r['ost_samples_below_watermark']} "
+            f"| {r['failed_creates']} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("scenario")
+    ap.add_argument("--duration", type=float, default=None, help="seconds (default: the scenario's)")
+    ap.add_argument("--variant", action="append", default=None,
+                    help="label=policy:{json params}; repeatable (default: RR, QOS, mcmf, mcmf_flow)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=Path("bench/results/placement"))
+    args = ap.parse_args(argv)
+    variants = [parse_variant(v) for v in args.variant] if args.variant else list(DEFAULT_VARIANTS)
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futs = [pool.submit(run_variant, args.scenario, args.duration, lab, pol, par)
+                for lab, pol, par in variants]
+        rows = [f.result() for f in futs]
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = Path(args.scenario).stem
+    (args.out / f"{stem}.json").write_text(json.dumps(rows, indent=1, default=str))
+    dur = f", {args.duration:g} s" if args.duration else ""
+    print(f"{args.scenario}{dur} (wall {time.perf_counter() - t0:.0f} s)")
+    print("\n".join(table(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
