@@ -130,6 +130,7 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
         "creates": int(r.counters.get("creates", 0)),
         "failed_creates": int(sum(v for k, v in r.counters.items() if k.startswith("create_failed"))),
         "notes": dict(r.notes), "wall_s": time.perf_counter() - t0,
+        "job_io_s": {k: round(v, 1) for k, v in sorted(sim.job_io_s.items())},
     }
 
 

@@ -59,12 +59,15 @@ class OstRateTracker:
         smoothing: weight of a new sample, in (0, 1] (1: no smoothing).
         rpc_bytes: bytes of the RPC brw_stats' I/O time refers to.
         default_rate_bytes_s: rate when nothing was ever measured.
+        latency_smoothing: weight of a new sample in the smoothed RPC time, (0, 1]
+            (1: the last sample, unsmoothed).
     Raises:
         ValueError: smoothing outside (0, 1] or a non-positive rate/RPC size.
     """
 
     def __init__(self, smoothing: float = 0.05, rpc_bytes: int = RPC_BYTES,
-                 default_rate_bytes_s: float = DEFAULT_RATE_BYTES_S):
+                 default_rate_bytes_s: float = DEFAULT_RATE_BYTES_S,
+                 latency_smoothing: float = 1.0):
         if not 0 < smoothing <= 1:
             raise ValueError(f"rate smoothing must be in (0, 1], got {smoothing}")
         if rpc_bytes <= 0 or default_rate_bytes_s <= 0:
@@ -73,6 +76,8 @@ class OstRateTracker:
         self.rpc_bytes = rpc_bytes
         self.default_rate_bytes_s = default_rate_bytes_s
         self.rate: dict[int, float] = {}
+        self.latency: dict[int, float] = {}
+        self.latency_smoothing = latency_smoothing
         self._seen: dict[int, float | None] = {}
         self.oss_limit: dict[str, float] = {}
         self._oss_seen: dict[str, float | None] = {}
@@ -88,6 +93,11 @@ class OstRateTracker:
                 continue
             est = sample_rate_bytes_s(o, self.rpc_bytes)
             self._seen[o.index] = t
+            lat = o.write_latency_s
+            if lat is not None and math.isfinite(lat) and lat > 0:
+                old_l = self.latency.get(o.index)
+                b = self.latency_smoothing
+                self.latency[o.index] = lat if old_l is None or t is None else (1 - b) * old_l + b * lat
             if est is None:
                 continue
             old = self.rate.get(o.index)
@@ -121,6 +131,10 @@ class OstRateTracker:
     def oss_limits(self, oss_names: Sequence[str]) -> np.ndarray:
         """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""
         return np.array([self.oss_limit.get(n, math.inf) for n in oss_names], dtype=float)
+
+    def latencies(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Smoothed brw_stats write RPC time of ``indices``, s, float (len,); NaN unknown."""
+        return np.array([self.latency.get(int(i), math.nan) for i in indices], dtype=float)
 
     def rates(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """Rates of ``indices``, float (len,), bytes/s; unmeasured OSTs get the median

@@ -45,6 +45,8 @@ import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
 from mapper.flow.rates import OstRateTracker
+from mapper.policies.regime import ROUND_ROBIN, RegimeThresholds, classify
+from mapper.policies.round_robin import RoundRobin
 from mapper.flow.costs import PERCENT_SCALE, OstArrays, make_cost_model
 from mapper.flow.network import RoundRequest, build_network
 from mapper.flow.solver import SOLVERS
@@ -80,6 +82,7 @@ class _View:
     row_of: dict[int, int]
     base: OstArrays
     pools: dict[str | None, tuple[int, np.ndarray]] = field(default_factory=dict)
+    regime: Any = None
 
     def pool(self, snapshot: ClusterSnapshot, pool: str | None) -> tuple[int, np.ndarray]:
         """(usable OSTs in the pool, mask over candidates). Raises InvalidRequestError
@@ -137,6 +140,11 @@ class McmfPolicy(BatchPolicy):
             second flow on the state the current ones left).
         rate_smoothing: weight of a new sample in each OST's smoothed write rate
             (:mod:`mapper.flow.rates`; the ``rate`` cost model's ``r_j``).
+        latency_smoothing: weight of a new sample in the smoothed brw_stats RPC time the
+            ``rate`` cost sees (1: the last sample).
+        regime: switch to Lustre's round-robin while load is uniform and space within
+            the band (:mod:`mapper.policies.regime`), the flow otherwise.
+        regime_params: :class:`mapper.policies.regime.RegimeThresholds` fields.
     """
     name = "mcmf"
     needs_gate = True
@@ -149,7 +157,8 @@ class McmfPolicy(BatchPolicy):
                  straggler_max_fraction: float = STRAGGLER_MAX_FRACTION,
                  pending_half_life_s: float = 300.0, cache_ttl_s: float = 5.0,
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
-                 predict_mode: str = "joint", rate_smoothing: float = 0.05):
+                 predict_mode: str = "joint", rate_smoothing: float = 0.05,
+                 latency_smoothing: float = 1.0, regime: bool = False, regime_params: dict[str, float] | None = None):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -157,7 +166,10 @@ class McmfPolicy(BatchPolicy):
         if pending_half_life_s <= 0 or cache_ttl_s < 0:
             raise ValueError("pending_half_life_s must be > 0 and cache_ttl_s >= 0")
         self.cost_model = make_cost_model(cost_model, **(cost_params or {}))
-        self.rate_tracker = OstRateTracker(rate_smoothing)
+        self.rate_tracker = OstRateTracker(rate_smoothing, latency_smoothing=latency_smoothing)
+        self.regime = regime
+        self.regime_thresholds = RegimeThresholds(**(regime_params or {}))
+        self._rr = RoundRobin(seed=seed)
         self.predict_k = predict_k
         self.markov_config = MarkovConfig(**(markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
@@ -189,7 +201,8 @@ class McmfPolicy(BatchPolicy):
         self.reserved_stripes: dict[int, float] = {}
         self._last_sweep_s = -math.inf
         self.stats = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
-                      "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0}
+                      "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0,
+                      "regime_rr_requests": 0}
         self.last_stragglers: set[int] = set()
 
     def predicted_load(self) -> dict[int, float]:
@@ -227,6 +240,10 @@ class McmfPolicy(BatchPolicy):
         view = self._view(snapshot)
         stragglers = view.stragglers
         self.last_stragglers = stragglers
+        if self.regime and view.regime is None:
+            view.regime = classify(view.base, self.regime_thresholds)
+        if self.regime and view.regime.mode == ROUND_ROBIN:
+            return self._round_robin(snapshot, requests)
         out: list[Placement | AllocationError | None] = [None] * len(requests)
         groups: dict[tuple[str | None, str], int] = {}  # (pool, job or "") -> group
         masks: list[np.ndarray] = []
@@ -260,6 +277,26 @@ class McmfPolicy(BatchPolicy):
             self._round(snapshot, view, masks, group_apps, current, stragglers, out, now)
         return out  # type: ignore[return-value]
 
+    def _round_robin(self, snapshot: ClusterSnapshot,
+                     requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+        """The round-robin regime: Lustre's RR for every request; the predictor still
+        learns and the placed stripes still count as pending (the flow may take over
+        at the next sample)."""
+        out: list[Placement | AllocationError] = []
+        for req in requests:
+            try:
+                got = self._rr.allocate(snapshot, req)
+            except AllocationError as e:
+                out.append(e)
+                continue
+            if req.expected_bytes > 0:
+                self.predictor.observe(req.job_id, req.expected_bytes)
+            self.stats["regime_rr_requests"] += 1
+            self._add_pending(got.osts, self._bytes_per_stripe(req, len(got.osts)), req.job_id,
+                              snapshot)
+            out.append(Placement(got.osts, self.name, note="regime round_robin"))
+        return out
+
     def _view(self, snapshot: ClusterSnapshot) -> "_View":
         """What this round derives from the OSTs alone; kept while ``snapshot.version``
         says nothing changed (never kept for an unversioned snapshot)."""
@@ -273,6 +310,8 @@ class McmfPolicy(BatchPolicy):
         self.rate_tracker.update(usable_all)
         self.rate_tracker.update_oss(usable_all, snapshot.osses)
         base = self._base_arrays(snapshot, candidates)
+        if self.rate_tracker.latency_smoothing < 1.0:
+            base = replace(base, write_latency_s=self.rate_tracker.latencies(base.index))
         base = replace(base, rate_bytes_s=self.rate_tracker.rates(base.index),
                        oss_limit_bytes_s=self.rate_tracker.oss_limits([o.oss for o in candidates]),
                        degraded=np.array([bool(o.flags & OstFlag.DEGRADED) for o in candidates],
