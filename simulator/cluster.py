@@ -29,7 +29,11 @@ class SimCluster:
         ost_oss: OSS position (into ``oss_names``) of each OST, shape (N,).
         capacity_bytes: OST sizes, shape (N,).
         used_bytes: used space at t=0, shape (N,).
-        bandwidth_bytes_s: OST bandwidths, shape (N,).
+        bandwidth_bytes_s: OST write bandwidths, shape (N,).
+        read_bandwidth_bytes_s: OST read bandwidths, shape (N,) (None: the write values).
+        latency_s: per-request service latency of each OST, seconds, shape (N,) (None: 0).
+        oss_cap_bytes_s: throughput limit of each OSS (min of its NIC/LNet and CPU limits),
+            bytes/s, shape (S,) (None: unlimited).
     """
     oss_names: list[str]
     ost_index: np.ndarray
@@ -37,6 +41,15 @@ class SimCluster:
     capacity_bytes: np.ndarray
     used_bytes: np.ndarray
     bandwidth_bytes_s: np.ndarray
+    read_bandwidth_bytes_s: np.ndarray | None = None
+    latency_s: np.ndarray | None = None
+    oss_cap_bytes_s: np.ndarray | None = None
+
+    @property
+    def uniform(self) -> bool:
+        """True for today's model: one bandwidth for reads and writes, no latency, no OSS cap."""
+        return self.read_bandwidth_bytes_s is None and self.latency_s is None \
+            and self.oss_cap_bytes_s is None
 
     @property
     def ost_count(self) -> int:
@@ -55,15 +68,17 @@ class SimCluster:
 
 
 def build_cluster(spec: ClusterSpec, seed: int) -> SimCluster:
-    """Build the cluster and its initial fill (deterministic for ``seed``).
+    """Build the cluster, its initial fill and per-target performance (deterministic
+    for ``seed``).
 
     Raises:
         ScenarioError: an ``lfs df`` snapshot or filesystem that does not exist.
+        TargetValueError: a per-target value that does not fit the cluster (list
+            length, range).
     """
     fill = spec.initial_fill
-    bw = spec.ost_bandwidth_mib_s * MIB
     if fill.mode == "lfs_df":
-        return _from_lfs_df(spec, bw)
+        return _performance(spec, _from_lfs_df(spec, 0.0))
     n = spec.oss_count * spec.osts_per_oss
     capacity = np.full(n, spec.ost_size_gib * GIB)
     if fill.mode == "explicit":
@@ -73,13 +88,35 @@ def build_cluster(spec: ClusterSpec, seed: int) -> SimCluster:
         used_frac = rng.uniform(fill.cold_fraction[0], fill.cold_fraction[1], size=n)
         hot = rng.choice(n, size=fill.hot_osts, replace=False)
         used_frac[hot] = fill.hot_fraction
-    return SimCluster(oss_names=[f"oss{s}" for s in range(spec.oss_count)],
-                      ost_index=np.arange(n), ost_oss=np.arange(n) // spec.osts_per_oss,
-                      capacity_bytes=capacity, used_bytes=np.floor(capacity * used_frac),
-                      bandwidth_bytes_s=np.full(n, bw))
+    return _performance(spec, SimCluster(
+        oss_names=[f"oss{s}" for s in range(spec.oss_count)],
+        ost_index=np.arange(n), ost_oss=np.arange(n) // spec.osts_per_oss,
+        capacity_bytes=capacity, used_bytes=np.floor(capacity * used_frac),
+        bandwidth_bytes_s=np.zeros(n)))
+
+
+def _performance(spec: ClusterSpec, cl: SimCluster) -> SimCluster:
+    """Fill in the per-OST and per-OSS performance arrays (units: bytes/s, s)."""
+    n, s = cl.ost_count, len(cl.oss_names)
+    # TargetValueError propagates; runner.prepare names the scenario file.
+    bw = spec.ost_bandwidth_mib_s
+    # A constant keeps today's exact arithmetic (value * MIB, then np.full).
+    cl.bandwidth_bytes_s = (np.full(n, bw.constant * MIB) if bw.is_constant
+                            else bw.resolve(n) * MIB)
+    if spec.ost_read_bandwidth_mib_s is not None:
+        cl.read_bandwidth_bytes_s = spec.ost_read_bandwidth_mib_s.resolve(n) * MIB
+    if spec.ost_latency_ms is not None:
+        lat = spec.ost_latency_ms.resolve(n, allow_zero=True) / 1000.0
+        cl.latency_s = lat if lat.any() else None
+    caps = [t.resolve(s) * MIB for t in (spec.oss_nic_mib_s, spec.oss_cpu_mib_s) if t is not None]
+    if caps:
+        cl.oss_cap_bytes_s = np.minimum.reduce(caps)
+    return cl
 
 
 def _from_lfs_df(spec: ClusterSpec, bw: float) -> SimCluster:
+    """The cluster of a real ``lfs df`` snapshot (bandwidth ``bw`` everywhere until
+    :func:`_performance` sets it)."""
     from traces.lfs_df import read_lctl_dl, read_lfs_df
     fill = spec.initial_fill
     df = read_lfs_df(fill.path)

@@ -150,7 +150,10 @@ class Simulation:
         self.oss_ops_s = np.zeros(len(cluster.oss_names))
         self.oss_in_bytes_s = np.zeros(len(cluster.oss_names))   # written (received), bytes/s
         self.storage = Storage(ost_oss=cluster.ost_oss, oss_count=len(cluster.oss_names),
-                               ost_bandwidth_bytes_s=cluster.bandwidth_bytes_s)
+                               ost_bandwidth_bytes_s=cluster.bandwidth_bytes_s,
+                               ost_read_bandwidth_bytes_s=cluster.read_bandwidth_bytes_s,
+                               oss_cap_bytes_s=cluster.oss_cap_bytes_s,
+                               ost_latency_s=cluster.latency_s)
         self.creates_this_step = 0
         self.meta_this_step = 0
         self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last stats sample
@@ -190,7 +193,9 @@ class Simulation:
         if self.dirty:
             self._rebuild()
         queued = np.bincount(self._entry_ost, minlength=self.cl.ost_count)
-        latency = (queued + 1) * MIB / self.cl.bandwidth_bytes_s
+        latency = (queued + 1) * MIB / self.storage.ost_bandwidth_bytes_s
+        if self.storage.ost_latency_s is not None:
+            latency = latency + self.storage.ost_latency_s
         for p, ost in enumerate(self.view.osts):
             ost.write_latency_s = float(latency[p])
             ost.sample_time_s = now
@@ -342,7 +347,8 @@ class Simulation:
         self._rem = np.array([t.remaining for t in trs])
         self._ops_per_byte = np.array([t.ops / t.nbytes for t in trs])
         ts = TransferSet(self._entry_flow, self._entry_ost, self._entry_frac, f,
-                         np.array([t.write for t in trs]), np.array([t.client for t in trs]))
+                         np.array([t.write for t in trs]), np.array([t.client for t in trs]),
+                         self._ops_per_byte)
         self._rate = self.network.rates(ts, self.storage)
         self.dirty = False
 

@@ -99,9 +99,19 @@ def raid0_bytes_per_ost(file_bytes: int, stripe_size: int, stripe_count: int) ->
     return per
 
 
+MAX_RPCS_IN_FLIGHT = 8
+"""Lustre's default ``osc.*.max_rpcs_in_flight``: requests a client keeps outstanding per
+OST, so per-request latency is paid once per 8 requests."""
+
+
 def transfer_rates(entry_flow: np.ndarray, entry_ost: np.ndarray, entry_frac: np.ndarray,
                    flow_count: int, bandwidth_bytes_s: np.ndarray,
-                   network_cap_bytes_s: np.ndarray) -> np.ndarray:
+                   network_cap_bytes_s: np.ndarray, *,
+                   entry_write: np.ndarray | None = None,
+                   read_bandwidth_bytes_s: np.ndarray | None = None,
+                   ost_oss: np.ndarray | None = None, oss_cap_bytes_s: np.ndarray | None = None,
+                   latency_s: np.ndarray | None = None,
+                   ops_per_byte: np.ndarray | None = None) -> np.ndarray:
     """Rate (bytes/s) of every active transfer under the equal-share model above.
 
     The transfers' stripes are given as parallel "entry" arrays (one entry per
@@ -114,14 +124,41 @@ def transfer_rates(entry_flow: np.ndarray, entry_ost: np.ndarray, entry_frac: np
         flow_count: number of transfers F.
         bandwidth_bytes_s: OST bandwidths, shape (N,).
         network_cap_bytes_s: per-transfer network cap, shape (F,) (inf = none).
+        entry_write: True where the entry is a write, shape (E,) (with
+            ``read_bandwidth_bytes_s``: reads take the OST's read bandwidth; an OST
+            time-shares between its transfers, so a read's share is
+            ``read_bandwidth[o] / active[o]``).
+        read_bandwidth_bytes_s: OST read bandwidths, shape (N,) (None: same as write).
+        ost_oss, oss_cap_bytes_s: OSS position of each OST (N,) and each OSS's
+            throughput limit (S,): every transfer touching OSS ``s`` gets at most
+            ``cap[s] / transfers_on[s] / frac[f, s]`` (the same equal share, one level up).
+        latency_s, ops_per_byte: per-request latency per OST (N,) and requests per byte
+            of each transfer (F,): each byte on OST ``o`` also costs
+            ``ops_per_byte * latency[o] / MAX_RPCS_IN_FLIGHT`` seconds.
     Returns:
         rates, shape (F,).
     """
     if flow_count == 0:
         return np.zeros(0)
     active = np.bincount(entry_ost, minlength=bandwidth_bytes_s.shape[0])
-    share = bandwidth_bytes_s[entry_ost] / active[entry_ost]
-    per_entry = share / entry_frac
+    bw = bandwidth_bytes_s[entry_ost]
+    if read_bandwidth_bytes_s is not None and entry_write is not None:
+        bw = np.where(entry_write, bw, read_bandwidth_bytes_s[entry_ost])
+    share = bw / active[entry_ost]
+    if latency_s is not None and ops_per_byte is not None:
+        # seconds per byte of the transfer spent on this OST: its share plus request latency
+        per_entry = 1.0 / (entry_frac / share + entry_frac * ops_per_byte[entry_flow]
+                           * latency_s[entry_ost] / MAX_RPCS_IN_FLIGHT)
+    else:
+        per_entry = share / entry_frac
     rates = np.full(flow_count, np.inf)
     np.minimum.at(rates, entry_flow, per_entry)
+    if oss_cap_bytes_s is not None and ost_oss is not None:
+        s = oss_cap_bytes_s.shape[0]
+        pair, inverse = np.unique(entry_flow * s + ost_oss[entry_ost], return_inverse=True)
+        pair_frac = np.bincount(inverse, entry_frac)
+        pair_oss = pair % s
+        on_oss = np.bincount(pair_oss, minlength=s)
+        per_pair = oss_cap_bytes_s[pair_oss] / on_oss[pair_oss] / pair_frac
+        np.minimum.at(rates, pair // s, per_pair)
     return np.minimum(rates, network_cap_bytes_s)

@@ -29,7 +29,12 @@ def prepare(scenario: Scenario) -> SimCluster:
     Raises:
         ScenarioError: inconsistent scenario or malformed workload.
     """
-    cluster = build_cluster(scenario.cluster, scenario.seed)
+    from simulator.scenario import ScenarioError
+    from simulator.targets import TargetValueError
+    try:
+        cluster = build_cluster(scenario.cluster, scenario.seed)
+    except TargetValueError as e:
+        raise ScenarioError(f"{scenario.path}: {e}") from None
     check_workloads(scenario, cluster.ost_count)
     return cluster
 

@@ -38,6 +38,7 @@ from typing import Any
 from lustre_alloc_data import DataFileError, is_package_reference, resource_path
 from mapper.policies.registry import POLICIES
 from simulator.models import MdsModel, OssModel
+from simulator.targets import TargetValueError, TargetValues, parse_target_values
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -71,14 +72,26 @@ class InitialFill:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """The simulated servers. Sizes in GiB, bandwidths in MiB/s."""
+    """The simulated servers. Sizes in GiB, bandwidths in MiB/s, latency in ms.
+
+    The per-target keys (:mod:`simulator.targets`: a number, a per-target list, a seeded
+    distribution, or ``derived = "lmt:<file>"``): ``ost_bandwidth_mib_s`` (write),
+    ``ost_read_bandwidth_mib_s`` (default: the write values), ``ost_latency_ms``
+    (per-request service latency, default 0), ``oss_nic_mib_s`` (NIC/LNet limit per OSS,
+    default none) and ``oss_cpu_mib_s`` (throughput at which the OSS CPU saturates,
+    default none). A defaulted key is None.
+    """
     oss_count: int
     osts_per_oss: int
     ost_size_gib: float
-    ost_bandwidth_mib_s: float
+    ost_bandwidth_mib_s: TargetValues
     initial_fill: InitialFill
     statfs_interval_s: float = 5.0
     stats_interval_s: float = 5.0
+    ost_read_bandwidth_mib_s: TargetValues | None = None
+    ost_latency_ms: TargetValues | None = None
+    oss_nic_mib_s: TargetValues | None = None
+    oss_cpu_mib_s: TargetValues | None = None
 
 
 @dataclass(frozen=True)
@@ -296,11 +309,28 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                 raise f.err("ost_map", f"file not found: {fill_kw['ost_map']}")
     f.finish()
     fill = InitialFill(**fill_kw)
+
+    def per_target(key: str, required: bool = False, allow_zero: bool = False) -> TargetValues | None:
+        c.used.add(key)
+        if key not in c.data:
+            if required:
+                raise c.err(key, "missing")
+            return None
+        try:
+            return parse_target_values(f"{c.prefix}{key}", c.data[key],
+                                       lambda raw: _expand(path, raw), allow_zero=allow_zero)
+        except TargetValueError as e:
+            raise ScenarioError(f"{path}: {e}") from None
+
     cluster = ClusterSpec(
         oss_count=c.get("oss_count", int, 0 if mode == "lfs_df" else ..., minimum=0),
         osts_per_oss=c.get("osts_per_oss", int, minimum=1),
         ost_size_gib=c.get("ost_size_gib", float, 0.0 if mode == "lfs_df" else ..., minimum=0.0),
-        ost_bandwidth_mib_s=c.get("ost_bandwidth_mib_s", float, minimum=1.0),
+        ost_bandwidth_mib_s=per_target("ost_bandwidth_mib_s", required=True),
+        ost_read_bandwidth_mib_s=per_target("ost_read_bandwidth_mib_s"),
+        ost_latency_ms=per_target("ost_latency_ms", allow_zero=True),
+        oss_nic_mib_s=per_target("oss_nic_mib_s"),
+        oss_cpu_mib_s=per_target("oss_cpu_mib_s"),
         initial_fill=fill,
         statfs_interval_s=c.get("statfs_interval_s", float, 5.0, minimum=0.001),
         stats_interval_s=c.get("stats_interval_s", float, 5.0, minimum=0.001),

@@ -53,6 +53,7 @@ class TransferSet:
         flow_count: F.
         flow_write: True for a write (client -> OSS), shape (F,).
         flow_client: client node of each transfer, shape (F,).
+        flow_ops_per_byte: requests per byte of each transfer, shape (F,) (None: unused).
     """
     entry_flow: np.ndarray
     entry_ost: np.ndarray
@@ -60,15 +61,27 @@ class TransferSet:
     flow_count: int
     flow_write: np.ndarray
     flow_client: np.ndarray
+    flow_ops_per_byte: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class Storage:
     """What the network model needs of the cluster: ``ost_oss`` (N,) OSS position of each
-    OST, ``oss_count`` S, ``ost_bandwidth_bytes_s`` (N,) disk bandwidth."""
+    OST, ``oss_count`` S, ``ost_bandwidth_bytes_s`` (N,) disk (write) bandwidth; optional
+    (None = today's uniform model): ``ost_read_bandwidth_bytes_s`` (N,),
+    ``oss_cap_bytes_s`` (S,) OSS NIC/CPU throughput limit, ``ost_latency_s`` (N,)
+    per-request latency (the equal-share models only)."""
     ost_oss: np.ndarray
     oss_count: int
     ost_bandwidth_bytes_s: np.ndarray
+    ost_read_bandwidth_bytes_s: np.ndarray | None = None
+    oss_cap_bytes_s: np.ndarray | None = None
+    ost_latency_s: np.ndarray | None = None
+
+    @property
+    def uniform(self) -> bool:
+        return (self.ost_read_bandwidth_bytes_s is None and self.oss_cap_bytes_s is None
+                and self.ost_latency_s is None)
 
 
 class NetworkModel(Protocol):
@@ -101,8 +114,16 @@ class _EqualShare:
         return np.full(len(transfer_osses), self.cap_bytes_s)
 
     def rates(self, ts: TransferSet, storage: Storage) -> np.ndarray:
+        cap = np.full(ts.flow_count, self.cap_bytes_s)
+        if storage.uniform:
+            return transfer_rates(ts.entry_flow, ts.entry_ost, ts.entry_frac, ts.flow_count,
+                                  storage.ost_bandwidth_bytes_s, cap)
         return transfer_rates(ts.entry_flow, ts.entry_ost, ts.entry_frac, ts.flow_count,
-                              storage.ost_bandwidth_bytes_s, np.full(ts.flow_count, self.cap_bytes_s))
+                              storage.ost_bandwidth_bytes_s, cap,
+                              entry_write=ts.flow_write[ts.entry_flow],
+                              read_bandwidth_bytes_s=storage.ost_read_bandwidth_bytes_s,
+                              ost_oss=storage.ost_oss, oss_cap_bytes_s=storage.oss_cap_bytes_s,
+                              latency_s=storage.ost_latency_s, ops_per_byte=ts.flow_ops_per_byte)
 
     def lnet_load_percent(self, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray) -> np.ndarray:
         ref = REFERENCE_LINK_GBIT_S * 1e9 / 8
@@ -178,8 +199,22 @@ class FlowNetwork:
             parts_c.append(wsub)
         parts_f.append(ts.entry_flow)
         parts_r.append(off_o + ts.entry_ost)
-        parts_c.append(ts.entry_frac * sub.weight[ts.entry_flow])
-        n_res = off_o + storage.ost_bandwidth_bytes_s.shape[0]
+        ost_coef = ts.entry_frac * sub.weight[ts.entry_flow]
+        if storage.ost_read_bandwidth_bytes_s is not None:
+            # The OST's capacity is its write bandwidth; a read byte costs write/read of it
+            # (the disk time-shares between reads and writes).
+            read = ~ts.flow_write[ts.entry_flow]
+            o = ts.entry_ost[read]
+            ost_coef = ost_coef.copy()
+            ost_coef[read] *= storage.ost_bandwidth_bytes_s[o] / storage.ost_read_bandwidth_bytes_s[o]
+        parts_c.append(ost_coef)
+        n_ost = storage.ost_bandwidth_bytes_s.shape[0]
+        n_res = off_o + n_ost
+        if storage.oss_cap_bytes_s is not None:
+            # OSS NIC/CPU limit: one more resource per OSS, used by each subflow there.
+            parts_f.append(sub.flow)
+            parts_r.append(n_res + sub.oss)
+            parts_c.append(wsub)
         conns = np.bincount(np.concatenate(parts_r[:-1]), minlength=n_res)[:off_o]
         link_type = np.empty(off_o, dtype=object)
         link_type[:off_r] = "client"
@@ -191,7 +226,9 @@ class FlowNetwork:
             if m.any():
                 capacity[:off_o][m] = sp.link_bytes_s(lt) * self.calibration.efficiency(
                     lt, conns[m], sp.mtu_bytes)
-        capacity[off_o:] = storage.ost_bandwidth_bytes_s
+        capacity[off_o:off_o + n_ost] = storage.ost_bandwidth_bytes_s
+        if storage.oss_cap_bytes_s is not None:
+            capacity = np.concatenate([capacity, storage.oss_cap_bytes_s])
         return (np.concatenate(parts_f), np.concatenate(parts_r), np.concatenate(parts_c),
                 capacity, sub.weight, sub, np.vstack([res_client, res_router, res_oss]))
 
