@@ -272,6 +272,7 @@ class RateCost:
         degraded_penalty_s: seconds added to every slot of a degraded OST.
         oss_weight: weight of the OSS layer (0 disables it).
         oss_limit_bytes_s: an OSS's link limit, bytes/s (None: its OSTs' sum).
+        link_share: cap each OST's rate at its share of its OSS's measured link limit.
         watermark_bytes: bytes kept free per OST beyond Lustre's own ENOSPC reserve
             (:func:`enospc_reserve_bytes`).
     """
@@ -283,6 +284,7 @@ class RateCost:
     oss_weight: float = 1.0
     oss_limit_bytes_s: float | None = None
     watermark_bytes: float = 0.0
+    link_share: bool = True
     name: str = "rate"
 
     def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
@@ -291,8 +293,16 @@ class RateCost:
     def _rates(self, osts: OstArrays) -> np.ndarray:
         if osts.rate_bytes_s is None:
             from mapper.flow.rates import DEFAULT_RATE_BYTES_S
-            return np.full(len(osts.index), DEFAULT_RATE_BYTES_S)
-        return np.maximum(osts.rate_bytes_s.astype(float), 1.0)
+            rate = np.full(len(osts.index), DEFAULT_RATE_BYTES_S)
+        else:
+            rate = np.maximum(osts.rate_bytes_s.astype(float), 1.0)
+        if self.link_share and osts.oss_limit_bytes_s is not None and len(rate):
+            # An OST delivers no more than its share of its OSS's link when all the
+            # server's OSTs are busy: min(r_j, R_link / n_s).
+            n_s = np.bincount(osts.oss)[osts.oss]
+            share = osts.oss_limit_bytes_s.astype(float) / np.maximum(n_s, 1)
+            rate = np.minimum(rate, np.where(np.isfinite(share), share, np.inf))
+        return rate
 
     def _per_byte_now(self, osts: OstArrays, rate: np.ndarray) -> np.ndarray:
         """Seconds per byte a new stream sees now, (N,)."""

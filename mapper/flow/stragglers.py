@@ -48,6 +48,16 @@ def find_stragglers(osts: Iterable[OstState], factor: float = STRAGGLER_FACTOR,
     if not 0.0 <= max_fraction < 1.0:
         raise ValueError(f"straggler max_fraction must be in [0, 1), got {max_fraction}")
     pairs = [(o.write_latency_s, o.index) for o in osts if o.write_latency_s is not None]
+    return slowest_outliers(pairs, factor, min_excess_s, max_fraction)
+
+
+def slowest_outliers(pairs: Iterable[tuple[float, int]], factor: float = STRAGGLER_FACTOR,
+                     min_excess: float = STRAGGLER_MIN_EXCESS_S,
+                     max_fraction: float = STRAGGLER_MAX_FRACTION) -> set[int]:
+    """The rule of the module docstring on any per-OST time: ``pairs`` of (seconds,
+    OST index), e.g. brw_stats latency (:func:`find_stragglers`) or the time per byte
+    of the OST's smoothed measured rate (the ``rate`` cost: slow, not merely busy)."""
+    pairs = list(pairs)
     if len(pairs) < MIN_PEERS:
         return set()
     table = np.array(pairs, dtype=float)
@@ -56,7 +66,7 @@ def find_stragglers(osts: Iterable[OstState], factor: float = STRAGGLER_FACTOR,
         return set()
     lat = table[:, 0]
     median = float(np.median(lat))
-    slow = np.nonzero((lat > factor * median) & (lat - median >= min_excess_s))[0]
+    slow = np.nonzero((lat > factor * median) & (lat - median >= min_excess))[0]
     limit = int(max_fraction * len(lat))
     worst = slow[np.argsort(-lat[slow], kind="stable")][:limit]
     return {int(i) for i in table[worst, 1]}

@@ -55,7 +55,7 @@ from mapper.predictor.markov_store import load_predictor
 from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
 from mapper.policies.placement import AllocationError, BatchPolicy, CreateRequest, NoSpaceError, Placement
 from mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION, STRAGGLER_MIN_EXCESS_S,
-                               find_stragglers)
+                               find_stragglers, slowest_outliers)
 
 DEFAULT_STRIPE_SIZE = 1 << 20
 
@@ -242,6 +242,9 @@ class McmfPolicy(BatchPolicy):
         self.last_stragglers = stragglers
         if self.regime and view.regime is None:
             view.regime = classify(view.base, self.regime_thresholds)
+            key = (f"regime_{view.regime.mode}_load_{'uniform' if view.regime.load_uniform else 'uneven'}"
+                   f"_space_{'in' if view.regime.space_in_band else 'out'}")
+            self.stats[key] = self.stats.get(key, 0) + 1
         if self.regime and view.regime.mode == ROUND_ROBIN:
             return self._round_robin(snapshot, requests)
         out: list[Placement | AllocationError | None] = [None] * len(requests)
@@ -304,11 +307,19 @@ class McmfPolicy(BatchPolicy):
         if key is not None and key == self._view_key:
             return self._view_cache
         usable_all = [o for o in snapshot.osts if is_usable(o)]
-        stragglers = find_stragglers(usable_all, self.straggler_factor,
-                                     self.straggler_min_excess_s, self.straggler_max_fraction)
-        candidates = [o for o in usable_all if o.index not in stragglers]
         self.rate_tracker.update(usable_all)
         self.rate_tracker.update_oss(usable_all, snapshot.osses)
+        if getattr(self.cost_model, "name", "") == "rate":
+            # The rate cost has each OST's load in its cost; a straggler is an OST whose
+            # measured rate is far off, not one that is merely busy now.
+            idx = [o.index for o in usable_all]
+            per_byte = 1.0 / self.rate_tracker.rates(idx)
+            stragglers = slowest_outliers(zip(per_byte.tolist(), idx), self.straggler_factor,
+                                          0.0, self.straggler_max_fraction)
+        else:
+            stragglers = find_stragglers(usable_all, self.straggler_factor,
+                                         self.straggler_min_excess_s, self.straggler_max_fraction)
+        candidates = [o for o in usable_all if o.index not in stragglers]
         base = self._base_arrays(snapshot, candidates)
         if self.rate_tracker.latency_smoothing < 1.0:
             base = replace(base, write_latency_s=self.rate_tracker.latencies(base.index))
