@@ -109,6 +109,10 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     sim.job_io_s = defaultdict(float)
     t0 = time.perf_counter()
     r = sim.run()
+    inner = getattr(sim.policy, "primary", sim.policy)
+    extra = {"policy_stats": dict(getattr(inner, "stats", {})),
+             "app_accuracy": {k: [round(v, 1) for v in hn]
+                              for k, hn in getattr(inner, "app_accuracy", {}).items()}}
     jobs = np.array(sorted(sim.job_io_s.values())) if sim.job_io_s else np.zeros(1)
     moved = sum(a.bytes_written + a.bytes_read for a in r.apps.values())
     io_time = sum(a.io_time_s for a in r.apps.values())
@@ -125,12 +129,13 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
         "bandwidth_mib_s": moved / io_time / MIB if io_time > 0 else 0.0,
         "ost_max_mean_h4": float(max_mean_ratio(used_h)), "hour_of_max_mean": h if h >= 1 else None,
         "ost_max_mean_end": float(max_mean_ratio(sim.used)),
+        "oss_cpu_max_mean": float(r.oss_cpu_max_mean.mean()),
         "ost_samples_below_watermark": below,
         "bytes_lost_enospc": float(r.counters.get("bytes_lost_enospc", 0.0)),
         "creates": int(r.counters.get("creates", 0)),
         "failed_creates": int(sum(v for k, v in r.counters.items() if k.startswith("create_failed"))),
         "notes": dict(r.notes), "wall_s": time.perf_counter() - t0,
-        "job_io_s": {k: round(v, 1) for k, v in sorted(sim.job_io_s.items())},
+        "job_io_s": {k: round(v, 1) for k, v in sorted(sim.job_io_s.items())}, **extra,
     }
 
 
@@ -151,8 +156,8 @@ def table(rows: list[dict], base: str = "round_robin") -> list[str]:
     """Markdown table; ratios to the ``base`` variant's mean job I/O time."""
     ref = next((r for r in rows if r["variant"] == base), None)
     out = ["| variant | jobs | mean job I/O s | vs RR | p99 s | slowest job s | vs RR | MiB/s | vs RR "
-           "| OST max/mean h4 | end | below watermark | failed creates |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| OST max/mean h4 | end | OSS CPU max/mean | below watermark | failed creates |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def rel(key):
             if ref is None or not ref[key]:
@@ -162,7 +167,8 @@ def table(rows: list[dict], base: str = "round_robin") -> list[str]:
             f"| {r['variant']} | {r['jobs']} | {r['job_io_mean_s']:.2f} | {rel('job_io_mean_s')} "
             f"| {r['job_io_p99_s']:.1f} | {r['job_io_max_s']:.1f} | {rel('job_io_max_s')} "
             f"| {r['bandwidth_mib_s']:.1f} | {rel('bandwidth_mib_s')} | {r['ost_max_mean_h4']:.3f} "
-            f"| {r['ost_max_mean_end']:.3f} | {r['ost_samples_below_watermark']} "
+            f"| {r['ost_max_mean_end']:.3f} | {r['oss_cpu_max_mean']:.3f} "
+            f"| {r['ost_samples_below_watermark']} "
             f"| {r['failed_creates']} |")
     return out
 

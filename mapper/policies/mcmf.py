@@ -142,6 +142,11 @@ class McmfPolicy(BatchPolicy):
             (:mod:`mapper.flow.rates`; the ``rate`` cost model's ``r_j``).
         latency_smoothing: weight of a new sample in the smoothed brw_stats RPC time the
             ``rate`` cost sees (1: the last sample).
+        predict_min_accuracy: predict an application's requests only while the share of
+            its predicted lists that were used is at least this (0: always predict).
+        predict_min_trials: lists judged before the accuracy is trusted.
+        predict_window: outcomes after which the counts halve; also the probe period
+            of an application below the threshold.
         regime: switch to Lustre's round-robin while load is uniform and space within
             the band (:mod:`mapper.policies.regime`), the flow otherwise.
         regime_params: :class:`mapper.policies.regime.RegimeThresholds` fields.
@@ -158,7 +163,9 @@ class McmfPolicy(BatchPolicy):
                  pending_half_life_s: float = 300.0, cache_ttl_s: float = 5.0,
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
                  predict_mode: str = "joint", rate_smoothing: float = 0.05,
-                 latency_smoothing: float = 1.0, regime: bool = False, regime_params: dict[str, float] | None = None):
+                 latency_smoothing: float = 1.0, regime: bool = False,
+                 predict_min_accuracy: float = 0.0, predict_min_trials: int = 8,
+                 predict_window: int = 32, regime_params: dict[str, float] | None = None):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -168,6 +175,14 @@ class McmfPolicy(BatchPolicy):
         self.cost_model = make_cost_model(cost_model, **(cost_params or {}))
         self.rate_tracker = OstRateTracker(rate_smoothing, latency_smoothing=latency_smoothing)
         self.regime = regime
+        if not 0 <= predict_min_accuracy <= 1 or predict_min_trials < 0 or predict_window < 1:
+            raise ValueError("predict_min_accuracy must be in [0, 1], predict_min_trials >= 0, "
+                             "predict_window >= 1")
+        self.predict_min_accuracy = predict_min_accuracy
+        self.predict_min_trials = predict_min_trials
+        self.predict_window = predict_window
+        self.app_accuracy: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._probe: dict[str, int] = {}
         self.regime_thresholds = RegimeThresholds(**(regime_params or {}))
         self._rr = RoundRobin(seed=seed)
         self.predict_k = predict_k
@@ -341,6 +356,7 @@ class McmfPolicy(BatchPolicy):
             return None
         while queue and now - queue[0].made_s >= self.cache_ttl_s:
             self._release([queue.popleft()])
+            self._score(req.job_id, False)
         if not queue:
             return None
         head = queue[0]
@@ -348,6 +364,7 @@ class McmfPolicy(BatchPolicy):
         if (head.stripe_count != count or head.stripe_size != stripe_size
                 or head.pool != req.pool):
             self.stats["predicted_misses"] += 1
+            self._score(req.job_id, False)
             self._release(queue)
             queue.clear()
             return None
@@ -359,6 +376,7 @@ class McmfPolicy(BatchPolicy):
             return None
         self._release([queue.popleft()])
         self.stats["predicted_hits"] += 1
+        self._score(req.job_id, True)
         self._add_pending(head.osts, self._bytes_per_stripe(req, count), req.job_id, snapshot)
         return Placement(head.osts, self.name, note="predicted")
 
@@ -378,6 +396,8 @@ class McmfPolicy(BatchPolicy):
                 if c.request.job_id in seen:
                     continue
                 seen.add(c.request.job_id)
+                if not self._may_predict(c.request.job_id):
+                    continue
                 for p in self.predictor.predict(c.request.job_id, self.predict_k,
                                                 c.request.stripe_size or DEFAULT_STRIPE_SIZE,
                                                 c.count, int(masks[c.group].sum())):
@@ -585,8 +605,38 @@ class McmfPolicy(BatchPolicy):
             queue = self.predicted[job]
             while queue and now - queue[0].made_s >= self.cache_ttl_s:
                 self._release([queue.popleft()])
+                self._score(job, False)
             if not queue:
                 del self.predicted[job]
+
+    # -- per-application prediction accuracy --------------------------------------
+    def _score(self, job_id: str, hit: bool) -> None:
+        """Count one predicted list of ``job_id`` as used (hit) or wasted (a mismatched
+        or expired list). Counts decay by half every ``predict_window`` outcomes, so
+        the accuracy follows the application's recent behaviour."""
+        h, n = self.app_accuracy.get(job_id, (0.0, 0.0))
+        if n >= self.predict_window:
+            h, n = h / 2, n / 2
+        self.app_accuracy[job_id] = (h + (1.0 if hit else 0.0), n + 1.0)
+        while len(self.app_accuracy) > self.markov_config.max_apps:
+            self.app_accuracy.pop(next(iter(self.app_accuracy)))
+
+    def _may_predict(self, job_id: str) -> bool:
+        """Predicted requests of ``job_id`` join the round only while its measured
+        accuracy (used lists / lists made) is at least ``predict_min_accuracy``; an
+        application is trusted until ``predict_min_trials`` lists were judged, and one
+        below the threshold is probed every ``predict_window``-th round so it can earn
+        its place back."""
+        if self.predict_min_accuracy <= 0:
+            return True
+        h, n = self.app_accuracy.get(job_id, (0.0, 0.0))
+        if n < self.predict_min_trials or h / n >= self.predict_min_accuracy:
+            return True
+        probe = self._probe.get(job_id, 0) + 1
+        self._probe[job_id] = probe % self.predict_window
+        if len(self._probe) > self.markov_config.max_apps:
+            self._probe.pop(next(iter(self._probe)))
+        return probe >= self.predict_window
 
     def _reserve(self, osts: Sequence[int], sign: float) -> None:
         for i in osts:
