@@ -26,7 +26,7 @@ import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
-from simulator.cluster import KIB, MIB, SimCluster
+from simulator.cluster import GIB, KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
 from simulator.network.model import NetworkModel, Storage, TransferSet
 from simulator.scenario import Scenario
@@ -58,6 +58,41 @@ class AppStats:
 
 
 @dataclass
+class JobStats:
+    """One job's I/O (the user's metric). Seconds on the simulation clock.
+
+    Attributes:
+        first_io_s: start of its first transfer.
+        last_byte_s: end of its last finished transfer.
+        alone_s: lower bound of its I/O time alone on the idle cluster (no events):
+            ``max(max over transfers (start - first_io + ideal), max over OSTs of its
+            bytes there / that OST's bandwidth)``, ``ideal`` = the transfer's slowest
+            stripe (and OSS limit) at full bandwidth.
+        managed: its creates went through the policy (else Lustre's allocator).
+        unfinished: transfers still in flight (or stalled) at the end.
+    """
+    first_io_s: float
+    last_byte_s: float = -math.inf
+    alone_s: float = 0.0
+    managed: bool = True
+    background: bool = False
+    bytes: float = 0.0
+    transfers: int = 0
+    unfinished: int = 0
+    ost_bytes: dict = field(default_factory=dict)
+
+    @property
+    def io_time_s(self) -> float:
+        """First I/O to last byte (0 if nothing finished)."""
+        return max(0.0, self.last_byte_s - self.first_io_s)
+
+    @property
+    def slowdown(self) -> float:
+        """I/O time / alone time (1 = as if alone on the idle cluster)."""
+        return self.io_time_s / self.alone_s if self.alone_s > 0 else 1.0
+
+
+@dataclass
 class RunResult:
     """Everything measured in one run of one policy.
 
@@ -82,6 +117,9 @@ class RunResult:
     notes: Counter
     wall_s: float = 0.0
     records: int = 0
+    jobs: dict[str, JobStats] = field(default_factory=dict)
+    file_write_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    file_read_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
@@ -93,6 +131,8 @@ class _File:
     landed: np.ndarray = field(default_factory=lambda: np.zeros(0))  # bytes landed per stripe
     last_write_s: float = 0.0
     transfers: int = 0          # in flight
+    times: list = field(default_factory=lambda: [math.inf, -math.inf, math.inf, -math.inf])
+    """first write start, last write end, first read start, last read end (s)."""
 
 
 @dataclass
@@ -108,6 +148,8 @@ class _Transfer:
     start_s: float
     stripe_pos: np.ndarray | None = None  # write: stripe slots of ``osts`` in the file
     client: int = 0             # client node (network model)
+    rfile: _File | None = None  # read: the file read
+    lands: bool = True          # a write that lands bytes (background traffic does not)
 
 
 class Simulation:
@@ -124,9 +166,28 @@ class Simulation:
 
     def __init__(self, scenario: Scenario, cluster: SimCluster, policy: PlacementPolicy,
                  records: Iterable[TraceRecord], network: NetworkModel,
-                 progress: Callable[[float, float], None] | None = None):
+                 progress: Callable[[float, float], None] | None = None,
+                 unmanaged_jobs: frozenset[str] = frozenset()):
+        from simulator.events import added_osts, transition_times
         self.sc = scenario
+        self.initial_osts = cluster.ost_count
+        self.initial_osses = len(cluster.oss_names)
+        if added_osts(scenario.events):
+            cluster = _expanded(cluster, scenario)
         self.cl = cluster
+        self.unmanaged = unmanaged_jobs
+        self.lustre_policy: PlacementPolicy | None = None
+        if unmanaged_jobs:
+            from mapper.policies.registry import make_policy
+            self.lustre_policy = make_policy(scenario.unmanaged_allocator, seed=scenario.seed)
+        self.jobs: dict[str, JobStats] = {}
+        self.file_times: list[list[float]] = []
+        # Collector-style samples through the mapper's own sample -> state rules, when
+        # anything but today's static world is simulated.
+        self.samples_on = bool(scenario.events or unmanaged_jobs
+                               or any(w.kind == "background" for w in scenario.workloads))
+        self.transitions = transition_times(scenario.events)
+        self.present = np.arange(cluster.ost_count) < self.initial_osts
         self.policy = policy
         self.records = iter(records)
         self.network = network
@@ -143,6 +204,18 @@ class Simulation:
         self.notes: Counter = Counter()
         self.alloc_ns: list[int] = []
         self.view: ClusterSnapshot = cluster.snapshot(self.used)
+        self.view_p = np.arange(n)      # engine position of each OST of the view
+        if not self.present.all():
+            keep = [p for p in range(n) if self.present[p]]
+            self.view.osts = [self.view.osts[p] for p in keep]
+            for name in cluster.oss_names[self.initial_osses:]:
+                self.view.osses.pop(name, None)
+            self.view_p = np.array(keep)
+        self.store = None
+        if self.samples_on:
+            from mapper.state.state_store import StateStore
+            self.store = StateStore()
+        self.base_storage = None
         self.view_state = [False] * n   # ENOSPC hysteresis per OST
         self.last_statfs_s = -math.inf
         self.last_stats_s = -math.inf
@@ -154,6 +227,9 @@ class Simulation:
                                ost_read_bandwidth_bytes_s=cluster.read_bandwidth_bytes_s,
                                oss_cap_bytes_s=cluster.oss_cap_bytes_s,
                                ost_latency_s=cluster.latency_s)
+        self.base_storage = self.storage
+        self.state = None               # simulator.events.EffectiveState when events exist
+        self.ost_read_bytes = np.zeros(n)      # bytes read per OST since the last stats sample
         self.creates_this_step = 0
         self.meta_this_step = 0
         self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last stats sample
@@ -166,7 +242,7 @@ class Simulation:
     # -- MDS side --------------------------------------------------------------------
     def _refresh_statfs(self, now: float) -> None:
         avail = np.maximum(self.capacity - self.used, 0.0)
-        for p, ost in enumerate(self.view.osts):
+        for p, ost in zip(self.view_p.tolist(), self.view.osts):
             kb = int(avail[p] // KIB)
             ost.kbytes_free = ost.kbytes_avail = kb
             full = self.view_state[p]
@@ -183,7 +259,9 @@ class Simulation:
         lnet = self.network.lnet_load_percent(self.oss_in_bytes_s,
                                               self.oss_bytes_s - self.oss_in_bytes_s)
         for s, name in enumerate(self.cl.oss_names):
-            oss = self.view.osses[name]
+            oss = self.view.osses.get(name)
+            if oss is None:     # an expansion's OSS the samples have not announced yet
+                continue
             oss.cpu_percent = float(cpu[s])
             oss.mem_percent = float(mem[s])
             oss.lnet_load = float(lnet[s])
@@ -193,10 +271,13 @@ class Simulation:
         if self.dirty:
             self._rebuild()
         queued = np.bincount(self._entry_ost, minlength=self.cl.ost_count)
-        latency = (queued + 1) * MIB / self.storage.ost_bandwidth_bytes_s
+        with np.errstate(divide="ignore"):
+            latency = (queued + 1) * MIB / self.storage.ost_bandwidth_bytes_s
         if self.storage.ost_latency_s is not None:
             latency = latency + self.storage.ost_latency_s
-        for p, ost in enumerate(self.view.osts):
+        if self.samples_on:
+            self._publish_samples(now, latency, cpu, mem)
+        for p, ost in zip(self.view_p.tolist(), self.view.osts):
             ost.write_latency_s = float(latency[p])
             ost.sample_time_s = now
         # The collectors' per-OST write rate (obdfilter stats write_bytes over the
@@ -204,11 +285,104 @@ class Simulation:
         span = now - self.last_stats_s
         if math.isfinite(span) and span > 0:
             rate = self.ost_written_bytes / span
-            for p, ost in enumerate(self.view.osts):
+            for p, ost in zip(self.view_p.tolist(), self.view.osts):
                 ost.write_bytes_per_s = float(rate[p])
         self.ost_written_bytes = np.zeros(self.cl.ost_count)
+        self.ost_read_bytes = np.zeros(self.cl.ost_count)
         self.view.changed()
         self.last_stats_s = now
+
+    def _publish_samples(self, now: float, latency_s: np.ndarray, cpu: np.ndarray,
+                         mem: np.ndarray) -> None:
+        """What the collectors would publish now, folded into the mapper's state store
+        (:class:`mapper.state.state_store.StateStore`, the live stack's sample -> state
+        rules), then the rule outputs the statfs/stats refreshes do not cover (OST
+        ``active``, ``DEGRADED``, serving OSS, new OSTs) copied into the MDS view.
+
+        Per OST target: ``kbytes_total/free/avail``, brw_stats ``write_io_time_ms_mean``,
+        obdfilter ``write_bytes_per_s``/``read_bytes_per_s`` over the interval (all
+        traffic, managed or not), ``degraded``, ``available``.
+        """
+        span = now - self.last_stats_s
+        span = span if math.isfinite(span) and span > 0 else 0.0
+        wrate = self.ost_written_bytes / span if span else np.zeros(self.cl.ost_count)
+        rrate = self.ost_read_bytes / span if span else np.zeros(self.cl.ost_count)
+        st = self.state
+        ost_oss = self.storage.ost_oss
+        avail = np.maximum(self.capacity - self.used, 0.0)
+        interval = self.sc.cluster.stats_interval_s
+        by_oss: dict[int, dict] = {}
+        for p in np.nonzero(self.present)[0].tolist():
+            kb_total = int(self.capacity[p] // KIB)
+            kb_free = int(avail[p] // KIB)
+            ok = True if st is None else bool(st.available[p])
+            target = {"kind": "ost", "index": int(self.cl.ost_index[p]), "available": ok,
+                      "values": {"kbytes_total": kb_total, "kbytes_free": kb_free,
+                                 "kbytes_avail": kb_free,
+                                 "write_io_time_ms_mean": float(latency_s[p]) * 1000.0,
+                                 "write_bytes_per_s": float(wrate[p]),
+                                 "read_bytes_per_s": float(rrate[p]),
+                                 "degraded": int(st is not None and st.degraded[p])}}
+            if not ok:
+                target["unavailable"] = {"ost": st.unavailable_reason[p] or "unavailable"}
+            by_oss.setdefault(int(ost_oss[p]), {})[f"OST{int(self.cl.ost_index[p]):04x}"] = target
+        for s_pos, targets in by_oss.items():
+            self.store.apply("oss", self.cl.oss_names[s_pos], now, interval,
+                             {"values": {"cpu_percent": float(cpu[s_pos]),
+                                         "mem_percent": float(mem[s_pos])}}, targets)
+        known = {o.index for o in self.view.osts}
+        seen = self.store.snapshot.ost_by_index()
+        new = [p for p in np.nonzero(self.present)[0].tolist() if int(self.cl.ost_index[p]) not in known
+               and int(self.cl.ost_index[p]) in seen]
+        if new:
+            from mapper.state.cluster_state import OssState
+            order = sorted(list(zip(self.view_p.tolist(), self.view.osts))
+                           + [(p, seen[int(self.cl.ost_index[p])]) for p in new],
+                           key=lambda x: int(self.cl.ost_index[x[0]]))
+            self.view_p = np.array([p for p, _ in order])
+            fresh = {p for p in new}
+            osts = []
+            for p, o in order:
+                if p in fresh:  # the view's own copy of the OST the samples introduced
+                    from mapper.state.cluster_state import OstState
+                    o = OstState(index=o.index, oss=o.oss, kbytes_total=o.kbytes_total,
+                                 kbytes_free=o.kbytes_free, kbytes_avail=o.kbytes_avail)
+                osts.append(o)
+            self.view.osts = osts
+            for o in osts:
+                if o.oss not in self.view.osses:
+                    self.view.osses[o.oss] = OssState(o.oss)
+        for p, ost in zip(self.view_p.tolist(), self.view.osts):
+            ruled = seen.get(ost.index)
+            if ruled is None:
+                continue
+            ost.active = ruled.active
+            ost.flags = (ost.flags & ~OstFlag.DEGRADED) | (ruled.flags & OstFlag.DEGRADED)
+            if ruled.oss != ost.oss:
+                ost.oss = ruled.oss
+                if ost.oss not in self.view.osses:
+                    from mapper.state.cluster_state import OssState
+                    self.view.osses[ost.oss] = OssState(ost.oss)
+
+    def _apply_events(self, now: float) -> None:
+        """Recompute the servers' state from the events active at ``now``."""
+        from simulator.events import effective_state
+        cl, base = self.cl, self.base_storage
+        st = effective_state(self.sc.events, now, cl.ost_oss, len(cl.oss_names), self.initial_osts)
+        self.state = st
+        self.present = st.present
+        w = cl.bandwidth_bytes_s * st.bw_factor
+        r = (cl.read_bandwidth_bytes_s if cl.read_bandwidth_bytes_s is not None
+             else cl.bandwidth_bytes_s) * st.bw_factor
+        w = np.where(st.write_stalled, 0.0, w)
+        r = np.where(st.read_stalled, 0.0, r)
+        cap = None if base.oss_cap_bytes_s is None else base.oss_cap_bytes_s * st.oss_factor
+        self._sync()
+        self.storage = Storage(ost_oss=st.ost_oss, oss_count=len(cl.oss_names),
+                               ost_bandwidth_bytes_s=w, ost_read_bandwidth_bytes_s=r,
+                               oss_cap_bytes_s=cap, ost_latency_s=base.ost_latency_s)
+        self.dirty = True
+        self.counters["event_transitions"] += 1
 
     def _create(self, rec: TraceRecord, now: float) -> _File | None:
         if now - self.last_statfs_s >= self.sc.cluster.statfs_interval_s:
@@ -220,6 +394,8 @@ class Simulation:
         app = self.apps.setdefault(app_name(rec.job_id), AppStats())
         req = CreateRequest(job_id=rec.job_id, stripe_count=rec.stripe_count,
                             stripe_size=rec.stripe_size, expected_bytes=rec.bytes)
+        if self.unmanaged and rec.job_id in self.unmanaged:
+            return self._create_unmanaged(rec, req, app, now)
         t0 = time.perf_counter_ns()
         try:
             placement = self.policy.allocate(self.view, req)
@@ -240,8 +416,34 @@ class Simulation:
         return _File(job=rec.job_id, osts=osts, stripe_size=rec.stripe_size,
                      landed=np.zeros(len(osts)), last_write_s=now)
 
+    def _create_unmanaged(self, rec: TraceRecord, req: CreateRequest, app: AppStats,
+                          now: float) -> _File | None:
+        """A create of a job that does not preload the shim: Lustre's own allocator
+        (QOS/RR as restated in mapper/policies) places it on the MDS's statfs view; the
+        mapper never hears of it, only of its traffic in the next samples."""
+        try:
+            placement = self.lustre_policy.allocate(self.view, req)
+        except AllocationError as e:
+            app.failed_creates += 1
+            self.counters[f"create_failed_{type(e).__name__}"] += 1
+            return None
+        app.creates += 1
+        self.counters["creates"] += 1
+        self.counters["creates_unmanaged"] += 1
+        self.creates_this_step += 1
+        osts = np.array([self.pos_of_index[i] for i in placement.osts], dtype=np.int64)
+        return _File(job=rec.job_id, osts=osts, stripe_size=rec.stripe_size,
+                     landed=np.zeros(len(osts)), last_write_s=now)
+
     # -- records ---------------------------------------------------------------------
     def _start(self, rec: TraceRecord, now: float) -> None:
+        if rec.op == "write" and rec.ost is not None:
+            # Background traffic (an LMT replay): loads the OST, lands no bytes.
+            pos = self.pos_of_index.get(rec.ost)
+            self._add(_Transfer(True, rec.job_id, None, np.array([pos]),
+                                np.array([float(rec.bytes)]), float(rec.bytes),
+                                float(rec.bytes), rec.ops, now, lands=False))
+            return
         if rec.op == "write":
             f = self.files.get(rec.file_id)
             if f is None:
@@ -272,7 +474,7 @@ class Simulation:
                 nz = np.nonzero(share)[0]
                 per = share[nz] / share[nz].sum() * rec.bytes
                 self._add(_Transfer(False, rec.job_id, None, f.osts[nz], per, float(rec.bytes),
-                                    float(rec.bytes), rec.ops, now))
+                                    float(rec.bytes), rec.ops, now, rfile=f))
             else:
                 pos = self.pos_of_index.get(rec.ost)
                 self._add(_Transfer(False, rec.job_id, None, np.array([pos]),
@@ -288,6 +490,28 @@ class Simulation:
         tr.client = self.network.client_of(tr.job)
         self.transfers.append(tr)
         self.dirty = True
+        job = self.jobs.get(tr.job)
+        if job is None:
+            job = self.jobs[tr.job] = JobStats(first_io_s=tr.start_s,
+                                               managed=tr.job not in self.unmanaged and tr.lands,
+                                               background=not tr.lands)
+        # Alone on the idle cluster (no events): the slowest stripe at full bandwidth.
+        base = self.base_storage
+        bw = base.ost_bandwidth_bytes_s if tr.write or base.ost_read_bandwidth_bytes_s is None \
+            else base.ost_read_bandwidth_bytes_s
+        t = tr.per_ost / bw[tr.osts]
+        if base.ost_latency_s is not None:
+            t = t + tr.per_ost * (tr.ops / tr.nbytes) * base.ost_latency_s[tr.osts] / 8.0
+        ideal = float(t.max())
+        if base.oss_cap_bytes_s is not None:
+            oss = self.cl.ost_oss[tr.osts]
+            ideal = max(ideal, float((np.bincount(oss, tr.per_ost) / np.maximum(
+                base.oss_cap_bytes_s[:oss.max() + 1], 1e-9)).max()))
+        job.alone_s = max(job.alone_s, tr.start_s - job.first_io_s + ideal)
+        if tr.write and tr.file is not None:
+            tr.file.times[0] = min(tr.file.times[0], tr.start_s)
+        elif tr.rfile is not None:
+            tr.rfile.times[2] = min(tr.rfile.times[2], tr.start_s)
 
     def _delete(self, file_id: str) -> bool:
         f = self.files.pop(file_id, None)
@@ -309,6 +533,7 @@ class Simulation:
         np.subtract.at(self.used, f.osts, f.landed)
         np.maximum(self.used, 0.0, out=self.used)
         self.counters["files_deleted"] += 1
+        self.file_times.append(f.times)
         return True
 
     # -- transfers -------------------------------------------------------------------
@@ -336,6 +561,7 @@ class Simulation:
             self._entry_ost = np.zeros(0, dtype=np.int64)
             self._entry_frac = np.zeros(0)
             self._entry_write = np.zeros(0, dtype=bool)
+            self._entry_lands = self._entry_write
             self._ops_per_byte = np.zeros(0)
             self.dirty = False
             return
@@ -344,6 +570,8 @@ class Simulation:
         self._entry_ost = np.concatenate([t.osts for t in trs])
         self._entry_frac = np.concatenate([t.per_ost / t.nbytes for t in trs])
         self._entry_write = np.repeat(np.array([t.write for t in trs]), lens)
+        self._entry_lands = (self._entry_write if all(t.lands for t in trs)
+                             else np.repeat(np.array([t.write and t.lands for t in trs]), lens))
         self._rem = np.array([t.remaining for t in trs])
         self._ops_per_byte = np.array([t.ops / t.nbytes for t in trs])
         ts = TransferSet(self._entry_flow, self._entry_ost, self._entry_frac, f,
@@ -367,8 +595,14 @@ class Simulation:
         self._rem -= progress
         entry_bytes = progress[self._entry_flow] * self._entry_frac
         written = np.bincount(self._entry_ost, entry_bytes * self._entry_write, minlength=n)
-        self.used += written
+        if self._entry_lands is self._entry_write:
+            self.used += written
+        else:
+            self.used += np.bincount(self._entry_ost, entry_bytes * self._entry_lands, minlength=n)
         self.ost_written_bytes += written
+        if self.samples_on:
+            self.ost_read_bytes += np.bincount(self._entry_ost, entry_bytes * ~self._entry_write,
+                                               minlength=n)
         over = self.used - self.capacity
         if (over > 0).any():
             self.counters["bytes_lost_enospc"] += float(over[over > 0].sum())
@@ -376,9 +610,10 @@ class Simulation:
         ost_bytes = np.bincount(self._entry_ost, entry_bytes, minlength=n)
         ost_ops = np.bincount(self._entry_ost, entry_bytes * self._ops_per_byte[self._entry_flow],
                               minlength=n)
-        self.oss_bytes_s = np.bincount(self.cl.ost_oss, ost_bytes, minlength=s) / dt
-        self.oss_ops_s = np.bincount(self.cl.ost_oss, ost_ops, minlength=s) / dt
-        self.oss_in_bytes_s = np.bincount(self.cl.ost_oss, written, minlength=s) / dt
+        ost_oss = self.storage.ost_oss
+        self.oss_bytes_s = np.bincount(ost_oss, ost_bytes, minlength=s) / dt
+        self.oss_ops_s = np.bincount(ost_oss, ost_ops, minlength=s) / dt
+        self.oss_in_bytes_s = np.bincount(ost_oss, written, minlength=s) / dt
         done = np.nonzero(self._rem <= 1e-6 * np.maximum(1.0, self._rem + progress))[0]
         if len(done):
             keep_mask = np.ones(len(self.transfers), dtype=bool)
@@ -389,12 +624,22 @@ class Simulation:
                 app = self.apps.setdefault(app_name(tr.job), AppStats())
                 app.io_time_s += finish - tr.start_s
                 app.transfers += 1
+                job = self.jobs[tr.job]
+                job.last_byte_s = max(job.last_byte_s, finish)
+                job.bytes += tr.nbytes
+                job.transfers += 1
+                for o, b in zip(tr.osts.tolist(), tr.per_ost.tolist()):
+                    job.ost_bytes[o] = job.ost_bytes.get(o, 0.0) + b
                 if tr.write:
                     app.bytes_written += tr.nbytes
-                    tr.file.landed[tr.stripe_pos] += tr.per_ost
-                    tr.file.transfers -= 1
+                    if tr.file is not None:
+                        tr.file.landed[tr.stripe_pos] += tr.per_ost
+                        tr.file.transfers -= 1
+                        tr.file.times[1] = max(tr.file.times[1], finish)
                 else:
                     app.bytes_read += tr.nbytes
+                    if tr.rfile is not None:
+                        tr.rfile.times[3] = max(tr.rfile.times[3], finish)
                 keep_mask[i] = False
             self.transfers = [t for t, k in zip(self.transfers, keep_mask) if k]
             self._rem = self._rem[keep_mask]
@@ -402,7 +647,8 @@ class Simulation:
 
     def _purge(self, now: float) -> None:
         p = self.sc.purge
-        if self.used.sum() / self.capacity.sum() <= p.when_used_above:
+        cap = self.capacity.sum() if self.present.all() else self.capacity[self.present].sum()
+        if self.used.sum() / cap <= p.when_used_above:
             return
         old = [fid for fid, f in self.files.items()
                if f.transfers == 0 and now - f.last_write_s >= p.age_s]
@@ -428,6 +674,7 @@ class Simulation:
         mds_cpu = np.full(steps, sc.mds_model.cpu_idle_percent, dtype=np.float32)
         next_hour = 1
         next_purge = sc.purge.interval_s if sc.purge.enabled else math.inf
+        transitions = list(self.transitions)
         pending = next(self.records, None)
         records = 0
         k = 0
@@ -437,6 +684,8 @@ class Simulation:
             # Skip idle steps in bulk: nothing in flight, next record later.
             if not self.transfers and not self.dirty:
                 nxt = pending.timestamp_s if pending is not None else math.inf
+                if transitions:
+                    nxt = min(nxt, transitions[0])
                 target = min(nxt, next_hour * HOUR_S, next_purge, sc.duration_s)
                 skip = int(target // dt) - k
                 if skip > 1:
@@ -444,6 +693,10 @@ class Simulation:
                     now = k * dt
             self.creates_this_step = self.meta_this_step = 0
             end = now + dt
+            if transitions and transitions[0] < end:
+                while transitions and transitions[0] < end:
+                    transitions.pop(0)
+                self._apply_events(now)
             while pending is not None and pending.timestamp_s < end:
                 self._start(pending, now)
                 records += 1
@@ -467,7 +720,8 @@ class Simulation:
                 self._purge(end)
                 next_purge += sc.purge.interval_s
             while next_hour <= hours and end >= next_hour * HOUR_S:
-                used_h[next_hour] = self.used
+                used_h[next_hour] = self.used if self.present.all() else \
+                    np.where(self.present, self.used, np.nan)
                 next_hour += 1
             k += 1
             if self.progress and k - last_progress >= 3600:
@@ -476,6 +730,12 @@ class Simulation:
         if self.progress:
             self.progress(sc.duration_s, sc.duration_s)
         self.counters["transfers_unfinished"] = len(self.transfers)
+        for tr in self.transfers:
+            self.jobs[tr.job].unfinished += 1
+        self.file_times.extend(f.times for f in self.files.values())
+        ft = np.array(self.file_times, dtype=float).reshape(-1, 4)
+        wt = ft[:, 1] - ft[:, 0]
+        rt = ft[:, 3] - ft[:, 2]
         return RunResult(policy=self.policy.name, scenario=sc.name, step_s=dt,
                          ost_capacity_bytes=self.capacity.copy(),
                          hours=np.arange(hours + 1, dtype=float), ost_used_hourly=used_h,
@@ -483,4 +743,49 @@ class Simulation:
                          oss_cpu_max_mean=cpu_ratio, oss_cpu_mean=cpu_mean, mds_cpu=mds_cpu,
                          alloc_ns=np.array(self.alloc_ns, dtype=np.int64), apps=self.apps,
                          counters=self.counters, notes=self.notes,
-                         wall_s=time.perf_counter() - wall0, records=records)
+                         wall_s=time.perf_counter() - wall0, records=records, jobs=self.jobs,
+                         file_write_s=wt[np.isfinite(wt)], file_read_s=rt[np.isfinite(rt)])
+
+
+def _expanded(cl: SimCluster, sc: Scenario) -> SimCluster:
+    """``cl`` with the OSTs and OSSes every ``add_osts`` event will add appended (in event
+    order), so that arrays keep their shape through the run. New OST indices follow the
+    highest existing one; new OSSes are named ``oss<k>`` after the existing ones."""
+    from dataclasses import replace
+    n, s = cl.ost_count, len(cl.oss_names)
+    cap = [cl.capacity_bytes]
+    bw = [cl.bandwidth_bytes_s]
+    rbw = [cl.read_bandwidth_bytes_s if cl.read_bandwidth_bytes_s is not None else cl.bandwidth_bytes_s]
+    lat = [cl.latency_s if cl.latency_s is not None else np.zeros(n)]
+    ost_oss = [cl.ost_oss]
+    names = list(cl.oss_names)
+    oss_cap = [cl.oss_cap_bytes_s] if cl.oss_cap_bytes_s is not None else None
+    next_index = int(cl.ost_index.max()) + 1
+    index = [cl.ost_index]
+    for e in sorted(sc.events, key=lambda e: (e.at_s, e.index)):
+        if e.kind != "add_osts":
+            continue
+        per = e.osts_per_oss or sc.cluster.osts_per_oss
+        size = e.ost_size_gib * GIB if e.ost_size_gib else float(np.median(cl.capacity_bytes))
+        b = e.bandwidth_mib_s * MIB if e.bandwidth_mib_s else float(np.median(cl.bandwidth_bytes_s))
+        cap.append(np.full(e.count, size))
+        bw.append(np.full(e.count, b))
+        rbw.append(np.full(e.count, b if cl.read_bandwidth_bytes_s is None
+                           else float(np.median(cl.read_bandwidth_bytes_s))))
+        lat.append(np.full(e.count, float(np.median(lat[0]))))
+        k = np.arange(e.count) // per
+        ost_oss.append(len(names) + k)
+        new_oss = int(k.max()) + 1
+        names += [f"oss{len(names) + j}" for j in range(new_oss)]
+        if oss_cap is not None:
+            oss_cap.append(np.full(new_oss, float(np.median(cl.oss_cap_bytes_s))))
+        index.append(np.arange(next_index, next_index + e.count))
+        next_index += e.count
+    total = sum(len(c) for c in cap)
+    return replace(cl, oss_names=names, ost_index=np.concatenate(index),
+                   ost_oss=np.concatenate(ost_oss), capacity_bytes=np.concatenate(cap),
+                   used_bytes=np.concatenate([cl.used_bytes, np.zeros(total - n)]),
+                   bandwidth_bytes_s=np.concatenate(bw),
+                   read_bandwidth_bytes_s=None if cl.read_bandwidth_bytes_s is None else np.concatenate(rbw),
+                   latency_s=None if cl.latency_s is None else np.concatenate(lat),
+                   oss_cap_bytes_s=None if oss_cap is None else np.concatenate(oss_cap))

@@ -18,7 +18,7 @@ from simulator.cluster import SimCluster, build_cluster
 from simulator.engine import RunResult, Simulation
 from simulator.network.model import make_network
 from simulator.scenario import Scenario
-from simulator.workload import check_workloads, scenario_records
+from simulator.workload import check_workloads, scenario_records, unmanaged_jobs
 
 Progress = Callable[[str, float, float], None]
 
@@ -35,7 +35,12 @@ def prepare(scenario: Scenario) -> SimCluster:
         cluster = build_cluster(scenario.cluster, scenario.seed)
     except TargetValueError as e:
         raise ScenarioError(f"{scenario.path}: {e}") from None
-    check_workloads(scenario, cluster.ost_count)
+    from simulator.events import EventError, added_osts, check_events
+    try:
+        check_events(scenario.path, scenario.events, cluster.ost_count, len(cluster.oss_names))
+    except EventError as e:
+        raise ScenarioError(str(e)) from None
+    check_workloads(scenario, cluster.ost_count + added_osts(scenario.events))
     return cluster
 
 
@@ -64,7 +69,8 @@ def run_policy(scenario: Scenario, cluster: SimCluster, policy: str,
     pol = build_policy(scenario, policy)
     net = make_network(scenario.network, **scenario.network_params)
     cb = (lambda done, total: progress(policy, done, total)) if progress else None
-    return Simulation(scenario, cluster, pol, scenario_records(scenario), net, cb).run()
+    return Simulation(scenario, cluster, pol, scenario_records(scenario), net, cb,
+                      unmanaged_jobs=unmanaged_jobs(scenario)).run()
 
 
 def _worker(scenario: Scenario, cluster: SimCluster, policy: str, q) -> RunResult:

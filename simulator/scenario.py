@@ -107,6 +107,12 @@ class WorkloadSpec:
         repeat_every_s: replay the workload every this many seconds (Darshan logs are
             short; a repeat gets a fresh job id suffix ``#k`` and file namespace).
         start_s: time offset of the first replay.
+        managed: fraction of the workload's jobs whose creates go through the mapper
+            (``true`` = 1, ``false`` = 0); the others are placed by Lustre's own
+            allocator (``[unmanaged] allocator``), as for applications that do not preload
+            the shim. Which jobs: a seeded hash of the job id (:func:`simulator.workload.is_managed`).
+        reads_after_s: kind ``reads`` only: each file of workload ``source`` is read back
+            whole this many seconds after its last write (``reads_fraction`` of them).
     """
     kind: str
     source: str
@@ -115,6 +121,9 @@ class WorkloadSpec:
     params: dict[str, Any] = field(default_factory=dict)
     repeat_every_s: float | None = None
     start_s: float = 0.0
+    managed: float = 1.0
+    reads_after_s: float = 0.0
+    reads_fraction: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,8 @@ class Scenario:
     purge: PurgeSpec
     network: str = "none"
     network_params: dict[str, float] = field(default_factory=dict)
+    events: tuple = ()
+    unmanaged_allocator: str = "lustre_qos"
 
     def with_overrides(self, *, policies: tuple[str, ...] | None = None,
                        duration_s: float | None = None) -> "Scenario":
@@ -159,6 +170,8 @@ class Scenario:
             if duration_s <= 0:
                 raise ScenarioError(f"{self.path}: duration_s: must be > 0, got {duration_s}")
             kw["duration_s"] = float(duration_s)
+            # A shorter run simply does not reach the later events.
+            kw["events"] = tuple(e for e in self.events if e.at_s < duration_s)
         return replace(self, **kw)
 
 
@@ -367,6 +380,19 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     except (ValueError, TypeError) as e:
         raise net.err("model", str(e)) from None
 
+    from simulator.events import EventError, parse_events
+    top.used.add("event")
+    try:
+        events = parse_events(path, data.get("event"), duration_s)
+    except EventError as e:
+        raise ScenarioError(str(e)) from None
+    um = top.table("unmanaged")
+    unmanaged_allocator = um.get("allocator", str, "lustre_qos")
+    if unmanaged_allocator not in ("lustre_qos", "round_robin"):
+        raise um.err("allocator", f"expected 'lustre_qos' or 'round_robin' (Lustre's own "
+                                  f"allocators), got {unmanaged_allocator!r}")
+    um.finish()
+
     top.used.add("workload")
     raw_workloads = data.get("workload", [])
     if not isinstance(raw_workloads, list) or not raw_workloads:
@@ -374,15 +400,22 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     workloads = []
     for i, w in enumerate(raw_workloads):
         t = _Table(path, f"workload[{i}].", w)
-        kinds = [k for k in ("trace", "generator", "darshan") if k in w]
+        kinds = [k for k in ("trace", "generator", "darshan", "background", "reads") if k in w]
         if len(kinds) != 1:
-            raise t.err("trace|generator|darshan", "exactly one of these keys is needed")
+            raise t.err("trace|generator|darshan|background|reads", "exactly one of these keys is needed")
         kind = kinds[0]
-        source = t.get(kind, str)
-        if kind == "trace":
+        if kind == "reads":
+            source = t.get(kind, int, minimum=0)
+            if source >= len(raw_workloads) or source == i or "reads" in raw_workloads[source] \
+                    or "background" in raw_workloads[source]:
+                raise t.err("reads", f"expected the index of another writing workload, got {source}")
+            source = str(source)
+        else:
+            source = t.get(kind, str)
+        if kind in ("trace", "background"):
             p = _expand(path, source)
             if not p.is_file():
-                raise t.err("trace", f"trace file not found: {p}")
+                raise t.err(kind, f"trace file not found: {p}")
             source = str(p)
         elif kind == "darshan":
             p = _expand(path, source)
@@ -391,7 +424,16 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                           job_id=t.get("job_id", str, None),
                           params=dict(t.get("params", dict, {})),
                           repeat_every_s=t.get("repeat_every_s", float, None, minimum=1.0),
-                          start_s=t.get("start_s", float, 0.0, minimum=0.0))
+                          start_s=t.get("start_s", float, 0.0, minimum=0.0),
+                          managed=_managed(t),
+                          reads_after_s=t.get("after_s", float, 0.0, minimum=0.0) if kind == "reads" else 0.0,
+                          reads_fraction=t.get("fraction", float, 1.0, minimum=0.0, maximum=1.0)
+                          if kind == "reads" else 1.0)
+        if kind == "background" and ws.managed != 0.0:
+            if "managed" in w:
+                raise t.err("managed", "background traffic is never managed")
+            from dataclasses import replace as _replace
+            ws = _replace(ws, managed=0.0)
         t.finish()
         workloads.append(ws)
     top.finish()
@@ -399,4 +441,16 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                     step_s=step_s, seed=seed, policies=policies, policy_params=policy_params,
                     cluster=cluster, workloads=tuple(workloads), oss_model=oss_model,
                     mds_model=mds_model, purge=purge, network=network,
-                    network_params=network_params)
+                    network_params=network_params, events=events,
+                    unmanaged_allocator=unmanaged_allocator)
+
+
+def _managed(t: _Table) -> float:
+    """``managed = true|false|fraction`` of a workload table, as a fraction."""
+    t.used.add("managed")
+    raw = t.data.get("managed", True)
+    if isinstance(raw, bool):
+        return 1.0 if raw else 0.0
+    if isinstance(raw, (int, float)) and 0.0 <= raw <= 1.0:
+        return float(raw)
+    raise t.err("managed", f"expected true, false or a fraction 0..1 of the jobs, got {raw!r}")

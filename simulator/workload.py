@@ -8,6 +8,7 @@ replayed every that many seconds; replay ``k`` gets job id ``<job>#k`` and its f
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Iterable, Iterator
 
 from traces.format import TraceFormatError, TraceRecord, merge_traces, read_trace
@@ -15,7 +16,70 @@ from traces.format import TraceFormatError, TraceRecord, merge_traces, read_trac
 from simulator.scenario import Scenario, ScenarioError, WorkloadSpec
 
 
+BACKGROUND_JOB = "lmt-background"
+"""Job id of replayed background traffic (never managed)."""
+
+
+def is_managed(job_id: str, fraction: float, seed: int) -> bool:
+    """Whether job ``job_id`` of a workload with ``managed = fraction`` goes through the mapper.
+
+    A seeded CRC32 of the job id against the fraction, so every policy's run and every
+    replay of the same job agree, and about ``fraction`` of the jobs are managed."""
+    if fraction >= 1.0:
+        return True
+    if fraction <= 0.0:
+        return False
+    return zlib.crc32(f"{seed}:{job_id}".encode()) / 2**32 < fraction
+
+
+def _background_records(spec: WorkloadSpec) -> Iterator[TraceRecord]:
+    """Background traffic as internal records: a ``read`` naming the OST, and a ``write``
+    naming the OST (no file: it loads the OST's bandwidth, not its space; trace files
+    cannot express this, only background files can)."""
+    from traces.lmt import LmtError, read_background
+    try:
+        rows = read_background(spec.source)
+    except LmtError as e:
+        raise ScenarioError(str(e)) from None
+    job = spec.job_id or BACKGROUND_JOB
+    for t, ost, rb, wb in rows:
+        if rb:
+            yield TraceRecord(t, "read", job, "", rb, 0, 0, ost, max(1, rb >> 20))
+        if wb:
+            yield TraceRecord(t, "write", job, "", wb, 0, 0, ost, max(1, wb >> 20))
+
+
+def _read_back_records(spec: WorkloadSpec, scenario: Scenario) -> list[TraceRecord]:
+    """Reads of the files workload ``spec.source`` writes: each (a seeded ``reads_fraction``
+    of them) read whole ``reads_after_s`` after its last write, unless deleted by then."""
+    src = scenario.workloads[int(spec.source)]
+    size: dict[str, int] = {}
+    last: dict[str, float] = {}
+    job: dict[str, str] = {}
+    gone: dict[str, float] = {}
+    for r in workload_records(src, scenario.duration_s):
+        if r.op == "write":
+            size[r.file_id] = size.get(r.file_id, 0) + r.bytes
+            last[r.file_id] = r.timestamp_s
+            job[r.file_id] = r.job_id
+        elif r.op == "delete":
+            gone[r.file_id] = r.timestamp_s
+    out = []
+    for fid, t in last.items():
+        when = t + spec.reads_after_s + spec.start_s
+        if when >= scenario.duration_s or gone.get(fid, math.inf) <= when or size[fid] == 0:
+            continue
+        if not is_managed(fid, spec.reads_fraction, spec.seed):   # the seeded selection
+            continue
+        out.append(TraceRecord(when, "read", spec.job_id or f"{job[fid]}.read", fid, size[fid],
+                               0, 0, None, max(1, size[fid] >> 20)))
+    out.sort(key=lambda r: r.timestamp_s)
+    return out
+
+
 def _base_records(spec: WorkloadSpec, duration_s: float) -> Iterable[TraceRecord]:
+    if spec.kind == "background":
+        return _background_records(spec)
     if spec.kind == "trace":
         return read_trace(spec.source)
     if spec.kind == "generator":
@@ -54,9 +118,27 @@ def workload_records(spec: WorkloadSpec, duration_s: float) -> Iterator[TraceRec
         yield r
 
 
+def _records(spec: WorkloadSpec, scenario: Scenario) -> Iterator[TraceRecord]:
+    if spec.kind == "reads":
+        return iter(_read_back_records(spec, scenario))
+    return workload_records(spec, scenario.duration_s)
+
+
 def scenario_records(scenario: Scenario) -> Iterator[TraceRecord]:
     """All workloads of ``scenario`` merged by timestamp (a fresh stream each call)."""
-    return merge_traces(workload_records(w, scenario.duration_s) for w in scenario.workloads)
+    return merge_traces(_records(w, scenario) for w in scenario.workloads)
+
+
+def unmanaged_jobs(scenario: Scenario) -> frozenset[str]:
+    """Job ids whose creates Lustre's own allocator places (workloads with ``managed < 1``)."""
+    out = set()
+    for spec in scenario.workloads:
+        if spec.managed >= 1.0:
+            continue
+        for r in _records(spec, scenario):
+            if not is_managed(r.job_id, spec.managed, spec.seed):
+                out.add(r.job_id)
+    return frozenset(out)
 
 
 def check_workloads(scenario: Scenario, ost_count: int) -> dict[str, int]:
@@ -76,8 +158,13 @@ def check_workloads(scenario: Scenario, ost_count: int) -> dict[str, int]:
         where = f"{scenario.path}: workload[{i}] ({spec.kind} {spec.source})"
         live: set[str] = set()
         try:
-            for r in workload_records(spec, scenario.duration_s):
+            for r in _records(spec, scenario):
                 counts[r.op] += 1
+                if r.op == "write" and r.ost is not None:      # background traffic
+                    if r.ost >= ost_count:
+                        raise ScenarioError(f"{where}: traffic on OST {r.ost} at t={r.timestamp_s}, "
+                                            f"the cluster has OSTs 0..{ost_count - 1}")
+                    continue
                 if r.op == "write":
                     if r.stripe_count > ost_count:
                         raise ScenarioError(f"{where}: stripe_count {r.stripe_count} at "
@@ -87,7 +174,7 @@ def check_workloads(scenario: Scenario, ost_count: int) -> dict[str, int]:
                     if r.ost is not None and r.ost >= ost_count:
                         raise ScenarioError(f"{where}: read of OST {r.ost} at t={r.timestamp_s}, "
                                             f"the cluster has OSTs 0..{ost_count - 1}")
-                    if r.file_id and r.file_id not in live:
+                    if r.file_id and r.file_id not in live and spec.kind != "reads":
                         raise ScenarioError(f"{where}: read of {r.file_id!r} before it is written")
                 elif r.file_id not in live:
                     raise ScenarioError(f"{where}: delete of unknown file {r.file_id!r}")

@@ -15,6 +15,7 @@ interval).
 """
 from __future__ import annotations
 
+import math
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
@@ -157,3 +158,73 @@ def ost_spread(data: LmtData, statistic: str) -> np.ndarray:
     if med <= 0:
         raise LmtError(f"{data.path}: {statistic}: median over the OSTs is 0")
     return v / med
+
+
+BACKGROUND_MAGIC = "# lustre-alloc background v1"
+BACKGROUND_COLUMNS = ("timestamp_s", "ost", "read_bytes", "write_bytes")
+
+
+def background_rows(data: LmtData) -> list[tuple[float, int, int, int]]:
+    """Per-OST background traffic of an LMT database: for every sampling interval and OST
+    with traffic, the bytes read and written over that interval, stamped at the
+    interval's start (seconds since the first sample), in time order."""
+    r, w = data.rates("read"), data.rates("write")
+    dt = data.interval_s
+    rows = []
+    for k in range(len(dt)):
+        for o in range(len(data.ost_index)):
+            rb, wb = int(round(r[o, k] * dt[k])), int(round(w[o, k] * dt[k]))
+            if rb or wb:
+                rows.append((float(data.times_s[k]), int(data.ost_index[o]), rb, wb))
+    return rows
+
+
+def write_background(path: str | Path, rows: list[tuple[float, int, int, int]],
+                     comments: list[str] = ()) -> int:
+    """Write a background-traffic file (CSV; magic line, ``#`` comments, header)."""
+    lines = [BACKGROUND_MAGIC] + [f"# {c}" for c in comments] + [",".join(BACKGROUND_COLUMNS)]
+    lines += [f"{t:.3f},{o},{rb},{wb}" for t, o, rb, wb in rows]
+    Path(path).write_text("\n".join(lines) + "\n")
+    return len(rows)
+
+
+def read_background(path: str | Path) -> list[tuple[float, int, int, int]]:
+    """Read a background-traffic file written by :func:`write_background`.
+
+    Raises:
+        LmtError: ``file:line: reason`` for a missing magic line, a bad field, or
+            timestamps going backwards.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise LmtError(f"{p}: {e.strerror}") from None
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != BACKGROUND_MAGIC:
+        raise LmtError(f"{p}:1: expected the magic line {BACKGROUND_MAGIC!r}")
+    rows: list[tuple[float, int, int, int]] = []
+    header = False
+    last = -math.inf
+    for ln, line in enumerate(lines[1:], start=2):
+        if not line.strip() or line.startswith("#"):
+            continue
+        if not header:
+            if tuple(x.strip() for x in line.split(",")) != BACKGROUND_COLUMNS:
+                raise LmtError(f"{p}:{ln}: expected the header {','.join(BACKGROUND_COLUMNS)}")
+            header = True
+            continue
+        parts = line.split(",")
+        if len(parts) != 4:
+            raise LmtError(f"{p}:{ln}: expected 4 fields, got {len(parts)}")
+        try:
+            t, o, rb, wb = float(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])
+        except ValueError:
+            raise LmtError(f"{p}:{ln}: expected timestamp_s,ost,read_bytes,write_bytes numbers") from None
+        if not math.isfinite(t) or t < 0 or o < 0 or rb < 0 or wb < 0:
+            raise LmtError(f"{p}:{ln}: negative or non-finite value")
+        if t < last:
+            raise LmtError(f"{p}:{ln}: timestamp {t} before the previous {last}")
+        last = t
+        rows.append((t, o, rb, wb))
+    return rows

@@ -118,12 +118,13 @@ class _EqualShare:
         if storage.uniform:
             return transfer_rates(ts.entry_flow, ts.entry_ost, ts.entry_frac, ts.flow_count,
                                   storage.ost_bandwidth_bytes_s, cap)
-        return transfer_rates(ts.entry_flow, ts.entry_ost, ts.entry_frac, ts.flow_count,
-                              storage.ost_bandwidth_bytes_s, cap,
-                              entry_write=ts.flow_write[ts.entry_flow],
-                              read_bandwidth_bytes_s=storage.ost_read_bandwidth_bytes_s,
-                              ost_oss=storage.ost_oss, oss_cap_bytes_s=storage.oss_cap_bytes_s,
-                              latency_s=storage.ost_latency_s, ops_per_byte=ts.flow_ops_per_byte)
+        with np.errstate(divide="ignore"):     # a stalled (failed) OST has bandwidth 0
+            return transfer_rates(ts.entry_flow, ts.entry_ost, ts.entry_frac, ts.flow_count,
+                                  storage.ost_bandwidth_bytes_s, cap,
+                                  entry_write=ts.flow_write[ts.entry_flow],
+                                  read_bandwidth_bytes_s=storage.ost_read_bandwidth_bytes_s,
+                                  ost_oss=storage.ost_oss, oss_cap_bytes_s=storage.oss_cap_bytes_s,
+                                  latency_s=storage.ost_latency_s, ops_per_byte=ts.flow_ops_per_byte)
 
     def lnet_load_percent(self, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray) -> np.ndarray:
         ref = REFERENCE_LINK_GBIT_S * 1e9 / 8
