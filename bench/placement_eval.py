@@ -12,9 +12,10 @@ scalability study's scenario of that size (:func:`simulator.scalability.scale_sc
 8 OSTs per OSS). Scenario parameters are never changed here; ``--duration`` only cuts
 the run short.
 
-Per variant: job I/O time per job id (every replay ``job#k`` is a job): the sum of the
-durations of its transfers, reads and writes, seconds (Darshan's cumulative I/O time);
-its mean, p99 and maximum (the slowest job) over jobs; mean I/O bandwidth (all bytes
+Per variant: job I/O time of every job the policy placed (the simulator's
+``JobStats.io_time_s``: first I/O to last byte; background and unmanaged jobs left out):
+mean, p99 and maximum (the slowest job) over jobs, and the mean slowdown (I/O time over
+the job's time alone on the idle cluster); mean per-file write time; mean I/O bandwidth (all bytes
 moved over summed transfer time, the simulator's figure); OST used max/mean at hour 4
 (or at the end of shorter runs); OST-hours below the ENOSPC watermark at the hourly
 samples and bytes lost to ENOSPC. The simulator runs the mapper's own policies.
@@ -27,7 +28,6 @@ import math
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -44,28 +44,6 @@ DEFAULT_VARIANTS = (
     ("mcmf", "mcmf", {}),
     ("mcmf_flow", "mcmf_flow", {}),
 )
-
-
-class _JobTimedSimulation(Simulation):
-    """The simulation, also summing each job's transfer durations (finish time to
-    sub-step precision, as the engine's per-application figure)."""
-
-    def _advance(self, now: float, dt: float) -> None:
-        if self.dirty:
-            self._rebuild()
-        before = list(self.transfers)
-        rem = self._rem.copy() if self._rem is not None else np.zeros(0)
-        rate = self._rate.copy() if len(rem) else np.zeros(0)
-        super()._advance(now, dt)
-        if len(before) == len(self.transfers):
-            return
-        alive = {id(t) for t in self.transfers}
-        for i, tr in enumerate(before):
-            if id(tr) in alive:
-                continue
-            r = rate[i] if i < len(rate) else 0.0
-            finish = now + (min(r * dt, rem[i]) / r if r > 0 and i < len(rem) else dt)
-            self.job_io_s[tr.job] += finish - tr.start_s
 
 
 def _scenario(name: str, duration: float | None):
@@ -104,16 +82,17 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     from simulator.workload import scenario_records
     sc = _scenario(scenario, duration)
     cluster = prepare(sc)
-    sim = _JobTimedSimulation(sc, cluster, _build(sc.seed, policy, params), scenario_records(sc),
-                              make_network(sc.network, **sc.network_params))
-    sim.job_io_s = defaultdict(float)
+    sim = Simulation(sc, cluster, _build(sc.seed, policy, params), scenario_records(sc),
+                     make_network(sc.network, **sc.network_params))
     t0 = time.perf_counter()
     r = sim.run()
     inner = getattr(sim.policy, "primary", sim.policy)
     extra = {"policy_stats": dict(getattr(inner, "stats", {})),
              "app_accuracy": {k: [round(v, 1) for v in hn]
                               for k, hn in getattr(inner, "app_accuracy", {}).items()}}
-    jobs = np.array(sorted(sim.job_io_s.values())) if sim.job_io_s else np.zeros(1)
+    mine = {k: j for k, j in r.jobs.items() if j.managed and not j.background}
+    jobs = np.array([j.io_time_s for j in mine.values()]) if mine else np.zeros(1)
+    slow = np.array([j.slowdown for j in mine.values()]) if mine else np.ones(1)
     moved = sum(a.bytes_written + a.bytes_read for a in r.apps.values())
     io_time = sum(a.io_time_s for a in r.apps.values())
     h = min(4, len(r.hours) - 1)
@@ -123,7 +102,11 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     below += int(((r.ost_capacity_bytes - sim.used) < low).sum())
     return {
         "variant": label, "policy": policy, "params": params,
-        "jobs": int(len(sim.job_io_s)),
+        "jobs": int(len(mine)),
+        "slowdown_mean": float(slow.mean()),
+        "file_write_mean_s": float(r.file_write_s.mean()) if len(r.file_write_s) else 0.0,
+        "file_read_mean_s": float(r.file_read_s.mean()) if len(r.file_read_s) else 0.0,
+        "unfinished_transfers": int(r.counters.get("transfers_unfinished", 0)),
         "job_io_mean_s": float(jobs.mean()), "job_io_p99_s": float(np.percentile(jobs, 99)),
         "job_io_max_s": float(jobs.max()),
         "bandwidth_mib_s": moved / io_time / MIB if io_time > 0 else 0.0,
@@ -135,7 +118,7 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
         "creates": int(r.counters.get("creates", 0)),
         "failed_creates": int(sum(v for k, v in r.counters.items() if k.startswith("create_failed"))),
         "notes": dict(r.notes), "wall_s": time.perf_counter() - t0,
-        "job_io_s": {k: round(v, 1) for k, v in sorted(sim.job_io_s.items())}, **extra,
+        "job_io_s": {k: round(j.io_time_s, 1) for k, j in sorted(mine.items())}, **extra,
     }
 
 
