@@ -45,9 +45,9 @@ import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
 from mapper.flow.rates import OstRateTracker
-from mapper.policies.regime import ROUND_ROBIN, RegimeThresholds, classify
+from mapper.policies.regime import FLOW, ROUND_ROBIN, Regime, RegimeThresholds, classify
 from mapper.policies.round_robin import RoundRobin
-from mapper.flow.costs import PERCENT_SCALE, OstArrays, make_cost_model
+from mapper.flow.costs import PERCENT_SCALE, TIME_UNIT_S, OstArrays, make_cost_model
 from mapper.flow.network import RoundRequest, build_network
 from mapper.flow.solver import SOLVERS
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor
@@ -133,7 +133,9 @@ class McmfPolicy(BatchPolicy):
         app_weight: points per stripe an application already has on an OST (recently),
             added to its request arcs: an application's files spread over OSTs the way
             round-robin spreads them, so that files which keep growing after their
-            creation (appends; the mapper only sees the first write) do not pile up.
+            creation (appends; the mapper only sees the first write) do not pile up,
+            and files read back together do not share OSTs beyond need. With the
+            ``rate`` cost the unit is one stripe time on the median-rate OST.
         app_half_life_s: decay of that count, s.
         predict_mode: ``"joint"`` (the paper: current and predicted requests in one
             flow) or ``"after"`` (current requests first, then the predicted ones in a
@@ -256,7 +258,9 @@ class McmfPolicy(BatchPolicy):
         stragglers = view.stragglers
         self.last_stragglers = stragglers
         if self.regime and view.regime is None:
-            view.regime = classify(view.base, self.regime_thresholds)
+            # Stragglers are uneven load by definition (and Lustre's RR would use them).
+            view.regime = (classify(view.base, self.regime_thresholds) if not stragglers
+                           else Regime(FLOW, False, True))
             key = (f"regime_{view.regime.mode}_load_{'uniform' if view.regime.load_uniform else 'uneven'}"
                    f"_space_{'in' if view.regime.space_in_band else 'out'}")
             self.stats[key] = self.stats.get(key, 0) + 1
@@ -412,7 +416,12 @@ class McmfPolicy(BatchPolicy):
                 round_reqs.append(RoundRequest(max(1, p.stripe_count), c.group, tier))
         stripe_size = max((c.request.stripe_size or DEFAULT_STRIPE_SIZE) for c in current)
         expected = [self._bytes_per_stripe(c.request, c.count) for c in current]
-        group_costs = [self._app_costs(app, osts) for app in group_apps]
+        unit = float(PERCENT_SCALE)
+        if getattr(self.cost_model, "name", "") == "rate" and osts.rate_bytes_s is not None \
+                and len(osts.index):
+            # In the rate cost, app_weight counts in stripe times on the median OST.
+            unit = float(np.mean(expected)) / float(np.median(osts.rate_bytes_s)) / TIME_UNIT_S
+        group_costs = [self._app_costs(app, osts, unit) for app in group_apps]
         if self.predict_mode == "joint" or not predicted:
             got = self._solve(osts, round_reqs, masks, stripe_size, float(np.mean(expected)),
                               group_costs)
@@ -651,7 +660,8 @@ class McmfPolicy(BatchPolicy):
         for e in entries:
             self._reserve(e.osts, -1.0)
 
-    def _app_costs(self, job_id: str, osts: OstArrays) -> np.ndarray | None:
+    def _app_costs(self, job_id: str, osts: OstArrays,
+                   unit: float = PERCENT_SCALE) -> np.ndarray | None:
         """Per-application spreading term: ``app_weight`` points per stripe this
         application received on the OST recently (decaying with ``app_half_life_s``)."""
         placed = self.app_stripes.get(job_id)
@@ -663,7 +673,7 @@ class McmfPolicy(BatchPolicy):
             placed[k] *= factor
         placed["_t"] = self._pending_time_s
         counts = np.array([placed.get(int(i), 0.0) for i in osts.index])
-        return np.rint(self.app_weight * counts * PERCENT_SCALE).astype(np.int64)
+        return np.rint(self.app_weight * counts * unit).astype(np.int64)
 
     def _add_pending(self, osts: Sequence[int], bytes_per_stripe: float, job_id: str,
                      snapshot: ClusterSnapshot) -> None:
