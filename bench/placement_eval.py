@@ -139,8 +139,8 @@ def table(rows: list[dict], base: str = "round_robin") -> list[str]:
     """Markdown table; ratios to the ``base`` variant's mean job I/O time."""
     ref = next((r for r in rows if r["variant"] == base), None)
     out = ["| variant | jobs | mean job I/O s | vs RR | p99 s | slowest job s | vs RR | MiB/s | vs RR "
-           "| OST max/mean h4 | end | OSS CPU max/mean | below watermark | failed creates |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| file write s | vs RR | OST max/mean h4 | end | OSS CPU max/mean | below watermark | failed creates |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def rel(key):
             if ref is None or not ref[key]:
@@ -149,7 +149,8 @@ def table(rows: list[dict], base: str = "round_robin") -> list[str]:
         out.append(
             f"| {r['variant']} | {r['jobs']} | {r['job_io_mean_s']:.2f} | {rel('job_io_mean_s')} "
             f"| {r['job_io_p99_s']:.1f} | {r['job_io_max_s']:.1f} | {rel('job_io_max_s')} "
-            f"| {r['bandwidth_mib_s']:.1f} | {rel('bandwidth_mib_s')} | {r['ost_max_mean_h4']:.3f} "
+            f"| {r['bandwidth_mib_s']:.1f} | {rel('bandwidth_mib_s')} "
+            f"| {r['file_write_mean_s']:.2f} | {rel('file_write_mean_s')} | {r['ost_max_mean_h4']:.3f} "
             f"| {r['ost_max_mean_end']:.3f} | {r['oss_cpu_max_mean']:.3f} "
             f"| {r['ost_samples_below_watermark']} "
             f"| {r['failed_creates']} |")

@@ -152,6 +152,8 @@ class McmfPolicy(BatchPolicy):
         regime: switch to Lustre's round-robin while load is uniform and space within
             the band (:mod:`mapper.policies.regime`), the flow otherwise.
         regime_params: :class:`mapper.policies.regime.RegimeThresholds` fields.
+        space_cost_model, space_cost_params: with ``regime``, the cost model of the flow
+            while load is uniform but space is not (None: ``cost_model`` always).
     """
     name = "mcmf"
     needs_gate = True
@@ -167,7 +169,9 @@ class McmfPolicy(BatchPolicy):
                  predict_mode: str = "joint", rate_smoothing: float = 0.05,
                  latency_smoothing: float = 1.0, regime: bool = False,
                  predict_min_accuracy: float = 0.0, predict_min_trials: int = 8,
-                 predict_window: int = 32, regime_params: dict[str, float] | None = None):
+                 predict_window: int = 32, regime_params: dict[str, float] | None = None,
+                 space_cost_model: str | None = None,
+                 space_cost_params: dict[str, float] | None = None):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -175,6 +179,9 @@ class McmfPolicy(BatchPolicy):
         if pending_half_life_s <= 0 or cache_ttl_s < 0:
             raise ValueError("pending_half_life_s must be > 0 and cache_ttl_s >= 0")
         self.cost_model = make_cost_model(cost_model, **(cost_params or {}))
+        self.space_cost_model = (make_cost_model(space_cost_model, **(space_cost_params or {}))
+                                 if space_cost_model else None)
+        self._round_cost = self.cost_model
         self.rate_tracker = OstRateTracker(rate_smoothing, latency_smoothing=latency_smoothing)
         self.regime = regime
         if not 0 <= predict_min_accuracy <= 1 or predict_min_trials < 0 or predict_window < 1:
@@ -266,6 +273,8 @@ class McmfPolicy(BatchPolicy):
             self.stats[key] = self.stats.get(key, 0) + 1
         if self.regime and view.regime.mode == ROUND_ROBIN:
             return self._round_robin(snapshot, requests)
+        self._round_cost = (self.space_cost_model if self.regime and self.space_cost_model
+                            and view.regime.load_uniform else self.cost_model)
         out: list[Placement | AllocationError | None] = [None] * len(requests)
         groups: dict[tuple[str | None, str], int] = {}  # (pool, job or "") -> group
         masks: list[np.ndarray] = []
@@ -417,7 +426,7 @@ class McmfPolicy(BatchPolicy):
         stripe_size = max((c.request.stripe_size or DEFAULT_STRIPE_SIZE) for c in current)
         expected = [self._bytes_per_stripe(c.request, c.count) for c in current]
         unit = float(PERCENT_SCALE)
-        if getattr(self.cost_model, "name", "") == "rate" and osts.rate_bytes_s is not None \
+        if getattr(self._round_cost, "name", "") == "rate" and osts.rate_bytes_s is not None \
                 and len(osts.index):
             # In the rate cost, app_weight counts in stripe times on the median OST.
             unit = float(np.mean(expected)) / float(np.median(osts.rate_bytes_s)) / TIME_UNIT_S
@@ -473,7 +482,7 @@ class McmfPolicy(BatchPolicy):
                stripe_size: int, bytes_per_stripe: float,
                group_costs: list[np.ndarray | None]) -> list[list[int]]:
         """Build and solve one network; the OST rows each request got."""
-        net = build_network(osts, reqs, masks, self.cost_model, stripe_size, bytes_per_stripe,
+        net = build_network(osts, reqs, masks, self._round_cost, stripe_size, bytes_per_stripe,
                             prune=self.prune, group_costs=group_costs)
         sol = self.solve(net)
         used = sol.flows[net.assign_arc] > 0
