@@ -57,7 +57,9 @@ def _table(summaries: list[dict], title: str) -> Table:
             ("OST h→balance", "ost_hours_to_balance"), ("OST Jain end", "ost_jain_end"),
             ("OSS CPU max/mean (mean)", "oss_cpu_max_mean_mean"),
             ("mean I/O MiB/s", "mean_io_bandwidth_mib_s"), ("alloc µs mean/p99", None),
-            ("creates (failed)", None), ("policy notes", None)]
+            ("creates (failed)", None), ("job phase I/O s mean/p99", None),
+            ("slowest phase s", None),
+            ("policy notes", None)]
     for name, _ in cols:
         t.add_column(name, justify="right" if name != "policy" else "left")
     for s in summaries:
@@ -67,6 +69,9 @@ def _table(summaries: list[dict], title: str) -> Table:
                   f"{s['oss_cpu_max_mean_mean']:.3f}", f"{s['mean_io_bandwidth_mib_s']:.1f}",
                   f"{s['alloc_us_mean']:.1f}/{s['alloc_us_p99']:.1f}",
                   f"{s['creates']} ({s['failed_creates']})",
+                  "-" if s["phase_io_time_s_mean"] is None
+                  else f"{s['phase_io_time_s_mean']:.1f}/{s['phase_io_time_s_p99']:.1f}",
+                  "-" if s["slowest_phase"] is None else f"{s['slowest_phase']['io_time_s']:.1f}",
                   str(sum(s["fallbacks"].values())))
     return t
 

@@ -57,6 +57,11 @@ class AppStats:
         return moved / self.io_time_s if self.io_time_s > 0 else 0.0
 
 
+PHASE_GAP_S = 60.0
+"""A job with nothing in flight for this long starts a new I/O phase (ours: trace jobs of
+the generators run all day; their checkpoints and iterations are the phases)."""
+
+
 @dataclass
 class JobStats:
     """One job's I/O (the user's metric). Seconds on the simulation clock.
@@ -64,12 +69,15 @@ class JobStats:
     Attributes:
         first_io_s: start of its first transfer.
         last_byte_s: end of its last finished transfer.
-        alone_s: lower bound of its I/O time alone on the idle cluster (no events):
-            ``max(max over transfers (start - first_io + ideal), max over OSTs of its
-            bytes there / that OST's bandwidth)``, ``ideal`` = the transfer's slowest
-            stripe (and OSS limit) at full bandwidth.
+        alone_s: lower bound of its I/O time alone on the idle cluster (no events, no
+            other load): ``max(max over transfers (start - first_io + ideal), max over
+            OSTs of its bytes there / that OST's bandwidth)``, ``ideal`` = the
+            transfer's slowest stripe (with request latency and OSS limit) at full speed.
         managed: its creates went through the policy (else Lustre's allocator).
+        background: replayed background traffic, not a user's job.
         unfinished: transfers still in flight (or stalled) at the end.
+        phases: ``(first_io_s, last_byte_s, alone_s)`` of each I/O phase (phases are
+            separated by >= :data:`PHASE_GAP_S` with nothing in flight).
     """
     first_io_s: float
     last_byte_s: float = -math.inf
@@ -79,7 +87,22 @@ class JobStats:
     bytes: float = 0.0
     transfers: int = 0
     unfinished: int = 0
-    ost_bytes: dict = field(default_factory=dict)
+    inflight: int = 0
+    phases: list = field(default_factory=list)
+    busy_s: np.ndarray | None = None        # per OST: seconds at full bandwidth (job)
+    ph_first: float = 0.0
+    ph_last: float = -math.inf
+    ph_alone: float = 0.0
+    ph_busy_s: np.ndarray | None = None     # the same, current phase
+
+    def close_phase(self) -> None:
+        """End the current phase (if any byte of it landed)."""
+        if self.ph_last > -math.inf:
+            alone = max(self.ph_alone, float(self.ph_busy_s.max()))
+            self.phases.append((self.ph_first, self.ph_last, alone))
+        self.ph_busy_s[:] = 0.0
+        self.ph_alone = 0.0
+        self.ph_last = -math.inf
 
     @property
     def io_time_s(self) -> float:
@@ -89,7 +112,8 @@ class JobStats:
     @property
     def slowdown(self) -> float:
         """I/O time / alone time (1 = as if alone on the idle cluster)."""
-        return self.io_time_s / self.alone_s if self.alone_s > 0 else 1.0
+        alone = max(self.alone_s, float(self.busy_s.max()) if self.busy_s is not None else 0.0)
+        return self.io_time_s / alone if alone > 0 else 1.0
 
 
 @dataclass
@@ -283,6 +307,8 @@ class Simulation:
         # The collectors' per-OST write rate (obdfilter stats write_bytes over the
         # interval), bytes/s.
         span = now - self.last_stats_s
+        if self.samples_on and not math.isfinite(span):
+            span = now      # collectors sample from the start, not from the first create
         if math.isfinite(span) and span > 0:
             rate = self.ost_written_bytes / span
             for p, ost in zip(self.view_p.tolist(), self.view.osts):
@@ -304,7 +330,7 @@ class Simulation:
         traffic, managed or not), ``degraded``, ``available``.
         """
         span = now - self.last_stats_s
-        span = span if math.isfinite(span) and span > 0 else 0.0
+        span = span if math.isfinite(span) and span > 0 else now
         wrate = self.ost_written_bytes / span if span else np.zeros(self.cl.ost_count)
         rrate = self.ost_read_bytes / span if span else np.zeros(self.cl.ost_count)
         st = self.state
@@ -492,9 +518,15 @@ class Simulation:
         self.dirty = True
         job = self.jobs.get(tr.job)
         if job is None:
+            n = self.cl.ost_count
             job = self.jobs[tr.job] = JobStats(first_io_s=tr.start_s,
                                                managed=tr.job not in self.unmanaged and tr.lands,
-                                               background=not tr.lands)
+                                               background=not tr.lands, busy_s=np.zeros(n),
+                                               ph_first=tr.start_s, ph_busy_s=np.zeros(n))
+        elif job.inflight == 0 and tr.start_s - job.ph_last >= PHASE_GAP_S:
+            job.close_phase()
+            job.ph_first = tr.start_s
+        job.inflight += 1
         # Alone on the idle cluster (no events): the slowest stripe at full bandwidth.
         base = self.base_storage
         bw = base.ost_bandwidth_bytes_s if tr.write or base.ost_read_bandwidth_bytes_s is None \
@@ -502,12 +534,15 @@ class Simulation:
         t = tr.per_ost / bw[tr.osts]
         if base.ost_latency_s is not None:
             t = t + tr.per_ost * (tr.ops / tr.nbytes) * base.ost_latency_s[tr.osts] / 8.0
+        np.add.at(job.busy_s, tr.osts, t)
+        np.add.at(job.ph_busy_s, tr.osts, t)
         ideal = float(t.max())
         if base.oss_cap_bytes_s is not None:
             oss = self.cl.ost_oss[tr.osts]
             ideal = max(ideal, float((np.bincount(oss, tr.per_ost) / np.maximum(
                 base.oss_cap_bytes_s[:oss.max() + 1], 1e-9)).max()))
         job.alone_s = max(job.alone_s, tr.start_s - job.first_io_s + ideal)
+        job.ph_alone = max(job.ph_alone, tr.start_s - job.ph_first + ideal)
         if tr.write and tr.file is not None:
             tr.file.times[0] = min(tr.file.times[0], tr.start_s)
         elif tr.rfile is not None:
@@ -626,10 +661,10 @@ class Simulation:
                 app.transfers += 1
                 job = self.jobs[tr.job]
                 job.last_byte_s = max(job.last_byte_s, finish)
+                job.ph_last = max(job.ph_last, finish)
+                job.inflight -= 1
                 job.bytes += tr.nbytes
                 job.transfers += 1
-                for o, b in zip(tr.osts.tolist(), tr.per_ost.tolist()):
-                    job.ost_bytes[o] = job.ost_bytes.get(o, 0.0) + b
                 if tr.write:
                     app.bytes_written += tr.nbytes
                     if tr.file is not None:
@@ -732,6 +767,9 @@ class Simulation:
         self.counters["transfers_unfinished"] = len(self.transfers)
         for tr in self.transfers:
             self.jobs[tr.job].unfinished += 1
+        for job in self.jobs.values():
+            if not job.inflight:
+                job.close_phase()
         self.file_times.extend(f.times for f in self.files.values())
         ft = np.array(self.file_times, dtype=float).reshape(-1, 4)
         wt = ft[:, 1] - ft[:, 0]

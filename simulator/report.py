@@ -6,7 +6,8 @@ Files written to the output folder:
 * ``hourly_<policy>.csv``: per hour: max/mean OST used, CV, Jain's index, mean and
   max/mean OSS CPU (hourly mean of the per-step values), used TiB.
 * ``fig_ost_max_mean.png`` (Fig. 1/11), ``fig_oss_cpu_max_mean.png`` (Fig. 2/12),
-  ``fig_capacity_box_<policy>.png`` (Fig. 3/14).
+  ``fig_capacity_box_<policy>.png`` (Fig. 3/14), ``fig_job_io_time.png`` (the user's
+  metric: the distribution of job I/O times per policy, an ECDF).
 """
 from __future__ import annotations
 
@@ -19,10 +20,70 @@ import numpy as np
 
 from simulator.engine import RunResult
 from simulator.metrics import (coefficient_of_variation, hours_to_balance, jain_index,
-                               max_mean_ratio, normalised_capacity, per_step_to_hourly_mean)
+                               max_mean_ratio, normalised_capacity, per_step_to_hourly_mean,
+                               percentile_or_none)
 
 TIB = float(1 << 40)
 MIB = float(1 << 20)
+
+
+def user_jobs(result: RunResult) -> list:
+    """The users' jobs of a run (background replay left out), each a JobStats."""
+    return [j for j in result.jobs.values() if not j.background]
+
+
+def phase_times_s(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
+    """I/O time and alone lower bound of every I/O phase of every user job, seconds
+    (phases: :class:`simulator.engine.JobStats`)."""
+    ph = [(last - first, alone) for j in user_jobs(result) for first, last, alone in j.phases]
+    a = np.array(ph, dtype=float).reshape(-1, 2)
+    return a[:, 0], a[:, 1]
+
+
+def user_metrics(result: RunResult) -> dict:
+    """The user's metric (issue 17). Per job: I/O time (first I/O to last byte) and
+    slowdown against a lower bound of the same job alone on the idle cluster
+    (:class:`simulator.engine.JobStats`); the same per I/O phase (a generator's job runs all
+    day, its checkpoints and iterations are its phases); per file: write and read time
+    (first byte issued to last byte landed). Jobs with transfers stalled or in flight at
+    the end are counted, not timed."""
+    jobs = [(jid, j) for jid, j in result.jobs.items() if not j.background]
+    done = [(jid, j) for jid, j in jobs if not j.unfinished]
+    t = np.array([j.io_time_s for _, j in done], dtype=float)
+    slow = np.array([j.slowdown for _, j in done], dtype=float)
+    pt, palone = phase_times_s(result)
+    pslow = np.where(palone > 0, pt / np.where(palone > 0, palone, 1.0), 1.0)
+
+    def r(x, nd=3):
+        return None if x is None else round(float(x), nd)
+    worst = max(done, key=lambda x: x[1].io_time_s) if done else None
+    worst_phase = None
+    for jid, j in done:
+        for k, (first, last, _) in enumerate(j.phases):
+            if worst_phase is None or last - first > worst_phase["io_time_s"]:
+                worst_phase = {"job": jid, "phase": k, "start_s": r(first, 1),
+                               "io_time_s": r(last - first)}
+    return {
+        "jobs": len(jobs), "jobs_unfinished": len(jobs) - len(done),
+        "jobs_unmanaged": sum(1 for _, j in jobs if not j.managed),
+        "job_io_time_s_mean": r(t.mean()) if t.size else None,
+        "job_io_time_s_p99": r(percentile_or_none(t, 99)),
+        "slowest_job": None if worst is None else {"job": worst[0],
+                                                   "io_time_s": r(worst[1].io_time_s)},
+        "job_slowdown_mean": r(slow.mean()) if slow.size else None,
+        "job_slowdown_p99": r(percentile_or_none(slow, 99)),
+        "phases": int(pt.size),
+        "phase_io_time_s_mean": r(pt.mean()) if pt.size else None,
+        "phase_io_time_s_p50": r(percentile_or_none(pt, 50)),
+        "phase_io_time_s_p99": r(percentile_or_none(pt, 99)),
+        "phase_slowdown_mean": r(pslow.mean()) if pslow.size else None,
+        "phase_slowdown_p99": r(percentile_or_none(pslow, 99)),
+        "slowest_phase": worst_phase,
+        "file_write_s_p50": r(percentile_or_none(result.file_write_s, 50), 4),
+        "file_write_s_p99": r(percentile_or_none(result.file_write_s, 99), 4),
+        "file_read_s_p50": r(percentile_or_none(result.file_read_s, 50), 4),
+        "file_read_s_p99": r(percentile_or_none(result.file_read_s, 99), 4),
+    }
 
 
 def summarise(result: RunResult) -> dict:
@@ -49,9 +110,10 @@ def summarise(result: RunResult) -> dict:
         "alloc_us_p99": round(float(np.percentile(alloc, 99)), 2),
         "creates": int(result.counters.get("creates", 0)),
         "failed_creates": int(sum(v for k, v in result.counters.items() if k.startswith("create_failed"))),
-        "used_tib_end": round(float(used[-1].sum()) / TIB, 3),
+        "used_tib_end": round(float(np.nansum(used[-1])) / TIB, 3),
         "fallbacks": dict(result.notes),
         "wall_s": round(result.wall_s, 2),
+        **user_metrics(result),
     }
 
 
@@ -68,7 +130,7 @@ def hourly_rows(result: RunResult) -> list[dict]:
         c = h - 1  # CPU of the hour ending at boundary h
         rows.append({"hour": h, "ost_used_max_mean": round(float(ratio[h]), 4),
                      "ost_used_cv": round(float(cv[h]), 5), "ost_used_jain": round(float(jain[h]), 5),
-                     "used_tib": round(float(used[h].sum()) / TIB, 4),
+                     "used_tib": round(float(np.nansum(used[h])) / TIB, 4),
                      "oss_cpu_max_mean": round(float(cpu_ratio[c]), 4) if 0 <= c < len(cpu_ratio) else "",
                      "oss_cpu_mean_pct": round(float(cpu_mean[c]), 3) if 0 <= c < len(cpu_mean) else ""})
     return rows
@@ -84,7 +146,8 @@ def write_outputs(results: Sequence[RunResult], out: Path, figures: bool = True)
                              "policies": summaries}, indent=2))
     written.append(p)
     p = out / "summary.csv"
-    flat = [{k: (json.dumps(v) if isinstance(v, dict) else v) for k, v in s.items()} for s in summaries]
+    flat = [{k: (json.dumps(v) if isinstance(v, dict) or v is None else v) for k, v in s.items()}
+            for s in summaries]
     with open(p, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(flat[0]))
         w.writeheader()
@@ -138,10 +201,26 @@ def _figures(results: Sequence[RunResult], out: Path) -> list[Path]:
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
 
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, r in enumerate(results):
+        t = np.sort(phase_times_s(r)[0])
+        t = t[t > 0]
+        if t.size:
+            marker, ls = styles[i % len(styles)]
+            ax.step(t, np.arange(1, t.size + 1) / t.size, where="post", ls=ls, label=r.policy)
+    ax.set(xlabel="I/O time of a job phase, first I/O to last byte (s)",
+           ylabel="fraction of job I/O phases",
+           title=f"{results[0].scenario}: job I/O time distribution per policy", xscale="log")
+    ax.legend()
+    fig.tight_layout()
+    paths.append(out / "fig_job_io_time.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
     for r in results:
         norm = normalised_capacity(r.ost_free_hourly[1:])
         fig, ax = plt.subplots(figsize=(8, 4))
-        ax.boxplot(list(norm), positions=np.arange(1, len(norm) + 1), widths=0.6,
+        ax.boxplot([h[~np.isnan(h)] for h in norm], positions=np.arange(1, len(norm) + 1), widths=0.6,
                    flierprops={"markersize": 2})
         ax.set(xlabel="Time (hours)", ylabel="OST free space / median",
                title=f"{r.scenario}: normalised OST capacity, {r.policy} (cf. paper Fig. 3/14)")

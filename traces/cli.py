@@ -85,6 +85,22 @@ def _cmd_import_darshan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_import_lmt(args: argparse.Namespace) -> int:
+    from traces.lmt import background_rows, read_lmt, write_background
+    data = read_lmt(args.db)
+    rows = background_rows(data)
+    span = float(data.times_s[-1])
+    comments = [f"imported by: {PROG} import-lmt {args.db}",
+                f"source: LMT OST_DATA READ_BYTES/WRITE_BYTES counter differences, "
+                f"{len(data.ost_names)} OSTs, {len(data.times_s)} samples over {span:g} s",
+                "units: bytes served by the OST in the interval starting at timestamp_s"]
+    n = write_background(args.out, rows, comments)
+    moved = sum(r + w for _, _, r, w in rows)
+    print(f"{args.out}: {n} rows, {len(data.ost_names)} OSTs, {span:g} s, "
+          f"{moved / span / 2**20:.1f} MiB/s mean background traffic")
+    return 0
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     status = 0
     for path in args.files:
@@ -164,6 +180,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--aggregate-s", type=float, default=1.0, metavar="S",
                    help="merge DXT segments of one file starting within S seconds (default 1)")
     d.set_defaults(func=_cmd_import_darshan)
+
+    m = sub.add_parser("import-lmt", help="turn an LMT database into per-OST background traffic",
+                       description="Read an LMT (Lustre Monitoring Tool) SQLite database and "
+                       "write the bytes each OST read and wrote per sampling interval "
+                       "(background file v1: timestamp_s,ost,read_bytes,write_bytes), replayed "
+                       "by the simulator as unmanaged load ([[workload]] background = FILE).")
+    m.add_argument("db", metavar="DB", type=Path, help="LMT SQLite database (e.g. "
+                   "lustre_alloc_data/nersc-pytokio/snx11025_2018-01-28.sqlite3)")
+    m.add_argument("--out", required=True, type=Path, metavar="FILE", help="output background file")
+    m.set_defaults(func=_cmd_import_lmt)
 
     v = sub.add_parser("validate", help="check traces and print a summary of each",
                        description="Check every line and file life cycle of each trace; "

@@ -207,3 +207,50 @@ def test_negative_rate_and_bad_managed_are_rejected(make_scenario):
                       [rec(0, "write", "a", "f", MIB)], name="m")
     with pytest.raises(ScenarioError, match=r"workload\[0\]\.managed: expected true, false or a fraction"):
         load_scenario(p)
+
+
+# -- LMT import and background replay -------------------------------------------------------
+def test_import_lmt_writes_per_ost_background_traffic(tmp_path):
+    from lustre_alloc_data import data_path
+    from traces.cli import main
+    from traces.lmt import read_background, read_lmt
+    db = data_path("nersc-pytokio/snx11025_2018-01-28.sqlite3")
+    out = tmp_path / "bg.csv"
+    assert main(["import-lmt", str(db), "--out", str(out)]) == 0
+    rows = read_background(out)
+    data = read_lmt(db)
+    # every byte of the counters' differences is in the file, per OST
+    written = {o: 0 for o in range(24)}
+    for _, o, _, wb in rows:
+        written[o] += wb
+    diff = data.write_bytes[:, -1] - data.write_bytes[:, 0]
+    assert [written[int(i)] for i in data.ost_index] == pytest.approx(diff, abs=61)
+    assert main(["import-lmt", str(tmp_path / "missing.sqlite3"), "--out", str(out)]) == 1
+
+
+def test_background_traffic_loads_osts_and_the_samples_but_not_space(make_scenario, tmp_path):
+    from traces.lmt import write_background
+    write_background(tmp_path / "bg.csv", [(0.0, 2, 0, 2000 * MIB), (0.0, 3, 200 * MIB, 0)])
+    wl = '\n[[workload]]\nbackground = "bg.csv"\n\n[[workload]]\ntrace = "t.csv"\n'
+    sc = load_scenario(make_scenario(cluster(workloads=wl), [rec(6, "write", "app", "f", MIB)]))
+    r, seen = run_spy(sc)
+    assert seen[0][1][2][3] == pytest.approx(100 * MIB)           # OST 2 busy at 100 MiB/s
+    assert r.ost_used_hourly[-1, 2] <= MIB                        # no space used by it
+    assert r.jobs["lmt-background"].background
+    from simulator.report import summarise
+    s = summarise(r)
+    assert s["jobs"] == 1 and s["phases"] == 1                    # background is not a user job
+
+
+def test_summary_carries_the_users_metric(make_scenario):
+    recs = [rec(0, "write", "a", f"f{i}", 100 * MIB) for i in range(4)] + \
+           [rec(500, "write", "a", "g", 100 * MIB)]
+    sc = load_scenario(make_scenario(cluster(), recs))
+    from simulator.report import summarise
+    s = summarise(run_policy(sc, prepare(sc), "round_robin"))
+    assert s["jobs"] == 1 and s["phases"] == 2                    # two phases 500 s apart
+    assert s["job_io_time_s_mean"] == pytest.approx(501.0)
+    assert s["phase_io_time_s_p99"] == pytest.approx(1.0)
+    assert s["slowest_job"] == {"job": "a", "io_time_s": 501.0}
+    assert s["file_write_s_p50"] == pytest.approx(1.0)
+    assert s["job_slowdown_mean"] == pytest.approx(1.0)
