@@ -12,10 +12,10 @@ scalability study's scenario of that size (:func:`simulator.scalability.scale_sc
 8 OSTs per OSS). Scenario parameters are never changed here; ``--duration`` only cuts
 the run short.
 
-Per variant: job I/O time of every job the policy placed (the simulator's
-``JobStats.io_time_s``: first I/O to last byte; background and unmanaged jobs left out):
-mean, p99 and maximum (the slowest job) over jobs, and the mean slowdown (I/O time over
-the job's time alone on the idle cluster); mean per-file write time; mean I/O bandwidth (all bytes
+Per variant: the user's metric as the simulator's report computes it
+(:func:`simulator.report.user_metrics`): job I/O time (first I/O to last byte) mean, and
+the same per I/O phase (a generator's job runs all day; its checkpoints and iterations
+are its phases): mean, p99 and the slowest phase; mean I/O bandwidth (all bytes
 moved over summed transfer time, the simulator's figure); OST used max/mean at hour 4
 (or at the end of shorter runs); OST-hours below the ENOSPC watermark at the hourly
 samples and bytes lost to ENOSPC. The simulator runs the mapper's own policies.
@@ -37,6 +37,7 @@ from mapper.policies.gate import GatedPolicy
 from mapper.policies.registry import make_policy
 from simulator.engine import Simulation
 from simulator.metrics import max_mean_ratio
+from simulator.report import user_metrics
 
 DEFAULT_VARIANTS = (
     ("round_robin", "round_robin", {}),
@@ -90,9 +91,8 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     extra = {"policy_stats": dict(getattr(inner, "stats", {})),
              "app_accuracy": {k: [round(v, 1) for v in hn]
                               for k, hn in getattr(inner, "app_accuracy", {}).items()}}
-    mine = {k: j for k, j in r.jobs.items() if j.managed and not j.background}
-    jobs = np.array([j.io_time_s for j in mine.values()]) if mine else np.zeros(1)
-    slow = np.array([j.slowdown for j in mine.values()]) if mine else np.ones(1)
+    um = user_metrics(r)
+    mine = {k: j for k, j in r.jobs.items() if not j.background}
     moved = sum(a.bytes_written + a.bytes_read for a in r.apps.values())
     io_time = sum(a.io_time_s for a in r.apps.values())
     h = min(4, len(r.hours) - 1)
@@ -102,13 +102,19 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     below += int(((r.ost_capacity_bytes - sim.used) < low).sum())
     return {
         "variant": label, "policy": policy, "params": params,
-        "jobs": int(len(mine)),
-        "slowdown_mean": float(slow.mean()),
+        "jobs": um["jobs"], "jobs_unfinished": um["jobs_unfinished"],
+        "job_io_mean_s": um["job_io_time_s_mean"] or 0.0,
+        "job_io_p99_s": um["job_io_time_s_p99"] or 0.0,
+        "job_io_max_s": (um["slowest_job"] or {}).get("io_time_s", 0.0),
+        "slowdown_mean": um["job_slowdown_mean"],
+        "phases": um["phases"], "phase_io_mean_s": um["phase_io_time_s_mean"] or 0.0,
+        "phase_io_p99_s": um["phase_io_time_s_p99"] or 0.0,
+        "phase_io_max_s": (um["slowest_phase"] or {}).get("io_time_s", 0.0),
+        "phase_slowdown_mean": um["phase_slowdown_mean"],
+        "file_write_p50_s": um["file_write_s_p50"], "file_write_p99_s": um["file_write_s_p99"],
+        "file_read_p50_s": um["file_read_s_p50"],
         "file_write_mean_s": float(r.file_write_s.mean()) if len(r.file_write_s) else 0.0,
-        "file_read_mean_s": float(r.file_read_s.mean()) if len(r.file_read_s) else 0.0,
         "unfinished_transfers": int(r.counters.get("transfers_unfinished", 0)),
-        "job_io_mean_s": float(jobs.mean()), "job_io_p99_s": float(np.percentile(jobs, 99)),
-        "job_io_max_s": float(jobs.max()),
         "bandwidth_mib_s": moved / io_time / MIB if io_time > 0 else 0.0,
         "ost_max_mean_h4": float(max_mean_ratio(used_h)), "hour_of_max_mean": h if h >= 1 else None,
         "ost_max_mean_end": float(max_mean_ratio(sim.used)),
@@ -136,23 +142,24 @@ def parse_variant(text: str) -> tuple[str, str, dict]:
 
 
 def table(rows: list[dict], base: str = "round_robin") -> list[str]:
-    """Markdown table; ratios to the ``base`` variant's mean job I/O time."""
+    """Markdown table; changes relative to the ``base`` variant."""
     ref = next((r for r in rows if r["variant"] == base), None)
-    out = ["| variant | jobs | mean job I/O s | vs RR | p99 s | slowest job s | vs RR | MiB/s | vs RR "
-           "| file write s | vs RR | OST max/mean h4 | end | OSS CPU max/mean | below watermark | failed creates |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| variant | jobs | job I/O mean s | vs RR | phases | phase I/O mean s | vs RR "
+           "| phase p99 s | slowest phase s | vs RR | MiB/s | vs RR | OST max/mean h4 | end "
+           "| OSS CPU max/mean | below watermark | failed creates |",
+           "|" + "---|" * 17]
     for r in rows:
         def rel(key):
             if ref is None or not ref[key]:
                 return "-"
             return f"{100 * (r[key] / ref[key] - 1):+.1f}%"
         out.append(
-            f"| {r['variant']} | {r['jobs']} | {r['job_io_mean_s']:.2f} | {rel('job_io_mean_s')} "
-            f"| {r['job_io_p99_s']:.1f} | {r['job_io_max_s']:.1f} | {rel('job_io_max_s')} "
+            f"| {r['variant']} | {r['jobs']} | {r['job_io_mean_s']:.1f} | {rel('job_io_mean_s')} "
+            f"| {r['phases']} | {r['phase_io_mean_s']:.1f} | {rel('phase_io_mean_s')} "
+            f"| {r['phase_io_p99_s']:.1f} | {r['phase_io_max_s']:.1f} | {rel('phase_io_max_s')} "
             f"| {r['bandwidth_mib_s']:.1f} | {rel('bandwidth_mib_s')} "
-            f"| {r['file_write_mean_s']:.2f} | {rel('file_write_mean_s')} | {r['ost_max_mean_h4']:.3f} "
-            f"| {r['ost_max_mean_end']:.3f} | {r['oss_cpu_max_mean']:.3f} "
-            f"| {r['ost_samples_below_watermark']} "
+            f"| {r['ost_max_mean_h4']:.3f} | {r['ost_max_mean_end']:.3f} "
+            f"| {r['oss_cpu_max_mean']:.3f} | {r['ost_samples_below_watermark']} "
             f"| {r['failed_creates']} |")
     return out
 
