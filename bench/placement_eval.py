@@ -109,6 +109,7 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
         "slowdown_mean": um["job_slowdown_mean"],
         "phases": um["phases"], "phase_io_mean_s": um["phase_io_time_s_mean"] or 0.0,
         "phase_io_p99_s": um["phase_io_time_s_p99"] or 0.0,
+        "phase_io_p50_s": um["phase_io_time_s_p50"] or 0.0,
         "phase_io_max_s": (um["slowest_phase"] or {}).get("io_time_s", 0.0),
         "phase_slowdown_mean": um["phase_slowdown_mean"],
         "file_write_p50_s": um["file_write_s_p50"], "file_write_p99_s": um["file_write_s_p99"],
@@ -144,10 +145,10 @@ def parse_variant(text: str) -> tuple[str, str, dict]:
 def table(rows: list[dict], base: str = "round_robin") -> list[str]:
     """Markdown table; changes relative to the ``base`` variant."""
     ref = next((r for r in rows if r["variant"] == base), None)
-    out = ["| variant | jobs | job I/O mean s | vs RR | phases | phase I/O mean s | vs RR "
-           "| phase p99 s | slowest phase s | vs RR | MiB/s | vs RR | OST max/mean h4 | end "
-           "| OSS CPU max/mean | below watermark | failed creates |",
-           "|" + "---|" * 17]
+    out = ["| variant | jobs | job I/O mean s | vs RR | phases | phase mean s | vs RR "
+           "| phase p50 s | phase p99 s | vs RR | slowest phase s | MiB/s | vs RR | OST max/mean h4 "
+           "| end | OSS CPU max/mean | below watermark | failed creates |",
+           "|" + "---|" * 18]
     for r in rows:
         def rel(key):
             if ref is None or not ref[key]:
@@ -156,7 +157,8 @@ def table(rows: list[dict], base: str = "round_robin") -> list[str]:
         out.append(
             f"| {r['variant']} | {r['jobs']} | {r['job_io_mean_s']:.1f} | {rel('job_io_mean_s')} "
             f"| {r['phases']} | {r['phase_io_mean_s']:.1f} | {rel('phase_io_mean_s')} "
-            f"| {r['phase_io_p99_s']:.1f} | {r['phase_io_max_s']:.1f} | {rel('phase_io_max_s')} "
+            f"| {r.get('phase_io_p50_s', 0.0):.1f} | {r['phase_io_p99_s']:.1f} "
+            f"| {rel('phase_io_p99_s')} | {r['phase_io_max_s']:.1f} "
             f"| {r['bandwidth_mib_s']:.1f} | {rel('bandwidth_mib_s')} "
             f"| {r['ost_max_mean_h4']:.3f} | {r['ost_max_mean_end']:.3f} "
             f"| {r['oss_cpu_max_mean']:.3f} | {r['ost_samples_below_watermark']} "
@@ -172,7 +174,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="label=policy:{json params}; repeatable (default: RR, QOS, mcmf, mcmf_flow)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path("bench/results/placement"))
+    ap.add_argument("--render", action="store_true",
+                    help="print the table of <out>/<scenario>.json without running")
     args = ap.parse_args(argv)
+    if args.render:
+        rows = json.loads((args.out / f"{Path(args.scenario).stem}.json").read_text())
+        print("\n".join(table(rows)))
+        return 0
     variants = [parse_variant(v) for v in args.variant] if args.variant else list(DEFAULT_VARIANTS)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
