@@ -119,7 +119,8 @@ class McmfPolicy(BatchPolicy):
 
     Args:
         seed: unused (the policy is deterministic); accepted like every policy's.
-        cost_model: ``"convex"`` (default) or ``"paper"`` (:mod:`mapper.flow.costs`).
+        cost_model: ``"rate"`` (default: expected completion time from measured rates),
+            ``"convex"`` (space and queue) or ``"paper"`` (:mod:`mapper.flow.costs`).
         cost_params: parameters of the cost model (alpha, beta, weights).
         predict_k: predicted requests per application per round (0 disables prediction).
         markov: :class:`MarkovConfig` fields.
@@ -158,7 +159,7 @@ class McmfPolicy(BatchPolicy):
     name = "mcmf"
     needs_gate = True
 
-    def __init__(self, seed: int = 0, cost_model: str = "convex",
+    def __init__(self, seed: int = 0, cost_model: str = "rate",
                  cost_params: dict[str, float] | None = None, predict_k: int = 4,
                  markov: dict[str, Any] | None = None, solver: str = "ortools", prune: bool = True,
                  straggler_factor: float = STRAGGLER_FACTOR,

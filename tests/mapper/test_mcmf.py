@@ -14,6 +14,9 @@ from mapper.policies.registry import make_policy
 from mapper.flow.stragglers import find_stragglers
 from tests.mapper.test_policy_invariants import SETTINGS, clusters, requests
 
+import numpy as np
+from mapper.flow.costs import enospc_reserve_bytes
+
 GIB_KIB = 1 << 20
 MIB = 1 << 20
 
@@ -36,9 +39,11 @@ def test_mcmf_keeps_health_and_pool_rules(snapshot, reqs):
             continue
         usable = [o for o in pool_members(snapshot, pool) if is_usable(o)]
         # Room for a stripe: >= 1 MiB available; surely room even after what this
-        # policy placed before (<= 6 x 4 MiB): >= 64 MiB.
+        # policy placed before (<= 6 x 4 MiB): >= 64 MiB above the ENOSPC watermark,
+        # which the default (rate) cost never crosses.
         some_room = [o for o in usable if o.kbytes_avail * 1024 >= MIB]
-        surely = [o for o in usable if o.kbytes_avail * 1024 >= 64 * MIB]
+        surely = [o for o in usable if o.kbytes_avail * 1024
+                  - enospc_reserve_bytes(np.array([o.kbytes_total]))[0] >= 64 * MIB]
         wanted = resolve_stripe_count(count, len(usable)) if usable else 0
         if not some_room:
             with pytest.raises(NoSpaceError):
