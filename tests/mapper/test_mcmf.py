@@ -1,10 +1,12 @@
 """The mcmf policy: prediction + flow, stragglers, infeasible rounds, persistence."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mapper.flow.costs import enospc_reserve_bytes
 from mapper.state.cluster_state import OstState, make_uniform_cluster
 from mapper.policies.gate import GatedPolicy
 from mapper.policies.mcmf import McmfPolicy
@@ -13,9 +15,6 @@ from mapper.policies.placement import CreateRequest, InvalidRequestError, NoSpac
 from mapper.policies.registry import make_policy
 from mapper.flow.stragglers import find_stragglers
 from tests.mapper.test_policy_invariants import SETTINGS, clusters, requests
-
-import numpy as np
-from mapper.flow.costs import enospc_reserve_bytes
 
 GIB_KIB = 1 << 20
 MIB = 1 << 20
