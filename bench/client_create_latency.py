@@ -10,7 +10,12 @@ round_robin and with its default primary policy (mcmf), the stand-in mapper
 LUSTRE_ALLOC_PATHS (pass-through cost).  Target (issue 7): added p50 <= 150 us.
 The record backend writes one line per create in every shim row.
 
-Usage: .venv/bin/python bench/client_create_latency.py [--files N] [--rounds R]
+--before REV builds the shim of git revision REV (git archive + make, in a
+temporary directory) and measures its rows interleaved with this tree's in
+the same run, then prints the added p50 per create of both and their ratio
+(issue 14: the helper thread must not cost more than it saves).
+
+Usage: .venv/bin/python bench/client_create_latency.py [--files N] [--rounds R] [--before REV]
 """
 from __future__ import annotations
 
@@ -46,7 +51,18 @@ def record_rtt(record: Path) -> list[float]:
     return rtt
 
 
-def run_round(work: Path, name: str, n: int, env_extra: dict[str, str] | None) -> np.ndarray:
+def build_before(rev: str, into: Path) -> Path:
+    """liblustre_alloc.so of git revision ``rev``, built under ``into``."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "liblustre_alloc"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    subprocess.run(["make", "-s", "-C", str(into / "liblustre_alloc"), "liblustre_alloc.so"],
+                   check=True)
+    return into / "liblustre_alloc" / "liblustre_alloc.so"
+
+
+def run_round(work: Path, name: str, n: int, env_extra: dict[str, str] | None,
+              lib: Path = LIB) -> np.ndarray:
     """One run of N creates; per-create open() latency in microseconds."""
     data = work / "lustre"
     other = work / "other"
@@ -59,7 +75,7 @@ def run_round(work: Path, name: str, n: int, env_extra: dict[str, str] | None) -
     env.pop("LD_PRELOAD", None)
     target = data
     if env_extra is not None:
-        env.update(LD_PRELOAD=str(LIB), LUSTRE_ALLOC_PATHS=str(data),
+        env.update(LD_PRELOAD=str(lib), LUSTRE_ALLOC_PATHS=str(data),
                    LUSTRE_ALLOC_RECORD=str(work / "record.tsv"))
         env.update(env_extra)
         if env_extra.get("_outside"):
@@ -76,8 +92,12 @@ def main() -> None:
     ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
                     help="where the files are created (default /dev/shm: tmpfs keeps the "
                          "file system's own noise out of the comparison)")
+    ap.add_argument("--before", metavar="REV",
+                    help="also measure the shim of this git revision, interleaved")
     args = ap.parse_args()
     subprocess.run(["make", "-s", "-C", str(ROOT / "liblustre_alloc")], check=True)
+    build_dir = tempfile.TemporaryDirectory(prefix="la-before-")
+    before_lib = build_before(args.before, Path(build_dir.name)) if args.before else None
     console = Console(width=140)
     mappers = {
         "real round_robin": start_real_mapper("round_robin"),
@@ -91,6 +111,12 @@ def main() -> None:
     configs["shim, mapper stopped (back-off)"] = {"LUSTRE_ALLOC_MAPPER": dead}
     configs["shim, path outside LUSTRE_ALLOC_PATHS"] = {
         "LUSTRE_ALLOC_MAPPER": mappers["stand-in"].endpoint, "_outside": "1"}
+    libs = {name: LIB for name in configs}
+    if before_lib:
+        for name in list(configs):
+            if configs[name] is not None:
+                configs[f"before: {name}"] = configs[name]
+                libs[f"before: {name}"] = before_lib
     samples: dict[str, list[np.ndarray]] = {k: [] for k in configs}
     split: dict[str, list[float]] = {k: [] for k in configs}
     try:
@@ -98,7 +124,7 @@ def main() -> None:
             work = Path(tmp)
             for _ in range(args.rounds):  # interleaved: drift hits every row alike
                 for name, extra in configs.items():
-                    samples[name].append(run_round(work, "r", args.files, extra))
+                    samples[name].append(run_round(work, "r", args.files, extra, libs[name]))
                     split[name].extend(record_rtt(work / "record.tsv"))
     finally:
         for m in mappers.values():
@@ -118,6 +144,21 @@ def main() -> None:
                       f"{np.median(split[name]):.1f}" if split[name] else "-",
                       f"{p50 - b50 - np.median(split[name]):.1f}" if split[name] else "-")
     console.print(table)
+    if before_lib:
+        cmp = Table(title=f"added p50 per create: this tree vs {args.before} (same run)")
+        for col in ("configuration", "added p50 now", "added p50 before", "now / before",
+                    "now p50 / floor", "before p50 / floor"):
+            cmp.add_column(col, justify="right")
+        for name in configs:
+            if configs[name] is None or name.startswith("before: "):
+                continue
+            now = np.percentile(np.concatenate(samples[name]), 50)
+            old = np.percentile(np.concatenate(samples[f"before: {name}"]), 50)
+            cmp.add_row(name, f"{now - b50:+.1f}", f"{old - b50:+.1f}",
+                        f"{(now - b50) / (old - b50):.2f}" if old - b50 > 0 else "-",
+                        f"{now / b50:.1f}x", f"{old / b50:.1f}x")
+        console.print(cmp)
+    build_dir.cleanup()
     console.print(f"files in {args.dir}; mapper rtt: mapper_us of the same creates from the record file. "
                   f"Load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.")
 

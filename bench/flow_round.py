@@ -78,7 +78,7 @@ def main() -> None:
         for r in counts:
             policy = McmfPolicy(predict_k=0)
             reqs = [CreateRequest(f"job{k}", 4, 1 << 20, 1 << 30) for k in range(r)]
-            arrays = policy._base_arrays(snap, snap.osts)
+            arrays = McmfPolicy.base_arrays(snap, snap.osts)
             rreqs = [RoundRequest(min(4, n), 0) for _ in range(r)]
             masks = [np.ones(n, dtype=bool)]
 

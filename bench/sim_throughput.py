@@ -6,12 +6,16 @@ whole `lustre-alloc-sim run` of the paper scenario with all baseline policies (t
 issue's target: <= 2 minutes on 2 cores) and the ratio of each policy's wall time to
 round-robin's, measured in the same run.
 
-Usage: .venv/bin/python bench/sim_throughput.py [--duration S] [--jobs N]
+Usage: .venv/bin/python bench/sim_throughput.py [--duration S] [--jobs N] [--before TREE]
+
+``--before TREE`` times the same whole run with the code in TREE (e.g. main before a change)
+and prints now/before (bench/before.py).
 """
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -24,6 +28,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", type=float, default=None, help="override duration, seconds")
     ap.add_argument("--jobs", type=int, default=2, help="parallel policies for the whole-run timing")
+    ap.add_argument("--before", type=Path, default=None, metavar="TREE",
+                    help="a checkout of the earlier code: time the same whole run with it and "
+                         "print the ratio (bench/before.py)")
     args = ap.parse_args()
     console = Console(width=140)
     table = Table(title="simulator throughput (one process per row)")
@@ -50,6 +57,16 @@ def main() -> None:
     wall = time.perf_counter() - t0
     console.print(f"paper-32ost, {sc.duration_s / 3600:g} h, policies {', '.join(sc.policies)}, "
                   f"jobs={args.jobs}: {wall:.1f} s wall (target <= 120 s; ratio {wall / 120:.2f} of target)")
+    if args.before:
+        from before import ratio_line, wall_in_tree
+        snippet = (
+            "import time\nfrom simulator.runner import run_scenario\n"
+            "from simulator.scenario import load_scenario\n"
+            f"sc = load_scenario('paper-32ost').with_overrides(duration_s={args.duration!r})\n"
+            f"t0 = time.perf_counter(); run_scenario(sc, jobs={args.jobs})\n"
+            "print('WALL', time.perf_counter() - t0)\n")
+        before = wall_in_tree(args.before, snippet)
+        console.print(ratio_line(f"paper-32ost whole run vs {args.before}", wall, before))
 
 
 if __name__ == "__main__":

@@ -16,12 +16,13 @@ from common.config import BrokerConfig, load
 from common.curve import generate_keys
 from common.errors import ConfigError
 from common.logs import setup_logging
+from common.cli import command_parser, fail
 
 log = logging.getLogger("collectors.broker_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = command_parser(
         prog="lustre-alloc-broker",
         description="Forward collector samples (XSUB frontend) to subscribers (XPUB backend) with "
                     "a last-value cache (ROUTER snapshot endpoint).")
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory of authorised clients' public .key files")
     p.add_argument("--stats-interval", dest="stats_interval_s", type=float,
                    help="seconds between counter log lines (60)")
-    p.add_argument("--log-level", dest="log_level")
+    p.add_argument("--log-level", dest="log_level", help="debug, info, warning, error or critical (info)")
     p.add_argument("--keygen", metavar="NAME",
                    help="write NAME.key and NAME.key_secret into --keys-dir and exit")
     p.add_argument("--keys-dir", default=".", help="directory for --keygen")
@@ -45,15 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.keygen:
-        public, secret = generate_keys(args.keys_dir, args.keygen)
+        try:
+            public, secret = generate_keys(args.keys_dir, args.keygen)
+        except OSError as exc:
+            return fail("lustre-alloc-broker", f"--keygen: {exc}", 2)
         print(f"{public}\n{secret}")
         return 0
     overrides = {k: v for k, v in vars(args).items() if k not in ("config", "keygen", "keys_dir")}
     try:
         config = load(BrokerConfig, args.config, "broker", overrides)
     except ConfigError as exc:
-        print(f"lustre-alloc-broker: {exc}", file=sys.stderr)
-        return 2
+        return fail("lustre-alloc-broker", exc, 2)
     setup_logging(config.log_level)
     log.info("broker configuration", extra={"event": "config", "config": dataclasses.asdict(config)})
     broker = Broker(config.frontend, config.backend, config.snapshot, curve=config.curve(),

@@ -13,12 +13,15 @@ import threading
 import time
 from typing import Sequence
 
+import zmq
+
 from collectors.collector import Collector
 from common.config import CollectorConfig, load
 from common.errors import ConfigError
 from common.logs import setup_logging
 from collectors.publisher import Publisher
 from collectors.sources import make_source
+from common.cli import command_parser, fail
 
 log = logging.getLogger("collectors.cli")
 
@@ -27,7 +30,7 @@ CONNECT_GRACE_S = 0.5
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = command_parser(
         prog="lustre-alloc-collector",
         description="Publish reduced Lustre OSS/MDS statistics (rates, space, brw_stats latency, "
                     "jobs, CPU, memory, LNet) to the lustre-alloc broker.")
@@ -45,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-jobs", dest="max_jobs", type=int, help="jobs per target per sample (8)")
     p.add_argument("--curve-secret-key", dest="curve_secret_key", help="this server's .key_secret")
     p.add_argument("--curve-server-key", dest="curve_server_key", help="the broker's public .key")
-    p.add_argument("--log-level", dest="log_level")
+    p.add_argument("--log-level", dest="log_level", help="debug, info, warning, error or critical (info)")
     p.add_argument("--count", type=int, default=0, help="stop after N samples (0: run forever)")
     p.add_argument("--dry-run", action="store_true",
                    help="print samples as JSON lines on stdout instead of publishing")
@@ -105,13 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load(CollectorConfig, args.config, "collector", overrides)
     except ConfigError as exc:
-        print(f"lustre-alloc-collector: {exc}", file=sys.stderr)
-        return 2
+        return fail("lustre-alloc-collector", exc, 2)
     setup_logging(config.log_level)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run(config, stop, count=args.count, dry_run=args.dry_run)
+    try:
+        run(config, stop, count=args.count, dry_run=args.dry_run)
+    except ConfigError as exc:
+        return fail("lustre-alloc-collector", exc, 2)
+    except (zmq.ZMQError, OSError) as exc:
+        return fail("lustre-alloc-collector", exc, 1)
     return 0
 
 

@@ -18,22 +18,17 @@ health_check, version  sys/fs/lustre/, proc/fs/lustre/                  2.12+, o
 =====================  ==============================================  ==========================
 
 Dangling symlinks count as missing (2.15 leaves ``obdfilter/T/brw_stats`` pointing to a
-missing /proc file). A symlink stored as a small text file holding its relative target (what a
-``git`` checkout with ``core.symlinks=false`` leaves, as in the 2.10.1 fixture) is followed the
-same way.
+missing /proc file); 2.10's ``obdfilter/T/brw_stats -> ../../osd-*/T/brw_stats`` is followed by
+the kernel like any symlink.
 """
 from __future__ import annotations
 
 import errno
 import glob
 import os
-import re
 from pathlib import Path
 
 from common.errors import SourceUnavailable
-
-_PLACEHOLDER_RE = re.compile(r"^(?:\.\./)+[\w.@:+-]+(?:/[\w.@:+-]+)*$", re.ASCII)
-_MAX_PLACEHOLDER = 255
 
 PROC = "proc/fs/lustre"
 SYS = "sys/fs/lustre"
@@ -67,7 +62,7 @@ SERVER_FILES: dict[str, tuple[str, ...]] = {
 
 
 def read_source(path: Path) -> str:
-    """Text of one statistics file, following a stored-as-text symlink once.
+    """Text of one statistics file (symlinks followed by the OS).
 
     Raises:
         SourceUnavailable: missing file or dangling link (``missing``), no permission
@@ -86,13 +81,7 @@ def read_source(path: Path) -> str:
     except OSError as exc:
         reason = "missing" if exc.errno in (errno.ENOENT, errno.ENODEV) else "io"
         raise SourceUnavailable(str(path), reason, os.strerror(exc.errno or 0)) from exc
-    text = data.decode("utf-8", errors="replace")
-    if len(data) <= _MAX_PLACEHOLDER and _PLACEHOLDER_RE.match(text):
-        target = path.parent / text
-        if not target.is_file():
-            raise SourceUnavailable(str(path), "missing", f"dangling symlink to {text}")
-        return read_source(target) if target != path else text
-    return text
+    return data.decode("utf-8", errors="replace")
 
 
 class Locator:

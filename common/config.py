@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from common.curve import CurveClient, CurveServer
+from common.cli import LOG_LEVELS
 from common.errors import ConfigError
 
 
@@ -117,7 +118,7 @@ def load(cls: type, path: str | None, section: str, overrides: Mapping[str, Any]
     (flags; ``None`` values ignored), and validate it.
 
     Raises:
-        ConfigError: unreadable file, bad TOML, unknown key, wrong type.
+        ConfigError: unreadable file, bad TOML, unknown key, wrong type, unknown log level.
     """
     values: dict[str, Any] = {}
     if path:
@@ -135,6 +136,9 @@ def load(cls: type, path: str | None, section: str, overrides: Mapping[str, Any]
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ConfigError(f"unknown {section} setting(s): {', '.join(unknown)}")
+    if "log_level" in values and str(values["log_level"]).lower() not in LOG_LEVELS:
+        raise ConfigError(f"{section}.log_level {values['log_level']!r}: expected one of "
+                          f"{', '.join(LOG_LEVELS)}")
     for name, value in values.items():
         default = getattr(cls(), name)
         if isinstance(default, bool) and not isinstance(value, bool):

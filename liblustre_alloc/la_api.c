@@ -28,6 +28,7 @@ LA_EXPORT int lustre_alloc_create(const char *path, int flags, mode_t mode,
 	int fd;
 
 	la_init();
+	la_helper_start(); /* with LUSTRE_ALLOC_DISABLE, la_init did not */
 	if (!la_hint_valid(hint)) {
 		errno = EINVAL;
 		return -1;
@@ -49,6 +50,7 @@ LA_EXPORT int lustre_alloc_query(const char *path,
 	int rc;
 
 	la_init();
+	la_helper_start();
 	if (!out || !la_hint_valid(hint))
 		return -EINVAL;
 	d = malloc(sizeof(*d));
@@ -75,6 +77,7 @@ LA_EXPORT int lustre_alloc_ping(int timeout_ms)
 	int rc;
 
 	la_init();
+	la_helper_start();
 	la_in_shim++;
 	rc = la_mapper_ping(timeout_ms > 0 ? timeout_ms : la_cfg.timeout_ms);
 	la_in_shim--;

@@ -5,22 +5,23 @@
  * lustre: what liblustreapi and ROMIO's ad_lustre do underneath (reference
  *   "Two ways", 2): open(O_CREAT|O_EXCL|O_LOV_DELAY_CREATE), then
  *   ioctl(LL_IOC_LOV_SETSTRIPE) with a LOV_USER_MAGIC_SPECIFIC lov_user_md_v3
- *   listing the OSTs.  When liblustreapi can be dlopen()ed (and
- *   LUSTRE_ALLOC_LLAPI is not 0), llapi_file_open_param() does the same.  A
- *   layout Lustre refuses (EREMOTEIO inactive OST, ENODEV unknown OST,
- *   EINVAL duplicate/bad) -> the file is removed and created again without a
- *   layout, so Lustre's default allocator places it.
+ *   listing the OSTs.  Any SETSTRIPE error keeps the file and descriptor:
+ *   Lustre's default allocator places it at the first write.
+ *   (llapi_file_open_param() is not used: on a failed SETSTRIPE it closes the
+ *   descriptor of the file it created, and the path alone no longer tells
+ *   our empty file from another writer's.)
  * record: not on Lustre; creates the file plainly and reports the layout as
- *   what would have been applied (la_record.c writes the line).
+ *   what would have been applied (la_record.c writes the line).  Its
+ *   directory default is the user xattr LA_DIR_DEFAULT_XATTR holding the
+ *   bytes GETSTRIPE gives on Lustre: the seam's other side, so the default
+ *   handling (pool, PFL pass-through, cache expiry) runs without Lustre.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "la_internal.h"
@@ -59,133 +60,80 @@ size_t la_build_lum(void *buf, uint64_t stripe_size, int count,
 	return size;
 }
 
-/* ---- liblustreapi, when present ---- */
-
-typedef int (*la_llapi_open_param_fn)(const char *, int, mode_t,
-				      const struct la_llapi_stripe_param *);
-static pthread_once_t la_llapi_once = PTHREAD_ONCE_INIT;
-static la_llapi_open_param_fn la_llapi_open_param;
-
-static void la_llapi_load(void)
-{
-	void *h;
-
-	if (!la_cfg.llapi)
-		return;
-	h = dlopen("liblustreapi.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		h = dlopen("liblustreapi.so", RTLD_NOW | RTLD_LOCAL);
-	if (h)
-		*(void **)&la_llapi_open_param =
-			dlsym(h, "llapi_file_open_param");
-	/* the handle stays open for the life of the process */
-}
-
-static int la_refused(int e)
-{
-	return e == EREMOTEIO || e == ENODEV || e == EINVAL;
-}
-
-static int la_retry_plain(int dirfd, const char *path, int flags, mode_t mode,
-			  struct la_outcome *out, int e)
-{
-	snprintf(out->reason, sizeof(out->reason), "setstripe_rejected:%d", e);
-	out->applied = 0;
-	return la_real.openat(dirfd, path, flags, mode);
-}
-
+/*
+ * The file is created here with O_EXCL, so it is ours until this call
+ * returns; a failed SETSTRIPE keeps it (and the descriptor): Lustre gives it
+ * the default layout at the first write.  Nothing is ever unlinked or opened
+ * again: between our create and a failed ioctl another process may have
+ * opened the same path (O_CREAT without O_EXCL succeeds on an existing file)
+ * and written to it.  (llite drops O_LOV_DELAY_CREATE from the descriptor's
+ * flags at open, cl_lov_delay_create_clear(), so the application's
+ * descriptor carries its own flags.)
+ */
 static int la_lustre_create(int dirfd, const char *path, int flags,
 			    mode_t mode, const struct la_decision *d,
-			    struct la_outcome *out)
+			    const char *pool, void *lum, struct la_outcome *out)
 {
 	int fd, e;
-	void *lum;
-
-	pthread_once(&la_llapi_once, la_llapi_load);
-	if (la_llapi_open_param && (path[0] == '/' || dirfd == AT_FDCWD)) {
-		struct la_llapi_stripe_param *p;
-
-		p = calloc(1, sizeof(*p) + (size_t)d->count * sizeof(uint32_t));
-		if (p) {
-			p->lsp_stripe_size = d->stripe_size;
-			p->lsp_pool = la_cfg.pool[0] ? la_cfg.pool : NULL;
-			p->lsp_stripe_offset = -1;
-			p->lsp_stripe_pattern = LA_LOV_PATTERN_RAID0;
-			p->lsp_stripe_count = d->count;
-			p->lsp_is_specific = 1;
-			memcpy(p->lsp_osts, d->osts,
-			       (size_t)d->count * sizeof(uint32_t));
-			fd = la_llapi_open_param(path, flags | O_CREAT | O_EXCL,
-						 mode, p);
-			free(p);
-			if (fd >= 0) {
-				out->applied = 1;
-				return fd;
-			}
-			e = -fd;
-			if (e == EEXIST) {
-				errno = EEXIST;
-				return -1;
-			}
-			/* llapi removes nothing: a refused layout may leave an
-			 * empty file behind; remove it and create plainly. */
-			if (la_refused(e))
-				unlinkat(dirfd, path, 0);
-			return la_retry_plain(dirfd, path, flags, mode, out, e);
-		}
-	}
 
 	fd = la_real.openat(dirfd, path,
 			    flags | O_CREAT | O_EXCL | LA_O_LOV_DELAY_CREATE,
 			    mode);
 	if (fd < 0)
 		return -1; /* EEXIST: caller opens normally */
-	lum = malloc(la_lum_size(d->count));
-	if (!lum) {
-		e = ENOMEM;
-	} else {
-		la_build_lum(lum, d->stripe_size, d->count, d->osts,
-			     la_cfg.pool[0] ? la_cfg.pool : NULL);
-		e = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ?
-			    0 : errno;
-		free(lum);
-	}
+	la_build_lum(lum, d->stripe_size, d->count, d->osts,
+		     pool && *pool ? pool : NULL);
+	e = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ? 0 : errno;
 	if (e == 0) {
 		out->applied = 1;
 		return fd;
 	}
-	/* The file exists with no objects yet; remove it and let Lustre's
-	 * default allocator create it. */
-	close(fd);
-	unlinkat(dirfd, path, 0);
-	return la_retry_plain(dirfd, path, flags, mode, out, e);
+	la_reason(out->reason, sizeof(out->reason), "setstripe_rejected", e);
+	out->applied = 0;
+	return fd;
 }
 
-static int la_lustre_dir_default(const char *dir, int *count, uint64_t *size)
+/* LL_IOC_LOV_GETSTRIPE on a directory: its default layout, v1/v3 or
+ * composite; ENODATA when it has none. */
+static ssize_t la_lustre_dir_default(int dirfd, void *buf, size_t cap)
 {
-	union {
-		struct la_lov_user_md_v3 v3;
-		char bytes[sizeof(struct la_lov_user_md_v3) +
-			   4 * sizeof(struct la_lov_user_ost_data_v1)];
-	} lum;
-	int fd, rc;
+	struct la_lov_user_md_v3 *lum = buf;
 
-	fd = la_real.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	if (cap < sizeof(*lum))
 		return -1;
-	memset(&lum, 0, sizeof(lum));
-	lum.v3.lmm_magic = LA_LOV_USER_MAGIC_V3;
-	rc = la_lustre_ioctl(fd, LA_LL_IOC_LOV_GETSTRIPE, &lum);
-	close(fd);
-	/* ENODATA: no default on the directory; PFL (COMP_V1) is not parsed:
-	 * both mean "filesystem default". */
-	if (rc != 0 || (lum.v3.lmm_magic != LA_LOV_USER_MAGIC_V1 &&
-			lum.v3.lmm_magic != LA_LOV_USER_MAGIC_V3))
+	memset(buf, 0, sizeof(*lum));
+	lum->lmm_magic = LA_LOV_USER_MAGIC_V3; /* the buffer holds a v3 */
+	if (la_lustre_ioctl(dirfd, LA_LL_IOC_LOV_GETSTRIPE, buf) != 0)
 		return -1;
-	*size = lum.v3.lmm_stripe_size;
+	return (ssize_t)cap;
+}
+
+int la_parse_dir_default(const void *buf, size_t len, struct la_dirinfo *di)
+{
+	const struct la_lov_user_md_v3 *lum = buf;
+	uint32_t magic;
+
+	if (len < sizeof(magic))
+		return -1;
+	memcpy(&magic, buf, sizeof(magic));
+	if (magic == LA_LOV_USER_MAGIC_COMP_V1) {
+		di->composite = 1;
+		return 0;
+	}
+	if (!(magic == LA_LOV_USER_MAGIC_V1 &&
+	      len >= sizeof(struct la_lov_user_md_v1)) &&
+	    !(magic == LA_LOV_USER_MAGIC_V3 && len >= sizeof(*lum)))
+		return -1;
+	di->has_default = 1;
+	di->stripe_size = lum->lmm_stripe_size;
 	/* stripe count 0 = filesystem default (1), 0xffff = all OSTs */
-	*count = lum.v3.lmm_stripe_count == 0xffff ? -1 :
-						     lum.v3.lmm_stripe_count;
+	di->stripe_count = lum->lmm_stripe_count == 0xffff ? -1 :
+						     lum->lmm_stripe_count;
+	di->pool[0] = '\0';
+	if (magic == LA_LOV_USER_MAGIC_V3) {
+		memcpy(di->pool, lum->lmm_pool_name, LA_LOV_MAXPOOLNAME);
+		di->pool[LA_LOV_MAXPOOLNAME] = '\0';
+	}
 	return 0;
 }
 
@@ -197,22 +145,23 @@ const struct la_backend la_backend_lustre = {
 
 static int la_record_create(int dirfd, const char *path, int flags,
 			    mode_t mode, const struct la_decision *d,
-			    struct la_outcome *out)
+			    const char *pool, void *lum, struct la_outcome *out)
 {
 	int fd = la_real.openat(dirfd, path, flags | O_CREAT | O_EXCL, mode);
 
 	(void)d;
+	(void)pool;
+	(void)lum;
 	if (fd >= 0)
 		out->applied = 1; /* would have been applied */
 	return fd;
 }
 
-static int la_record_dir_default(const char *dir, int *count, uint64_t *size)
+/* Not on Lustre: the directory default is emulated by a user xattr holding
+ * the bytes Lustre's GETSTRIPE gives (absent: Lustre's 1 x 1 MiB). */
+static ssize_t la_record_dir_default(int dirfd, void *buf, size_t cap)
 {
-	(void)dir;
-	(void)count;
-	(void)size;
-	return -1; /* Lustre's own default: 1 x 1 MiB */
+	return fgetxattr(dirfd, LA_DIR_DEFAULT_XATTR, buf, cap);
 }
 
 const struct la_backend la_backend_record = {

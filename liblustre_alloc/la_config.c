@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,12 +26,42 @@ static pthread_once_t la_once = PTHREAD_ONCE_INIT;
 #define LA_DEFAULT_MAPPER "tcp://127.0.0.1:5558"
 #define LA_DEFAULT_TIMEOUT_MS 50
 #define LA_DEFAULT_RETRY_MS 1000
+/* Directory facts (file system type, default layout) are re-read after
+ * this long: an lfs setstripe -d during a run is seen within it. */
+#define LA_DEFAULT_CACHE_S 10
 
 double la_now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static atomic_int la_pid_cache;
+static __thread pid_t la_tid_cache __attribute__((tls_model("initial-exec")));
+static atomic_uint la_fork_gen; /* bumped in every fork child */
+static __thread unsigned la_tid_gen __attribute__((tls_model("initial-exec")));
+
+pid_t la_getpid(void)
+{
+	pid_t p = atomic_load(&la_pid_cache);
+
+	if (!p) {
+		p = getpid();
+		atomic_store(&la_pid_cache, p);
+	}
+	return p;
+}
+
+pid_t la_gettid(void)
+{
+	unsigned gen = atomic_load(&la_fork_gen);
+
+	if (!la_tid_cache || la_tid_gen != gen) {
+		la_tid_cache = (pid_t)syscall(SYS_gettid);
+		la_tid_gen = gen;
+	}
+	return la_tid_cache;
 }
 
 #define LA_RESOLVE(field, name) \
@@ -159,25 +190,16 @@ static void la_read_paths(void)
 	}
 }
 
-static void la_atfork_prepare(void)
-{
-	la_mapper_atfork_prepare();
-	la_paths_atfork_prepare();
-	la_record_atfork_prepare();
-}
-
-static void la_atfork_parent(void)
-{
-	la_record_atfork_release();
-	la_paths_atfork_release();
-	la_mapper_atfork_parent();
-}
-
+/* The fork child has one thread: the workspaces, cache slots and calls
+ * of the parent's other threads are not in use, and the helper thread must
+ * be started again.  (No prepare/parent handlers: nothing is locked.) */
 static void la_atfork_child(void)
 {
-	la_record_atfork_release();
-	la_paths_atfork_release();
-	la_mapper_atfork_child();
+	atomic_store(&la_pid_cache, 0);
+	atomic_fetch_add(&la_fork_gen, 1);
+	la_work_atfork_child();
+	la_paths_atfork_child();
+	la_helper_atfork_child();
 }
 
 static void la_init_once(void)
@@ -208,11 +230,14 @@ static void la_init_once(void)
 	s = getenv("LUSTRE_ALLOC_RECORD");
 	if (s && *s)
 		la_copy(la_cfg.record, sizeof(la_cfg.record), s);
-	s = getenv("LUSTRE_ALLOC_LLAPI");
-	la_cfg.llapi = !(s && strcmp(s, "0") == 0);
+	la_cfg.cache_s = (int)la_env_long("LUSTRE_ALLOC_CACHE_S",
+					  LA_DEFAULT_CACHE_S, 0, 86400);
 	la_job_identity();
 	la_read_paths();
-	pthread_atfork(la_atfork_prepare, la_atfork_parent, la_atfork_child);
+	la_curve_load();
+	pthread_atfork(NULL, NULL, la_atfork_child);
+	if (la_cfg.enabled)
+		la_helper_start();
 	la_in_shim--;
 }
 
@@ -229,8 +254,7 @@ __attribute__((constructor)) static void la_constructor(void)
 __attribute__((destructor)) static void la_destructor(void)
 {
 	la_in_shim++;
-	la_mapper_shutdown();
+	la_helper_shutdown();
 	la_record_close();
-	la_paths_free();
 	la_in_shim--;
 }

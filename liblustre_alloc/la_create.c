@@ -2,14 +2,17 @@
  * la_create.c - the decision for one new file: which creations are touched,
  * what to ask the mapper, create with the layout, fall back, record.
  *
- * Failure rule: whatever goes wrong on our side (mapper, layout, memory),
- * the application gets exactly what open(2) with its own flags and mode
- * would have given it.
+ * Failure rule: whatever goes wrong on our side (mapper, layout, no free
+ * workspace), the application gets exactly what open(2) with its own flags
+ * and mode would have given it, and nothing it did not create in this call
+ * is removed, reopened or truncated.
+ *
+ * Async-signal-safe from end to end (see la_internal.h): the workspace
+ * comes from la_work.c, the mapper is asked through the helper thread.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,13 +21,17 @@
 
 #define LA_DEFAULT_STRIPE_SIZE (1u << 20) /* Lustre's default: 1 MiB */
 
+/* Each field: the explicit hint, else the environment, else the
+ * directory's default layout, else Lustre's default. */
 void la_fill_request(struct la_request *rq, const char *abs,
 		     const struct la_dirinfo *di,
 		     const struct lustre_alloc_hint *hint)
 {
 	rq->job = la_cfg.job;
 	rq->path = abs;
-	rq->pool = hint && hint->pool ? hint->pool : la_cfg.pool;
+	rq->pool = hint && hint->pool && *hint->pool ? hint->pool
+		 : la_cfg.pool[0] ? la_cfg.pool
+		 : di && di->pool[0] ? di->pool : "";
 	rq->stripe_count = hint && hint->stripe_count ? hint->stripe_count
 			 : la_cfg.stripe_count ? la_cfg.stripe_count
 			 : di && di->stripe_count ? di->stripe_count : 1;
@@ -37,91 +44,139 @@ void la_fill_request(struct la_request *rq, const char *abs,
 				     : la_cfg.expected_bytes;
 }
 
-int la_create(int dirfd, const char *path, const char *abs,
-	      const struct la_dirinfo *di, int flags, mode_t mode,
-	      const struct lustre_alloc_hint *hint, const char *op)
+/* Create the new file base in the directory pfd. */
+static int la_create(struct la_work *w, int pfd, const char *base,
+		     const struct la_dirinfo *di, int flags, mode_t mode,
+		     const struct lustre_alloc_hint *hint, const char *op)
 {
 	const struct la_backend *be =
 		di->is_lustre ? &la_backend_lustre : &la_backend_record;
 	struct la_outcome out = { 0, "" };
+	struct la_decision *d = &w->d;
 	struct la_record_line rec;
 	struct la_request rq;
-	struct la_decision *d;
 	double t0 = la_now_us();
 	int fd, e;
 
-	d = malloc(sizeof(*d));
-	if (!d)
-		return la_real.openat(dirfd, path, flags, mode);
-	la_fill_request(&rq, abs, di, hint);
-	la_mapper_alloc(&rq, la_cfg.timeout_ms, d);
+	la_fill_request(&rq, w->abs, di, hint);
+	d->ok = 0;
+	d->policy[0] = d->mapper_fallback[0] = d->reason[0] = '\0';
+	d->mapper_us = 0;
+	if (di->composite && !(hint && hint->stripe_count)) {
+		/* A PFL/composite default: an OST list would replace it with a
+		 * flat layout.  Left to Lustre, untouched (counted in the
+		 * record) until composite layouts are supported. */
+		strcpy(d->reason, "dir_composite");
+	} else {
+		/* one budget per create: time spent waiting for a free
+		 * workspace comes off the mapper's share */
+		double left_ms = (w->deadline_us - la_now_us()) / 1000.0;
+
+		la_mapper_alloc(&rq, left_ms < 1 ? 1 : (int)left_ms, d);
+	}
 	if (d->ok) {
-		fd = be->create(dirfd, path, flags, mode, d, &out);
-		if (fd < 0 && errno == EEXIST) {
-			/* created by someone else meanwhile: open normally */
-			free(d);
-			return la_real.openat(dirfd, path, flags, mode);
-		}
+		fd = be->create(pfd, base, flags, mode, d, rq.pool, w->u.lum,
+				&out);
+		if (fd < 0 && errno == EEXIST) /* created meanwhile */
+			return la_real.openat(pfd, base, flags, mode);
 		if (fd < 0) {
-			snprintf(out.reason, sizeof(out.reason),
-				 "create_failed:%d", errno);
+			la_reason(out.reason, sizeof(out.reason),
+				  "create_failed", errno);
 			out.applied = 0;
-			fd = la_real.openat(dirfd, path, flags, mode);
+			fd = la_real.openat(pfd, base, flags, mode);
 		}
 	} else {
-		fd = la_real.openat(dirfd, path, flags, mode);
+		fd = la_real.openat(pfd, base, flags, mode);
 	}
 	e = errno;
 	if (fd >= 0) {
-		rec.path = abs;
+		rec.path = w->abs;
 		rec.backend = be->name;
 		rec.op = op;
 		rec.req_count = rq.stripe_count;
 		rec.req_size = rq.stripe_size;
+		rec.pool = rq.pool;
 		rec.d = d;
 		rec.out = &out;
 		rec.total_us = la_now_us() - t0;
-		la_record(&rec);
+		la_record(&rec, w->u.line, sizeof(w->u.line));
 	}
-	free(d);
 	errno = e;
 	return fd;
+}
+
+/* 1: handled, *fd is the result; 0: pass the call straight through. */
+static int la_maybe_create_in(struct la_work *w, int dirfd, const char *path,
+			      int flags, mode_t mode, const char *op, int *fd,
+			      const struct lustre_alloc_hint *hint,
+			      int explicit_call)
+{
+	struct la_target t;
+	struct la_dirinfo di;
+	struct stat st;
+	int handled = 0;
+
+	if (la_target_open(dirfd, path, w, &t) != 0)
+		goto out; /* no such directory: open(2) reports it */
+	/* Existing files (and dangling links) are never touched. */
+	if (fstatat(t.pfd, t.base, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+	    errno != ENOENT)
+		goto out;
+	/* Without LUSTRE_ALLOC_PATHS only Lustre is touched: say no to every
+	 * other file system before naming the directory. */
+	if (!explicit_call && !la_cfg.npaths && !la_dir_is_lustre(t.pfd))
+		goto out;
+	if (la_target_abspath(&t, w) != 0)
+		goto out;
+	if (!explicit_call && la_cfg.npaths && !la_under_paths(w->abs))
+		goto out;
+	{
+		/* the directory's kernel name: abs up to its last slash */
+		size_t dirlen = (size_t)(strrchr(w->abs, '/') - w->abs);
+
+		if (la_dirinfo(t.pfd, w->abs, dirlen ? dirlen : 1, w, &di) != 0)
+			goto out;
+	}
+	if (!explicit_call && !di.is_lustre &&
+	    (!la_cfg.npaths || !la_cfg.record[0]))
+		goto out; /* not Lustre and nothing to record */
+	*fd = la_create(w, t.pfd, t.base, &di, flags, mode, hint, op);
+	handled = 1;
+out:
+	if (t.pfd >= 0) {
+		int e = errno;
+
+		close(t.pfd);
+		errno = e;
+	}
+	return handled;
 }
 
 int la_maybe_create(int dirfd, const char *path, int flags, mode_t mode,
 		    const char *op, int *fd,
 		    const struct lustre_alloc_hint *hint, int explicit_call)
 {
-	char abs[LA_PATH_MAX];
-	struct la_dirinfo di;
-	struct stat st;
+	struct la_work *w;
 	int saved = errno;
-	int handled = 0;
+	int handled;
 
 	if ((!la_cfg.enabled && !explicit_call) || !path || !la_real.openat)
-		goto out;
+		return 0;
 	if (!(flags & O_CREAT) || (flags & O_PATH) ||
 	    (flags & O_DIRECTORY) /* includes O_TMPFILE */)
-		goto out;
-	/* Existing files (and dangling links) are never touched. */
-	if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-	    errno != ENOENT)
-		goto out;
-	if (la_abspath(dirfd, path, abs, sizeof(abs)) != 0)
-		goto out;
-	if (!explicit_call && la_cfg.npaths && !la_under_paths(abs))
-		goto out;
-	if (la_dirinfo(abs, &di) != 0)
-		goto out; /* no such directory: open(2) reports it */
-	if (!explicit_call && !di.is_lustre &&
-	    (!la_cfg.npaths || !la_cfg.record[0]))
-		goto out; /* not Lustre and nothing to record */
-	errno = saved;
-	*fd = la_create(dirfd, path, abs, &di, flags, mode, hint, op);
-	if (*fd >= 0)
+		return 0;
+	{
+		double deadline_us = la_now_us() + la_cfg.timeout_ms * 1000.0;
+
+		w = la_work_get(deadline_us);
+		if (!w)
+			return 0; /* none free in time: Lustre's default */
+		w->deadline_us = deadline_us;
+	}
+	handled = la_maybe_create_in(w, dirfd, path, flags, mode, op, fd, hint,
+				     explicit_call);
+	la_work_put(w);
+	if (!handled || *fd >= 0)
 		errno = saved; /* success leaves errno as the caller had it */
-	return 1;
-out:
-	errno = saved;
 	return handled;
 }

@@ -2,20 +2,31 @@
  * la_internal.h - pieces of liblustre_alloc shared between its objects.
  *
  *   la_config.c   environment, read once; real libc symbols (dlsym RTLD_NEXT)
- *   la_paths.c    absolute paths, eligibility, per-directory statfs cache
- *   la_mapper.c   ZeroMQ DEALER + msgpack client of the mapper (protocol v1)
- *   la_backend.c  layout backends: Lustre ioctl, liblustreapi, record-only
+ *   la_fmt.c      async-signal-safe text building (no printf, no malloc)
+ *   la_paths.c    the real parent directory, eligibility, per-directory cache
+ *   la_work.c     preallocated per-create workspaces
+ *   la_helper.c   the helper thread that owns every ZeroMQ socket
+ *   la_mapper.c   mapper protocol v1: request packing, reply decoding, ask
+ *   la_curve.c    CURVE key files for the mapper connection
+ *   la_backend.c  layout backends: Lustre ioctl, record-only; dir defaults
  *   la_record.c   the record file (one line per decision)
  *   la_create.c   the decision: ask, create with layout, fall back
  *   la_shim.c     the LD_PRELOAD wrappers (only in liblustre_alloc.so)
  *   la_api.c      lustre_alloc.h
+ *
+ * Signal safety: everything an intercepted create runs on the application's
+ * thread (la_maybe_create and what it calls) uses only async-signal-safe
+ * calls: system calls, atomics, futexes, string copies; no malloc, no stdio,
+ * no mutex, no ZeroMQ.  ZeroMQ runs on the helper thread (la_helper.c).
  */
 #ifndef LA_INTERNAL_H
 #define LA_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "lustre_alloc.h"
 #include "lustre_layout_abi.h"
@@ -41,59 +52,62 @@ struct la_real {
 };
 LA_HIDDEN extern struct la_real la_real;
 
+/* Z85 text of a CURVE key (40 characters + NUL). */
+#define LA_Z85_KEY 41
+
 /* ---- configuration (docs/client.md lists every variable) ---- */
 struct la_config {
 	int enabled;               /* LUSTRE_ALLOC_DISABLE unset/0 */
 	char mapper[512];          /* LUSTRE_ALLOC_MAPPER */
 	int timeout_ms;            /* LUSTRE_ALLOC_TIMEOUT_MS */
 	int retry_ms;              /* LUSTRE_ALLOC_RETRY_MS */
+	int cache_s;               /* LUSTRE_ALLOC_CACHE_S, 0 = no cache */
 	char job[256];             /* resolved application id */
 	int stripe_count;          /* LUSTRE_ALLOC_STRIPE_COUNT, 0 = not given */
 	uint64_t stripe_size;      /* LUSTRE_ALLOC_STRIPE_SIZE, 0 = not given */
 	uint64_t expected_bytes;   /* LUSTRE_ALLOC_EXPECTED_BYTES */
 	char pool[LA_LOV_MAXPOOLNAME + 1]; /* LUSTRE_ALLOC_POOL */
 	char record[LA_PATH_MAX];  /* LUSTRE_ALLOC_RECORD, "" = no record */
-	int llapi;                 /* LUSTRE_ALLOC_LLAPI: 0 never, 1 auto */
 	int npaths;                /* LUSTRE_ALLOC_PATHS */
 	char *paths[64];
 	size_t pathlen[64];
+	/* CURVE (la_curve.c): on when curve_server[0]; curve_error says why
+	 * the configured keys could not be used (then no mapper is asked). */
+	char curve_server[LA_Z85_KEY];
+	char curve_public[LA_Z85_KEY];
+	char curve_secret[LA_Z85_KEY];
+	char curve_error[64];
 };
 LA_HIDDEN extern struct la_config la_cfg;
 
 /* Resolve real symbols and read the environment, once (pthread_once). */
 LA_HIDDEN void la_init(void);
 
-/* Recursion guard: non-zero while this thread is inside the shim; libzmq,
- * dlopen and the record file open files too, and a signal handler that
- * opens a file while this thread is in the shim passes straight through. */
+/* Recursion guard: non-zero while this thread is inside the shim; libzmq
+ * and the record file open files too, and a signal handler that opens a
+ * file while this thread is in the shim passes straight through. */
 LA_HIDDEN extern __thread int la_in_shim __attribute__((tls_model("initial-exec")));
 
 LA_HIDDEN double la_now_us(void);
+/* getpid()/gettid() without a system call each time (cached; the fork
+ * child handler forgets them). */
+LA_HIDDEN pid_t la_getpid(void);
+LA_HIDDEN pid_t la_gettid(void);
 
-/* ---- paths ---- */
-struct la_dirinfo {
-	int is_lustre;
-	int stripe_count;      /* directory default, 0 = unknown */
-	uint64_t stripe_size;  /* directory default, 0 = unknown */
+/* ---- async-signal-safe text (la_fmt.c) ---- */
+struct la_out {
+	char *p;
+	size_t len, cap; /* p[len] is always NUL; cut when full */
 };
-/* Absolute, lexically normalised form of (dirfd, path); 0 or -1. */
-LA_HIDDEN int la_abspath(int dirfd, const char *path, char *out, size_t outsz);
-LA_HIDDEN int la_under_paths(const char *abs);
-/* statfs type and default layout of the directory holding abs (cached). */
-LA_HIDDEN int la_dirinfo(const char *abs, struct la_dirinfo *di);
-LA_HIDDEN void la_paths_atfork_prepare(void);
-LA_HIDDEN void la_paths_atfork_release(void);
-LA_HIDDEN void la_paths_free(void);
+LA_HIDDEN void la_put_str(struct la_out *o, const char *s);
+LA_HIDDEN void la_put_u64(struct la_out *o, uint64_t v);
+LA_HIDDEN void la_put_i64(struct la_out *o, int64_t v);
+/* v with one decimal (microseconds in the record). */
+LA_HIDDEN void la_put_tenths(struct la_out *o, double v);
+/* "what:errno" into a fixed reason buffer. */
+LA_HIDDEN void la_reason(char *dst, size_t cap, const char *what, int e);
 
-/* ---- mapper client ---- */
-struct la_request {
-	const char *job;
-	const char *path;
-	const char *pool;
-	int stripe_count;
-	uint64_t stripe_size;
-	uint64_t expected_bytes;
-};
+/* ---- the mapper's answer ---- */
 struct la_decision {
 	int ok;                     /* 1: osts/stripe_size valid */
 	int count;
@@ -105,7 +119,89 @@ struct la_decision {
 	double mapper_us;           /* round trip, 0 if not asked */
 	int err;                    /* negative errno for the API */
 };
-/* Ask for a layout; never blocks longer than timeout_ms.  Fills d. */
+
+/* ---- directory facts ---- */
+struct la_dirinfo {
+	int is_lustre;
+	int has_default;       /* a plain (v1/v3) default layout was read */
+	int composite;         /* PFL/composite default: left to Lustre */
+	int stripe_count;      /* directory default, 0 = unknown */
+	uint64_t stripe_size;  /* directory default, 0 = unknown */
+	char pool[LA_LOV_MAXPOOLNAME + 1]; /* directory default's pool, "" */
+};
+/* A directory default layout as LL_IOC_LOV_GETSTRIPE (or the lustre.lov
+ * xattr) gives it: lov_user_md v1/v3 or a composite; 0 or -1. */
+LA_HIDDEN int la_parse_dir_default(const void *buf, size_t len,
+				   struct la_dirinfo *di);
+
+/* Raise *hwm to at least v (the highest slot index ever used + 1: a fork
+ * child resets only those slots; touching the untouched ones would fault
+ * in megabytes of zero pages for every fork). */
+LA_HIDDEN void la_raise_hwm(atomic_int *hwm, int v);
+
+/* futex(2) on a process-private word (the wait/wake of the create path:
+ * a system call, async-signal-safe). */
+LA_HIDDEN long la_futex(atomic_int *addr, int op, int val,
+			const struct timespec *ts);
+/* Sleep while *addr == val, at most until deadline_us (la_now_us). */
+LA_HIDDEN void la_futex_wait_until(atomic_int *addr, int val,
+				   double deadline_us);
+
+/* ---- per-create workspace (la_work.c) ---- */
+#define LA_LUM_MAX (sizeof(struct la_lov_user_md_v3) + \
+		    LA_MAX_STRIPES * sizeof(struct la_lov_user_ost_data_v1))
+struct la_work {
+	atomic_int busy;
+	double deadline_us;        /* the create's whole mapper budget */
+	char parent[LA_PATH_MAX];  /* directory part of the caller's path */
+	char abs[LA_PATH_MAX];     /* where the file really lands */
+	struct la_decision d;
+	union {                    /* one use at a time */
+		unsigned char lum[LA_LUM_MAX];   /* SETSTRIPE/GETSTRIPE */
+		char line[LA_LUM_MAX];           /* the record line */
+	} u;
+};
+/* A free workspace; when every one is in use, wait for one until
+ * deadline_us; NULL after that (the create then passes straight through). */
+LA_HIDDEN struct la_work *la_work_get(double deadline_us);
+LA_HIDDEN void la_work_put(struct la_work *w);
+LA_HIDDEN void la_work_atfork_child(void);
+
+/* ---- paths ---- */
+/* The caller's (dirfd, path) split into its real parent directory and
+ * last component. */
+struct la_target {
+	int pfd;               /* O_PATH descriptor of the parent, or -1 */
+	const char *base;      /* last component (points into the path) */
+};
+/* Open the parent of path with O_PATH (the kernel resolves every symbolic
+ * link and ".."); 0, or -1 when the shim should leave the call alone. */
+LA_HIDDEN int la_target_open(int dirfd, const char *path, struct la_work *w,
+			     struct la_target *t);
+/* The absolute path where (t->pfd, t->base) lands, into w->abs; 0 or -1. */
+LA_HIDDEN int la_target_abspath(const struct la_target *t, struct la_work *w);
+LA_HIDDEN int la_under_paths(const char *abs);
+/* fstatfs(pfd) says Lustre (uncached: one system call, cheaper than
+ * naming the directory). */
+LA_HIDDEN int la_dir_is_lustre(int pfd);
+/* statfs type and default layout of the directory pfd, whose absolute
+ * name is dir[0..dirlen) (cached for LUSTRE_ALLOC_CACHE_S seconds by that
+ * name); 0 or -1. */
+LA_HIDDEN int la_dirinfo(int pfd, const char *dir, size_t dirlen,
+			 struct la_work *w, struct la_dirinfo *di);
+LA_HIDDEN void la_paths_atfork_child(void);
+
+/* ---- mapper client ---- */
+struct la_request {
+	const char *job;
+	const char *path;
+	const char *pool;
+	int stripe_count;
+	uint64_t stripe_size;
+	uint64_t expected_bytes;
+};
+/* Ask for a layout; never blocks longer than timeout_ms.  Fills d.
+ * Async-signal-safe (the helper thread talks to the mapper). */
 LA_HIDDEN void la_mapper_alloc(const struct la_request *rq, int timeout_ms,
 			       struct la_decision *d);
 /* The same without the process-wide back-off (explicit API). */
@@ -113,15 +209,41 @@ LA_HIDDEN void la_mapper_query(const struct la_request *rq, int timeout_ms,
 			       struct la_decision *d);
 LA_HIDDEN int la_mapper_ping(int timeout_ms);
 #define LA_WANT_PONG (-1000)
-/* Parse a reply body; exported for the unit test. 0 ok, else -errno. */
+/* Parse a reply body; exported for the unit test. 0 ok, 1 another
+ * request's reply, else -errno. */
 LA_HIDDEN int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 			     int want_count, struct la_decision *d);
 LA_HIDDEN size_t la_pack_request(char *buf, size_t cap, uint64_t id,
 				 const struct la_request *rq);
-LA_HIDDEN void la_mapper_atfork_prepare(void);
-LA_HIDDEN void la_mapper_atfork_parent(void);
-LA_HIDDEN void la_mapper_atfork_child(void);
-LA_HIDDEN void la_mapper_shutdown(void);
+
+/* ---- the helper thread (la_helper.c) ---- */
+#define LA_REQ_MAX (LA_PATH_MAX + 1024)
+struct la_call {
+	atomic_int state;        /* LA_CALL_* (la_helper.c) */
+	uint64_t id;
+	int want_count;
+	double deadline_us;
+	size_t reqlen;
+	char req[LA_REQ_MAX];    /* the packed request */
+	struct la_decision d;    /* the helper's answer */
+};
+/* Start the helper if it does not run in this process (not signal-safe:
+ * called from la_init, the explicit API and the fork child handler). */
+LA_HIDDEN void la_helper_start(void);
+LA_HIDDEN int la_helper_running(void);
+/* Claim a call slot (NULL: all busy or no helper), then la_helper_wait. */
+LA_HIDDEN struct la_call *la_helper_claim(void);
+/* Hand the packed call to the helper and wait for it until its deadline.
+ * 0: c->d holds the answer (copied to d); -ETIMEDOUT: no answer, d->reason
+ * says whether the request was sent.  The call is released either way. */
+LA_HIDDEN int la_helper_wait(struct la_call *c, struct la_decision *d);
+LA_HIDDEN void la_helper_release(struct la_call *c);
+LA_HIDDEN void la_helper_atfork_child(void);
+LA_HIDDEN void la_helper_shutdown(void);
+
+/* ---- CURVE (la_curve.c) ---- */
+/* Read LUSTRE_ALLOC_CURVE_* key files into la_cfg (not signal-safe). */
+LA_HIDDEN void la_curve_load(void);
 
 /* ---- layout backends: the Lustre / not-on-Lustre seam ---- */
 struct la_outcome {
@@ -130,19 +252,26 @@ struct la_outcome {
 };
 struct la_backend {
 	const char *name;
-	/* Create the NEW file (dirfd, path) with d's layout.  flags are the
-	 * application's; the backend adds O_CREAT|O_EXCL (and what it needs).
-	 * Returns fd, or -1 with errno (EEXIST: the caller opens normally). */
+	/* Create the NEW file (dirfd, path) with d's layout in pool (or no
+	 * pool).  flags are the application's; the backend adds
+	 * O_CREAT|O_EXCL (and what it needs).  lum is scratch space of
+	 * LA_LUM_MAX bytes.  Returns fd, or -1 with errno (EEXIST: the caller
+	 * opens normally). */
 	int (*create)(int dirfd, const char *path, int flags, mode_t mode,
-		      const struct la_decision *d, struct la_outcome *out);
-	/* Directory default stripe count/size; 0 or -1 (unknown). */
-	int (*dir_default)(const char *dir, int *count, uint64_t *size);
+		      const struct la_decision *d, const char *pool,
+		      void *lum, struct la_outcome *out);
+	/* Default layout of the directory dirfd (an O_RDONLY descriptor) into
+	 * buf (cap bytes); returns its length, or -1 (none, unknown). */
+	ssize_t (*dir_default)(int dirfd, void *buf, size_t cap);
 };
 LA_HIDDEN extern const struct la_backend la_backend_lustre;
 LA_HIDDEN extern const struct la_backend la_backend_record;
-/* The ioctl the Lustre backend calls: the one replaceable point of the
- * seam (tests/test_layout_abi.c drives the backend through it). */
+/* The ioctl the Lustre backend calls: the replaceable point of the seam
+ * (tests/test_layout_abi.c drives the backend through it). */
 LA_HIDDEN extern int (*la_lustre_ioctl)(int fd, unsigned long req, void *arg);
+/* The record backend's stand-in for a Lustre directory default: this user
+ * xattr holding the bytes LL_IOC_LOV_GETSTRIPE would give. */
+#define LA_DIR_DEFAULT_XATTR "user.lustre_alloc.lov"
 /* Fill lum (size >= la_lum_size(n)) with a SPECIFIC layout; returns bytes. */
 LA_HIDDEN size_t la_lum_size(int count);
 LA_HIDDEN size_t la_build_lum(void *lum, uint64_t stripe_size, int count,
@@ -155,26 +284,21 @@ struct la_record_line {
 	const char *op;
 	int req_count;
 	uint64_t req_size;
+	const char *pool;           /* pool of the layout ("" none) */
 	const struct la_decision *d;
 	const struct la_outcome *out;
 	double total_us;
 };
-LA_HIDDEN void la_record(const struct la_record_line *r);
-LA_HIDDEN void la_record_atfork_prepare(void);
-LA_HIDDEN void la_record_atfork_release(void);
+/* Async-signal-safe; builds the line in buf (cap bytes). */
+LA_HIDDEN void la_record(const struct la_record_line *r, char *buf, size_t cap);
 LA_HIDDEN void la_record_close(void);
 
 /* ---- the decision ---- */
-/* Create the new file (dirfd, path) whose absolute form is abs.  Returns
- * what open(2) with the application's flags would: fd, or -1 + errno. */
-LA_HIDDEN int la_create(int dirfd, const char *path, const char *abs,
-			const struct la_dirinfo *di, int flags, mode_t mode,
-			const struct lustre_alloc_hint *hint, const char *op);
-/* Whole pipeline for a wrapper: eligibility, existence, la_create.  Returns
- * 1 and sets *fd when it handled the call, 0 to pass straight through. */
 LA_HIDDEN void la_fill_request(struct la_request *rq, const char *abs,
-				const struct la_dirinfo *di,
-				const struct lustre_alloc_hint *hint);
+			       const struct la_dirinfo *di,
+			       const struct lustre_alloc_hint *hint);
+/* Whole pipeline for a wrapper: eligibility, existence, create.  Returns
+ * 1 and sets *fd when it handled the call, 0 to pass straight through. */
 LA_HIDDEN int la_maybe_create(int dirfd, const char *path, int flags,
 			      mode_t mode, const char *op, int *fd,
 			      const struct lustre_alloc_hint *hint, int explicit_call);

@@ -2,48 +2,25 @@
  * la_mapper.c - client side of "Allocation protocol: shim -> mapper
  * (version 1)" (docs/protocol.md).
  *
- * ZeroMQ DEALER sockets that send [b"", msgpack map] to the mapper's ROUTER,
- * with a request id in every request: a request that timed out leaves the
- * socket usable, and its late reply is recognised by id and dropped.
- * Sockets are pooled: a thread takes one for a request and puts it back, so
- * no socket is ever used by two threads at once.  The context belongs to the
- * process that made it: after fork the child abandons the parent's context
- * and sockets (never touches them) and makes its own on first use.
- *
- * Sockets use ZMQ_IMMEDIATE: nothing is queued towards a mapper that is not
- * connected, so a stopped mapper costs at most LUSTRE_ALLOC_TIMEOUT_MS and,
- * for LUSTRE_ALLOC_RETRY_MS after that, nothing at all.
+ * Requests are msgpack maps packed into a caller buffer (msgpack-c's packer
+ * with our own writer: no allocation), with a request id in every request:
+ * a request that timed out leaves its socket usable, and its late reply is
+ * recognised by id and dropped.  The exchange itself runs on the helper
+ * thread (la_helper.c); la_ask only packs, hands over and waits, so it is
+ * async-signal-safe.  A stopped mapper costs at most
+ * LUSTRE_ALLOC_TIMEOUT_MS and, for LUSTRE_ALLOC_RETRY_MS after that,
+ * nothing at all (process-wide back-off).
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <math.h>
 #include <msgpack.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <zmq.h>
 
 #include "la_internal.h"
 
 #define LA_MAX_FRAME 65536 /* protocol: larger bodies are refused */
-
-struct la_conn {
-	void *sock;
-	void *ctx;
-	struct la_conn *next;
-};
-
-static pthread_mutex_t la_pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static void *la_ctx;
-static pid_t la_ctx_pid;
-static struct la_conn *la_free_conns;
-static int la_busy;
-static int la_shut;
-/* What a fork child inherited and must never touch; kept reachable. */
-static void *la_abandoned_ctx;
-static struct la_conn *la_abandoned_conns;
 
 static _Atomic uint64_t la_next_id = 1;
 static _Atomic uint64_t la_backoff_until_us;
@@ -270,227 +247,7 @@ out:
 	return rc;
 }
 
-/* ---- connection pool ---- */
-
-static void la_abandon_locked(void)
-{
-	struct la_conn *c = la_free_conns;
-
-	while (c) {
-		struct la_conn *next = c->next;
-
-		c->next = la_abandoned_conns;
-		la_abandoned_conns = c;
-		c = next;
-	}
-	la_free_conns = NULL;
-	if (la_ctx)
-		la_abandoned_ctx = la_ctx;
-	la_ctx = NULL;
-	la_busy = 0;
-}
-
-static struct la_conn *la_conn_get(void)
-{
-	struct la_conn *c = NULL;
-	pid_t pid = getpid();
-	int one = 1, zero = 0, hwm = 64;
-
-	pthread_mutex_lock(&la_pool_mu);
-	if (la_shut)
-		goto out;
-	if (la_ctx && la_ctx_pid != pid)
-		la_abandon_locked(); /* fork without our atfork handler */
-	if (!la_ctx) {
-		la_ctx = zmq_ctx_new();
-		if (!la_ctx)
-			goto out;
-		zmq_ctx_set(la_ctx, ZMQ_BLOCKY, 0);
-		la_ctx_pid = pid;
-	}
-	if (la_free_conns) {
-		c = la_free_conns;
-		la_free_conns = c->next;
-	} else {
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			goto out;
-		c->ctx = la_ctx;
-		c->sock = zmq_socket(la_ctx, ZMQ_DEALER);
-		if (!c->sock) {
-			free(c);
-			c = NULL;
-			goto out;
-		}
-		zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
-		zmq_setsockopt(c->sock, ZMQ_IMMEDIATE, &one, sizeof(one));
-		zmq_setsockopt(c->sock, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-		zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm));
-		if (zmq_connect(c->sock, la_cfg.mapper) != 0) {
-			zmq_close(c->sock);
-			free(c);
-			c = NULL;
-			goto out;
-		}
-	}
-	c->next = NULL;
-	la_busy++;
-out:
-	pthread_mutex_unlock(&la_pool_mu);
-	return c;
-}
-
-static void la_conn_put(struct la_conn *c)
-{
-	pthread_mutex_lock(&la_pool_mu);
-	if (c->ctx == la_ctx && la_ctx_pid == getpid() && !la_shut) {
-		c->next = la_free_conns;
-		la_free_conns = c;
-		la_busy--;
-	} else if (la_ctx_pid == getpid() && c->ctx == la_ctx) {
-		zmq_close(c->sock); /* shut down while we were using it */
-		free(c);
-		la_busy--;
-	} /* else: a parent's socket in a fork child; never touch it */
-	pthread_mutex_unlock(&la_pool_mu);
-}
-
-void la_mapper_atfork_prepare(void)
-{
-	pthread_mutex_lock(&la_pool_mu);
-}
-
-void la_mapper_atfork_parent(void)
-{
-	pthread_mutex_unlock(&la_pool_mu);
-}
-
-void la_mapper_atfork_child(void)
-{
-	la_abandon_locked();
-	pthread_mutex_unlock(&la_pool_mu);
-}
-
-void la_mapper_shutdown(void)
-{
-	pthread_mutex_lock(&la_pool_mu);
-	la_shut = 1;
-	if (la_ctx && la_ctx_pid == getpid()) {
-		while (la_free_conns) {
-			struct la_conn *c = la_free_conns;
-
-			la_free_conns = c->next;
-			zmq_close(c->sock);
-			free(c);
-		}
-		if (la_busy == 0) {
-			zmq_ctx_term(la_ctx);
-			la_ctx = NULL;
-		}
-	}
-	pthread_mutex_unlock(&la_pool_mu);
-}
-
-/* ---- one exchange ---- */
-
-static int la_ms_left(double deadline_us)
-{
-	double left = deadline_us - la_now_us();
-
-	return left <= 0 ? 0 : (int)ceil(left / 1000.0);
-}
-
-/* Drain one multipart message; 0 and body in *msg if it is [b"", body]. */
-static int la_recv_reply(void *sock, zmq_msg_t *body)
-{
-	zmq_msg_t part;
-	int more = 0, good = 1, nparts = 0;
-	size_t sz = sizeof(more);
-
-	do {
-		zmq_msg_init(&part);
-		if (zmq_msg_recv(&part, sock, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&part);
-			return nparts ? -EPROTO : -errno;
-		}
-		nparts++;
-		zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
-		if (nparts == 1) {
-			if (zmq_msg_size(&part) != 0 || !more)
-				good = 0;
-			zmq_msg_close(&part);
-		} else if (nparts == 2 && good && !more) {
-			zmq_msg_move(body, &part);
-			zmq_msg_close(&part);
-		} else {
-			good = 0;
-			zmq_msg_close(&part);
-		}
-	} while (more);
-	return good && nparts == 2 ? 0 : -EPROTO;
-}
-
-/* Send req (id) and wait for its reply until deadline_us.  Returns 0 with
- * d filled by la_parse_reply (which may itself report an error), else a
- * negative errno with d->reason set. */
-static int la_exchange(void *sock, const char *req, size_t reqlen,
-		       uint64_t id, int want_count, double deadline_us,
-		       struct la_decision *d)
-{
-	zmq_pollitem_t it = { sock, 0, ZMQ_POLLOUT, 0 };
-	int rc;
-
-	/* Stale replies to requests we gave up on: drop them now. */
-	for (;;) {
-		zmq_msg_t body;
-
-		zmq_msg_init(&body);
-		rc = la_recv_reply(sock, &body);
-		zmq_msg_close(&body);
-		if (rc == -EAGAIN)
-			break;
-	}
-	rc = zmq_poll(&it, 1, la_ms_left(deadline_us));
-	if (rc <= 0 || !(it.revents & ZMQ_POLLOUT)) {
-		strcpy(d->reason, "mapper_unreachable");
-		return -EHOSTUNREACH;
-	}
-	if (zmq_send(sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
-	    zmq_send(sock, req, reqlen, ZMQ_DONTWAIT) != (int)reqlen) {
-		snprintf(d->reason, sizeof(d->reason), "mapper_send:%d", errno);
-		return -EAGAIN;
-	}
-	for (;;) {
-		zmq_msg_t body;
-		int left = la_ms_left(deadline_us);
-
-		it.events = ZMQ_POLLIN;
-		it.revents = 0;
-		if (left <= 0 || zmq_poll(&it, 1, left) <= 0 ||
-		    !(it.revents & ZMQ_POLLIN)) {
-			strcpy(d->reason, "mapper_timeout");
-			return -ETIMEDOUT;
-		}
-		zmq_msg_init(&body);
-		rc = la_recv_reply(sock, &body);
-		if (rc == -EAGAIN) {
-			zmq_msg_close(&body);
-			continue;
-		}
-		if (rc != 0) {
-			zmq_msg_close(&body);
-			strcpy(d->reason, "mapper_garbage:frames");
-			d->err = -EPROTO;
-			return 0;
-		}
-		rc = la_parse_reply(zmq_msg_data(&body), zmq_msg_size(&body),
-				    id, want_count, d);
-		zmq_msg_close(&body);
-		if (rc == 1)
-			continue; /* a late reply to an earlier request */
-		return 0;
-	}
-}
+/* ---- asking (application thread, async-signal-safe) ---- */
 
 static void la_decision_reset(struct la_decision *d)
 {
@@ -502,43 +259,43 @@ static void la_decision_reset(struct la_decision *d)
 	d->err = 0;
 }
 
+static int la_fail(struct la_decision *d, const char *reason, int err)
+{
+	strcpy(d->reason, reason);
+	d->err = err;
+	return err;
+}
+
 static int la_ask(const struct la_request *rq, int want_count, int timeout_ms,
 		  int use_backoff, struct la_decision *d)
 {
-	char req[LA_PATH_MAX + 1024];
 	uint64_t id = atomic_fetch_add(&la_next_id, 1);
-	struct la_conn *c;
+	struct la_call *c;
 	double t0 = la_now_us();
-	size_t len;
 	int rc;
 
 	la_decision_reset(d);
-	if (!la_cfg.mapper[0]) {
-		strcpy(d->reason, "no_mapper");
-		d->err = -ENOTCONN;
-		return d->err;
-	}
+	if (!la_cfg.mapper[0])
+		return la_fail(d, "no_mapper", -ENOTCONN);
+	if (la_cfg.curve_error[0])
+		return la_fail(d, la_cfg.curve_error, -EACCES);
 	if (use_backoff && la_cfg.retry_ms > 0 &&
-	    (uint64_t)t0 < atomic_load(&la_backoff_until_us)) {
-		strcpy(d->reason, "mapper_backoff");
-		d->err = -ETIMEDOUT;
-		return d->err;
+	    (uint64_t)t0 < atomic_load(&la_backoff_until_us))
+		return la_fail(d, "mapper_backoff", -ETIMEDOUT);
+	c = la_helper_claim();
+	if (!c)
+		return la_fail(d, la_helper_running() ? "mapper_busy"
+						      : "mapper_no_helper",
+			       -EAGAIN);
+	c->reqlen = la_pack_request(c->req, sizeof(c->req), id, rq);
+	if (c->reqlen == 0) {
+		la_helper_release(c);
+		return la_fail(d, "request_too_large", -ENAMETOOLONG);
 	}
-	len = la_pack_request(req, sizeof(req), id, rq);
-	if (len == 0) {
-		strcpy(d->reason, "request_too_large");
-		d->err = -ENAMETOOLONG;
-		return d->err;
-	}
-	c = la_conn_get();
-	if (!c) {
-		strcpy(d->reason, "mapper_socket");
-		d->err = -ENOTCONN;
-		return d->err;
-	}
-	rc = la_exchange(c->sock, req, len, id, want_count,
-			 t0 + timeout_ms * 1000.0, d);
-	la_conn_put(c);
+	c->id = id;
+	c->want_count = want_count;
+	c->deadline_us = t0 + timeout_ms * 1000.0;
+	rc = la_helper_wait(c, d);
 	d->mapper_us = la_now_us() - t0;
 	if (rc < 0) {
 		d->err = rc;
@@ -550,7 +307,7 @@ static int la_ask(const struct la_request *rq, int want_count, int timeout_ms,
 	}
 	if (want_count == LA_WANT_PONG)
 		return d->reason[0] ? (d->err ? d->err : -EPROTO) : 0;
-	return d->ok ? 0 : d->err;
+	return d->ok ? 0 : (d->err ? d->err : -EPROTO);
 }
 
 void la_mapper_alloc(const struct la_request *rq, int timeout_ms,
@@ -567,8 +324,6 @@ int la_mapper_ping(int timeout_ms)
 	if (!d)
 		return -ENOMEM;
 	rc = la_ask(NULL, LA_WANT_PONG, timeout_ms, 0, d);
-	if (rc == 0 && d->reason[0])
-		rc = d->err ? d->err : -EPROTO;
 	free(d);
 	return rc;
 }

@@ -1,18 +1,27 @@
 /*
- * la_paths.c - which creations the shim touches.
+ * la_paths.c - which creations the shim touches, and where they land.
  *
- * A path is eligible when its directory is on Lustre (statfs f_type ==
- * LL_SUPER_MAGIC, cached per directory) or, when LUSTRE_ALLOC_PATHS is set,
- * when it lies under one of those prefixes (and then only there).  Paths are
- * made absolute and normalised lexically ("." and ".." removed, symbolic
- * links not followed) for the prefix test and the record.
+ * The parent directory of the caller's path is opened with O_PATH: the
+ * kernel resolves it (symbolic links, "..", the caller's dirfd) exactly as
+ * the create will, so "dir/lnk/../f" is checked and recorded where it
+ * really lands, and the create itself is made relative to that descriptor.
+ * The absolute path (for LUSTRE_ALLOC_PATHS and the record) is the
+ * kernel's name of that directory (/proc/self/fd/N) plus the last
+ * component.
+ *
+ * A path is eligible when its directory is on Lustre (fstatfs f_type ==
+ * LL_SUPER_MAGIC) or, when LUSTRE_ALLOC_PATHS is set, when it lies under
+ * one of those prefixes (and then only there).  The file system type and
+ * the directory's default layout are cached per directory (by the kernel's
+ * name of it, up to LA_DIRKEY_MAX bytes; longer ones are not cached) for
+ * LUSTRE_ALLOC_CACHE_S seconds, so an "lfs setstripe -d" on a directory
+ * during a run is seen after at most that long.  The cache is lock-free:
+ * a slot busy in another thread (or in the code a signal interrupted) is
+ * simply bypassed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -20,81 +29,67 @@
 #include "la_internal.h"
 
 #define LA_DIRCACHE_SLOTS 64
+#define LA_DIRKEY_MAX 512
 
 struct la_dirslot {
-	char *dir;
+	atomic_int busy;
+	size_t dirlen;
+	char dir[LA_DIRKEY_MAX];
+	double expires_us;     /* 0: empty */
 	struct la_dirinfo info;
 };
 
-static pthread_mutex_t la_dir_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct la_dirslot la_dircache[LA_DIRCACHE_SLOTS];
+static _Atomic uint64_t la_dircache_used; /* bit i: slot i was ever taken */
+_Static_assert(LA_DIRCACHE_SLOTS <= 64, "one bit per slot");
 
-/* Append the components of rel to out (holding an absolute path of length
- * *len), resolving "." and ".." lexically. */
-static int la_join(char *out, size_t outsz, size_t *len, const char *rel)
+int la_target_open(int dirfd, const char *path, struct la_work *w,
+		   struct la_target *t)
 {
-	const char *p = rel;
+	const char *slash, *base;
+	size_t plen;
 
-	while (*p) {
-		const char *e;
-		size_t n;
-
-		while (*p == '/')
-			p++;
-		if (!*p)
-			break;
-		e = strchr(p, '/');
-		n = e ? (size_t)(e - p) : strlen(p);
-		if (n == 1 && p[0] == '.') {
-			/* nothing */
-		} else if (n == 2 && p[0] == '.' && p[1] == '.') {
-			while (*len > 1 && out[*len - 1] != '/')
-				(*len)--;
-			if (*len > 1)
-				(*len)--; /* drop the slash too, keep "/" */
-			out[*len] = '\0';
-		} else {
-			size_t need = *len + (*len > 1 ? 1 : 0) + n + 1;
-
-			if (need > outsz)
-				return -1;
-			if (*len > 1)
-				out[(*len)++] = '/';
-			memcpy(out + *len, p, n);
-			*len += n;
-			out[*len] = '\0';
-		}
-		p += n;
+	t->pfd = -1;
+	if (!path || !*path)
+		return -1;
+	slash = strrchr(path, '/');
+	base = slash ? slash + 1 : path;
+	/* "dir/", "." and "..": not a new regular file; open(2) decides */
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return -1;
+	if (!slash) {
+		strcpy(w->parent, ".");
+	} else {
+		plen = slash == path ? 1 : (size_t)(slash - path);
+		if (plen >= sizeof(w->parent))
+			return -1;
+		memcpy(w->parent, path, plen);
+		w->parent[plen] = '\0';
 	}
-	return 0;
+	t->pfd = la_real.openat(dirfd, w->parent,
+				O_PATH | O_DIRECTORY | O_CLOEXEC);
+	t->base = base;
+	return t->pfd >= 0 ? 0 : -1;
 }
 
-int la_abspath(int dirfd, const char *path, char *out, size_t outsz)
+int la_target_abspath(const struct la_target *t, struct la_work *w)
 {
-	size_t len;
+	char link[32];
+	struct la_out o = { link, 0, sizeof(link) };
+	struct la_out a = { w->abs, 0, sizeof(w->abs) };
+	ssize_t n;
 
-	if (!path || !*path || outsz < 2)
-		return -1;
-	if (path[0] == '/') {
-		strcpy(out, "/");
-	} else if (dirfd == AT_FDCWD) {
-		if (!getcwd(out, outsz))
-			return -1;
-	} else {
-		char link[64];
-		ssize_t n;
-
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
-		n = readlink(link, out, outsz - 1);
-		if (n <= 0 || out[0] != '/')
-			return -1;
-		out[n] = '\0';
-	}
-	len = strlen(out);
-	/* getcwd/readlink give a canonical path; normalise it anyway. */
-	if (out[0] != '/')
-		return -1;
-	return la_join(out, outsz, &len, path);
+	la_put_str(&o, "/proc/self/fd/");
+	la_put_i64(&o, t->pfd);
+	n = readlink(link, w->abs, sizeof(w->abs) - 1);
+	if (n <= 0 || w->abs[0] != '/')
+		return -1; /* not reachable from our root */
+	a.len = (size_t)n;
+	w->abs[n] = '\0';
+	if (a.len > 1)
+		la_put_str(&a, "/");
+	la_put_str(&a, t->base);
+	return a.len + 1 < a.cap ? 0 : -1; /* cut: too long to record */
 }
 
 int la_under_paths(const char *abs)
@@ -113,81 +108,94 @@ int la_under_paths(const char *abs)
 	return 0;
 }
 
-static unsigned la_hash(const char *s, size_t n)
+int la_dir_is_lustre(int pfd)
 {
-	unsigned h = 2166136261u; /* FNV-1a */
+	struct statfs sf;
+
+	return fstatfs(pfd, &sf) == 0 &&
+	       (unsigned long)sf.f_type == LA_LL_SUPER_MAGIC;
+}
+
+static struct la_dirslot *la_slot_for(const char *dir, size_t n)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	return h;
+		h = (h ^ (unsigned char)dir[i]) * 16777619u;
+	return &la_dircache[h % LA_DIRCACHE_SLOTS];
 }
 
-int la_dirinfo(const char *abs, struct la_dirinfo *di)
+static int la_slot_trylock(struct la_dirslot *s)
 {
-	const char *slash = strrchr(abs, '/');
-	size_t dlen = slash ? (size_t)(slash - abs) : 0;
-	char dir[LA_PATH_MAX];
-	struct la_dirslot *slot;
+	int zero = 0;
+
+	if (!atomic_compare_exchange_strong(&s->busy, &zero, 1))
+		return 0;
+	atomic_fetch_or(&la_dircache_used, 1ull << (s - la_dircache));
+	return 1;
+}
+
+/* Read the directory's facts from the file system (no cache). */
+static int la_dirinfo_read(int pfd, struct la_work *w, struct la_dirinfo *di)
+{
+	const struct la_backend *be;
 	struct statfs sf;
-	char *copy;
+	ssize_t n;
+	int dfd;
 
-	if (dlen == 0)
-		dlen = 1; /* "/file": the directory is "/" */
-	if (dlen >= sizeof(dir))
-		return -1;
-	memcpy(dir, abs, dlen);
-	dir[dlen] = '\0';
-	slot = &la_dircache[la_hash(dir, dlen) % LA_DIRCACHE_SLOTS];
-
-	pthread_mutex_lock(&la_dir_mu);
-	if (slot->dir && strcmp(slot->dir, dir) == 0) {
-		*di = slot->info;
-		pthread_mutex_unlock(&la_dir_mu);
-		return 0;
-	}
-	pthread_mutex_unlock(&la_dir_mu);
-
-	if (statfs(dir, &sf) != 0)
-		return -1; /* not cached: the directory may appear later */
 	memset(di, 0, sizeof(*di));
+	if (fstatfs(pfd, &sf) != 0)
+		return -1;
 	di->is_lustre = ((unsigned long)sf.f_type == LA_LL_SUPER_MAGIC);
-	if (di->is_lustre &&
-	    la_backend_lustre.dir_default(dir, &di->stripe_count,
-					  &di->stripe_size) != 0) {
-		di->stripe_count = 0;
-		di->stripe_size = 0;
-	}
-
-	copy = strdup(dir);
-	if (!copy)
-		return 0;
-	pthread_mutex_lock(&la_dir_mu);
-	free(slot->dir);
-	slot->dir = copy;
-	slot->info = *di;
-	pthread_mutex_unlock(&la_dir_mu);
+	be = di->is_lustre ? &la_backend_lustre : &la_backend_record;
+	/* the layout ioctl and xattr need a real descriptor, not O_PATH */
+	dfd = la_real.openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0; /* unreadable directory: default unknown */
+	n = be->dir_default(dfd, w->u.lum, sizeof(w->u.lum));
+	close(dfd);
+	if (n > 0)
+		la_parse_dir_default(w->u.lum, (size_t)n, di);
 	return 0;
 }
 
-void la_paths_atfork_prepare(void)
+int la_dirinfo(int pfd, const char *dir, size_t dirlen, struct la_work *w,
+	       struct la_dirinfo *di)
 {
-	pthread_mutex_lock(&la_dir_mu);
+	int cacheable = la_cfg.cache_s > 0 && dirlen < LA_DIRKEY_MAX;
+	struct la_dirslot *s = la_slot_for(dir, dirlen);
+	double now = la_now_us();
+
+	if (cacheable && la_slot_trylock(s)) {
+		int hit = s->expires_us > now && s->dirlen == dirlen &&
+			  memcmp(s->dir, dir, dirlen) == 0;
+
+		if (hit)
+			*di = s->info;
+		atomic_store(&s->busy, 0);
+		if (hit)
+			return 0;
+	}
+	if (la_dirinfo_read(pfd, w, di) != 0)
+		return -1;
+	if (cacheable && la_slot_trylock(s)) {
+		memcpy(s->dir, dir, dirlen);
+		s->dirlen = dirlen;
+		s->info = *di;
+		s->expires_us = now + la_cfg.cache_s * 1e6;
+		atomic_store(&s->busy, 0);
+	}
+	return 0;
 }
 
-void la_paths_atfork_release(void)
+/* A slot held by a thread that does not exist in the fork child. */
+void la_paths_atfork_child(void)
 {
-	pthread_mutex_unlock(&la_dir_mu);
-}
-
-void la_paths_free(void)
-{
+	uint64_t used = atomic_load(&la_dircache_used);
 	int i;
 
-	pthread_mutex_lock(&la_dir_mu);
-	for (i = 0; i < LA_DIRCACHE_SLOTS; i++) {
-		free(la_dircache[i].dir);
-		la_dircache[i].dir = NULL;
-	}
-	pthread_mutex_unlock(&la_dir_mu);
+	for (i = 0; i < LA_DIRCACHE_SLOTS; i++)
+		if (used & (1ull << i))
+			atomic_store(&la_dircache[i].busy, 0);
 }

@@ -4,52 +4,104 @@
  * order (docs/client.md, "Record format").  Each line is written with one
  * write(2) on an O_APPEND descriptor, so lines from concurrent threads and
  * processes do not interleave.
+ *
+ * Async-signal-safe: the line is built with la_fmt.c into the caller's
+ * workspace, and the descriptor is shared through an atomic (two threads
+ * opening it at once keep one and close the other).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "la_internal.h"
 
-static pthread_mutex_t la_rec_mu = PTHREAD_MUTEX_INITIALIZER;
-static int la_rec_fd = -1;
-static dev_t la_rec_dev;
-static ino_t la_rec_ino;
+/* The open descriptor and the identity of its file (dev, ino): the
+ * application may close our descriptor and reuse its number. */
+static atomic_int la_rec_fd = -1;
+static _Atomic uint64_t la_rec_dev, la_rec_ino;
+static atomic_int la_rec_refused;
 
-struct la_line {
-	char *p;
-	size_t len, cap;
-};
-
-static void la_add(struct la_line *l, const char *fmt, ...)
+/* One line on stderr, once per process, when the record file is refused. */
+static void la_rec_refuse(const char *why)
 {
-	va_list ap;
-	int n;
+	const char *parts[] = { "liblustre_alloc: record file ", la_cfg.record,
+				" refused (", why,
+				"); no records are written\n" };
+	unsigned i;
 
-	if (l->len >= l->cap)
+	if (atomic_exchange(&la_rec_refused, 1))
 		return;
-	va_start(ap, fmt);
-	n = vsnprintf(l->p + l->len, l->cap - l->len, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		l->len += (size_t)n < l->cap - l->len ? (size_t)n
-						       : l->cap - l->len;
+	for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		ssize_t w = write(2, parts[i], strlen(parts[i]));
+		(void)w;
+	}
+}
+
+/* Open the record file: never through a symbolic link (a link planted in
+ * a shared directory such as /tmp would redirect other users' records),
+ * never inherited by exec'd programs, readable by its owner only, and only
+ * a regular file.  -1 when refused. */
+static int la_rec_open(struct stat *st)
+{
+	int fd = la_real.openat(AT_FDCWD, la_cfg.record,
+				O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+					O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
+				0600);
+
+	if (fd < 0) {
+		la_rec_refuse(errno == ELOOP ? "a symbolic link"
+			      : errno == EACCES ? "permission denied"
+					       : "cannot be opened");
+		return -1;
+	}
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+		close(fd);
+		la_rec_refuse("not a regular file");
+		return -1;
+	}
+	return fd;
+}
+
+static int la_rec_get_fd(void)
+{
+	struct stat st;
+	int fd = atomic_load(&la_rec_fd);
+
+	if (fd >= 0 && fstat(fd, &st) == 0 &&
+	    (uint64_t)st.st_dev == atomic_load(&la_rec_dev) &&
+	    (uint64_t)st.st_ino == atomic_load(&la_rec_ino))
+		return fd;
+	if (atomic_load(&la_rec_refused))
+		return -1;
+	/* not ours any more (never close it: it is the application's now),
+	 * or not opened yet */
+	{
+		int mine = la_rec_open(&st);
+
+		if (mine < 0)
+			return -1;
+		atomic_store(&la_rec_dev, (uint64_t)st.st_dev);
+		atomic_store(&la_rec_ino, (uint64_t)st.st_ino);
+		if (!atomic_compare_exchange_strong(&la_rec_fd, &fd, mine)) {
+			close(mine); /* another thread was first */
+			return atomic_load(&la_rec_fd);
+		}
+		return mine;
+	}
 }
 
 /* Percent-encode what would break the line: %, tab, newline, controls. */
-static void la_add_escaped(struct la_line *l, const char *key, const char *s)
+static void la_put_escaped(struct la_out *l, const char *key, const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
 
-	la_add(l, "\t%s=", key);
+	la_put_str(l, "\t");
+	la_put_str(l, key);
+	la_put_str(l, "=");
 	for (; s && *s && l->len + 4 < l->cap; s++) {
 		unsigned char c = (unsigned char)*s;
 
@@ -64,102 +116,87 @@ static void la_add_escaped(struct la_line *l, const char *key, const char *s)
 	l->p[l->len] = '\0';
 }
 
-/* The cached descriptor, reopened if the application closed it (or
- * reused its number for something else). */
-static int la_rec_get_fd(void)
+static void la_put_kv(struct la_out *l, const char *key, uint64_t v)
 {
-	struct stat st;
-	int fd;
-
-	pthread_mutex_lock(&la_rec_mu);
-	if (la_rec_fd >= 0 &&
-	    (fstat(la_rec_fd, &st) != 0 || st.st_dev != la_rec_dev ||
-	     st.st_ino != la_rec_ino))
-		la_rec_fd = -1; /* not ours any more: do not close it */
-	if (la_rec_fd < 0) {
-		fd = la_real.open(la_cfg.record,
-				  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-				  0644);
-		if (fd >= 0 && fstat(fd, &st) == 0) {
-			la_rec_fd = fd;
-			la_rec_dev = st.st_dev;
-			la_rec_ino = st.st_ino;
-		} else if (fd >= 0) {
-			close(fd);
-		}
-	}
-	fd = la_rec_fd;
-	pthread_mutex_unlock(&la_rec_mu);
-	return fd;
+	la_put_str(l, "\t");
+	la_put_str(l, key);
+	la_put_str(l, "=");
+	la_put_u64(l, v);
 }
 
-void la_record(const struct la_record_line *r)
+void la_record(const struct la_record_line *r, char *buf, size_t cap)
 {
 	const struct la_decision *d = r->d;
 	int applied = r->out->applied && d->ok;
+	struct la_out l = { buf, 0, cap };
 	struct timespec ts;
-	struct la_line l;
 	int fd, i;
 	int saved = errno;
 
-	if (!la_cfg.record[0])
+	if (!la_cfg.record[0] || cap < 2)
 		return;
-	l.cap = 1024 + 3 * strlen(r->path) + 3 * strlen(la_cfg.job) +
-		(d->ok ? (size_t)d->count * 7 : 0);
-	l.p = malloc(l.cap);
-	if (!l.p)
-		goto out;
-	l.len = 0;
+	buf[0] = '\0';
 	clock_gettime(CLOCK_REALTIME, &ts);
-	la_add(&l, "v=1\tts=%lld.%06ld\tpid=%d\ttid=%ld\top=%s\tbackend=%s",
-	       (long long)ts.tv_sec, ts.tv_nsec / 1000, (int)getpid(),
-	       (long)syscall(SYS_gettid), r->op, r->backend);
-	la_add_escaped(&l, "job", la_cfg.job);
-	la_add_escaped(&l, "path", r->path);
-	la_add(&l, "\tresult=%s\tosts=", applied ? "layout" : "default");
-	for (i = 0; applied && i < d->count; i++)
-		la_add(&l, i ? ",%u" : "%u", d->osts[i]);
-	if (applied)
-		la_add(&l, "\tstripe_count=%d\tstripe_size=%llu", d->count,
-		       (unsigned long long)d->stripe_size);
-	else
-		la_add(&l, "\tstripe_count=\tstripe_size=");
-	la_add(&l, "\treq_count=%d\treq_size=%llu", r->req_count,
-	       (unsigned long long)r->req_size);
-	la_add_escaped(&l, "policy", d->policy);
-	la_add_escaped(&l, "mapper_fallback", d->mapper_fallback);
-	la_add_escaped(&l, "reason",
-		       r->out->reason[0] ? r->out->reason : d->reason);
-	la_add(&l, "\tmapper_us=%.1f\ttotal_us=%.1f\n", d->mapper_us,
-	       r->total_us);
-	if (l.len == l.cap) { /* cut: still one line */
-		l.p[l.cap - 1] = '\n';
+	la_put_str(&l, "v=1\tts=");
+	la_put_u64(&l, (uint64_t)ts.tv_sec);
+	la_put_str(&l, ".");
+	{
+		char us[7];
+		long v = ts.tv_nsec / 1000;
+
+		for (i = 5; i >= 0; i--, v /= 10)
+			us[i] = (char)('0' + v % 10);
+		us[6] = '\0';
+		la_put_str(&l, us);
 	}
+	la_put_kv(&l, "pid", (uint64_t)la_getpid());
+	la_put_kv(&l, "tid", (uint64_t)la_gettid());
+	la_put_str(&l, "\top=");
+	la_put_str(&l, r->op);
+	la_put_str(&l, "\tbackend=");
+	la_put_str(&l, r->backend);
+	la_put_escaped(&l, "job", la_cfg.job);
+	la_put_escaped(&l, "path", r->path);
+	la_put_str(&l, applied ? "\tresult=layout\tosts=" :
+				 "\tresult=default\tosts=");
+	for (i = 0; applied && i < d->count; i++) {
+		if (i)
+			la_put_str(&l, ",");
+		la_put_u64(&l, d->osts[i]);
+	}
+	if (applied) {
+		la_put_kv(&l, "stripe_count", (uint64_t)d->count);
+		la_put_kv(&l, "stripe_size", d->stripe_size);
+	} else {
+		la_put_str(&l, "\tstripe_count=\tstripe_size=");
+	}
+	la_put_escaped(&l, "pool", applied && r->pool ? r->pool : "");
+	la_put_str(&l, "\treq_count=");
+	la_put_i64(&l, r->req_count);
+	la_put_kv(&l, "req_size", r->req_size);
+	la_put_escaped(&l, "policy", d->policy);
+	la_put_escaped(&l, "mapper_fallback", d->mapper_fallback);
+	la_put_escaped(&l, "reason",
+		       r->out->reason[0] ? r->out->reason : d->reason);
+	la_put_str(&l, "\tmapper_us=");
+	la_put_tenths(&l, d->mapper_us);
+	la_put_str(&l, "\ttotal_us=");
+	la_put_tenths(&l, r->total_us);
+	la_put_str(&l, "\n");
+	if (l.len + 1 >= l.cap) /* cut: still one line */
+		buf[l.len - 1] = '\n';
 	fd = la_rec_get_fd();
 	if (fd >= 0) {
-		ssize_t w = write(fd, l.p, l.len);
+		ssize_t w = write(fd, buf, l.len);
 		(void)w; /* a lost record never fails the application */
 	}
-	free(l.p);
-out:
 	errno = saved;
-}
-
-void la_record_atfork_prepare(void)
-{
-	pthread_mutex_lock(&la_rec_mu);
-}
-
-void la_record_atfork_release(void)
-{
-	pthread_mutex_unlock(&la_rec_mu);
 }
 
 void la_record_close(void)
 {
-	pthread_mutex_lock(&la_rec_mu);
-	if (la_rec_fd >= 0)
-		close(la_rec_fd);
-	la_rec_fd = -1;
-	pthread_mutex_unlock(&la_rec_mu);
+	int fd = atomic_exchange(&la_rec_fd, -1);
+
+	if (fd >= 0)
+		close(fd);
 }

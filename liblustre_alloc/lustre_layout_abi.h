@@ -78,21 +78,4 @@ struct la_lov_user_md_v3 {
 	struct la_lov_user_ost_data_v1 lmm_objects[]; /* @48 */
 } __attribute__((packed));
 
-/*
- * liblustreapi's struct llapi_stripe_param as far as the shim uses it
- * (reference: "lsp_osts sits at byte offset 32 in every version 2.8 ..
- * master" on x86_64).  Bytes 29..31 hold flags added in later versions; the
- * shim leaves them zero.
- */
-struct la_llapi_stripe_param {
-	uint64_t lsp_stripe_size;   /* @0 */
-	char *lsp_pool;             /* @8 */
-	int lsp_stripe_offset;      /* @16 */
-	int lsp_stripe_pattern;     /* @20 */
-	int lsp_stripe_count;       /* @24 */
-	_Bool lsp_is_specific;      /* @28 */
-	unsigned char lsp_later_flags[3]; /* @29, zero */
-	uint32_t lsp_osts[];        /* @32 */
-};
-
 #endif

@@ -47,8 +47,11 @@ from livestack.stack import (PROJECT_ROOT, EmulatorPump, LiveStack, LiveStackErr
                                   child_env, spawn, terminate)
 from livestack.emulator import EmulatedCluster, RecordFeed
 from simulator.metrics import max_mean_ratio
+from simulator.cli import CONFIG_ERRORS
 from simulator.scenario import Scenario, ScenarioError, load_scenario
+from common.cli import command_parser, fail
 
+PROG = "lustre-alloc-demo"
 GIB = 1 << 30
 SHIM = PROJECT_ROOT / "liblustre_alloc" / "liblustre_alloc.so"
 
@@ -192,8 +195,8 @@ def render(state: RunState, emu: EmulatedCluster, metrics: dict[str, float]):
 
 # ---------------------------------------------------------------------------------- run
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="lustre-alloc-demo",
+    p = command_parser(
+        prog=PROG,
         description="Run broker, mapper and collectors over emulated Lustre servers on "
                     "127.0.0.1, replay a bundled workload with real programs under the "
                     "LD_PRELOAD shim, show per-OST fill live, and compare with the simulator.")
@@ -224,18 +227,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
     console = Console()
     if args.hours <= 0 or args.duration <= 0 or args.size_scale < 1 or args.ranks < 1:
-        console.print("lustre-alloc-demo: --hours, --duration > 0, --size-scale >= 1, --ranks >= 1")
-        return 2
+        return fail(PROG, "--hours and --duration must be > 0, --size-scale >= 1, --ranks >= 1")
     try:
         scenario = load_scenario(args.scenario).with_overrides(duration_s=args.hours * 3600)
     except ScenarioError as exc:
-        console.print(f"lustre-alloc-demo: {exc}")
-        return 2
+        return fail(PROG, exc)
     if not SHIM.exists():
         subprocess.run(["make", "-s", "-C", str(SHIM.parent)], check=False)
     if not SHIM.exists():
-        console.print(f"lustre-alloc-demo: {SHIM} missing; run scripts/setup-env.sh")
-        return 2
+        return fail(PROG, f"{SHIM} missing; run scripts/setup-env.sh")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="lustre-alloc-demo-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
 
@@ -248,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print("lustre-alloc-demo: interrupted; every process stopped. "
                       f"Files are in {workdir}")
         return 130
+    except CONFIG_ERRORS as exc:  # a data file the scenario names is missing or unreadable
+        return fail(PROG, exc)
 
 
 def _run(args: argparse.Namespace, scenario: Scenario, workdir: Path, console) -> int:

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from mapper.state.ost_health import statfs_flags
 from simulator.cluster import KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
 
@@ -120,6 +121,8 @@ class EmulatedOst:
     in_flight: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     pending_bytes: float = 0.0
     pending_writers: set[str] = field(default_factory=set)
+    mds_flags: OstFlag = OstFlag.NONE
+    """The statfs state bits the emulated MDS last derived (ENOSPC keeps hysteresis)."""
 
     @property
     def name(self) -> str:
@@ -178,9 +181,10 @@ class EmulatedCluster:
         for o in self.osts:
             total = int(o.capacity_bytes // KIB)
             free = max(0, total - int(o.used_bytes // KIB))
-            flags = OstFlag.ENOSPC if free < max(1, total >> 20) * 1024 else OstFlag.NONE
+            o.mds_flags = statfs_flags(o.mds_flags, free, total, FILES_TOTAL - o.objects)
             osts.append(OstState(index=o.index, oss=o.oss, kbytes_total=total,
-                                 kbytes_free=free, kbytes_avail=free, flags=flags))
+                                 kbytes_free=free, kbytes_avail=free,
+                                 files_free=FILES_TOTAL - o.objects, flags=o.mds_flags))
         return ClusterSnapshot(osts=osts, osses={n: OssState(n) for n in self.oss_names},
                                time_s=time.time())
 
@@ -410,7 +414,7 @@ class RecordFeed:
                 rec = dict(kv.split("=", 1) for kv in raw.split("\t"))
             except ValueError:
                 continue
-            for key in ("path", "job", "policy", "mapper_fallback", "reason"):
+            for key in ("path", "job", "pool", "policy", "mapper_fallback", "reason"):
                 if key in rec:
                     rec[key] = unquote(rec[key])
             out.append(rec)

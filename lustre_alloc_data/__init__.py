@@ -49,7 +49,3 @@ def resource_path(reference: str) -> Path:
         raise DataFileError(f"{reference!r}: no such file in package {package!r}")
     return Path(str(target))
 
-
-def data_path(relative: str) -> Path:
-    """Path of a file shipped in this package, e.g. ``data_path("nersc-pytokio/lfs-df.txt.gz")``."""
-    return resource_path(f"{PACKAGE_PREFIX}{__name__}/{relative}")

@@ -9,7 +9,10 @@ Commands::
                            [--jobs N] [--out DIR]     (the paper's Fig. 16/17 study)
 
 SCENARIO is a TOML file or the name of a bundled scenario (``lustre-alloc-sim list``).
-Errors are one line on stderr (exit 1 for a bad scenario, 2 for bad usage).
+Errors are one line on stderr. Exit codes (:mod:`common.cli`): 2 for bad usage, an invalid
+scenario or a data file it names that is missing or unreadable; 1 when ``list`` found a bundled
+scenario that does not load, or for an unexpected internal error (``LUSTRE_ALLOC_DEBUG=1`` shows
+its traceback).
 """
 from __future__ import annotations
 
@@ -17,20 +20,34 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from common.cli import EXIT_FAILED, EXIT_USAGE, OneLineParser, command_parser, fail
+from lustre_alloc_data import DataFileError
 from mapper.policies.registry import POLICIES
-from simulator.report import summarise, write_outputs
+from simulator.metrics import BALANCED_MAX_MEAN
+from simulator.report import provenance, summarise, write_outputs
 from simulator.runner import prepare, run_scenario
 from simulator.scenario import SCENARIO_DIR, ScenarioError, load_scenario
+from traces.darshan_import import DarshanImportError
+from traces.format import TraceFormatError
+from traces.generators import GeneratorParameterError, HaccDataError
+
+PROG = "lustre-alloc-sim"
+
+CONFIG_ERRORS = (ScenarioError, DataFileError, HaccDataError, GeneratorParameterError,
+                 DarshanImportError, TraceFormatError, FileNotFoundError)
+"""A scenario, or a data file it names, that cannot be used: one line, exit 2."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="lustre-alloc-sim", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = command_parser(PROG, __doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
+                           parser_class=OneLineParser)
     run = sub.add_parser("run", help="run a scenario under its policies and print the comparison")
     run.add_argument("scenario", help="scenario TOML file or bundled scenario name")
     run.add_argument("--policy", action="append", metavar="POLICY",
@@ -51,32 +68,103 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _table(summaries: list[dict], title: str) -> Table:
-    t = Table(title=title)
-    cols = [("policy", "policy"), ("OST max/mean start→end", None),
-            ("OST h→balance", "ost_hours_to_balance"), ("OST Jain end", "ost_jain_end"),
-            ("OSS CPU max/mean (mean)", "oss_cpu_max_mean_mean"),
-            ("mean I/O MiB/s", "mean_io_bandwidth_mib_s"), ("alloc µs mean/p99", None),
-            ("creates (failed)", None), ("job phase I/O s mean/p99", None),
-            ("slowest phase s", None),
-            ("policy notes", None)]
-    for name, _ in cols:
+TABLE_COLUMNS = (
+    "policy",
+    "OST used max/mean\nstart→end",
+    f"OST balanced\n(≤{BALANCED_MAX_MEAN}) from hour",
+    "OST Jain\nindex end",
+    "OSS CPU max/mean\n(run average)",
+    "mean I/O\nMiB/s",
+    "allocation µs\nmean/p99",
+    "files created\n(refused)",
+    "creates by a non-\ndefault path",
+)
+
+
+def legend(summaries: list[dict]) -> str:
+    """The lines printed under the results table: what every column measures."""
+    t = BALANCED_MAX_MEAN
+    lines = [
+        "OST used max/mean: used bytes of the fullest OST ÷ mean over all OSTs, at start and "
+        "end (1.00 = perfectly even).",
+        f"OST balanced from hour: first hour after which OST max/mean stays ≤{t} to the end; "
+        f"'never ≤{t}' = still above {t} at the end (first hour it dipped to ≤{t} in brackets).",
+        "Jain index: (Σx)²/(n·Σx²) of OST used bytes at the end, 1 = equal. OSS CPU: max/mean "
+        "of OSS CPU % each step, averaged over the run.",
+        "mean I/O MiB/s: bytes moved ÷ time spent transferring, all applications. "
+        "allocation µs: time the policy took to choose each new file's OSTs.",
+        "files created (refused): new files placed; in brackets, creates refused because no "
+        "OST could take them.",
+    ]
+    notes = sorted({n for s in summaries for n in s["creates_by_note"]})
+    if notes:
+        lines.append("non-default path: creates the policy placed otherwise than by its own rule: "
+                     + "; ".join(f"'{n}' = {NOTE_MEANINGS.get(n.split()[0], n)}" for n in notes)
+                     + " (per note: summary_notes.csv).")
+    return "\n".join(lines)
+
+
+NOTE_MEANINGS = {
+    "round-robin": "QOS fell back to round-robin (OST free space within qos_threshold_rr, "
+                   "as Lustre does)",
+    "predicted": "MCMF placed the file on OSTs reserved for it by the predictor",
+    "only": "random found fewer OSTs above its free-space floor than the stripe count",
+    "fallback": "the gate answered with the fallback allocator",
+}
+
+
+USER_COLUMNS = ("policy", "jobs\n(unfinished)", "job I/O s\nmean/p99", "job slowdown\nmean/p99",
+                "job phase I/O s\nmean/p99/max", "file write s\np50/p99", "file read s\np50/p99")
+USER_LEGEND = (
+    "job I/O s: first byte issued to last byte landed, per job (unfinished jobs: counted, not "
+    "timed); slowdown: that time / a lower bound of the job alone on the idle cluster. A job "
+    "phase is a job's I/O split at idle gaps >= 60 s (the generators' day-long jobs: their "
+    "checkpoints and iterations). File times: first byte to last byte of each file's writes / reads.")
+
+
+def _fmt(*values, nd: int = 1) -> str:
+    return "/".join("-" if v is None else f"{v:.{nd}f}" for v in values)
+
+
+def _user_table(summaries: list[dict], title: str) -> Table:
+    """The user's metric (issue 17), one row per policy."""
+    t = Table(title=title, caption=USER_LEGEND, caption_justify="left")
+    for name in USER_COLUMNS:
         t.add_column(name, justify="right" if name != "policy" else "left")
     for s in summaries:
-        h = s["ost_hours_to_balance"]
-        t.add_row(s["policy"], f"{s['ost_max_mean_start']:.2f}→{s['ost_max_mean_end']:.3f}",
-                  "never" if h is None else f"{h:g}", f"{s['ost_jain_end']:.4f}",
-                  f"{s['oss_cpu_max_mean_mean']:.3f}", f"{s['mean_io_bandwidth_mib_s']:.1f}",
-                  f"{s['alloc_us_mean']:.1f}/{s['alloc_us_p99']:.1f}",
-                  f"{s['creates']} ({s['failed_creates']})",
-                  "-" if s["phase_io_time_s_mean"] is None
-                  else f"{s['phase_io_time_s_mean']:.1f}/{s['phase_io_time_s_p99']:.1f}",
-                  "-" if s["slowest_phase"] is None else f"{s['slowest_phase']['io_time_s']:.1f}",
-                  str(sum(s["fallbacks"].values())))
+        t.add_row(s["policy"], f"{s['jobs']} ({s['jobs_unfinished']})",
+                  _fmt(s["job_io_time_s_mean"], s["job_io_time_s_p99"]),
+                  _fmt(s["job_slowdown_mean"], s["job_slowdown_p99"], nd=2),
+                  _fmt(s["phase_io_time_s_mean"], s["phase_io_time_s_p99"],
+                       s["slowest_phase_io_time_s"]),
+                  _fmt(s["file_write_s_p50"], s["file_write_s_p99"], nd=2),
+                  _fmt(s["file_read_s_p50"], s["file_read_s_p99"], nd=2))
     return t
 
 
-def _run(args: argparse.Namespace, console: Console) -> int:
+def _balanced_cell(s: dict) -> str:
+    h = s["ost_hours_to_balance"]
+    if h is not None:
+        return f"{h:g}"
+    first = s.get("ost_first_hour_balanced")
+    return f"never ≤{BALANCED_MAX_MEAN}" + ("" if first is None else f" (≤ at h {first:g})")
+
+
+def _table(summaries: list[dict], title: str) -> Table:
+    t = Table(title=title, caption=legend(summaries), caption_justify="left")
+    for name in TABLE_COLUMNS:
+        t.add_column(name, justify="right" if name != "policy" else "left")
+    for s in summaries:
+        t.add_row(s["policy"], f"{s['ost_max_mean_start']:.2f}→{s['ost_max_mean_end']:.3f}",
+                  _balanced_cell(s), f"{s['ost_jain_end']:.4f}",
+                  f"{s['oss_cpu_max_mean_mean']:.3f}", f"{s['mean_io_bandwidth_mib_s']:.1f}",
+                  f"{s['alloc_us_mean']:.1f}/{s['alloc_us_p99']:.1f}",
+                  f"{s['creates']} ({s['failed_creates']})",
+                  str(sum(s["creates_by_note"].values())))
+    return t
+
+
+def _run(args: argparse.Namespace, console: Console, argv: Sequence[str]) -> int:
     sc = load_scenario(args.scenario)
     sc = sc.with_overrides(policies=tuple(args.policy) if args.policy else None,
                            duration_s=args.duration)
@@ -89,21 +177,35 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                                progress=lambda p, done, total: bar.update(tasks[p], completed=done))
     summaries = [summarise(r) for r in results]
     console.print(_table(summaries, f"{sc.name}: {sc.duration_s / 3600:g} h simulated"))
-    paths = write_outputs(results, out, figures=not args.no_figures)
+    console.print(_user_table(summaries, f"{sc.name}: the users' view (job and file I/O times)"))
+    paths = write_outputs(results, out, figures=not args.no_figures,
+                          provenance=provenance(sc, [PROG, *argv]))
     console.print(f"wrote {len(paths)} files to {out}/")
     return 0
 
 
+def _list(console: Console) -> int:
+    """Every bundled scenario with its description; one that does not load is listed with why."""
+    status = 0
+    for p in sorted(SCENARIO_DIR.glob("*.toml")):
+        try:
+            console.print(f"{p.stem:<22} {load_scenario(p).description}", highlight=False,
+                          soft_wrap=True)
+        except CONFIG_ERRORS as e:
+            console.print(f"{p.stem:<22} CANNOT LOAD: {' '.join(str(e).split())}", highlight=False,
+                          soft_wrap=True)  # one line per scenario, whatever the path length
+            status = EXIT_FAILED
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lustre-alloc-sim``; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 150)
     try:
         if args.cmd == "list":
-            for p in sorted(SCENARIO_DIR.glob("*.toml")):
-                first = load_scenario(p)
-                console.print(f"{p.stem:<22} {first.description}")
-            return 0
+            return _list(console)
         if args.cmd == "validate":
             sc = load_scenario(args.scenario)
             cluster = prepare(sc)
@@ -113,10 +215,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "scale":
             from simulator.scalability import run_cli
             return run_cli(args)
-        return _run(args, console)
-    except ScenarioError as e:
-        print(f"lustre-alloc-sim: error: {e}", file=sys.stderr)
-        return 1
+        return _run(args, console, argv)
+    except CONFIG_ERRORS as e:
+        return fail(PROG, e, EXIT_USAGE)
+    except Exception as e:  # noqa: BLE001 - one line instead of a traceback, unless debugging
+        if os.environ.get("LUSTRE_ALLOC_DEBUG"):
+            raise
+        return fail(PROG, f"internal error: {type(e).__name__}: {e} "
+                          "(LUSTRE_ALLOC_DEBUG=1 shows the traceback)", EXIT_FAILED)
 
 
 if __name__ == "__main__":

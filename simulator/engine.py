@@ -25,10 +25,12 @@ from typing import Callable, Iterable
 import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag
+from mapper.state.ost_health import statfs_flags
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from simulator.cluster import GIB, KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
-from simulator.network.model import NetworkModel, Storage, TransferSet
+from simulator.network.model import NetworkModel
+from simulator.network.transfers import Storage, TransferSet
 from simulator.scenario import Scenario
 from traces.format import TraceRecord
 
@@ -240,7 +242,6 @@ class Simulation:
             from mapper.state.state_store import StateStore
             self.store = StateStore()
         self.base_storage = None
-        self.view_state = [False] * n   # ENOSPC hysteresis per OST
         self.last_statfs_s = -math.inf
         self.last_stats_s = -math.inf
         self.oss_bytes_s = np.zeros(len(cluster.oss_names))
@@ -259,9 +260,6 @@ class Simulation:
         self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last stats sample
         self.mds_cpu_last = scenario.mds_model.cpu_idle_percent  # MDS CPU% of the last busy step
         self._rem: np.ndarray | None = None
-        # Reserved-space watermarks (osp_precreate.c): low = max(1, KiB_total >> 20) MiB.
-        self.enospc_low = np.maximum(1, (self.capacity // KIB).astype(np.int64) >> 20) * MIB
-        self.enospc_high = 2 * self.enospc_low + MIB
 
     # -- MDS side --------------------------------------------------------------------
     def _refresh_statfs(self, now: float) -> None:
@@ -269,10 +267,8 @@ class Simulation:
         for p, ost in zip(self.view_p.tolist(), self.view.osts):
             kb = int(avail[p] // KIB)
             ost.kbytes_free = ost.kbytes_avail = kb
-            full = self.view_state[p]
-            full = avail[p] <= self.enospc_high[p] if full else avail[p] < self.enospc_low[p]
-            self.view_state[p] = bool(full)
-            ost.flags = (ost.flags | OstFlag.ENOSPC) if full else (ost.flags & ~OstFlag.ENOSPC)
+            # The service's rule (OSP watermarks with hysteresis), on the statfs KiB.
+            ost.flags = statfs_flags(ost.flags, kb, ost.kbytes_total, ost.files_free)
         self.view.changed()
         self.last_statfs_s = now
 

@@ -1,8 +1,14 @@
 """Summaries, CSV/JSON files and the paper-style figures of a simulator run.
 
-Files written to the output folder:
+Files written to the output folder (field meanings: docs/simulator.md, "Output files"):
 
-* ``summary.json`` / ``summary.csv``: one row per policy (metrics below).
+* ``summary.json``: ``provenance`` (tool version, command line, scenario path and sha256, seed,
+  duration, data files), ``balanced_max_mean`` (the threshold of the ``*_hours_to_balance``
+  fields) and one object per policy.
+* ``summary.csv``: the same per-policy numbers, one row per policy, one number per cell.
+* ``summary_apps.csv``: one row per (policy, application): mean I/O bandwidth, MiB/s.
+* ``summary_notes.csv``: one row per (policy, note): creates the policy decided by a
+  non-default path (QOS falling back to round-robin, MCMF placing from a prediction...).
 * ``hourly_<policy>.csv``: per hour: max/mean OST used, CV, Jain's index, mean and
   max/mean OSS CPU (hourly mean of the per-step values), used TiB.
 * ``fig_ost_max_mean.png`` (Fig. 1/11), ``fig_oss_cpu_max_mean.png`` (Fig. 2/12),
@@ -12,16 +18,21 @@ Files written to the output folder:
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import platform
+import shlex
+import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from common.version import __version__
 from simulator.engine import RunResult
-from simulator.metrics import (coefficient_of_variation, hours_to_balance, jain_index,
-                               max_mean_ratio, normalised_capacity, per_step_to_hourly_mean,
-                               percentile_or_none)
+from simulator.metrics import (BALANCED_MAX_MEAN, coefficient_of_variation, hours_to_balance,
+                               jain_index, max_mean_ratio, normalised_capacity,
+                               per_step_to_hourly_mean, percentile_or_none)
 
 TIB = float(1 << 40)
 MIB = float(1 << 20)
@@ -57,19 +68,18 @@ def user_metrics(result: RunResult) -> dict:
     def r(x, nd=3):
         return None if x is None else round(float(x), nd)
     worst = max(done, key=lambda x: x[1].io_time_s) if done else None
-    worst_phase = None
+    worst_phase = (None, None, -1.0)
     for jid, j in done:
-        for k, (first, last, _) in enumerate(j.phases):
-            if worst_phase is None or last - first > worst_phase["io_time_s"]:
-                worst_phase = {"job": jid, "phase": k, "start_s": r(first, 1),
-                               "io_time_s": r(last - first)}
+        for first, last, _ in j.phases:
+            if last - first > worst_phase[2]:
+                worst_phase = (jid, first, last - first)
     return {
         "jobs": len(jobs), "jobs_unfinished": len(jobs) - len(done),
         "jobs_unmanaged": sum(1 for _, j in jobs if not j.managed),
         "job_io_time_s_mean": r(t.mean()) if t.size else None,
         "job_io_time_s_p99": r(percentile_or_none(t, 99)),
-        "slowest_job": None if worst is None else {"job": worst[0],
-                                                   "io_time_s": r(worst[1].io_time_s)},
+        "slowest_job": None if worst is None else worst[0],
+        "slowest_job_io_time_s": None if worst is None else r(worst[1].io_time_s),
         "job_slowdown_mean": r(slow.mean()) if slow.size else None,
         "job_slowdown_p99": r(percentile_or_none(slow, 99)),
         "phases": int(pt.size),
@@ -78,7 +88,9 @@ def user_metrics(result: RunResult) -> dict:
         "phase_io_time_s_p99": r(percentile_or_none(pt, 99)),
         "phase_slowdown_mean": r(pslow.mean()) if pslow.size else None,
         "phase_slowdown_p99": r(percentile_or_none(pslow, 99)),
-        "slowest_phase": worst_phase,
+        "slowest_phase_job": worst_phase[0],
+        "slowest_phase_start_s": r(worst_phase[1], 1),
+        "slowest_phase_io_time_s": r(worst_phase[2]) if worst_phase[0] is not None else None,
         "file_write_s_p50": r(percentile_or_none(result.file_write_s, 50), 4),
         "file_write_s_p99": r(percentile_or_none(result.file_write_s, 99), 4),
         "file_read_s_p50": r(percentile_or_none(result.file_read_s, 50), 4),
@@ -100,6 +112,7 @@ def summarise(result: RunResult) -> dict:
         "ost_max_mean_start": round(float(ost_ratio[0]), 3),
         "ost_max_mean_end": round(float(ost_ratio[-1]), 3),
         "ost_hours_to_balance": hours_to_balance(ost_ratio),
+        "ost_first_hour_balanced": _first_hour_at_most(ost_ratio, BALANCED_MAX_MEAN),
         "oss_cpu_max_mean_mean": round(float(result.oss_cpu_max_mean.mean()), 3),
         "oss_cpu_hours_to_balance": hours_to_balance(np.concatenate([[np.inf], cpu_hourly])),
         "ost_cv_end": round(float(coefficient_of_variation(used[-1])), 4),
@@ -111,10 +124,16 @@ def summarise(result: RunResult) -> dict:
         "creates": int(result.counters.get("creates", 0)),
         "failed_creates": int(sum(v for k, v in result.counters.items() if k.startswith("create_failed"))),
         "used_tib_end": round(float(np.nansum(used[-1])) / TIB, 3),
-        "fallbacks": dict(result.notes),
+        "creates_by_note": dict(sorted(result.notes.items())),
         "wall_s": round(result.wall_s, 2),
         **user_metrics(result),
     }
+
+
+def _first_hour_at_most(ratio_by_hour: np.ndarray, threshold: float) -> float | None:
+    """First hour whose max/mean is ≤ ``threshold`` (it may rise again later), or None."""
+    at = np.nonzero(np.asarray(ratio_by_hour) <= threshold)[0]
+    return float(at[0]) if len(at) else None
 
 
 def hourly_rows(result: RunResult) -> list[dict]:
@@ -136,31 +155,90 @@ def hourly_rows(result: RunResult) -> list[dict]:
     return rows
 
 
-def write_outputs(results: Sequence[RunResult], out: Path, figures: bool = True) -> list[Path]:
-    """Write summary, hourly CSVs and (optionally) the figures; returns the paths."""
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def provenance(scenario, command_line: Sequence[str]) -> dict:
+    """What produced a run, for ``summary.json``: enough to repeat it and to tell two runs apart.
+
+    ``scenario`` is a :class:`simulator.scenario.Scenario` (after command-line overrides);
+    ``command_line`` the argv as typed (program name first).
+    """
+    data = {}
+    fill = scenario.cluster.initial_fill
+    for key in ("path", "ost_map"):
+        f = getattr(fill, key, None)
+        if f:
+            data[f"cluster.initial_fill.{key}"] = {"path": str(f), "sha256": sha256_of(Path(f))}
+    for i, w in enumerate(scenario.workloads):
+        if w.kind == "trace" or (w.kind == "darshan" and Path(w.source).is_file()):
+            f = Path(w.source)
+        elif w.kind == "darshan":  # a log shipped with PyDarshan, by name
+            from traces.darshan_import import resolve_log
+            f = resolve_log(w.source)
+        else:
+            continue
+        data[f"workload[{i}].{w.kind}"] = {"path": str(f), "sha256": sha256_of(f)}
+    return {
+        "tool": "lustre-alloc-sim",
+        "version": __version__,
+        "command_line": shlex.join(command_line),
+        "scenario_name": scenario.name,
+        "scenario_path": str(Path(scenario.path).resolve()),
+        "scenario_sha256": sha256_of(Path(scenario.path)),
+        "seed": scenario.seed,
+        "duration_s": scenario.duration_s,
+        "policies": list(scenario.policies),
+        "data_files": data,
+        "python": platform.python_version(),
+        "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _write_csv(path: Path, rows: list[dict], fields: Sequence[str]) -> Path:
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(fields))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def write_outputs(results: Sequence[RunResult], out: Path, figures: bool = True,
+                  provenance: dict | None = None) -> list[Path]:
+    """Write summaries, hourly CSVs and (optionally) the figures; returns the paths.
+
+    ``provenance`` (see :func:`provenance`) goes into ``summary.json`` as is.
+    """
     out.mkdir(parents=True, exist_ok=True)
     written = []
     summaries = [summarise(r) for r in results]
     p = out / "summary.json"
     p.write_text(json.dumps({"scenario": results[0].scenario if results else "",
+                             "provenance": provenance or {},
+                             "balanced_max_mean": BALANCED_MAX_MEAN,
                              "policies": summaries}, indent=2))
     written.append(p)
-    p = out / "summary.csv"
-    flat = [{k: (json.dumps(v) if isinstance(v, dict) or v is None else v) for k, v in s.items()}
-            for s in summaries]
-    with open(p, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(flat[0]))
-        w.writeheader()
-        w.writerows(flat)
-    written.append(p)
+    # Tidy CSVs: one number per cell; the per-application and per-note breakdowns are rows of
+    # their own files rather than JSON inside a cell.
+    nested = ("app_mean_io_bandwidth_mib_s", "creates_by_note")
+    flat = [{k: v for k, v in s.items() if k not in nested} for s in summaries]
+    written.append(_write_csv(out / "summary.csv", flat, list(flat[0]) if flat else ["policy"]))
+    apps = [{"policy": s["policy"], "application": app, "mean_io_bandwidth_mib_s": bw}
+            for s in summaries for app, bw in s["app_mean_io_bandwidth_mib_s"].items()]
+    written.append(_write_csv(out / "summary_apps.csv", apps,
+                              ["policy", "application", "mean_io_bandwidth_mib_s"]))
+    notes = [{"policy": s["policy"], "note": note, "creates": n}
+             for s in summaries for note, n in s["creates_by_note"].items()]
+    written.append(_write_csv(out / "summary_notes.csv", notes, ["policy", "note", "creates"]))
     for r in results:
-        p = out / f"hourly_{r.policy}.csv"
         rows = hourly_rows(r)
-        with open(p, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        written.append(p)
+        written.append(_write_csv(out / f"hourly_{r.policy}.csv", rows, list(rows[0])))
     if figures:
         written += _figures(results, out)
     return written
@@ -179,7 +257,8 @@ def _figures(results: Sequence[RunResult], out: Path) -> list[Path]:
         marker, ls = styles[i % len(styles)]
         ax.plot(r.hours, max_mean_ratio(r.ost_used_hourly), marker=marker, ls=ls, ms=4,
                 label=r.policy)
-    ax.axhline(1.05, color="grey", lw=0.8, ls="--")
+    ax.axhline(BALANCED_MAX_MEAN, color="grey", lw=0.8, ls="--",
+               label=f"balanced: max/mean ≤ {BALANCED_MAX_MEAN}")
     ax.set(xlabel="Time (hours)", ylabel="Max/Mean OST used space",
            title=f"{results[0].scenario}: OST load balance (cf. paper Fig. 1/11)")
     ax.legend()
@@ -193,6 +272,8 @@ def _figures(results: Sequence[RunResult], out: Path) -> list[Path]:
         t_h = np.arange(len(r.oss_cpu_max_mean)) * r.step_s / 3600.0
         stride = max(1, len(t_h) // 4000)  # plot at most ~4000 points per policy
         ax.plot(t_h[::stride], r.oss_cpu_max_mean[::stride], lw=0.6, label=r.policy)
+    ax.axhline(BALANCED_MAX_MEAN, color="grey", lw=0.8, ls="--",
+               label=f"balanced: max/mean ≤ {BALANCED_MAX_MEAN}")
     ax.set(xlabel="Time (hours)", ylabel="Max/Mean OSS CPU",
            title=f"{results[0].scenario}: OSS CPU balance per step (cf. paper Fig. 2/12)")
     ax.legend()

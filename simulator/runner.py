@@ -11,9 +11,8 @@ import queue as queue_mod
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
-from mapper.policies.gate import GatedPolicy
+from mapper.policies import registry
 from mapper.policies.placement import PlacementPolicy
-from mapper.policies.registry import make_policy
 from simulator.cluster import SimCluster, build_cluster
 from simulator.engine import RunResult, Simulation
 from simulator.network.model import make_network
@@ -44,23 +43,13 @@ def prepare(scenario: Scenario) -> SimCluster:
     return cluster
 
 
-GATE_PARAMS = ("fallback", "mds_cpu_limit_percent")
-"""Scenario ``[policy_params.<name>]`` keys that configure the MDS CPU gate, not the policy."""
-
-
 def build_policy(scenario: Scenario, policy: str) -> PlacementPolicy:
-    """The policy instance for one run: a policy that asks for it (``needs_gate``, the
-    mapper's MCMF) runs behind the MDS CPU gate (Section III-D) with the scenario's
-    fallback (``lustre_qos`` unless ``[policy_params.<name>] fallback`` says otherwise)."""
-    params = dict(scenario.policy_params.get(policy, {}))
-    gate = {k: params.pop(k) for k in GATE_PARAMS if k in params}
-    pol = make_policy(policy, seed=scenario.seed, **params)
-    if not getattr(pol, "needs_gate", False):
-        return pol
-    fallback_name = gate.pop("fallback", "lustre_qos")
-    fallback = make_policy(fallback_name, seed=scenario.seed,
-                           **scenario.policy_params.get(fallback_name, {}))
-    return GatedPolicy(pol, fallback, **gate)
+    """The policy instance for one run, from the mapper's own factory
+    (:func:`mapper.policies.registry.build_policy`): a policy that asks for it
+    (``needs_gate``, the mapper's MCMF) runs behind the MDS CPU gate (Section III-D) with
+    the scenario's fallback (``lustre_qos`` unless ``[policy_params.<name>] fallback`` says
+    otherwise)."""
+    return registry.build_policy(policy, scenario.policy_params, seed=scenario.seed)
 
 
 def run_policy(scenario: Scenario, cluster: SimCluster, policy: str,

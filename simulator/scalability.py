@@ -65,9 +65,13 @@ generator's default is 8; same bytes, an eighth of the creates, as for IOR)."""
 MIB = float(1 << 20)
 
 
+LMT_DB = "pkg:lustre_alloc_data/nersc-pytokio/snx11025_2018-01-28.sqlite3"
+"""The NERSC snx11025 LMT database the heterogeneous study takes its OST spread from."""
+
+
 def scale_scenario_toml(osts: int, osses: int, *, duration_s: float = DEFAULT_DURATION_S,
                         policies: Sequence[str] = STUDY_POLICIES, seed: int = 2017,
-                        network: str = "flow") -> str:
+                        network: str = "flow", hetero: bool = False) -> str:
     """The TOML text of one study scenario (``scale-<osts>``).
 
     Cluster: ``osts // osses`` OSTs per OSS (8 in all of the paper's sizes), 4 TiB OSTs at
@@ -78,12 +82,16 @@ def scale_scenario_toml(osts: int, osses: int, *, duration_s: float = DEFAULT_DU
     IOR and HACC-IO with fewer, larger files than the generators' defaults, same bytes:
     :data:`IOR_PROCS`, :data:`HACC_RANKS_PER_FILE`); each group's HACC-IO checkpoint
     starts at its own time in the first half of the run.
+
+    ``hetero``: the measured heterogeneity on top: each OST's bandwidth is 300 MiB/s times
+    a value drawn (seeded) from the per-OST spread of NERSC snx11025's LMT database
+    (lifetime bytes served per OST / median, 0.97-1.16; :mod:`simulator.targets`).
     """
     if osts % osses:
         raise ValueError(f"{osts} OSTs do not divide over {osses} OSSes")
     groups = math.ceil(osts / OSTS_PER_GROUP)
     lines = [
-        f'name = "scale-{osts}"',
+        f'name = "scale-{osts}{"-hetero" if hetero else ""}"',
         f'description = "scalability study (Fig. 16/17): {osts} OSTs on {osses} OSSes, '
         f'{groups} groups of IOR + HACC-IO + TPA"',
         f"duration_s = {duration_s:g}",
@@ -94,7 +102,8 @@ def scale_scenario_toml(osts: int, osses: int, *, duration_s: float = DEFAULT_DU
         f"oss_count = {osses}",
         f"osts_per_oss = {osts // osses}",
         "ost_size_gib = 4096",
-        "ost_bandwidth_mib_s = 300",
+        (f'ost_bandwidth_mib_s = {{ derived = "lmt:{LMT_DB}", statistic = "lifetime_bytes", '
+         f'median = 300, seed = {seed} }}' if hetero else "ost_bandwidth_mib_s = 300"),
         "",
         "[cluster.initial_fill]",
         'mode = "generated"',
@@ -139,6 +148,7 @@ class StudyRow:
     oss_served_max_mean: float
     records: int
     wall_s: float
+    world: str = "uniform"
 
 
 class _StudySimulation(Simulation):
@@ -153,7 +163,7 @@ class _StudySimulation(Simulation):
         super()._advance(now, dt)
 
 
-def _run_one(toml_text: str, osts: int, osses: int, policy: str) -> StudyRow:
+def _run_one(toml_text: str, osts: int, osses: int, policy: str, world: str = "uniform") -> StudyRow:
     from simulator.network.model import make_network
     from simulator.runner import build_policy, prepare
     from simulator.scenario import load_scenario
@@ -183,12 +193,12 @@ def _run_one(toml_text: str, osts: int, osses: int, policy: str) -> StudyRow:
         oss_cpu_max_mean_mean=round(float(r.oss_cpu_max_mean.mean()), 3),
         ost_served_max_mean=round(float(max_mean_ratio(sim.ost_served)), 3),
         oss_served_max_mean=round(float(max_mean_ratio(oss_served)), 3),
-        records=r.records, wall_s=round(r.wall_s, 1))
+        records=r.records, wall_s=round(r.wall_s, 1), world=world)
 
 
 def run_study(sizes: Sequence[tuple[int, int]] = SIZES, policies: Sequence[str] = STUDY_POLICIES,
               *, duration_s: float = DEFAULT_DURATION_S, jobs: int = 2, seed: int = 2017,
-              network: str = "flow", progress=None) -> list[StudyRow]:
+              network: str = "flow", progress=None, hetero: bool = False) -> list[StudyRow]:
     """Run every (size, policy); rows sorted by size then the given policy order.
 
     Runs are independent processes (``jobs`` at a time, largest cluster first).
@@ -196,8 +206,9 @@ def run_study(sizes: Sequence[tuple[int, int]] = SIZES, policies: Sequence[str] 
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise ValueError(f"unknown policies {unknown}; known: {', '.join(sorted(POLICIES))}")
+    world = "hetero" if hetero else "uniform"
     tasks = [(scale_scenario_toml(o, s, duration_s=duration_s, policies=policies, seed=seed,
-                                  network=network), o, s, p)
+                                  network=network, hetero=hetero), o, s, p, world)
              for o, s in sorted(sizes, reverse=True) for p in policies]
     rows: list[StudyRow] = []
     if jobs <= 1:
@@ -340,8 +351,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                     help="runs in parallel processes (default: min(2, cores))")
     ap.add_argument("--network", default="flow", help="network model (default flow)")
-    ap.add_argument("--out", type=Path, default=Path("results") / "scalability")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default results/scalability, results/scalability-hetero)")
     ap.add_argument("--no-figures", action="store_true")
+    ap.add_argument("--hetero", action="store_true",
+                    help="the measured heterogeneity: per-OST bandwidth from the NERSC LMT spread")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -354,11 +368,12 @@ def run_cli(args: argparse.Namespace) -> int:
         return 2
     t0 = time.perf_counter()
     rows = run_study(sizes, policies, duration_s=args.duration, jobs=args.jobs,
-                     network=args.network,
+                     network=args.network, hetero=args.hetero,
                      progress=lambda r: print(f"  {r.osts:>5} OSTs {r.policy:<12} "
                                               f"{r.mean_io_bandwidth_mib_s:8.1f} MiB/s "
                                               f"{r.wall_s:6.1f} s", flush=True))
-    paths = write_outputs(rows, args.out, figures=not args.no_figures)
+    out = args.out or Path("results") / ("scalability-hetero" if args.hetero else "scalability")
+    paths = write_outputs(rows, out, figures=not args.no_figures)
     print("\n".join(table_lines(rows)))
     print(f"paper, Fig. 16: {PAPER_FIG16}")
     print(f"{len(rows)} runs, {args.duration:g} s simulated each, {time.perf_counter() - t0:.0f} s wall; "

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lustre_alloc_data import DataFileError, is_package_reference, resource_path
-from mapper.policies.registry import POLICIES
+from mapper.policies.registry import GATE_PARAMS, POLICIES, policy_param_names
 from simulator.models import MdsModel, OssModel
 from simulator.targets import TargetValueError, TargetValues, parse_target_values
 
@@ -289,9 +289,13 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     pp = top.table("policy_params")
     policy_params = {k: dict(v) for k, v in pp.data.items()}
     pp.used.update(pp.data)
-    for k in policy_params:
+    for k, params in policy_params.items():
         if k not in POLICIES:
             raise pp.err(k, "unknown policy")
+        for key in params:
+            if key not in GATE_PARAMS and key not in policy_param_names(k):
+                raise pp.err(f"{k}.{key}", f"unknown parameter of {k}; known: "
+                             f"{', '.join(policy_param_names(k) + GATE_PARAMS)}")
 
     c = top.table("cluster")
     f = c.table("initial_fill")

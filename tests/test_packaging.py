@@ -79,3 +79,34 @@ def test_real_data_scenario_runs_from_the_installed_wheel_outside_the_checkout(w
     summary = json.loads((out / "summary.json").read_text())
     assert [p["policy"] for p in summary["policies"]] == ["round_robin"]
     assert summary["policies"][0]["creates"] > 0
+
+
+def test_every_python_package_of_the_checkout_is_in_the_wheel(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    skip = {"tests", "bench", "scripts", "build", ".git", ".venv", "docs", "liblustre_alloc"}
+    packages = [p.parent.relative_to(PROJECT_ROOT) for p in PROJECT_ROOT.rglob("__init__.py")
+                if p.relative_to(PROJECT_ROOT).parts[0] not in skip]
+    assert packages
+    missing = [str(p) for p in packages if f"{p.as_posix()}/__init__.py" not in names]
+    assert not missing, f"packages absent from setup.cfg [options] packages: {missing}"
+
+
+ROLE_IMPORTS = {
+    # role extra -> (modules its entry points import, third-party modules it must not need)
+    "collector": (["collectors.cli", "collectors.broker_cli"],
+                  ["numpy", "ortools", "networkx", "prometheus_client", "matplotlib", "rich",
+                   "darshan", "ns"]),
+    "mapper": (["mapper.service.cli"], ["matplotlib", "rich", "darshan", "ns"]),
+}
+
+
+@pytest.mark.parametrize("role", sorted(ROLE_IMPORTS))
+def test_role_runs_without_the_other_roles_dependencies(role):
+    modules, absent = ROLE_IMPORTS[role]
+    # None in sys.modules makes "import x" fail as if x were not installed
+    code = (f"import sys\nfor m in {absent!r}: sys.modules[m] = None\n"
+            f"import importlib\nfor m in {modules!r}: importlib.import_module(m)\n"
+            f"sys.modules[{modules[0]!r}].main(['--version'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=PROJECT_ROOT)
+    assert r.returncode == 0 and r.stdout.startswith("lustre-alloc-"), r.stderr[-2000:]

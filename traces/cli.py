@@ -2,7 +2,8 @@
 
 Thin: every subcommand calls one function of :mod:`traces.generators`,
 :mod:`traces.darshan_import`, :mod:`traces.format` or :mod:`traces.lfs_df` and prints
-a summary. Exit codes: 0 success, 1 bad input (missing or malformed file), 2 usage.
+a summary. Exit codes (as every entry point, :mod:`common.cli`): 0 success, 1 a malformed
+input file, 2 usage (bad flag or value, an input file or shipped log that does not exist).
 Errors are one line on stderr.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from common.cli import EXIT_FAILED, EXIT_USAGE, OneLineParser, command_parser
 from traces import darshan_import, generators, lfs_df
 from traces.format import TraceFormatError, validate_trace, write_trace
 
@@ -23,13 +25,6 @@ PROG = "lustre-alloc-traces"
 
 class UsageError(Exception):
     """A bad command-line value (exit code 2)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with usage errors as one line on stderr (exit code 2)."""
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _parse_param(text: str) -> tuple[str, object]:
@@ -106,9 +101,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             s = validate_trace(path)
-        except (TraceFormatError, FileNotFoundError, OSError, EOFError) as exc:
+        except FileNotFoundError as exc:
             print(f"{PROG}: error: {_one_line(exc, path)}", file=sys.stderr)
-            status = 1
+            status = max(status, EXIT_USAGE)
+            continue
+        except (TraceFormatError, OSError, EOFError) as exc:
+            print(f"{PROG}: error: {_one_line(exc, path)}", file=sys.stderr)
+            status = max(status, EXIT_FAILED)
             continue
         print(f"{s.path}: ok, {s.records} records ({s.writes} writes, {s.reads} reads, "
               f"{s.deletes} deletes), {s.bytes_written} bytes written, {s.bytes_read} bytes "
@@ -148,10 +147,10 @@ def _one_line(exc: BaseException, path: object = None) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for the docs and tests)."""
-    p = _Parser(prog=PROG, description="Generate, import, validate and "
-                                "inspect lustre-alloc traces (format v1).")
+    p = command_parser(PROG, "Generate, import, validate and inspect lustre-alloc traces "
+                             "(format v1).")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                         parser_class=_Parser)
+                           parser_class=OneLineParser)
 
     g = sub.add_parser("generate", help="write a synthetic IOR, HACC-IO or TPA trace",
                        description="Write a synthetic trace of one workload of the paper "
@@ -193,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check traces and print a summary of each",
                        description="Check every line and file life cycle of each trace; "
-                       "exit 1 on the first error of any file (file:line: field: reason).")
+                       "exit 1 if a file is malformed, 2 if one is missing (file:line: field: reason).")
     v.add_argument("files", nargs="+", metavar="FILE")
     v.set_defaults(func=_cmd_validate)
 
@@ -214,11 +213,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except UsageError as exc:
         parser.error(str(exc))  # exits 2
-    except (FileNotFoundError, TraceFormatError, lfs_df.LustreDumpFormatError,
+    except FileNotFoundError as exc:  # also DarshanLogNotFound: a name that is not shipped
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except (TraceFormatError, lfs_df.LustreDumpFormatError,
             darshan_import.DarshanImportError, generators.HaccDataError,
             ValueError, OSError, EOFError) as exc:
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     return 0
 
 

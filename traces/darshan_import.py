@@ -32,9 +32,10 @@ missing or skipped.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from traces.format import DEFAULT_STRIPE_SIZE, STRIPE_SIZE_UNIT, TraceRecord
 
@@ -163,8 +164,22 @@ def open_report(path: str | Path) -> Any:
         raise DarshanImportError(f"{p}: not a readable Darshan log ({exc})") from None
 
 
-def _report(src: str | Path | Any) -> Any:
-    return open_report(src) if isinstance(src, (str, Path)) else src
+@contextmanager
+def _opened(src: str | Path | Any) -> Iterator[Any]:
+    """The report of ``src`` (a path, or an open ``DarshanReport`` used as is).
+
+    A report opened here is closed on exit: left to the garbage collector, PyDarshan's
+    ``__del__`` takes cffi's non-reentrant lock and deadlocks when a collection happens to run
+    while that lock is held (seen under pytest: a test hung until its timeout).
+    """
+    if not isinstance(src, (str, Path)):
+        yield src
+        return
+    report = open_report(src)
+    try:
+        yield report
+    finally:
+        report._cleanup()  # what DarshanReport.__exit__ calls
 
 
 def darshan_job_id(report: Any) -> str:
@@ -191,7 +206,11 @@ def lustre_layouts(src: str | Path | Any) -> dict[str, LustreLayout]:
     Returns:
         ``{path: LustreLayout}``; empty when the log has no LUSTRE module.
     """
-    report = _report(src)
+    with _opened(src) as report:
+        return _lustre_layouts(report)
+
+
+def _lustre_layouts(report: Any) -> dict[str, LustreLayout]:
     names = report.name_records
     cols = report.counters.get("LUSTRE", {}).get("counters", []) if hasattr(report, "counters") else []
     out: dict[str, LustreLayout] = {}
@@ -223,7 +242,11 @@ def dxt_write_sizes(src: str | Path | Any) -> dict[str, list[int]]:
     issue (``start_time``) order. Empty when the log has no DXT_POSIX module. This is
     the input of the Markov write-size predictor (paper Section III-B).
     """
-    report = _report(src)
+    with _opened(src) as report:
+        return _dxt_write_sizes(report)
+
+
+def _dxt_write_sizes(report: Any) -> dict[str, list[int]]:
     names = report.name_records
     out: dict[str, list[int]] = {}
     for rec in _records(report, "DXT_POSIX"):
@@ -273,7 +296,13 @@ def import_darshan(path: str | Path, *, job_id: str | None = None,
     Raises:
         FileNotFoundError, DarshanImportError: as :func:`open_report`.
     """
-    report = open_report(path)
+    with _opened(path) as report:
+        return _import_report(report, path, job_id, aggregate_s, default_stripe_count,
+                              default_stripe_size)
+
+
+def _import_report(report: Any, path: str | Path, job_id: str | None, aggregate_s: float,
+                   default_stripe_count: int, default_stripe_size: int) -> DarshanImport:
     job = job_id or darshan_job_id(report)
     names = report.name_records
     notes: list[str] = []

@@ -3,6 +3,7 @@
  * -llustre_alloc_api, no LD_PRELOAD.
  *   test_api up DIR    mapper running: ping, query, create with a hint
  *   test_api down DIR  mapper stopped: ping/query fail fast, create works
+ *   test_api pool DIR  create with a hint naming pool "ssd"
  * Configuration from the environment (LUSTRE_ALLOC_MAPPER, _RECORD, ...).
  */
 #define _GNU_SOURCE
@@ -32,6 +33,15 @@ int main(int argc, char **argv)
 	lay = calloc(1, sizeof(*lay));
 	up = strcmp(argv[1], "up") == 0;
 	snprintf(path, sizeof(path), "%s/api_file", argv[2]);
+	if (strcmp(argv[1], "pool") == 0) {
+		hint.pool = "ssd";
+		fd = lustre_alloc_create(path, O_WRONLY, 0644, &hint);
+		CHECK(fd >= 0);
+		if (fd >= 0)
+			close(fd);
+		free(lay);
+		return CHECK_SUMMARY();
+	}
 
 	rc = lustre_alloc_ping(0);
 	CHECK(up ? rc == 0 : rc < 0);

@@ -5,7 +5,8 @@
  *  - the exact bytes the Lustre backend hands to ioctl(LL_IOC_LOV_SETSTRIPE),
  *  - the Lustre backend's create/fallback logic, driven through the one
  *    seam it has (la_lustre_ioctl) on a local filesystem,
- *  - the reply decoder and the path normaliser.
+ *  - the reply decoder, where a path really lands (O_PATH parent),
+ *  - directory defaults through GETSTRIPE, the signal-safe text helpers.
  * Usage: test_layout_abi SCRATCH_DIR.  Prints one line per check; exit 0
  * when all pass.
  */
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "la_internal.h"
@@ -38,9 +40,6 @@ static void test_struct_layout(void)
 	CHECK(sizeof(struct la_lov_user_md_v3) == 48);
 	CHECK(offsetof(struct la_lov_user_md_v3, lmm_pool_name) == 32);
 	CHECK(offsetof(struct la_lov_user_md_v3, lmm_objects) == 48);
-	CHECK(offsetof(struct la_llapi_stripe_param, lsp_stripe_count) == 24);
-	CHECK(offsetof(struct la_llapi_stripe_param, lsp_is_specific) == 28);
-	CHECK(offsetof(struct la_llapi_stripe_param, lsp_osts) == 32);
 	CHECK(la_lum_size(3) == 48 + 3 * 24);
 	CHECK(LA_LL_IOC_LOV_SETSTRIPE == 0x4008669A);
 	CHECK(LA_O_LOV_DELAY_CREATE == (O_NOCTTY | FASYNC));
@@ -84,6 +83,27 @@ static unsigned char seen_lum[4096];
 static unsigned long seen_req;
 static int fake_errno;
 static int fake_calls;
+static const char *race_path;
+
+#define OTHER_WRITER "rank 7 wrote this\n"
+
+/* Another process (another MPI rank) opens the same path with O_CREAT, no
+ * O_EXCL: it succeeds on the file we just created, and it writes. */
+static void other_writer(const char *path)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(path, O_WRONLY | O_CREAT, 0666);
+
+		_exit(fd >= 0 && write(fd, OTHER_WRITER, strlen(OTHER_WRITER)) ==
+				 (ssize_t)strlen(OTHER_WRITER) && close(fd) == 0 ?
+			      0 : 1);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid &&
+	      WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
 
 static int fake_ioctl(int fd, unsigned long req, void *arg)
 {
@@ -91,6 +111,8 @@ static int fake_ioctl(int fd, unsigned long req, void *arg)
 	seen_req = req;
 	if (fcntl(fd, F_GETFD) < 0)
 		return -1;
+	if (race_path)
+		other_writer(race_path);
 	memcpy(seen_lum, arg, la_lum_size(2));
 	if (fake_errno) {
 		errno = fake_errno;
@@ -102,11 +124,15 @@ static int fake_ioctl(int fd, unsigned long req, void *arg)
 static void test_lustre_backend(const char *scratch)
 {
 	struct la_decision *d = calloc(1, sizeof(*d));
+	static unsigned char lum[LA_LUM_MAX];
 	struct la_outcome out;
 	char path[LA_PATH_MAX + 64];
 	struct stat st;
 	int fd;
-	static const int refused[] = { EREMOTEIO, ENODEV, EINVAL, ENOTTY };
+	/* every errno SETSTRIPE gives on Lustre, plus "not Lustre" (ENOTTY) */
+	static const int setstripe_errnos[] = { EEXIST, EBUSY, ENOSPC, EDQUOT,
+						EPERM, EREMOTEIO, ENODEV,
+						EINVAL, ENOTTY };
 	unsigned i;
 
 	int (*orig)(int, unsigned long, void *) = la_lustre_ioctl;
@@ -123,13 +149,16 @@ static void test_lustre_backend(const char *scratch)
 	memset(&out, 0, sizeof(out));
 	fake_errno = 0;
 	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
-				      d, &out);
+				      d, "flash", lum, &out);
 	CHECK(fd >= 0);
 	CHECK(out.applied == 1 && out.reason[0] == '\0');
 	CHECK(seen_req == LA_LL_IOC_LOV_SETSTRIPE);
 	CHECK(((struct la_lov_user_md_v3 *)seen_lum)->lmm_magic ==
 	      LA_LOV_USER_MAGIC_SPECIFIC);
 	CHECK(((struct la_lov_user_md_v3 *)seen_lum)->lmm_objects[1].l_ost_idx == 2);
+	/* the pool (directory default's or hint's) goes into the layout */
+	CHECK(!strcmp(((struct la_lov_user_md_v3 *)seen_lum)->lmm_pool_name,
+		      "flash"));
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
 	if (fd >= 0)
 		close(fd);
@@ -137,25 +166,44 @@ static void test_lustre_backend(const char *scratch)
 	/* an existing file: EEXIST, no ioctl, the caller opens normally */
 	fake_calls = 0;
 	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
-				      d, &out);
+				      d, "", lum, &out);
 	CHECK(fd == -1 && errno == EEXIST && fake_calls == 0);
 
-	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-		char want[64];
+	for (i = 0; i < sizeof(setstripe_errnos) / sizeof(setstripe_errnos[0]);
+	     i++) {
+		int e = setstripe_errnos[i];
+		char want[64], buf[64];
+		struct stat fst;
+		ssize_t n;
+		int rfd;
 
-		snprintf(path, sizeof(path), "%s/lustre_refused_%u", scratch, i);
+		snprintf(path, sizeof(path), "%s/lustre_race_%d", scratch, e);
 		memset(&out, 0, sizeof(out));
-		fake_errno = refused[i];
+		fake_errno = e;
+		race_path = path; /* another rank writes before the ioctl fails */
 		fd = la_backend_lustre.create(AT_FDCWD, path,
 					      O_RDWR | O_CREAT | O_TRUNC, 0640,
-					      d, &out);
-		snprintf(want, sizeof(want), "setstripe_rejected:%d", refused[i]);
+					      d, NULL, lum, &out);
+		race_path = NULL;
+		snprintf(want, sizeof(want), "setstripe_rejected:%d", e);
 		CHECK(fd >= 0);
 		CHECK(out.applied == 0 && strcmp(out.reason, want) == 0);
-		/* created again, plainly, with the application's mode */
-		CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0640);
+		/* the file is the one we created, still linked, the other
+		 * writer's bytes intact, the application's mode and flags */
+		CHECK(stat(path, &st) == 0 && st.st_nlink == 1 &&
+		      (st.st_mode & 0777) == 0640);
+		CHECK(fd >= 0 && fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino &&
+		      fst.st_nlink == 1);
+		/* (FASYNC of O_LOV_DELAY_CREATE stays visible here: F_SETFL
+		 * cannot clear it on a local file system; llite drops it) */
 		CHECK(fd >= 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR);
-		CHECK(fd >= 0 && !(fcntl(fd, F_GETFL) & FASYNC));
+		rfd = open(path, O_RDONLY);
+		n = rfd >= 0 ? read(rfd, buf, sizeof(buf) - 1) : -1;
+		buf[n > 0 ? n : 0] = '\0';
+		CHECK(n == (ssize_t)strlen(OTHER_WRITER) &&
+		      strcmp(buf, OTHER_WRITER) == 0);
+		if (rfd >= 0)
+			close(rfd);
 		if (fd >= 0)
 			close(fd);
 	}
@@ -238,20 +286,138 @@ static void test_reply_decoder(void)
 	free(d);
 }
 
+/* Where a create really lands: the kernel resolves the parent. */
 static void test_paths(const char *scratch)
 {
-	char out[LA_PATH_MAX];
-	int dfd = open(scratch, O_RDONLY | O_DIRECTORY);
-	char want[LA_PATH_MAX + 64];
+	static struct la_work w;
+	struct la_target t;
+	char want[LA_PATH_MAX + 64], dir[LA_PATH_MAX + 64];
+	int dfd;
 
-	CHECK(la_abspath(AT_FDCWD, "/a/./b//../c", out, sizeof(out)) == 0 &&
-	      !strcmp(out, "/a/c"));
-	CHECK(la_abspath(AT_FDCWD, "/../x", out, sizeof(out)) == 0 &&
-	      !strcmp(out, "/x"));
-	snprintf(want, sizeof(want), "%s/sub/f", scratch);
-	CHECK(la_abspath(dfd, "./sub/f", out, sizeof(out)) == 0 &&
-	      !strcmp(out, want));
+	/* scratch/dir/lnk -> scratch/elsewhere/sub: "dir/lnk/../f" is
+	 * scratch/elsewhere/f, not the lexical scratch/dir/f */
+	snprintf(dir, sizeof(dir), "%s/dir", scratch);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "%s/elsewhere", scratch);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "%s/elsewhere/sub", scratch);
+	mkdir(dir, 0700);
+	snprintf(want, sizeof(want), "%s/dir/lnk", scratch);
+	CHECK(symlink(dir, want) == 0);
+	snprintf(dir, sizeof(dir), "%s/dir/lnk/../f", scratch);
+	snprintf(want, sizeof(want), "%s/elsewhere/f", scratch);
+	CHECK(la_target_open(AT_FDCWD, dir, &w, &t) == 0 &&
+	      !strcmp(t.base, "f"));
+	CHECK(la_target_abspath(&t, &w) == 0 && !strcmp(w.abs, want));
+	close(t.pfd);
+
+	dfd = open(scratch, O_RDONLY | O_DIRECTORY);
+	snprintf(want, sizeof(want), "%s/elsewhere/sub/g", scratch);
+	CHECK(la_target_open(dfd, "./dir/lnk/g", &w, &t) == 0 &&
+	      la_target_abspath(&t, &w) == 0 && !strcmp(w.abs, want));
+	close(t.pfd);
 	close(dfd);
+	CHECK(la_target_open(AT_FDCWD, "/etc", &w, &t) == 0 &&
+	      la_target_abspath(&t, &w) == 0 && !strcmp(w.abs, "/etc"));
+	close(t.pfd);
+	/* not new regular files: left to open(2) */
+	CHECK(la_target_open(AT_FDCWD, "/tmp/", &w, &t) == -1 && t.pfd == -1);
+	CHECK(la_target_open(AT_FDCWD, "/tmp/..", &w, &t) == -1);
+	CHECK(la_target_open(AT_FDCWD, "/no/such/dir/f", &w, &t) == -1);
+}
+
+/* ---- directory defaults, through the ioctl seam ---- */
+static const void *getstripe_reply;
+static size_t getstripe_len;
+
+static int fake_getstripe(int fd, unsigned long req, void *arg)
+{
+	CHECK(req == LA_LL_IOC_LOV_GETSTRIPE && fcntl(fd, F_GETFD) >= 0);
+	/* the buffer is announced as a v3 */
+	CHECK(((struct la_lov_user_md_v3 *)arg)->lmm_magic ==
+	      LA_LOV_USER_MAGIC_V3);
+	if (!getstripe_reply) {
+		errno = ENODATA;
+		return -1;
+	}
+	memcpy(arg, getstripe_reply, getstripe_len);
+	return 0;
+}
+
+static void test_dir_defaults(const char *scratch)
+{
+	static unsigned char buf[LA_LUM_MAX];
+	struct la_lov_user_md_v3 v3;
+	struct la_lov_user_md_v1 v1;
+	uint32_t comp = LA_LOV_USER_MAGIC_COMP_V1;
+	struct la_dirinfo di;
+	int dfd = open(scratch, O_RDONLY | O_DIRECTORY);
+	ssize_t n;
+
+	la_lustre_ioctl = fake_getstripe;
+	memset(&v3, 0, sizeof(v3));
+	v3.lmm_magic = LA_LOV_USER_MAGIC_V3;
+	v3.lmm_stripe_size = 4u << 20;
+	v3.lmm_stripe_count = 3;
+	memcpy(v3.lmm_pool_name, "flash", 5);
+	getstripe_reply = &v3;
+	getstripe_len = sizeof(v3);
+	n = la_backend_lustre.dir_default(dfd, buf, sizeof(buf));
+	memset(&di, 0, sizeof(di));
+	CHECK(n > 0 && la_parse_dir_default(buf, (size_t)n, &di) == 0);
+	CHECK(di.has_default && !di.composite && di.stripe_count == 3 &&
+	      di.stripe_size == 4u << 20 && !strcmp(di.pool, "flash"));
+
+	memset(&v1, 0, sizeof(v1));
+	v1.lmm_magic = LA_LOV_USER_MAGIC_V1;
+	v1.lmm_stripe_size = 1u << 20;
+	v1.lmm_stripe_count = 0xffff; /* -c -1: every OST */
+	getstripe_reply = &v1;
+	getstripe_len = sizeof(v1);
+	n = la_backend_lustre.dir_default(dfd, buf, sizeof(buf));
+	memset(&di, 0, sizeof(di));
+	CHECK(n > 0 && la_parse_dir_default(buf, (size_t)n, &di) == 0);
+	CHECK(di.stripe_count == -1 && di.pool[0] == '\0');
+
+	getstripe_reply = &comp;
+	getstripe_len = sizeof(comp);
+	n = la_backend_lustre.dir_default(dfd, buf, sizeof(buf));
+	memset(&di, 0, sizeof(di));
+	CHECK(n > 0 && la_parse_dir_default(buf, (size_t)n, &di) == 0);
+	CHECK(di.composite && !di.has_default);
+
+	getstripe_reply = NULL; /* ENODATA: no default on the directory */
+	CHECK(la_backend_lustre.dir_default(dfd, buf, sizeof(buf)) == -1);
+	/* short or unknown bytes are not a default */
+	CHECK(la_parse_dir_default(&v3, 20, &di) == -1);
+	comp = 0x12345678;
+	CHECK(la_parse_dir_default(&comp, sizeof(comp), &di) == -1);
+	close(dfd);
+}
+
+/* ---- signal-safe text ---- */
+static void test_fmt(void)
+{
+	char buf[16], reason[12];
+	struct la_out o = { buf, 0, sizeof(buf) };
+
+	buf[0] = '\0';
+	la_put_u64(&o, 0);
+	la_put_str(&o, " ");
+	la_put_i64(&o, -42);
+	CHECK(!strcmp(buf, "0 -42"));
+	o.len = 0;
+	la_put_tenths(&o, 139.64);
+	la_put_str(&o, "/");
+	la_put_tenths(&o, -1.0); /* never negative */
+	CHECK(!strcmp(buf, "139.6/0.0"));
+	o.len = 0;
+	la_put_u64(&o, 18446744073709551615ull); /* 20 digits, cut at 15 */
+	CHECK(o.len == sizeof(buf) - 1 && !strcmp(buf, "184467440737095"));
+	la_reason(reason, sizeof(reason), "setstripe", 121);
+	CHECK(!strcmp(reason, "setstripe:1")); /* cut, still terminated */
+	la_reason(reason, sizeof(reason), "create", 13);
+	CHECK(!strcmp(reason, "create:13"));
 }
 
 int main(int argc, char **argv)
@@ -265,5 +431,7 @@ int main(int argc, char **argv)
 	test_lustre_backend(scratch);
 	test_reply_decoder();
 	test_paths(scratch);
+	test_dir_defaults(scratch);
+	test_fmt();
 	return CHECK_SUMMARY();
 }

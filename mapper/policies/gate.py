@@ -26,7 +26,7 @@ import time
 from typing import Callable, Sequence
 
 from mapper.state.cluster_state import ClusterSnapshot
-from mapper.state.ost_health import is_usable
+from mapper.state.ost_health import stale_servers
 from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, Placement, PlacementPolicy,
                               allocate_each)
 
@@ -44,20 +44,6 @@ BUDGET_REST_MAX_S = 10.0
 FALLBACK_REASONS = ("mds_cpu", "stale", "budget", "error", "check")
 """Why the fallback decided; ``check`` is set by the service when its last-line check
 rejected the primary's answer for one request."""
-
-
-def stale_servers(snapshot: ClusterSnapshot, max_age_s: float) -> list[str]:
-    """OSS names serving a usable OST whose last sample is older than ``max_age_s``
-    seconds at ``snapshot.time_s`` (or was never taken), sorted."""
-    stale = set()
-    for ost in snapshot.osts:
-        if not is_usable(ost):
-            continue
-        oss = snapshot.osses[ost.oss]
-        times = [t for t in (ost.sample_time_s, oss.sample_time_s) if t is not None]
-        if not times or snapshot.time_s - min(times) > max_age_s:
-            stale.add(ost.oss)
-    return sorted(stale)
 
 
 def _batch(policy: PlacementPolicy, snapshot: ClusterSnapshot,
@@ -127,11 +113,11 @@ class GatedPolicy(BatchPolicy):
         return self.round_budget_s is not None and self.round_estimate_s > self.round_budget_s
 
     def _measured(self, took_s: float) -> None:
-        if self.over_budget():
+        budget = self.round_budget_s
+        if budget is not None and self.round_estimate_s > budget:    # over_budget()
             # a trial after a rest: restart the estimate from half the budget, so one
             # noisy trial does not keep the primary resting, a truly slow one does
-            assert self.round_budget_s is not None
-            self.round_estimate_s = 0.5 * self.round_budget_s
+            self.round_estimate_s = 0.5 * budget
         self.round_estimate_s += BUDGET_EWMA_WEIGHT * (took_s - self.round_estimate_s)
         if self.over_budget():
             self._rest_until = self.clock() + self._rest_s

@@ -33,8 +33,8 @@ import random
 from dataclasses import dataclass
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState, osts_by_oss
-from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
-from mapper.policies.placement import CreateRequest, NoSpaceError, Placement, QosUnavailable
+from mapper.state.ost_health import is_usable, members_and_stripe_count
+from mapper.policies.placement import CreateRequest, Placement, QosUnavailable
 from mapper.policies.round_robin import RoundRobin
 
 QOS_SCALE_SHIFT = 8
@@ -132,11 +132,7 @@ class LustreQos:
         ``Placement.note`` is empty for a weighted decision and says why otherwise.
         Raises NoSpaceError when no OST of the pool is usable.
         """
-        members = pool_members(snapshot, request.pool)
-        usable = sum(1 for o in members if is_usable(o))
-        count = resolve_stripe_count(request.stripe_count, usable)
-        if count == 0:
-            raise NoSpaceError("no usable OST" + (f" in pool {request.pool!r}" if request.pool else ""))
+        members, count = members_and_stripe_count(snapshot, request.pool, request.stripe_count)
         try:
             osts = self._alloc_qos(snapshot, members, count)
             self.last_fallback_reason = None

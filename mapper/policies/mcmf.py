@@ -51,7 +51,7 @@ from mapper.flow.costs import PERCENT_SCALE, TIME_UNIT_S, OstArrays, make_cost_m
 from mapper.flow.network import RoundRequest, build_network
 from mapper.flow.solver import SOLVERS
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor
-from mapper.predictor.markov_store import load_predictor
+from mapper.predictor.markov_store import load_predictor, save_predictor
 from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
 from mapper.policies.placement import AllocationError, BatchPolicy, CreateRequest, NoSpaceError, Placement
 from mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION, STRAGGLER_MIN_EXCESS_S,
@@ -70,6 +70,15 @@ class _Predicted:
     osts: tuple[int, ...]
     probability: float
     bytes_per_stripe: float = 0.0
+
+
+@dataclass(slots=True)
+class AppStripes:
+    """Stripes one application received recently, per OST index (the per-application
+    spreading term, ``app_weight``), decayed with ``app_half_life_s`` up to ``as_of_s``
+    (seconds on the policy's pending clock)."""
+    as_of_s: float
+    per_ost: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -210,7 +219,7 @@ class McmfPolicy(BatchPolicy):
             raise ValueError(f"predict_mode must be 'joint' or 'after', got {predict_mode!r}")
         self.predict_mode = predict_mode
         self.app_half_life_s = app_half_life_s
-        self.app_stripes: OrderedDict[str, dict[Any, float]] = OrderedDict()
+        self.app_stripes: OrderedDict[str, AppStripes] = OrderedDict()
         self.pending_bytes: dict[int, float] = {}
         self.pending_stripes: dict[int, float] = {}
         self._pending_time_s = -math.inf
@@ -244,7 +253,7 @@ class McmfPolicy(BatchPolicy):
     # -- persistence -----------------------------------------------------------------
     def save_state(self, path: str | Path) -> Path:
         """Write the learned predictor to ``path`` atomically (:mod:`mapper.predictor.markov_store`)."""
-        return self.predictor.save(path)
+        return save_predictor(self.predictor, path)
 
     def load_state(self, path: str | Path) -> None:
         """Replace the predictor with the one saved at ``path``.
@@ -349,7 +358,7 @@ class McmfPolicy(BatchPolicy):
             stragglers = find_stragglers(usable_all, self.straggler_factor,
                                          self.straggler_min_excess_s, self.straggler_max_fraction)
         candidates = [o for o in usable_all if o.index not in stragglers]
-        base = self._base_arrays(snapshot, candidates)
+        base = self.base_arrays(snapshot, candidates)
         if self.rate_tracker.latency_smoothing < 1.0:
             base = replace(base, write_latency_s=self.rate_tracker.latencies(base.index))
         base = replace(base, rate_bytes_s=self.rate_tracker.rates(base.index),
@@ -493,8 +502,11 @@ class McmfPolicy(BatchPolicy):
         return got
 
     @staticmethod
-    def _base_arrays(snapshot: ClusterSnapshot, candidates: list[OstState]) -> OstArrays:
-        """The candidates' state from the snapshot alone (nothing this mapper placed)."""
+    def base_arrays(snapshot: ClusterSnapshot, candidates: list[OstState]) -> OstArrays:
+        """The flow network's per-OST inputs for ``candidates`` (OSTs of ``snapshot``, in
+        row order) from the snapshot alone, nothing this mapper placed: the arrays of
+        :class:`~mapper.flow.costs.OstArrays`, shape (len(candidates),); ``queue`` is each
+        OST's write latency over the fastest known one, minus 1 (0 when unknown)."""
         oss_names = {name: s for s, name in enumerate(dict.fromkeys(o.oss for o in candidates))}
         nan = math.nan
         rows = [(o.index, oss_names[o.oss], o.kbytes_total, o.kbytes_avail,
@@ -674,14 +686,14 @@ class McmfPolicy(BatchPolicy):
                    unit: float = PERCENT_SCALE) -> np.ndarray | None:
         """Per-application spreading term: ``app_weight`` points per stripe this
         application received on the OST recently (decaying with ``app_half_life_s``)."""
-        placed = self.app_stripes.get(job_id)
-        if not placed or self.app_weight == 0:
+        app = self.app_stripes.get(job_id)
+        if app is None or self.app_weight == 0:
             return None
-        factor = 0.5 ** ((self._pending_time_s - placed.pop("_t", self._pending_time_s))
-                         / self.app_half_life_s)
-        for k in list(placed):
+        placed = app.per_ost
+        factor = 0.5 ** ((self._pending_time_s - app.as_of_s) / self.app_half_life_s)
+        for k in placed:
             placed[k] *= factor
-        placed["_t"] = self._pending_time_s
+        app.as_of_s = self._pending_time_s
         counts = np.array([placed.get(int(i), 0.0) for i in osts.index])
         return np.rint(self.app_weight * counts * unit).astype(np.int64)
 
@@ -695,7 +707,10 @@ class McmfPolicy(BatchPolicy):
                 self._seen_used_kib[i] = o.kbytes_total - o.kbytes_avail
             self._seen_sample_s[i] = o.sample_time_s
         if self.app_weight:
-            placed = self.app_stripes.setdefault(job_id, {"_t": self._pending_time_s})
+            app = self.app_stripes.get(job_id)
+            if app is None:
+                app = self.app_stripes[job_id] = AppStripes(self._pending_time_s)
+            placed = app.per_ost
             self.app_stripes.move_to_end(job_id)
             for i in osts:
                 placed[i] = placed.get(i, 0.0) + 1.0

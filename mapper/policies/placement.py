@@ -12,9 +12,6 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from mapper.state.cluster_state import ClusterSnapshot
 
-LOV_OFFSET_DEFAULT = 0xFFFF
-"""Stripe offset meaning "allocator chooses" (``lfs setstripe -i -1``; lustre_user.h)."""
-
 
 @dataclass(frozen=True, slots=True)
 class CreateRequest:
@@ -67,6 +64,22 @@ class NoSpaceError(AllocationError):
 class InvalidRequestError(AllocationError):
     """The request itself is wrong: bad stripe count, unknown pool (EINVAL)."""
     errno = errno.EINVAL
+
+
+class PlacementCheckError(Exception):
+    """A layout breaks an invariant every policy guarantees (a duplicate, unknown,
+    unusable or out-of-pool OST): a bug in the policy that produced it, never a request
+    error. Raised by :func:`mapper.state.ost_health.check_placement`.
+
+    Attributes:
+        ost: the first offending OST index (None for an empty list).
+        reason: one line naming the violation.
+    """
+
+    def __init__(self, reason: str, ost: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.ost = ost
 
 
 class QosUnavailable(AllocationError):

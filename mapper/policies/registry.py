@@ -1,8 +1,17 @@
-"""Policy registry: build a placement policy by name (the names the CLI and scenarios use)."""
+"""Policy registry: the one factory that builds a placement policy from a name and its
+parameters (the names and ``policy_params`` tables the mapper's configuration, the CLI and
+the scenarios use).
+
+:func:`build_policy` is what the mapper service and the simulator both call, so a policy
+tuned in a scenario (``[policy_params.mcmf]``) runs the same way in production
+(``[policy.mcmf]`` of the mapper's TOML, docs/operations.md).
+"""
 from __future__ import annotations
 
-from typing import Any, Callable
+import inspect
+from typing import Any, Callable, Mapping
 
+from mapper.policies.gate import GatedPolicy
 from mapper.policies.lustre_qos import LustreQos
 from mapper.policies.mcmf import McmfFlowOnly, McmfPolicy
 from mapper.policies.placement import PlacementPolicy
@@ -17,10 +26,71 @@ POLICIES: dict[str, Callable[..., PlacementPolicy]] = {
     "mcmf_flow": McmfFlowOnly,
 }
 BASELINES = ("round_robin", "lustre_qos", "random")
+DEFAULT_FALLBACK = "lustre_qos"
+"""The gate's fallback unless told otherwise: Lustre's own allocator (Section III-D)."""
+GATE_PARAMS = ("fallback", "mds_cpu_limit_percent")
+"""``policy_params`` keys that configure the MDS CPU gate around the policy, not the policy
+(scenarios only; the mapper's TOML sets them as ``[mapper]`` keys)."""
+
+PolicyParams = Mapping[str, Mapping[str, Any]]
+"""Policy name -> keyword parameters of its constructor (a TOML table per policy)."""
 
 
 class UnknownPolicyError(ValueError):
     """A policy name that is not registered."""
+
+
+class PolicyParamError(ValueError):
+    """A policy parameter the policy does not take, or a value it refuses."""
+
+
+def _check_name(name: str) -> Callable[..., PlacementPolicy]:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise UnknownPolicyError(
+            f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
+
+
+def policy_param_names(name: str) -> tuple[str, ...]:
+    """The keyword parameters policy ``name`` takes (besides ``seed``), sorted.
+
+    A constructor that forwards ``**params`` to its base class (``mcmf_flow``) takes its
+    base's parameters too.
+
+    Raises:
+        UnknownPolicyError: unknown name.
+    """
+    factory = _check_name(name)
+    names: set[str] = set()
+    classes = factory.__mro__ if isinstance(factory, type) else (factory,)
+    for cls in classes:
+        init = cls.__init__ if isinstance(cls, type) else cls
+        if init is object.__init__:
+            break
+        params = inspect.signature(init).parameters.values()
+        names.update(p.name for p in params
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    names.discard("self")
+    names.discard("seed")
+    return tuple(sorted(names))
+
+
+def check_policy_params(name: str, params: Mapping[str, Any], where: str = "policy") -> None:
+    """Reject a key policy ``name`` does not take, with one line naming it
+    (``<where>.<name>.<key>``).
+
+    Raises:
+        UnknownPolicyError: unknown name.
+        PolicyParamError: an unknown key (the message lists the known ones).
+    """
+    known = policy_param_names(name)
+    for key in params:
+        if key not in known:
+            raise PolicyParamError(f"{where}.{name}.{key}: unknown parameter of {name}; "
+                                   f"known: {', '.join(known) or '(none)'}")
 
 
 def make_policy(name: str, seed: int = 0, **params: Any) -> PlacementPolicy:
@@ -34,9 +104,50 @@ def make_policy(name: str, seed: int = 0, **params: Any) -> PlacementPolicy:
         UnknownPolicyError: unknown name (the message lists the known ones).
         TypeError: a parameter the policy does not take.
     """
+    return _check_name(name)(seed=seed, **params)
+
+
+def build_policy(name: str, policy_params: PolicyParams | None = None, *, seed: int = 0,
+                 gate: bool | None = None, fallback: str | None = None,
+                 **gate_kwargs: Any) -> PlacementPolicy:
+    """The policy ``name`` built with ``policy_params[name]``, behind the MDS CPU gate when
+    asked.
+
+    Args:
+        name: a key of :data:`POLICIES`.
+        policy_params: policy name -> constructor parameters (also used for the fallback).
+            The gate keys of :data:`GATE_PARAMS` in the primary's table configure the gate.
+        seed: the random seed of the primary and the fallback.
+        gate: True = always wrap in :class:`GatedPolicy` (the service); None = only a
+            policy that asks for it (``needs_gate``: the mapper's MCMF; the simulator);
+            False = never.
+        fallback: the gate's fallback policy name (overrides the table's ``fallback``;
+            default :data:`DEFAULT_FALLBACK`).
+        gate_kwargs: further :class:`GatedPolicy` arguments (override the table's).
+    Raises:
+        UnknownPolicyError: an unknown primary or fallback name.
+        PolicyParamError: a parameter the policy does not take, or a value it refuses
+            (the message names the policy and the key when it can).
+    """
+    tables = policy_params or {}
+    params = dict(tables.get(name, {}))
+    gate_opts = {k: params.pop(k) for k in GATE_PARAMS if k in params}
+    primary = _make_checked(name, seed, params)
+    if gate is False or (gate is None and not getattr(primary, "needs_gate", False)):
+        return primary
+    fallback_name = fallback or gate_opts.pop("fallback", DEFAULT_FALLBACK)
+    gate_opts.pop("fallback", None)
+    fallback_params = {k: v for k, v in tables.get(fallback_name, {}).items()
+                       if k not in GATE_PARAMS}
+    fallback_policy = _make_checked(fallback_name, seed, fallback_params)
+    return GatedPolicy(primary, fallback_policy, **{**gate_opts, **gate_kwargs})
+
+
+def _make_checked(name: str, seed: int, params: dict[str, Any]) -> PlacementPolicy:
+    check_policy_params(name, params)
     try:
-        factory = POLICIES[name]
-    except KeyError:
-        raise UnknownPolicyError(
-            f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
-    return factory(seed=seed, **params)
+        return make_policy(name, seed=seed, **params)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, UnknownPolicyError):
+            raise
+        raise PolicyParamError(f"policy.{name}: {exc}") from exc

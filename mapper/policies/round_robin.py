@@ -38,7 +38,7 @@ import random
 from dataclasses import dataclass, field
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState, osts_by_oss
-from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
+from mapper.state.ost_health import is_usable, members_and_stripe_count
 from mapper.policies.placement import CreateRequest, NoSpaceError, Placement
 
 LOV_CREATE_RESEED_MIN = 2000
@@ -99,11 +99,7 @@ class RoundRobin:
 
     def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
         """Allocate ``request``; raises NoSpaceError when no OST is usable."""
-        members = pool_members(snapshot, request.pool)
-        usable = sum(1 for o in members if is_usable(o))
-        count = resolve_stripe_count(request.stripe_count, usable)
-        if count == 0:
-            raise NoSpaceError("no usable OST" + (f" in pool {request.pool!r}" if request.pool else ""))
+        members, count = members_and_stripe_count(snapshot, request.pool, request.stripe_count)
         return Placement(tuple(self.select(snapshot, members, request.pool, count)), self.name)
 
     def state(self, pool: str | None = None) -> RoundRobinState | None:

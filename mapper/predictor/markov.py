@@ -601,22 +601,6 @@ class MarkovPredictor:
             self._apps.popitem(last=False)
             self.stats.evicted += 1
 
-    # ------------------------------------------------------------ persistence
-    def save(self, path: str | Path) -> Path:
-        """Write the learned state to ``path`` (versioned; see :mod:`mapper.predictor.markov_store`)."""
-        from mapper.predictor.markov_store import save_predictor
-        return save_predictor(self, path)
-
-    @classmethod
-    def load(cls, path: str | Path, config: MarkovConfig | None = None) -> "MarkovPredictor":
-        """Read a predictor saved by :meth:`save`.
-
-        Raises:
-            PredictorStateError: missing, corrupt, wrong-version or incompatible file.
-        """
-        from mapper.predictor.markov_store import load_predictor
-        return load_predictor(path, config)
-
 
 def _coerce_bytes(value: Any) -> int | None:
     """A byte count from any real number: an int, or None if NaN/infinite/negative."""

@@ -16,24 +16,26 @@ from typing import Sequence
 from common.errors import ConfigError
 from common.logs import setup_logging
 from mapper.service.server import MapperService, ServiceError
-from mapper.service.config import load_config
+from mapper.service.config import MapperConfig, load_config
+from common.cli import command_parser, fail
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    d = MapperConfig()      # the defaults the help names (one source: no stale numbers)
+    p = command_parser(
         prog="lustre-alloc-mapper",
         description="Serve OST allocation requests (docs/protocol.md) from collector statistics, "
                     "the request predictor and min-cost flow, falling back to Lustre's allocator.")
-    p.add_argument("--config", help="TOML file with a [mapper] table")
-    p.add_argument("--bind", help="request endpoint (ROUTER), default tcp://*:5558")
+    p.add_argument("--config", help="TOML file with a [mapper] table and optional [policy.<name>] tables")
+    p.add_argument("--bind", help=f"request endpoint (ROUTER), default {d.bind}")
     p.add_argument("--static-cluster", dest="static_cluster", metavar="OSSxOSTS",
                    help="serve a static emulated cluster, e.g. 4x2 (no broker, never stale)")
-    p.add_argument("--policy", help="primary placement policy (default mcmf)")
-    p.add_argument("--fallback", help="fallback policy (default lustre_qos)")
+    p.add_argument("--policy", help=f"primary placement policy (default {d.policy})")
+    p.add_argument("--fallback", help=f"fallback policy (default {d.fallback})")
     p.add_argument("--seed", type=int, help="policies' random seed")
     p.add_argument("--state-file", dest="state_file", help="learned state file")
     p.add_argument("--save-interval", dest="save_interval_s", type=float,
-                   help="seconds between learned-state saves (300)")
+                   help=f"seconds between learned-state saves ({d.save_interval_s:g})")
     p.add_argument("--metrics-port", dest="metrics_port", type=int,
                    help="Prometheus port (0: off)")
     p.add_argument("--broker-backend", dest="broker_backend", help="broker XPUB endpoint")
@@ -41,14 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embed-broker", dest="embed_broker", action="store_const", const=True,
                    help="run the broker inside the mapper")
     p.add_argument("--mds-cpu-limit", dest="mds_cpu_limit_percent", type=float,
-                   help="fall back at or above this MDS CPU %% (70)")
+                   help=f"fall back at or above this MDS CPU %% ({d.mds_cpu_limit_percent:g})")
     p.add_argument("--stale-after", dest="stale_after_s", type=float,
                    help="seconds without a sample before a server is stale (0: 2 x interval)")
     p.add_argument("--round-budget", dest="round_budget_s", type=float,
-                   help="fall back while a round takes longer than this, s (0.002)")
+                   help=f"fall back while a round takes longer than this, s ({d.round_budget_s:g})")
     p.add_argument("--batch-window", dest="batch_window_s", type=float,
-                   help="wait this long for more requests to solve together, s (0)")
-    p.add_argument("--log-level", dest="log_level")
+                   help=f"wait this long for more requests to solve together, s ({d.batch_window_s:g})")
+    p.add_argument("--log-level", dest="log_level",
+                   help=f"debug, info, warning, error or critical ({d.log_level})")
     return p
 
 
@@ -58,21 +61,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config, overrides)
     except ConfigError as exc:
-        print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
-        return 2
+        return fail("lustre-alloc-mapper", exc, 2)
     setup_logging(config.log_level)
     try:
         service = MapperService(config)
     except (ServiceError, ConfigError) as exc:
-        print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
-        return 2
+        return fail("lustre-alloc-mapper", exc, 2)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: service.stop_event.set())
     try:
         service.run()
     except (ServiceError, ConfigError) as exc:
-        print(f"lustre-alloc-mapper: {exc}", file=sys.stderr)
-        return 1
+        return fail("lustre-alloc-mapper", exc, 1)
     return 0
 
 

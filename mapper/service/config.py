@@ -16,16 +16,29 @@ mapper.toml.example`` is the annotated version)::
 
     [mapper.pools]
     flash = [0, 1, 2, 3]
+
+    [policy.mcmf]               # parameters of the primary (any [policy.<name>] table)
+    predict_k = 4
+    straggler_factor = 2.0
+
+    [policy.mcmf.cost_params]
+    space_weight = 1.0
+
+Each ``[policy.<name>]`` table holds keyword parameters of that policy's constructor,
+exactly as a scenario's ``[policy_params.<name>]`` (docs/operations.md, "Tuning the
+policy"); an unknown key is refused with one line naming it.
 """
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from common.config import load
 from common.curve import CurveClient, CurveServer
 from common.errors import ConfigError
+from mapper.policies import registry
 from mapper.policies.gate import MDS_CPU_LIMIT_PERCENT
 
 DEFAULT_POLICY = "mcmf"
@@ -63,6 +76,8 @@ class MapperConfig:
         metrics_port: Prometheus HTTP port (0: off); ``metrics_addr`` its address.
         lnet_capacity_bytes_per_s: link rate that means 100 % LNet load, B/s.
         pools: pool name -> OST indices.
+        policy_params: policy name -> constructor parameters, from the top-level
+            ``[policy.<name>]`` tables (:func:`mapper.policies.registry.build_policy`).
         curve_secret_key, curve_server_key: CURVE keys to subscribe to the broker.
         serve_curve_secret_key, serve_curve_authorized_keys: make the request socket a
             CURVE server (clients need an authorised key); both or neither.
@@ -91,6 +106,7 @@ class MapperConfig:
     metrics_addr: str = "0.0.0.0"
     lnet_capacity_bytes_per_s: float = 12.5e9
     pools: dict[str, Any] = field(default_factory=dict)
+    policy_params: dict[str, Any] = field(default_factory=dict)
     curve_secret_key: str = ""
     curve_server_key: str = ""
     serve_curve_secret_key: str = ""
@@ -130,12 +146,16 @@ class MapperConfig:
                 raise ConfigError(f"pools.{name} must be a list of OST indices")
             if not name or len(name.encode()) > 15:
                 raise ConfigError(f"pool name {name!r} must be 1..15 bytes (LOV_MAXPOOLNAME)")
+        for name, params in self.policy_params.items():
+            _check_policy_table(name, params)
         return self
 
     def static_shape(self) -> tuple[int, int]:
         """(OSSes, OSTs per OSS) of ``static_cluster``."""
         m = _STATIC.match(self.static_cluster)
-        assert m is not None
+        if m is None:
+            raise ConfigError(f"static_cluster {self.static_cluster!r} is not <OSSes>x<OSTs>, "
+                              f"e.g. 4x2")
         return int(m.group(1)), int(m.group(2))
 
     def curve(self) -> CurveClient | None:
@@ -151,10 +171,58 @@ class MapperConfig:
         return CurveServer(self.serve_curve_secret_key, self.serve_curve_authorized_keys)
 
 
-def load_config(path: str | None, overrides: Mapping[str, Any]) -> MapperConfig:
-    """``[mapper]`` of ``path`` (if given), then ``overrides`` (None values ignored).
+def _check_policy_table(name: str, params: Any) -> None:
+    """One ``[policy.<name>]`` table: a known policy, known keys, values it accepts.
 
     Raises:
-        ConfigError: unreadable file, unknown key, wrong type, invalid value.
+        ConfigError: one line naming ``policy.<name>[.<key>]``.
     """
+    if name not in registry.POLICIES:
+        raise ConfigError(f"policy.{name}: unknown policy; known: "
+                          f"{', '.join(sorted(registry.POLICIES))}")
+    if not isinstance(params, dict):
+        raise ConfigError(f"policy.{name} must be a table")
+    for key in params:
+        if key in registry.GATE_PARAMS:
+            raise ConfigError(f"policy.{name}.{key}: set it as mapper.{key}")
+    try:
+        registry.check_policy_params(name, params)
+        registry.make_policy(name, **params)     # the policy's own value checks
+    except (registry.PolicyParamError, TypeError, ValueError) as exc:
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith("policy.") else f"policy.{name}: {msg}") from None
+
+
+def _policy_tables(path: str | None) -> dict[str, Any] | None:
+    """The top-level ``[policy]`` table of ``path`` (None when absent or unreadable:
+    :func:`common.config.load` reports an unreadable file)."""
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    mapper = data.get("mapper")
+    if isinstance(mapper, dict) and "policy_params" in mapper:
+        raise ConfigError(f"{path}: mapper.policy_params: write [policy.<name>] tables instead")
+    tables = data.get("policy")
+    if tables is None:
+        return None
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{path}: policy must be tables [policy.<name>]")
+    return tables
+
+
+def load_config(path: str | None, overrides: Mapping[str, Any]) -> MapperConfig:
+    """``[mapper]`` of ``path`` (if given), then ``overrides`` (None values ignored); the
+    top-level ``[policy.<name>]`` tables of ``path`` become ``policy_params``.
+
+    Raises:
+        ConfigError: unreadable file, unknown key, wrong type, invalid value (one line
+            naming the key, e.g. ``policy.mcmf.predict_kk: unknown parameter ...``).
+    """
+    tables = _policy_tables(path)
+    if tables is not None:
+        overrides = {**overrides, "policy_params": tables}
     return load(MapperConfig, path, "mapper", overrides)

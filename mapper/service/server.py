@@ -29,17 +29,19 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import zmq
 
 from mapper.service import wire
 from mapper.state.cluster_state import ClusterSnapshot
-from mapper.policies.gate import GatedPolicy, stale_servers
+from mapper.policies.gate import GatedPolicy
 from mapper.service.metrics import MapperMetrics
 from mapper.state.ost_health import check_placement, is_usable, pool_members
-from mapper.policies.placement import AllocationError, CreateRequest, InvalidRequestError, Placement
-from mapper.policies.registry import POLICIES, make_policy
+from mapper.policies.placement import (AllocationError, CreateRequest, InvalidRequestError, Placement,
+                                       PlacementCheckError)
+from mapper.policies import registry
+from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
 from mapper.state.state_store import StateStore
 
@@ -89,27 +91,27 @@ class PlacementGuard:
             return "empty OST list"
         try:
             check_placement(snapshot, osts, pool)
-        except AssertionError as exc:
-            return str(exc)
+        except PlacementCheckError as exc:
+            return exc.reason
         return "placement check disagrees with the cached usable set"  # not reached
 
 
 def build_policy(config: MapperConfig, store: StateStore) -> GatedPolicy:
-    """The gated primary/fallback pair of ``config``.
+    """The gated primary/fallback pair of ``config``, built by the one policy factory
+    (:func:`mapper.policies.registry.build_policy`) with ``config.policy_params``.
 
     Raises:
-        ServiceError: an unknown policy name.
+        ServiceError: an unknown policy name or a bad policy parameter.
     """
-    name = config.policy
-    for n in (name, config.fallback):
-        if n not in POLICIES:
-            raise ServiceError(f"unknown policy {n!r}; known: {', '.join(sorted(POLICIES))}")
-    primary = make_policy(name, seed=config.seed)
-    fallback = make_policy(config.fallback, seed=config.seed)
-    return GatedPolicy(primary, fallback, mds_cpu_limit_percent=config.mds_cpu_limit_percent,
-                       max_sample_age_s=None if store.static else store.max_age_s(),
-                       round_budget_s=config.round_budget_s or None,
-                       stale_source=store.stale_servers)
+    try:
+        policy = registry.build_policy(
+            config.policy, config.policy_params, seed=config.seed, gate=True,
+            fallback=config.fallback, mds_cpu_limit_percent=config.mds_cpu_limit_percent,
+            max_sample_age_s=None if store.static else store.max_age_s(),
+            round_budget_s=config.round_budget_s or None, stale_source=store.stale_servers)
+    except (UnknownPolicyError, PolicyParamError) as exc:
+        raise ServiceError(str(exc)) from exc
+    return cast(GatedPolicy, policy)    # gate=True always wraps
 
 
 def build_store(config: MapperConfig) -> StateStore:
@@ -330,9 +332,18 @@ class MapperService:
         return True
 
     # ------------------------------------------------------------------ loop
+    def _started_router(self) -> zmq.Socket:
+        """The request socket.
+
+        Raises:
+            ServiceError: the service has not been started (or has stopped).
+        """
+        if self._router is None:
+            raise ServiceError("the mapper is not started: no request socket")
+        return self._router
+
     def _loop(self) -> None:
-        router = self._router
-        assert router is not None
+        router = self._started_router()
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         now = time.monotonic()
@@ -395,8 +406,7 @@ class MapperService:
 
     # ------------------------------------------------------------------ requests
     def _serve_queued(self) -> None:
-        router = self._router
-        assert router is not None
+        router = self._started_router()
         cfg = self.config
         received = time.perf_counter()
         messages: list[list[bytes]] = []
@@ -458,7 +468,7 @@ class MapperService:
     def _round(self, allocs: list[tuple[bytes, wire.Request]]) -> list[tuple[bytes, bytes]]:
         store, gate, m = self.store, self.policy, self.metrics
         snap = store.current()
-        requests: list[CreateRequest] = [r.create for _, r in allocs]  # type: ignore[misc]
+        requests: list[CreateRequest] = [r.create_request() for _, r in allocs]
         t0 = time.perf_counter()
         try:
             results = gate.allocate_batch(snap, requests)
@@ -469,8 +479,7 @@ class MapperService:
         ok = fallback = errors = 0
         version = store.version
         for (identity, req), result in zip(allocs, results):
-            create = req.create
-            assert create is not None
+            create = req.create_request()
             if isinstance(result, Placement):
                 problem = self.guard.violation(snap, version, result.osts, create.pool)
                 if problem is not None:
@@ -519,5 +528,4 @@ class MapperService:
         return Placement(placed.osts, placed.policy, placed.note, fallback="check")
 
 
-__all__ = ["MapperService", "PlacementGuard", "ServiceError", "build_policy", "build_store",
-           "stale_servers"]
+__all__ = ["MapperService", "PlacementGuard", "ServiceError", "build_policy", "build_store"]

@@ -57,6 +57,17 @@ class Request:
     id: int
     create: CreateRequest | None = None
 
+    def create_request(self) -> CreateRequest:
+        """The create of an ``alloc`` request.
+
+        Raises:
+            WireError: EINVAL, the request is not an ``alloc`` (a ping has no create).
+        """
+        if self.create is None:
+            raise WireError(errno.EINVAL, f"request {self.id} ({self.op}) is not an alloc",
+                            self.id)
+        return self.create
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)

@@ -1,20 +1,99 @@
-"""Which OSTs may receive a new object, and how many stripes a request gets.
+"""The Lustre OST rules, each defined once: space/inode flags, staleness, usability,
+pool membership and stripe count.
 
-The rules restate Lustre's LOD usability check and stripe-count resolution
-(lod_qos.c ``lod_statfs_and_check`` / ``lod_qos_prep_create``; restated in
-``docs/reference/lustre-lod-allocator.md``, "USABLE CHECK" and "DISPATCH"). Every
-policy, ours included, applies them: the MDS rejects an explicit OST list that names an
-unusable OST, so the mapper must never return one.
+This is the one home of these rules; the mapper's state store (samples from the
+collectors), the simulator's MDS view and the live stack's emulated MDS all import them,
+so production and simulation cannot apply a rule differently
+(``tests/mapper/test_rules_agree.py`` keeps them in step).
+
+* Space and inodes (:func:`statfs_flags`): OSP's full watermarks with hysteresis and the
+  ``ENOINO`` limit (osp_precreate.c ``osp_pre_update_status``; lustre_idl.h).
+* Staleness (:func:`stale_servers`): which OSSes' statistics are too old to trust (ours;
+  the gate's ``stale`` reason, :mod:`mapper.policies.gate`).
+* Usability (:func:`unusable_reason`, :func:`is_usable`), pools (:func:`pool_members`) and
+  stripe count (:func:`resolve_stripe_count`) restate Lustre's LOD usability check and
+  stripe-count resolution (lod_qos.c ``lod_statfs_and_check`` / ``lod_qos_prep_create``;
+  restated in ``docs/reference/lustre-lod-allocator.md``, "USABLE CHECK" and "DISPATCH").
+  Every policy, ours included, applies them: the MDS rejects an explicit OST list that
+  names an unusable OST, so the mapper must never return one.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
-from mapper.policies.placement import InvalidRequestError
+from mapper.policies.placement import InvalidRequestError, NoSpaceError, PlacementCheckError
 
 MAX_STRIPE_COUNT = 2000
 """``LOV_MAX_STRIPE_COUNT`` (lustre_idl.h)."""
+ENOINO_FILES = 32
+"""``files_free`` below which OSP flags an OST ``OS_STATFS_ENOINO``."""
+
+
+def enospc_watermarks_kib(kbytes_total: int) -> tuple[int, int]:
+    """OSP's full watermarks of an OST of ``kbytes_total`` KiB, as (low, high) KiB.
+
+    ``reserved_mb_low = max(1, kbytes_total >> 20)`` MiB (about 0.1 % of the OST) and
+    ``reserved_mb_high = 2 * low + 1`` MiB (osp_precreate.c; restated in
+    ``docs/reference/lustre-lod-allocator.md``).
+    """
+    low_mib = max(1, int(kbytes_total) >> 20)
+    return low_mib * 1024, (2 * low_mib + 1) * 1024
+
+
+def is_enospc(kbytes_avail: int, kbytes_total: int, was_enospc: bool) -> bool:
+    """OSP's ``OS_STATFS_ENOSPC`` after a statfs: set when ``kbytes_avail`` (KiB) falls
+    below the low watermark, kept while it stays at or below the high one (hysteresis, so
+    an OST at the edge does not flap)."""
+    low, high = enospc_watermarks_kib(kbytes_total)
+    return kbytes_avail <= high if was_enospc else kbytes_avail < low
+
+
+def statfs_flags(previous: OstFlag, kbytes_avail: int, kbytes_total: int,
+                 files_free: int) -> OstFlag:
+    """``previous`` with its ``ENOSPC`` and ``ENOINO`` bits recomputed from one statfs
+    (KiB, free inodes); the other bits are kept. ``ENOSPC`` follows :func:`is_enospc`
+    (its hysteresis reads ``previous``); ``ENOINO`` when ``files_free`` < ``ENOINO_FILES``.
+    """
+    flags = previous & ~(OstFlag.ENOSPC | OstFlag.ENOINO)
+    if is_enospc(kbytes_avail, kbytes_total, bool(previous & OstFlag.ENOSPC)):
+        flags |= OstFlag.ENOSPC
+    if files_free < ENOINO_FILES:
+        flags |= OstFlag.ENOINO
+    return flags
+
+
+def stale_servers_until(snapshot: ClusterSnapshot, max_age_s: float) -> tuple[list[str], float]:
+    """The stale OSSes at ``snapshot.time_s`` and until when that answer holds.
+
+    An OSS is stale when it serves a usable OST whose OST or OSS sample is older than
+    ``max_age_s`` seconds (or was never taken). Returns (sorted OSS names, the time,
+    seconds on the snapshot's clock, at which the oldest fresh sample turns stale; inf
+    when none will). O(OSTs).
+    """
+    now = snapshot.time_s
+    stale: set[str] = set()
+    turns_stale = float("inf")
+    osses = snapshot.osses
+    for ost in snapshot.osts:
+        if not is_usable(ost):
+            continue
+        times = [t for t in (ost.sample_time_s, osses[ost.oss].sample_time_s) if t is not None]
+        if not times:
+            stale.add(ost.oss)
+            continue
+        oldest = min(times)
+        if now - oldest > max_age_s:
+            stale.add(ost.oss)
+        else:
+            turns_stale = min(turns_stale, oldest + max_age_s)
+    return sorted(stale), turns_stale
+
+
+def stale_servers(snapshot: ClusterSnapshot, max_age_s: float) -> list[str]:
+    """OSS names serving a usable OST whose last sample is older than ``max_age_s``
+    seconds at ``snapshot.time_s`` (or was never taken), sorted."""
+    return stale_servers_until(snapshot, max_age_s)[0]
 
 
 def unusable_reason(ost: OstState) -> str | None:
@@ -84,18 +163,42 @@ def resolve_stripe_count(requested: int, usable: int) -> int:
     return max(0, min(count, usable, MAX_STRIPE_COUNT))
 
 
+def members_and_stripe_count(snapshot: ClusterSnapshot, pool: str | None,
+                             requested: int) -> tuple[list[OstState], int]:
+    """LOD's dispatch for one create: the pool's OSTs in index order
+    (:func:`pool_members`) and the stripe count it allocates over their usable ones
+    (:func:`resolve_stripe_count`).
+
+    Raises:
+        NoSpaceError: no OST of the pool is usable (ENOSPC).
+        InvalidRequestError: unknown pool, or ``requested`` out of range.
+    """
+    members = pool_members(snapshot, pool)
+    usable = sum(1 for o in members if is_usable(o))
+    count = resolve_stripe_count(requested, usable)
+    if count == 0:
+        raise NoSpaceError("no usable OST" + (f" in pool {pool!r}" if pool else ""))
+    return members, count
+
+
 def check_placement(snapshot: ClusterSnapshot, osts: Sequence[int], pool: str | None) -> None:
-    """Assert the invariants every policy guarantees; raises AssertionError naming the
-    first violation (duplicate, unknown, unusable or out-of-pool OST). For tests and
-    for the mapper's last line of defence before a reply."""
+    """Check the invariants every policy guarantees (for tests and for the mapper's last
+    line of defence before a reply).
+
+    Raises:
+        PlacementCheckError: naming the first violation (duplicate, unknown, unusable or
+            out-of-pool OST).
+        InvalidRequestError: ``pool`` does not exist.
+    """
     allowed = {o.index: o for o in pool_members(snapshot, pool)}
     seen: set[int] = set()
     for idx in osts:
         if idx in seen:
-            raise AssertionError(f"OST {idx} appears twice in {list(osts)}")
+            raise PlacementCheckError(f"OST {idx} appears twice in {list(osts)}", idx)
         seen.add(idx)
         if idx not in allowed:
-            raise AssertionError(f"OST {idx} is not in pool {pool!r} or does not exist")
+            raise PlacementCheckError(f"OST {idx} is not in pool {pool!r} or does not exist",
+                                      idx)
         reason = unusable_reason(allowed[idx])
         if reason:
-            raise AssertionError(f"OST {idx} is unusable ({reason})")
+            raise PlacementCheckError(f"OST {idx} is unusable ({reason})", idx)

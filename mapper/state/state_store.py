@@ -13,12 +13,12 @@ Rules (decisions where the paper is silent are marked as ours):
 * ``available`` false (space or stats unreadable, or ``health_check`` names it) makes the
   OST inactive for us: we do not know it can take objects, so we never hand it out
   (ours; Lustre's allocator, which the client falls back to, has its own view).
-* ``ENOSPC`` when ``kbytes_avail`` is below the OSP low watermark,
-  ``max(1, kbytes_total >> 20)`` MiB (osp_precreate.c ``osp_pre_update_status``; the
-  simulator uses the same rule); ``ENOINO`` when ``files_free`` < 32 (lustre_idl.h
-  ``OS_STATFS_ENOINO`` is set by OSP at that level); ``DEGRADED`` from ``degraded``.
+* ``ENOSPC`` and ``ENOINO`` from ``kbytes_avail``, ``kbytes_total`` and ``files_free`` by
+  :func:`mapper.state.ost_health.statfs_flags` (OSP's watermarks with hysteresis; the
+  simulator and the live stack use the same function); ``DEGRADED`` from ``degraded``.
 * Write latency: brw_stats ``write_io_time_ms_mean`` (ms) else ``write_service_time_us_mean``
-  (us), converted to seconds; None when neither is in the sample.
+  (us), converted to seconds; None when neither is in the sample. Write rate:
+  ``write_bytes_per_s`` (B/s, obdfilter ``stats``), the field the simulator fills too.
 * OSS load: ``cpu_percent``, ``mem_percent``; LNet load = (send + recv bytes/s) over
   ``lnet_capacity_bytes_per_s`` in percent, clipped to 100 (ours: the paper names the LNet
   statistic, Section III-C, but not its normalisation).
@@ -34,29 +34,15 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.state.ost_health import is_usable
+from mapper.state.ost_health import stale_servers_until, statfs_flags
 
 log = logging.getLogger("mapper.state.state_store")
 
-ENOINO_FILES = 32
-"""``files_free`` below which OSP flags an OST ``OS_STATFS_ENOINO``."""
 DEFAULT_INTERVAL_S = 5.0
 """Collector interval assumed before any sample arrives (Section III-A: 5 s)."""
-
-
-@dataclass(slots=True)
-class OstRates:
-    """What the snapshot's :class:`OstState` has no field for: I/O rates and why values
-    are missing. Rates in 1/s or B/s as published; None = not in the last sample."""
-    read_bytes_per_s: float | None = None
-    write_bytes_per_s: float | None = None
-    read_ops_per_s: float | None = None
-    write_ops_per_s: float | None = None
-    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 def _num(values: Mapping[str, Any], name: str) -> float | None:
@@ -64,6 +50,12 @@ def _num(values: Mapping[str, Any], name: str) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v)
+
+
+def _unavailable(target: Mapping[str, Any]) -> dict[str, Any]:
+    """The sample's ``unavailable`` map (statistic -> why it could not be read)."""
+    unavailable = target.get("unavailable")
+    return dict(unavailable) if isinstance(unavailable, Mapping) else {}
 
 
 class StateStore:
@@ -86,7 +78,6 @@ class StateStore:
         self.stale_after_s = stale_after_s
         self.static = False
         self.interval_s = 0.0
-        self.rates: dict[int, OstRates] = {}
         self.mds_cpu_percent: float | None = None
         self.mds_sample_time_s: float | None = None
         self.mds_cpu_override: float | None = None
@@ -178,7 +169,6 @@ class StateStore:
             self._by_index[index] = ost
             pos = bisect.bisect_left([o.index for o in self.snapshot.osts], index)
             self.snapshot.osts.insert(pos, ost)
-            self.rates[index] = OstRates()
             self.version += 1
             log.info("new OST", extra={"event": "ost_new", "ost": index, "oss": host})
         before = (ost.active, ost.flags, ost.oss)
@@ -196,14 +186,11 @@ class StateStore:
         files_free = _num(values, "files_free")
         if files_free is not None:
             ost.files_free = int(files_free)
-        flags = OstFlag.NONE
-        low_kib = max(1, ost.kbytes_total >> 20) * 1024   # osp_precreate.c low watermark
-        if ost.kbytes_avail < low_kib:
-            flags |= OstFlag.ENOSPC
-        if ost.files_free < ENOINO_FILES:
-            flags |= OstFlag.ENOINO
+        flags = statfs_flags(ost.flags, ost.kbytes_avail, ost.kbytes_total, ost.files_free)
         if _num(values, "degraded"):
             flags |= OstFlag.DEGRADED
+        else:
+            flags &= ~OstFlag.DEGRADED
         ost.flags = flags
         ost.active = target.get("available") is True and ost.kbytes_total > 0
         latency_ms = _num(values, "write_io_time_ms_mean")
@@ -212,20 +199,14 @@ class StateStore:
         else:
             service_us = _num(values, "write_service_time_us_mean")
             ost.write_latency_s = None if service_us is None else service_us / 1e6
+        ost.write_bytes_per_s = _num(values, "write_bytes_per_s")   # as the simulator's view
         ost.sample_time_s = t
-        rates = self.rates[index]
-        rates.read_bytes_per_s = _num(values, "read_bytes_per_s")
-        rates.write_bytes_per_s = _num(values, "write_bytes_per_s")
-        rates.read_ops_per_s = _num(values, "read_ops_per_s")
-        rates.write_ops_per_s = _num(values, "write_ops_per_s")
-        unavailable = target.get("unavailable")
-        rates.unavailable = dict(unavailable) if isinstance(unavailable, Mapping) else {}
         if (ost.active, ost.flags, ost.oss) != before:
             self.version += 1
             if ost.active != before[0]:
                 log.info("OST usability changed", extra={
                     "event": "ost_active" if ost.active else "ost_inactive", "ost": index,
-                    "oss": host, "unavailable": rates.unavailable})
+                    "oss": host, "unavailable": _unavailable(target)})
 
     def apply_sample(self, sample: Any) -> None:
         """Fold a :class:`collectors.subscriber.Sample` (see the module doc for its time)."""
@@ -234,7 +215,7 @@ class StateStore:
 
     # ------------------------------------------------------------------ staleness
     def stale_servers(self, snapshot: ClusterSnapshot, max_age_s: float) -> list[str]:
-        """Same answer as :func:`mapper.policies.gate.stale_servers` (OSSes serving a usable OST
+        """:func:`mapper.state.ost_health.stale_servers` (OSSes serving a usable OST
         whose OST or OSS sample is older than ``max_age_s`` at ``snapshot.time_s``), cached:
         recomputed (O(OSTs)) only after new samples or once the time passes the moment the
         oldest fresh sample turns stale. ``snapshot`` must be this store's."""
@@ -242,22 +223,8 @@ class StateStore:
         key = (self.samples, self.version, max_age_s)
         if key == self._stale_key and self._stale_since <= now < self._stale_valid_until:
             return self._stale
-        stale: set[str] = set()
-        turns_stale = float("inf")
-        osses = snapshot.osses
-        for ost in snapshot.osts:
-            if not is_usable(ost):
-                continue
-            times = [t for t in (ost.sample_time_s, osses[ost.oss].sample_time_s) if t is not None]
-            if not times:
-                stale.add(ost.oss)
-                continue
-            oldest = min(times)
-            if now - oldest > max_age_s:
-                stale.add(ost.oss)
-            else:
-                turns_stale = min(turns_stale, oldest + max_age_s)
-        self._stale = sorted(stale)
+        stale, turns_stale = stale_servers_until(snapshot, max_age_s)
+        self._stale = stale
         self._stale_key = key
         self._stale_valid_until = turns_stale
         self._stale_since = now

@@ -51,11 +51,6 @@ class Calibration:
         return np.interp(np.log2(n), np.log2(conns), eff)
 
 
-def header_only() -> Calibration:
-    """A calibration without measurements: header overhead only (for tests and bootstrapping)."""
-    return Calibration(tables={}, meta={"source": "header overhead only"})
-
-
 @lru_cache(maxsize=4)
 def load_calibration(path: str | Path = CALIBRATION_PATH) -> Calibration:
     """Read a calibration file (cached per path).

@@ -27,7 +27,6 @@ the ``lnet_load`` of the mapper's cluster state.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -35,53 +34,13 @@ import numpy as np
 from simulator.models import transfer_rates
 from simulator.network.calibration import Calibration, load_calibration
 from simulator.network.maxmin import max_min_levels
+from simulator.network.ns3 import Ns3Network
 from simulator.network.topology import ClientMap, LnetSpec, NetworkSpecError, subflows
+from simulator.network.transfers import Storage, TransferSet
 
 REFERENCE_LINK_GBIT_S = 10.0
 """The link rate LNet load is normalised to when the model has no OSS link (10 GbE,
 the paper's real setup, Section IV-A2)."""
-
-
-@dataclass
-class TransferSet:
-    """The active transfers, as the engine holds them.
-
-    Attributes:
-        entry_flow: transfer index of each (transfer, OST) entry, shape (E,).
-        entry_ost: OST position of each entry, shape (E,).
-        entry_frac: fraction of the transfer's bytes on that OST, shape (E,), > 0.
-        flow_count: F.
-        flow_write: True for a write (client -> OSS), shape (F,).
-        flow_client: client node of each transfer, shape (F,).
-        flow_ops_per_byte: requests per byte of each transfer, shape (F,) (None: unused).
-    """
-    entry_flow: np.ndarray
-    entry_ost: np.ndarray
-    entry_frac: np.ndarray
-    flow_count: int
-    flow_write: np.ndarray
-    flow_client: np.ndarray
-    flow_ops_per_byte: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class Storage:
-    """What the network model needs of the cluster: ``ost_oss`` (N,) OSS position of each
-    OST, ``oss_count`` S, ``ost_bandwidth_bytes_s`` (N,) disk (write) bandwidth; optional
-    (None = today's uniform model): ``ost_read_bandwidth_bytes_s`` (N,),
-    ``oss_cap_bytes_s`` (S,) OSS NIC/CPU throughput limit, ``ost_latency_s`` (N,)
-    per-request latency (the equal-share models only)."""
-    ost_oss: np.ndarray
-    oss_count: int
-    ost_bandwidth_bytes_s: np.ndarray
-    ost_read_bandwidth_bytes_s: np.ndarray | None = None
-    oss_cap_bytes_s: np.ndarray | None = None
-    ost_latency_s: np.ndarray | None = None
-
-    @property
-    def uniform(self) -> bool:
-        return (self.ost_read_bandwidth_bytes_s is None and self.oss_cap_bytes_s is None
-                and self.ost_latency_s is None)
 
 
 class NetworkModel(Protocol):
@@ -149,7 +108,7 @@ class ClientLinkNetwork(_EqualShare):
         self.cap_bytes_s = self.client_link_gbit_s * 1e9 / 8
 
 
-class FlowNetwork:
+class MaxMinNetwork:
     """Flow-level LNet model: joint max-min over links and OST disks, calibrated links.
 
     Resource layout and paths: :mod:`simulator.network.topology`. Each transfer ``f`` is a
@@ -245,13 +204,12 @@ class FlowNetwork:
 
 
 def _ns3_model(**params: float) -> NetworkModel:
-    from simulator.network.ns3 import Ns3Network
     return Ns3Network.from_params(params)
 
 
 def _flow_model(**params: float) -> NetworkModel:
     try:
-        return FlowNetwork(LnetSpec.from_params(params))
+        return MaxMinNetwork(LnetSpec.from_params(params))
     except NetworkSpecError as e:
         raise ValueError(str(e)) from None
 
@@ -268,3 +226,7 @@ def make_network(name: str, **params: float) -> NetworkModel:
     except KeyError:
         raise ValueError(f"unknown network model {name!r}; known: {', '.join(NETWORK_MODELS)}") from None
     return factory(**params)
+
+
+__all__ = ["ClientLinkNetwork", "MaxMinNetwork", "NETWORK_MODELS", "NetworkModel", "NoNetwork",
+           "Ns3Network", "Storage", "TransferSet", "make_network"]

@@ -33,7 +33,7 @@ import numpy as np
 
 from simulator.network.maxmin import max_min_levels
 from simulator.network.topology import ClientMap, LnetSpec, NetworkSpecError, subflows
-from simulator.network.model import Storage, TransferSet
+from simulator.network.transfers import Storage, TransferSet
 
 _NS = None
 

@@ -26,7 +26,7 @@ N_OSTS = 8  # 4 OSSes x 2 OSTs
 
 RECORD_KEYS = [
     "v", "ts", "pid", "tid", "op", "backend", "job", "path", "result", "osts",
-    "stripe_count", "stripe_size", "req_count", "req_size", "policy",
+    "stripe_count", "stripe_size", "pool", "req_count", "req_size", "policy",
     "mapper_fallback", "reason", "mapper_us", "total_us",
 ]
 
@@ -232,3 +232,65 @@ def dead_endpoint() -> str:
 
 def has(tool: str) -> bool:
     return shutil.which(tool) is not None
+
+
+# ---- CURVE (tests/client/test_shim_safety.py, test_sanitizers.py) ----
+
+@pytest.fixture(scope="session")
+def curve_keys(tmp_path_factory):
+    """Key files in the format of ``lustre-alloc-broker --keygen`` (common curve module)."""
+    from common.curve import generate_keys
+    d = tmp_path_factory.mktemp("keys")
+    authorized = d / "authorized"
+    authorized.mkdir()
+    keys = {}
+    for name in ("mapper", "client", "rogue"):
+        keys[name] = generate_keys(d, name)
+    # only the client's public key is authorised by the mapper
+    (authorized / "client.key").write_bytes(keys["client"][0].read_bytes())
+    keys["authorized"] = (authorized, None)
+    return keys
+
+
+@pytest.fixture(scope="session")
+def curve_mapper(curve_keys, tmp_path_factory):
+    """The real mapper with CURVE on its request socket."""
+    d = tmp_path_factory.mktemp("curve_mapper")
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    cfg = d / "mapper.toml"
+    cfg.write_text(f"""[mapper]
+serve_curve_secret_key = "{curve_keys['mapper'][1]}"
+serve_curve_authorized_keys = "{curve_keys['authorized'][0]}"
+""")
+    proc = subprocess.Popen([str(VENV_BIN / "lustre-alloc-mapper"), "--config", str(cfg),
+                             "--bind", endpoint, "--static-cluster", "4x2",
+                             "--policy", "round_robin", "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    m = Mapper(endpoint, proc, "real+curve")
+    try:
+        _wait_curve(endpoint, proc, curve_keys)
+        yield m
+    finally:
+        m.stop()
+
+
+def _wait_curve(endpoint, proc, keys, deadline_s=30.0):
+    """wait_for_pong, over CURVE."""
+    import zmq.auth
+    ctx = zmq.Context.instance()
+    pub, sec = zmq.auth.load_certificate(keys["client"][1])
+    srv, _ = zmq.auth.load_certificate(keys["mapper"][0])
+    t_end = time.monotonic() + deadline_s
+    while time.monotonic() < t_end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mapper exited with {proc.returncode}")
+        s = ctx.socket(zmq.REQ)
+        s.linger = 0
+        s.curve_publickey, s.curve_secretkey, s.curve_serverkey = pub, sec, srv
+        s.connect(endpoint)
+        s.send(msgpack.packb({"v": 1, "op": "ping", "id": 1}))
+        ok = s.poll(500)
+        s.close()
+        if ok:
+            return
+    raise RuntimeError("CURVE mapper never answered")

@@ -190,3 +190,30 @@ def test_shim_loads_into_programs_that_never_create(shim):
     p = subprocess.run(["ls", "-la", str(shim.data)], env=shim.env(), capture_output=True, text=True)
     assert p.returncode == 0
     assert shim.records() == []
+
+
+def test_record_file_is_private_and_never_followed_through_a_link(shim, tmp_path):
+    script = f"""
+import subprocess
+open({str(shim.data / 'a.txt')!r}, 'w').write('a')
+# the record descriptor is not inherited by exec'd programs (O_CLOEXEC)
+out = subprocess.run(['sh', '-c', 'ls -l /proc/$$/fd'], close_fds=False,
+                     capture_output=True, text=True).stdout
+assert 'record' not in out, out
+"""
+    shim.run([sys.executable, "-c", script])
+    assert shim.record.stat().st_mode & 0o777 == 0o600
+    assert [os.path.basename(r["path"]) for r in shim.records()] == ["a.txt"]
+
+    # a symbolic link planted where the record goes: refused, said once, the
+    # link's target untouched, the application's files still created
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    shim.record.unlink()
+    shim.record.symlink_to(victim)
+    p = shim.run([sys.executable, "-c",
+                  f"open({str(shim.data / 'b.txt')!r}, 'w'); open({str(shim.data / 'c.txt')!r}, 'w')"])
+    assert victim.read_text() == "precious\n"
+    assert (shim.data / "b.txt").exists() and (shim.data / "c.txt").exists()
+    assert p.stderr.count("liblustre_alloc: record file") == 1
+    assert "refused (a symbolic link)" in p.stderr

@@ -111,3 +111,93 @@ def test_asan_ubsan_preloaded_threads_and_fork(san_build, real_mapper, tmp_path,
     assert "runtime error" not in p.stderr and "AddressSanitizer" not in p.stderr
     recs = parse_records(rec)
     assert len(recs) == files and all(r["result"] == "layout" for r in recs)
+
+
+# ---- the safety paths of issue 14 under the checkers ----
+
+def _safety_tree(tmp_path):
+    """A data directory whose default layout (user xattr seam) carries a pool, a PFL
+    directory inside it, and a symbolic link that leads back into it through '..'."""
+    from .test_shim_safety import LOV_XATTR, lov_comp_header, lov_v3
+    data = tmp_path / "d"
+    (data / "real" / "sub").mkdir(parents=True)
+    (data / "pfl").mkdir()
+    os.setxattr(data / "real", LOV_XATTR, lov_v3(2, 2 << 20, "flash"))
+    os.setxattr(data / "pfl", LOV_XATTR, lov_comp_header())
+    (data / "lnk").symlink_to(data / "real" / "sub")
+    return data
+
+
+def _safety_runs(create_files, data) -> list[list]:
+    """One create through the link and '..', one in the pool directory, one in the PFL one
+    (separate runs: each is one process under the checker)."""
+    return [[create_files, "-n", "1", "-p", "a", f"{data}/lnk/.."],
+            [create_files, "-n", "1", "-p", "b", data / "real"],
+            [create_files, "-n", "1", "-p", "c", data / "pfl"]]
+
+
+def _safety_records(data, rec) -> dict[str, dict[str, str]]:
+    recs = {os.path.relpath(r["path"], data): r for r in parse_records(rec)}
+    assert {"real/amain_0_0", "real/bmain_0_0", "pfl/cmain_0_0"} <= set(recs)
+    assert recs["pfl/cmain_0_0"]["reason"] == "dir_composite"
+    return recs
+
+
+def test_valgrind_clean_signal_handler_creates(shim_lib, real_mapper, tmp_path):
+    data, rec = tmp_path / "d", tmp_path / "rec.tsv"
+    data.mkdir()
+    # 100 creates from the SIGALRM handler (every 5 ms: valgrind is ~20x slower)
+    p = _run(VALGRIND + [LIBDIR / "tests" / "la_signal_creates", data, "100", "100", "5000"],
+             _env(real_mapper.endpoint, data, rec, str(shim_lib)), timeout=180)
+    assert "created=100 failed=0" in p.stdout
+    assert len(parse_records(rec)) == 100
+
+
+def test_valgrind_clean_dir_defaults_links_and_pfl(shim_lib, standin, create_files, tmp_path):
+    m = standin("normal")
+    data, rec = _safety_tree(tmp_path), tmp_path / "rec.tsv"
+    for cmd in _safety_runs(create_files, data):
+        _run(VALGRIND + cmd, _env(m.endpoint, data, rec, str(shim_lib)))
+    recs = _safety_records(data, rec)
+    assert recs["real/amain_0_0"]["pool"] == recs["real/bmain_0_0"]["pool"] == "flash"
+    assert recs["real/amain_0_0"]["result"] == "layout"
+
+
+def test_asan_ubsan_safety_paths(san_build, standin, tmp_path):
+    build, libasan = san_build
+    m = standin("normal")
+    data, rec = _safety_tree(tmp_path), tmp_path / "rec.tsv"
+    env = _env(m.endpoint, data, rec, f"{libasan}:{build / 'liblustre_alloc.so'}", **SAN_ENV,
+               LUSTRE_ALLOC_TIMEOUT_MS="2000")
+    for cmd in _safety_runs(build / "tests" / "la_create_files", data):
+        p = _run(cmd, env)
+        assert "runtime error" not in p.stderr and "AddressSanitizer" not in p.stderr
+    recs = _safety_records(data, rec)
+    assert recs["real/amain_0_0"]["pool"] == recs["real/bmain_0_0"]["pool"] == "flash"
+    assert recs["real/amain_0_0"]["stripe_count"] == "2"
+    p = _run([build / "tests" / "la_signal_creates", data / "real", "500", "60", "1000"], env)
+    assert "created=500 failed=0" in p.stdout
+    assert "runtime error" not in p.stderr and "AddressSanitizer" not in p.stderr
+
+
+def test_asan_ubsan_explicit_api_pool(san_build, standin, tmp_path):
+    build, _ = san_build
+    m = standin("normal")
+    p = _run([build / "tests" / "test_api", "pool", tmp_path],
+             _env(m.endpoint, tmp_path, tmp_path / "rec.tsv", None, **SAN_ENV,
+                  LUSTRE_ALLOC_TIMEOUT_MS="2000"))
+    assert "PASSED" in p.stdout
+    assert parse_records(tmp_path / "rec.tsv")[0]["pool"] == "ssd"
+
+
+@pytest.mark.parametrize("server,files,result", [("mapper", 3, "layout"), ("rogue", 2, "default")])
+def test_valgrind_clean_curve(shim_lib, curve_mapper, curve_keys, create_files, tmp_path,
+                              server, files, result):
+    data, rec = tmp_path / "d", tmp_path / "rec.tsv"
+    data.mkdir()
+    _run(VALGRIND + [create_files, "-n", str(files), data],
+         _env(curve_mapper.endpoint, data, rec, str(shim_lib),
+              LUSTRE_ALLOC_TIMEOUT_MS="5000" if result == "layout" else "300",
+              LUSTRE_ALLOC_CURVE_SERVER_KEY=str(curve_keys[server][0]),
+              LUSTRE_ALLOC_CURVE_SECRET_KEY=str(curve_keys["client"][1])))
+    assert [r["result"] for r in parse_records(rec)] == [result] * files

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor, PredictorStateError
-from mapper.predictor.markov_store import FORMAT, VERSION, load_or_new, load_predictor
+from mapper.predictor.markov_store import FORMAT, VERSION, load_or_new, load_predictor, save_predictor
 
 MiB = 1 << 20
 PREDICT = dict(stripe_size=MiB, max_stripe_count=64, usable_osts=64)
@@ -34,8 +34,8 @@ def same_behaviour(a: MarkovPredictor, b: MarkovPredictor) -> None:
 
 def test_save_load_round_trip_predicts_exactly_as_before(tmp_path):
     p = trained()
-    path = p.save(tmp_path / "markov.json")
-    q = MarkovPredictor.load(path)
+    path = save_predictor(p, tmp_path / "markov.json")
+    q = load_predictor(path)
     assert q.config == p.config
     same_behaviour(p, q)
     assert [f.name for f in tmp_path.iterdir()] == ["markov.json"]   # no temporary left
@@ -43,7 +43,7 @@ def test_save_load_round_trip_predicts_exactly_as_before(tmp_path):
 
 def test_loaded_predictor_keeps_learning_like_the_original(tmp_path):
     p = trained()
-    q = MarkovPredictor.load(p.save(tmp_path / "m.json"))
+    q = load_predictor(save_predictor(p, tmp_path / "m.json"))
     for i in range(30):
         for m in (p, q):
             m.observe("tpa.2", [MiB, 0, 0][i % 3])
@@ -63,11 +63,11 @@ def test_incremental_counts_equal_counts_rebuilt_from_the_window(tmp_path_factor
     for job, x in seq:
         p.observe(job, x)
     path = tmp_path_factory.mktemp("s") / "m.json"
-    same_behaviour(p, MarkovPredictor.load(p.save(path)))
+    same_behaviour(p, load_predictor(save_predictor(p, path)))
 
 
 def test_corrupt_file_is_a_clear_error_and_load_or_new_starts_fresh(tmp_path, caplog):
-    path = trained().save(tmp_path / "m.json")
+    path = save_predictor(trained(), tmp_path / "m.json")
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(PredictorStateError, match=r"m\.json: corrupt: not JSON"):
         load_predictor(path)
@@ -78,7 +78,7 @@ def test_corrupt_file_is_a_clear_error_and_load_or_new_starts_fresh(tmp_path, ca
 
 
 def test_wrong_version_is_rejected_with_both_versions_named(tmp_path):
-    path = trained().save(tmp_path / "m.json")
+    path = save_predictor(trained(), tmp_path / "m.json")
     doc = json.loads(path.read_text())
     doc["version"] = VERSION + 1
     path.write_text(json.dumps(doc))
@@ -100,7 +100,7 @@ def test_a_file_of_another_kind_is_rejected(tmp_path, content):
     ("n_obs", -1), ("job_id", ""), ("mse", [float("nan")] * 3),
 ])
 def test_an_inconsistent_application_record_names_the_record_and_field(tmp_path, field, value):
-    path = trained().save(tmp_path / "m.json")
+    path = save_predictor(trained(), tmp_path / "m.json")
     doc = json.loads(path.read_text())
     doc["apps"][1][field] = value
     path.write_text(json.dumps(doc))
@@ -109,7 +109,7 @@ def test_an_inconsistent_application_record_names_the_record_and_field(tmp_path,
 
 
 def test_bad_stored_config_is_rejected(tmp_path):
-    path = trained().save(tmp_path / "m.json")
+    path = save_predictor(trained(), tmp_path / "m.json")
     doc = json.loads(path.read_text())
     doc["config"]["order"] = 0
     path.write_text(json.dumps(doc))
@@ -118,7 +118,7 @@ def test_bad_stored_config_is_rejected(tmp_path):
 
 
 def test_state_learned_with_another_order_is_not_reused(tmp_path, caplog):
-    path = trained().save(tmp_path / "m.json")
+    path = save_predictor(trained(), tmp_path / "m.json")
     with pytest.raises(PredictorStateError, match="learned with order 3.*configured order 2"):
         load_predictor(path, MarkovConfig(order=2))
     with caplog.at_level(logging.ERROR, logger="lustre_alloc.mapper.markov_store"):
@@ -128,7 +128,7 @@ def test_state_learned_with_another_order_is_not_reused(tmp_path, caplog):
 
 def test_operational_settings_may_change_across_a_restart(tmp_path):
     p = trained()
-    path = p.save(tmp_path / "m.json")
+    path = save_predictor(p, tmp_path / "m.json")
     q = load_predictor(path, MarkovConfig(max_apps=2, history=16, mse_decay=0.5))
     assert q.job_ids() == p.job_ids()[-2:]
     assert q.app_info("ior.1").requests == p.app_info("ior.1").requests
@@ -142,6 +142,6 @@ def test_missing_file_starts_fresh_with_an_info_line(tmp_path, caplog):
 
 
 def test_state_file_layout_is_documented_json(tmp_path):
-    doc = json.loads(trained().save(tmp_path / "m.json").read_text())
+    doc = json.loads(save_predictor(trained(), tmp_path / "m.json").read_text())
     assert doc["format"] == FORMAT and doc["version"] == VERSION
     assert set(doc["apps"][0]) == {"job_id", "n_obs", "ctx", "hist", "trans", "mse", "mse_n"}

@@ -14,7 +14,7 @@ import pytest
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from mapper.state.ost_health import (MAX_STRIPE_COUNT, check_placement, is_usable, pool_members,
                                resolve_stripe_count, unusable_reason)
-from mapper.policies.placement import InvalidRequestError, NoSpaceError
+from mapper.policies.placement import InvalidRequestError, NoSpaceError, PlacementCheckError
 
 
 def ost(index: int, oss: str = "oss0", **kw) -> OstState:
@@ -134,5 +134,15 @@ def test_check_placement_accepts_a_valid_layout():
 def test_check_placement_names_the_first_violation(osts, pool, message):
     snap = snapshot([ost(0), ost(1), ost(2), ost(3, flags=OstFlag.READONLY)],
                     pools={"p": frozenset({1, 2})})
-    with pytest.raises(AssertionError, match=message):
+    with pytest.raises(PlacementCheckError, match=message):
         check_placement(snap, osts, pool)
+
+
+def test_check_placement_raises_a_typed_error_naming_the_ost_not_an_assertion():
+    """Production (the service's last-line check) catches this type; an AssertionError
+    would vanish under ``python -O`` and mix with real assertion failures."""
+    snap = snapshot([ost(0), ost(1, flags=OstFlag.READONLY)])
+    with pytest.raises(PlacementCheckError) as err:
+        check_placement(snap, [0, 1], None)
+    assert not isinstance(err.value, AssertionError)
+    assert err.value.ost == 1 and "EROFS" in err.value.reason

@@ -33,5 +33,5 @@ def test_policy_flag_restricts_the_run(tmp_path, capsys):
 def test_unknown_policy_flag_is_one_error_line(capsys):
     code = main(["run", "paper-32ost", "--policy", "fastest", "--duration", "60"])
     err = capsys.readouterr().err.strip()
-    assert code == 1
+    assert code == 2
     assert err.count("\n") == 0 and "unknown policy 'fastest'" in err

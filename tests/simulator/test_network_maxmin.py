@@ -5,7 +5,7 @@ import pytest
 from simulator.network.calibration import Calibration
 from simulator.network.maxmin import max_min_levels
 from simulator.network.topology import ClientMap, LnetSpec, NetworkSpecError
-from simulator.network.model import FlowNetwork, Storage, TransferSet, make_network
+from simulator.network.model import MaxMinNetwork, Storage, TransferSet, make_network
 
 GBPS = 1e9 / 8
 
@@ -73,7 +73,7 @@ UNIT = Calibration(tables={(1500, t): (np.array([1.0, 64.0]), np.array([1.0, 1.0
 
 
 def flow_model(**kw):
-    return FlowNetwork(LnetSpec(**kw), UNIT)
+    return MaxMinNetwork(LnetSpec(**kw), UNIT)
 
 
 def storage(ost_oss, bw_gbps):
@@ -124,7 +124,7 @@ def test_lnet_router_link_is_shared_by_the_clients_behind_it():
 
 def test_link_capacity_follows_the_calibrated_efficiency():
     cal = Calibration(tables={(1500, "oss"): (np.array([1.0, 4.0]), np.array([0.9, 0.8]))}, meta={})
-    model = FlowNetwork(LnetSpec(client_nodes=4), cal)
+    model = MaxMinNetwork(LnetSpec(client_nodes=4), cal)
     st = storage([0], 100)
     ts = tset([(i, 0, 1.0) for i in range(4)], [True] * 4, [0, 1, 2, 3])
     assert model.rates(ts, st).sum() / GBPS == pytest.approx(10 * 0.8)

@@ -8,7 +8,7 @@ import pytest
 from simulator.network.calibration import load_calibration
 from simulator.network.ns3 import Connection, Ns3Network, import_ns3, measure
 from simulator.network.topology import LnetSpec
-from simulator.network.model import FlowNetwork, Storage, TransferSet
+from simulator.network.model import MaxMinNetwork, Storage, TransferSet
 from simulator.runner import prepare, run_policy
 from simulator.scenario import load_scenario
 
@@ -65,7 +65,7 @@ def test_flow_model_is_within_10_percent_of_ns3(ns, case):
     st = Storage(ost_oss, int(ost_oss.max()) + 1, np.full(len(ost_oss), bw_gib * (1 << 30)))
     ts = _tset(entries, write, client)
     spec = LnetSpec(**kw)
-    flow = FlowNetwork(spec, load_calibration()).rates(ts, st)
+    flow = MaxMinNetwork(spec, load_calibration()).rates(ts, st)
     packet = Ns3Network(spec).rates(ts, st)
     assert flow == pytest.approx(packet, rel=0.10)
 

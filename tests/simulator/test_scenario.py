@@ -12,7 +12,7 @@ MIB = 1 << 20
 def cli_error(capsys, path):
     code = main(["validate", str(path)])
     err = capsys.readouterr().err.strip()
-    assert code == 1
+    assert code == 2  # an invalid scenario is a configuration error
     assert "\n" not in err
     return err
 

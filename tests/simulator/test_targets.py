@@ -95,3 +95,14 @@ def test_read_bandwidth_latency_and_oss_cap(make_scenario):
     sc = load_scenario(make_scenario(body, [rec(0, "write", "a", "f", 80 * MIB, ops=80)], name="lat"))
     r = run_policy(sc, prepare(sc), "round_robin")
     assert r.apps["a"].io_time_s == pytest.approx(1.8)
+
+
+def test_scalability_hetero_study_takes_the_measured_spread(tmp_path):
+    from simulator.scalability import scale_scenario_toml
+    p = tmp_path / "s.toml"
+    p.write_text(scale_scenario_toml(160, 20, duration_s=60, hetero=True))
+    cl = prepare(load_scenario(p))
+    ratio = cl.bandwidth_bytes_s / np.median(cl.bandwidth_bytes_s)
+    assert 0.96 < ratio.min() < 1.0 < ratio.max() < 1.17          # snx11025: 0.97..1.16
+    p.write_text(scale_scenario_toml(160, 20, duration_s=60))
+    assert np.all(prepare(load_scenario(p)).bandwidth_bytes_s == 300 * MIB)

@@ -251,6 +251,15 @@ def test_summary_carries_the_users_metric(make_scenario):
     assert s["jobs"] == 1 and s["phases"] == 2                    # two phases 500 s apart
     assert s["job_io_time_s_mean"] == pytest.approx(501.0)
     assert s["phase_io_time_s_p99"] == pytest.approx(1.0)
-    assert s["slowest_job"] == {"job": "a", "io_time_s": 501.0}
+    assert (s["slowest_job"], s["slowest_job_io_time_s"]) == ("a", 501.0)
     assert s["file_write_s_p50"] == pytest.approx(1.0)
     assert s["job_slowdown_mean"] == pytest.approx(1.0)
+
+
+def test_cli_validate_rejects_a_bad_event_in_one_line(make_scenario, capsys):
+    from simulator.cli import main
+    p = make_scenario(cluster(extra='\n[[event]]\nkind = "degrade"\nat_s = 1\noss = 7\nfraction = 0.3\n'),
+                      [rec(0, "write", "a", "f", MIB)])
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "event[0].oss: OSS 7 out of range" in err

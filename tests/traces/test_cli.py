@@ -78,9 +78,9 @@ def test_import_darshan_accepts_a_shipped_log_name(tmp_path, capsys):
     assert any(l.startswith("# note: ") for l in out.read_text().splitlines())
 
 
-def test_import_darshan_unknown_log_exits_1_listing_shipped_logs(tmp_path, capsys):
+def test_import_darshan_unknown_log_exits_2_listing_shipped_logs(tmp_path, capsys):
     code, _, err = _run(capsys, "import-darshan", "nope.darshan", "--out", str(tmp_path / "x"))
-    assert code == 1
+    assert code == 2
     assert err.count("\n") == 1 and "sample-goodost.darshan" in err
 
 
@@ -110,9 +110,9 @@ def test_validate_bad_trace_exits_1_with_file_line_field_reason(tmp_path, capsys
     assert err.strip() == f"lustre-alloc-traces: error: {p}:3: bytes: not an integer: '12x'"
 
 
-def test_validate_missing_file_exits_1(tmp_path, capsys):
+def test_validate_missing_file_exits_2(tmp_path, capsys):
     code, _, err = _run(capsys, "validate", str(tmp_path / "none.csv"))
-    assert code == 1 and "none.csv" in err and err.count("\n") == 1
+    assert code == 2 and "none.csv" in err and err.count("\n") == 1
 
 
 def test_lfs_df_summarises_the_first_snapshot(pytokio_dir, capsys):

@@ -1,0 +1,89 @@
+"""Every console script: --version, one-line usage errors with exit code 2, and a bad
+--log-level as a one-line configuration error (exit 2), never a traceback."""
+from __future__ import annotations
+
+import configparser
+import importlib
+
+import pytest
+
+from common.version import __version__
+from tests.conftest import PROJECT_ROOT
+
+
+def _entry_points() -> dict[str, str]:
+    cfg = configparser.ConfigParser()
+    cfg.read(PROJECT_ROOT / "setup.cfg")
+    lines = cfg["options.entry_points"]["console_scripts"].strip().splitlines()
+    return dict(tuple(x.strip() for x in line.split("=", 1)) for line in lines)
+
+
+ENTRY_POINTS = _entry_points()
+
+
+def _main(target: str):
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def test_every_role_has_an_entry_point():
+    assert set(ENTRY_POINTS) == {"lustre-alloc-sim", "lustre-alloc-traces", "lustre-alloc-collector",
+                                 "lustre-alloc-broker", "lustre-alloc-mapper", "lustre-alloc-demo"}
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_version_flag(name, capsys):
+    with pytest.raises(SystemExit) as e:
+        _main(ENTRY_POINTS[name])(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"{name} {__version__}"
+
+
+# commands with sub-commands get a valid one, so the flag is what is wrong
+BEFORE_FLAG = {"lustre-alloc-sim": ["list"], "lustre-alloc-traces": ["validate", "x.csv"]}
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_unknown_flag_is_one_line_exit_2(name, capsys):
+    with pytest.raises(SystemExit) as e:
+        _main(ENTRY_POINTS[name])([*BEFORE_FLAG.get(name, []), "--no-such-flag"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"{name}: error: ") and "--no-such-flag" in err
+
+
+@pytest.mark.parametrize("name", ["lustre-alloc-collector", "lustre-alloc-broker",
+                                  "lustre-alloc-mapper"])
+def test_unknown_log_level_is_one_line_exit_2(name, capsys):
+    code = _main(ENTRY_POINTS[name])(["--log-level", "verbose"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"{name}: error: ")
+    assert "'verbose'" in err and "debug, info, warning" in err
+
+
+def test_missing_sub_command_is_one_line_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        _main(ENTRY_POINTS["lustre-alloc-sim"])([])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "COMMAND" in err
+
+
+def test_unreadable_config_file_is_one_line_exit_2(tmp_path, capsys):
+    bad = tmp_path / "mapper.toml"
+    bad.write_text("[mapper\n")
+    code = _main(ENTRY_POINTS["lustre-alloc-mapper"])(["--config", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and str(bad) in err
+
+
+def test_demo_with_a_missing_data_file_is_one_line_exit_2(tmp_path, capsys):
+    from simulator.scenario import SCENARIO_DIR
+    text = (SCENARIO_DIR / "paper-32ost.toml").read_text().replace(
+        'generator = "hacc"', 'generator = "hacc"\nparams = { hacc_csv = "/nonexistent/hacc.csv.gz" }', 1)
+    (tmp_path / "s.toml").write_text(text)
+    code = _main(ENTRY_POINTS["lustre-alloc-demo"])(
+        ["--scenario", str(tmp_path / "s.toml"), "--workdir", str(tmp_path / "w"), "--no-live",
+         "--hours", "1", "--duration", "5"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "/nonexistent/hacc.csv.gz" in err
