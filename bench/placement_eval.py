@@ -7,8 +7,9 @@ and writes ``<out>/<scenario>.json``::
     python bench/placement_eval.py scale-800 --duration 600
     python bench/placement_eval.py SCENARIO --variant 'rate=mcmf_flow:{"cost_model": "rate"}'
 
-``SCENARIO`` is a bundled scenario name or TOML path, or ``scale-<OSTs>`` for the
-scalability study's scenario of that size (:func:`simulator.scalability.scale_scenario_toml`,
+``SCENARIO`` is a bundled scenario name or TOML path, or ``scale-<OSTs>`` (uniform) or
+``scale-<OSTs>-hetero`` (the LMT-measured OST spread) for the scalability study's
+scenario of that size (:func:`simulator.scalability.scale_scenario_toml`,
 8 OSTs per OSS). Scenario parameters are never changed here; ``--duration`` only cuts
 the run short.
 
@@ -51,11 +52,13 @@ def _scenario(name: str, duration: float | None):
     from simulator.scenario import load_scenario
     if name.startswith("scale-"):
         from simulator.scalability import SIZES, scale_scenario_toml
-        osts = int(name.split("-", 1)[1])
+        parts = name.split("-")
+        osts = int(parts[1])
         osses = dict(SIZES).get(osts, osts // 8)
         d = tempfile.mkdtemp()
         p = Path(d) / f"{name}.toml"
-        p.write_text(scale_scenario_toml(osts, osses, duration_s=duration or 600.0))
+        p.write_text(scale_scenario_toml(osts, osses, duration_s=duration or 600.0,
+                                         hetero=parts[-1] == "hetero"))
         return load_scenario(p)
     sc = load_scenario(name)
     if duration:
