@@ -108,12 +108,12 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
         "jobs": um["jobs"], "jobs_unfinished": um["jobs_unfinished"],
         "job_io_mean_s": um["job_io_time_s_mean"] or 0.0,
         "job_io_p99_s": um["job_io_time_s_p99"] or 0.0,
-        "job_io_max_s": (um["slowest_job"] or {}).get("io_time_s", 0.0),
+        "job_io_max_s": um["slowest_job_io_time_s"] or 0.0,
         "slowdown_mean": um["job_slowdown_mean"],
         "phases": um["phases"], "phase_io_mean_s": um["phase_io_time_s_mean"] or 0.0,
         "phase_io_p99_s": um["phase_io_time_s_p99"] or 0.0,
         "phase_io_p50_s": um["phase_io_time_s_p50"] or 0.0,
-        "phase_io_max_s": (um["slowest_phase"] or {}).get("io_time_s", 0.0),
+        "phase_io_max_s": um["slowest_phase_io_time_s"] or 0.0,
         "phase_slowdown_mean": um["phase_slowdown_mean"],
         "file_write_p50_s": um["file_write_s_p50"], "file_write_p99_s": um["file_write_s_p99"],
         "file_read_p50_s": um["file_read_s_p50"],
@@ -157,10 +157,11 @@ def table(rows: list[dict], base: str = "round_robin") -> list[str]:
             if ref is None or not ref[key]:
                 return "-"
             return f"{100 * (r[key] / ref[key] - 1):+.1f}%"
+        p50 = f"{r['phase_io_p50_s']:.1f}" if "phase_io_p50_s" in r else "-"
         out.append(
             f"| {r['variant']} | {r['jobs']} | {r['job_io_mean_s']:.1f} | {rel('job_io_mean_s')} "
             f"| {r['phases']} | {r['phase_io_mean_s']:.1f} | {rel('phase_io_mean_s')} "
-            f"| {r.get('phase_io_p50_s', 0.0):.1f} | {r['phase_io_p99_s']:.1f} "
+            f"| {p50} | {r['phase_io_p99_s']:.1f} "
             f"| {rel('phase_io_p99_s')} | {r['phase_io_max_s']:.1f} "
             f"| {r['bandwidth_mib_s']:.1f} | {rel('bandwidth_mib_s')} "
             f"| {r['ost_max_mean_h4']:.3f} | {r['ost_max_mean_end']:.3f} "
