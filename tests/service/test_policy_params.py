@@ -27,6 +27,7 @@ seed = 3
 [policy.mcmf]
 predict_k = 2
 straggler_factor = 3.0
+cost_model = "convex"
 
 [policy.mcmf.cost_params]
 space_weight = 2.0
@@ -57,7 +58,7 @@ def test_policy_tables_reach_the_service_policies(tmp_path):
 def test_service_and_simulator_build_the_same_policy_from_the_same_params(tmp_path):
     """The scenario's ``[policy_params.mcmf]`` and the mapper's ``[policy.mcmf]`` go
     through the same factory: same classes, same settings."""
-    params = {"mcmf": {"predict_k": 2, "straggler_factor": 3.0,
+    params = {"mcmf": {"predict_k": 2, "straggler_factor": 3.0, "cost_model": "convex",
                        "cost_params": {"space_weight": 2.0}}}
     config = load_config(_write(tmp_path, TUNED), {})
     svc = service_policy(config, build_store(config))
