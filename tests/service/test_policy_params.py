@@ -134,11 +134,11 @@ def test_the_operations_doc_example_and_the_systemd_example_load(tmp_path):
     section = doc.split("## Tuning the policy", 1)[1]
     block = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
     config = load_config(_write(tmp_path, block), {"static_cluster": "2x2"})
-    assert config.policy_params["mcmf"]["cost_params"]["queue_weight"] == 20.0
+    assert config.policy_params["mcmf"]["cost_params"]["band_weight"] == 0.01
     service_policy(config, build_store(config))
     example = (root / "mapper/service/systemd/mapper.toml.example").read_text()
     uncommented = example.replace("# [policy.", "[policy.").replace("# predict_k", "predict_k")
-    uncommented = uncommented.replace("# queue_weight", "queue_weight").replace(
+    uncommented = uncommented.replace("# band_weight", "band_weight").replace(
         "# qos_prio_free_pct", "qos_prio_free_pct")
     config = load_config(_write(tmp_path, uncommented), {"static_cluster": "2x2"})
     assert config.policy_params["lustre_qos"] == {"qos_prio_free_pct": 90}
