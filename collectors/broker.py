@@ -25,7 +25,7 @@ import msgpack
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
-from common.curve import CurveServer
+from common.curve import CurveServer, expand
 from collectors.schema import HEARTBEAT_TOPIC, TOPIC_PREFIX
 
 log = logging.getLogger("collectors.broker")
@@ -107,7 +107,7 @@ class Broker:
             self.curve.check()
             self._auth = ThreadAuthenticator(self.context, log=logging.getLogger("collectors.auth"))
             self._auth.start()
-            self._auth.configure_curve(domain="*", location=self.curve.authorized_keys_dir)
+            self._auth.configure_curve(domain="*", location=expand(self.curve.authorized_keys_dir))
         self._stop.clear()
         self._ready.clear()
         self._thread = threading.Thread(target=self._run, name="lustre-alloc-broker", daemon=True)

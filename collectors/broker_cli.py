@@ -36,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory of authorised clients' public .key files")
     p.add_argument("--stats-interval", dest="stats_interval_s", type=float,
                    help="seconds between counter log lines (60)")
+    p.add_argument("--insecure", dest="require_curve", action="store_const", const=False,
+                   help="accept unkeyed publishers even if the configuration requires CURVE "
+                        "(demos only)")
+    p.add_argument("--metrics-port", dest="metrics_port", type=int,
+                   help="Prometheus /metrics port (0: off)")
     p.add_argument("--log-level", dest="log_level", help="debug, info, warning, error or critical (info)")
     p.add_argument("--keygen", metavar="NAME",
                    help="write NAME.key and NAME.key_secret into --keys-dir and exit")
@@ -66,6 +71,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (zmq.ZMQError, ConfigError, TimeoutError) as exc:
         log.error("broker failed to start", extra={"event": "start_failed", "error": str(exc)})
         return 1
+    if config.metrics_port:
+        from collectors.metrics import broker_registry
+        from common.metrics import serve
+        try:
+            serve(broker_registry(broker), config.metrics_port, config.metrics_addr)
+        except OSError as exc:
+            broker.stop()
+            return fail("lustre-alloc-broker", f"cannot serve /metrics on port "
+                        f"{config.metrics_port}: {exc}", 1)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

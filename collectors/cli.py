@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-jobs", dest="max_jobs", type=int, help="jobs per target per sample (8)")
     p.add_argument("--curve-secret-key", dest="curve_secret_key", help="this server's .key_secret")
     p.add_argument("--curve-server-key", dest="curve_server_key", help="the broker's public .key")
+    p.add_argument("--metrics-port", dest="metrics_port", type=int,
+                   help="Prometheus /metrics port (0: off)")
     p.add_argument("--log-level", dest="log_level", help="debug, info, warning, error or critical (info)")
     p.add_argument("--count", type=int, default=0, help="stop after N samples (0: run forever)")
     p.add_argument("--dry-run", action="store_true",
@@ -69,6 +71,12 @@ def run(config: CollectorConfig, stop: threading.Event, *, count: int = 0,
     collector = Collector(config.role, source, max_jobs=config.max_jobs)
     publisher = None if dry_run else Publisher(config.broker, config.role, config.host,
                                                compress=config.compress, curve=config.curve())
+    metrics = None
+    if config.metrics_port and not dry_run:
+        from collectors.metrics import CollectorMetrics
+        from common.metrics import serve
+        metrics = CollectorMetrics()
+        serve(metrics.registry, config.metrics_port, config.metrics_addr)
     settings = dataclasses.asdict(config)
     log.info("collector started", extra={"event": "collector_start", "source": source.description,
                                           "config": settings})
@@ -84,6 +92,8 @@ def run(config: CollectorConfig, stop: threading.Event, *, count: int = 0,
             started = time.monotonic()
             body = collector.collect()
             taken += 1
+            if metrics is not None:
+                metrics.sample(body, time.monotonic() - started, at)
             if publisher is None:
                 from collectors.schema import make_sample
                 sample = make_sample(role=config.role, host=config.host, epoch=0, seq=taken,

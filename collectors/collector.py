@@ -26,6 +26,8 @@ from collectors.readers.lnetctl import parse_lnetctl_stats
 from collectors.readers.stats_file import StatsSnapshot, parse_stats
 from collectors.reduce import (CounterReset, choose_interval, delta, histogram_delta,
                                summarize_log2)
+from common.fsname import fsname_of
+from collectors.mds_view import collect_mds_view
 from collectors.sources import MDT_NAMES, OST_NAMES, StatsSource
 
 log = logging.getLogger("collectors.collector")
@@ -81,13 +83,15 @@ class TargetSample:
     """What one target contributes to a sample (see docs/protocol.md, ``targets``)."""
     kind: str
     index: int | None
+    fsname: str | None = None
     available: bool = True
     values: dict[str, float | int] = field(default_factory=dict)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "index": self.index, "available": self.available,
+        return {"kind": self.kind, "index": self.index, "fsname": self.fsname,
+                "available": self.available,
                 "values": self.values, "jobs": self.jobs, "unavailable": self.unavailable}
 
 
@@ -197,7 +201,7 @@ class Collector:
             return None
 
     def _collect_target(self, target: str, now: float, unhealthy: list[str]) -> TargetSample:
-        ts = TargetSample(self.kind, target_index(target))
+        ts = TargetSample(self.kind, target_index(target), fsname_of(target))
         state = self._targets.setdefault(target, _TargetState())
         names = OST_NAMES if self.kind == "ost" else MDT_NAMES
         for name, out_name in _GAUGE_NAMES.items():
@@ -339,6 +343,8 @@ class Collector:
         server: dict[str, Any] = {}
         self._collect_server(server)
         unhealthy = server.pop("unhealthy_targets", [])
+        if self.role == "mds" and hasattr(self.source, "read_family"):
+            collect_mds_view(self.source, server)   # type: ignore[arg-type]
         now = self.clock()
         try:
             names = self.source.targets(self.kind)
@@ -349,7 +355,8 @@ class Collector:
         for target in names:
             targets[target] = self._collect_target(target, now, unhealthy).as_dict()
         for gone in set(self._targets) - set(names):
-            targets[gone] = TargetSample(self.kind, target_index(gone), available=False,
+            targets[gone] = TargetSample(self.kind, target_index(gone), fsname_of(gone),
+                                         available=False,
                                          unavailable={"target": "missing: no longer listed"}).as_dict()
             del self._targets[gone]  # reported once; the mapper ages it out from there
         return {"server": server, "targets": targets}

@@ -14,7 +14,7 @@ import shutil
 from typing import Protocol, Sequence
 
 from common.errors import LustreStatsError, SourceUnavailable
-from collectors.locate import Locator
+from collectors.locate import Locator, read_source
 from collectors.readers.lctl_get_param import ParamDump, parse_get_param, run_lctl
 
 #: Names a collector asks for per target kind.
@@ -41,6 +41,10 @@ class StatsSource(Protocol):
     def read_server(self, name: str) -> tuple[str, str]:
         """``(text, where)`` of ``lnet_stats``, ``lnetctl``, ``health_check`` or ``version``."""
 
+    def read_family(self, family: str, leaf: str) -> dict[str, tuple[str, str]]:
+        """MDS only: ``{device: (text, where)}`` of ``osp.<device>.<leaf>``, or
+        ``{"<lod device>.<pool>": (text, where)}`` for ``family="lod"``, ``leaf="pools"``."""
+
 
 class FileSource:
     """Statistics files under ``root``."""
@@ -63,6 +67,28 @@ class FileSource:
             raise SourceUnavailable("lnetctl", "missing", "file access path reads lnet_stats")
         return self.locator.read_server(name)
 
+    def read_family(self, family: str, leaf: str) -> dict[str, tuple[str, str]]:
+        # osp: /sys/fs/lustre/osp/<dev>/<leaf> (2.12+) or /proc/fs/lustre/osp/<dev>/<leaf>;
+        # pools: /proc/fs/lustre/lod/<lod>/pools/<pool>
+        if family == "osp":
+            patterns = [f"sys/fs/lustre/osp/*/{leaf}", f"proc/fs/lustre/osp/*/{leaf}"]
+        else:
+            patterns = [f"proc/fs/lustre/lod/*/{leaf}/*", f"sys/fs/lustre/lod/*/{leaf}/*"]
+        out: dict[str, tuple[str, str]] = {}
+        for pattern in patterns:
+            for path in sorted(self.locator.root.glob(pattern)):
+                key = path.parent.name if family == "osp" else \
+                    f"{path.parent.parent.name}.{path.name}"
+                if key in out:
+                    continue
+                try:
+                    out[key] = (read_source(path), str(path))
+                except SourceUnavailable:
+                    continue
+        if not out:
+            raise SourceUnavailable(f"{family}.*.{leaf}", "missing", "no such files")
+        return out
+
 
 class LctlSource:
     """``lctl get_param`` (and ``lnetctl stats show``) output, one run per :meth:`refresh`.
@@ -78,7 +104,8 @@ class LctlSource:
                   "obdfilter.*.files*", "obdfilter.*.degraded", "osd-*.*.brw_stats",
                   "osd-*.*.kbytes*", "osd-*.*.files*", "health_check", "version", "stats")
     MDS_PARAMS = ("mdt.*.md_stats", "mdt.*.job_stats", "osd-*.*.kbytes*", "osd-*.*.files*",
-                  "health_check", "version", "stats")
+                  "osp.*.active", "osp.*.max_create_count", "osp.*.prealloc_status",
+                  "lod.*.pools.*", "health_check", "version", "stats")
 
     def __init__(self, role: str, lctl_command: Sequence[str] = ("lctl",),
                  lnetctl_command: Sequence[str] = ("lnetctl",), timeout_s: float = 10.0) -> None:
@@ -137,6 +164,22 @@ class LctlSource:
         if param in dump.values:
             return dump.values[param], param
         raise SourceUnavailable(param, "missing", "not in lctl output")
+
+    def read_family(self, family: str, leaf: str) -> dict[str, tuple[str, str]]:
+        dump = self._need_dump()
+        out: dict[str, tuple[str, str]] = {}
+        for param, text in dump.values.items():
+            head, _, rest = param.partition(".")
+            device, _, tail = rest.partition(".")
+            if head != family or not device:
+                continue
+            if family == "osp" and tail == leaf:
+                out[device] = (text, param)
+            elif family == "lod" and tail.startswith(leaf + "."):
+                out[f"{device}.{tail[len(leaf) + 1:]}"] = (text, param)
+        if not out:
+            raise SourceUnavailable(f"{family}.*.{leaf}", "missing", "not in lctl output")
+        return out
 
     def _run_lnetctl(self) -> tuple[str, str]:
         import subprocess

@@ -39,7 +39,9 @@ class CollectorConfig:
         lctl_command, lnetctl_command: argv of the commands.
         compress: zlib the payload.
         max_jobs: jobs per target per sample.
-        curve_secret_key, curve_server_key: CURVE key files (both or neither).
+        curve_secret_key, curve_server_key: CURVE key files (both or neither; ``$VARS`` such
+            as ``${CREDENTIALS_DIRECTORY}`` are expanded when the keys are loaded).
+        metrics_port, metrics_addr: Prometheus ``/metrics`` (0: off; collectors/metrics.py).
         log_level: ``debug``, ``info``, ``warning``...
     """
     role: str = "oss"
@@ -54,6 +56,8 @@ class CollectorConfig:
     max_jobs: int = 8
     curve_secret_key: str = ""
     curve_server_key: str = ""
+    metrics_port: int = 0
+    metrics_addr: str = "0.0.0.0"
     log_level: str = "info"
 
     def validate(self) -> "CollectorConfig":
@@ -61,6 +65,8 @@ class CollectorConfig:
             raise ConfigError(f"role must be oss or mds, not {self.role!r}")
         if not 0.05 <= self.interval_s <= 3600:
             raise ConfigError(f"interval_s {self.interval_s} outside 0.05..3600")
+        if not 0 <= self.metrics_port <= 65_535:
+            raise ConfigError("metrics_port must be 0..65535")
         if self.source not in ("auto", "files", "lctl"):
             raise ConfigError(f"source must be auto, files or lctl, not {self.source!r}")
         if bool(self.curve_secret_key) != bool(self.curve_server_key):
@@ -88,6 +94,10 @@ class BrokerConfig:
         curve_secret_key, curve_authorized_keys: CURVE server key file and directory of
             authorised client public keys (both or neither).
         stats_interval_s: how often the broker logs its counters.
+        require_curve: refuse to start without the CURVE keys (set by the packaged
+            configuration; ``--insecure`` clears it for demos): an unkeyed publisher could
+            otherwise pose as an OSS and steer allocations.
+        metrics_port, metrics_addr: Prometheus ``/metrics`` (0: off).
         log_level: as for the collector.
     """
     frontend: str = "tcp://*:5555"
@@ -98,11 +108,20 @@ class BrokerConfig:
     curve_secret_key: str = ""
     curve_authorized_keys: str = ""
     stats_interval_s: float = 60.0
+    require_curve: bool = False
+    metrics_port: int = 0
+    metrics_addr: str = "0.0.0.0"
     log_level: str = "info"
 
     def validate(self) -> "BrokerConfig":
         if bool(self.curve_secret_key) != bool(self.curve_authorized_keys):
             raise ConfigError("curve_secret_key and curve_authorized_keys go together")
+        if self.require_curve and not self.curve_secret_key:
+            raise ConfigError("require_curve is set but curve_secret_key and "
+                              "curve_authorized_keys are empty: give the key files "
+                              "(lustre-alloc-broker --keygen), or pass --insecure (demos only)")
+        if not 0 <= self.metrics_port <= 65_535:
+            raise ConfigError("metrics_port must be 0..65535")
         if self.heartbeat_s <= 0:
             raise ConfigError("heartbeat_s must be > 0")
         return self

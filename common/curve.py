@@ -32,6 +32,11 @@ class CurveClient:
         socket.curve_secretkey = secret
         socket.curve_serverkey = server_public
 
+    def check(self) -> None:
+        """Raise :class:`ConfigError` when the files are not usable."""
+        _load(self.secret_key_file, secret=True)
+        _load(self.server_public_key_file, secret=False)
+
 
 @dataclass(frozen=True, slots=True)
 class CurveServer:
@@ -50,11 +55,26 @@ class CurveServer:
     def check(self) -> None:
         """Raise :class:`ConfigError` when the files are not usable."""
         _load(self.secret_key_file, secret=True)
-        if not os.path.isdir(self.authorized_keys_dir):
+        if not os.path.isdir(expand(self.authorized_keys_dir)):
             raise ConfigError(f"authorized keys dir {self.authorized_keys_dir} is not a directory")
 
 
+def expand(path: str) -> str:
+    """``path`` with ``$VARS`` expanded: the packaged configuration names the secret keys as
+    ``${CREDENTIALS_DIRECTORY}/<name>.key_secret`` (systemd ``LoadCredential=``).
+
+    Raises:
+        ConfigError: a variable in the path is not set.
+    """
+    out = os.path.expandvars(path)
+    if "$" in out:
+        raise ConfigError(f"key file path {path!r}: environment variable not set (run under the "
+                          f"systemd unit, whose LoadCredential= sets CREDENTIALS_DIRECTORY)")
+    return out
+
+
 def _load(path: str, *, secret: bool) -> tuple[bytes, bytes | None]:
+    path = expand(path)
     try:
         public, secret_key = zmq.auth.load_certificate(path)
     except (OSError, ValueError) as exc:

@@ -86,3 +86,11 @@ class SchemaError(CollectorError, ValueError):
 
 class ConfigError(CollectorError, ValueError):
     """A configuration file or flag is invalid."""
+
+
+class OspParamError(LustreStatsError):
+    """An ``osp.*.{active,max_create_count,prealloc_status}`` value that is not one integer."""
+
+
+class LodPoolError(LustreStatsError):
+    """A ``lod.*.pools.<pool>`` line that is not an OST UUID."""

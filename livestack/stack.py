@@ -248,6 +248,10 @@ class LiveStack:
             "bind": e.mapper, "broker_backend": e.backend, "broker_snapshot": e.snapshot,
             "policy": self.policy, "state_file": str(self.state_file), "save_interval_s": 1.0,
             "metrics_port": e.metrics_port, "metrics_addr": "127.0.0.1",
+            # one host plays every client node here, so the per-client bounds
+            # (mapper.service.limits) would treat them all as one client: lifted
+            "peer_requests_per_s": 0.0, "peer_batch_max": 256,
+            "peer_new_apps_per_min": 1_000_000, "peer_max_apps": 1_000_000,
             "log_level": self.log_level}
         if self.keys is not None:
             settings["curve_secret_key"] = self.keys.secret("mapper")

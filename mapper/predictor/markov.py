@@ -62,7 +62,7 @@ import operator
 from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 from mapper.predictor.markov_states import N_STATES, predicted_write_bytes, state_index
 
@@ -192,6 +192,8 @@ class PredictorStats:
     observed: int = 0
     rejected: int = 0
     evicted: int = 0
+    skipped_on_load: int = 0
+    """Application records of the state file that were malformed and skipped."""
 
 
 @dataclass(frozen=True)
@@ -516,13 +518,17 @@ class MarkovPredictor:
             last_states=tuple(reversed(digits)))
 
     # ------------------------------------------------------- persistence hooks
-    def export_apps(self) -> list[dict[str, Any]]:
-        """The learned state of every application, least recently observed first, as plain
-        values (what :mod:`mapper.predictor.markov_store` writes)."""
+    def export_apps(self, job_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """The learned state of every application (or of those of ``job_ids`` still tracked,
+        in that order), least recently observed first, as plain values (what
+        :mod:`mapper.predictor.markov_store` writes)."""
+        apps = self._apps
+        items = apps.items() if job_ids is None else \
+            ((j, apps[j]) for j in job_ids if j in apps)
         return [{"job_id": job_id, "n_obs": app.n_obs, "ctx": app.ctx,
                  "hist": list(app.hist), "trans": list(app.trans),
                  "mse": list(app.mse), "mse_n": app.mse_n}
-                for job_id, app in self._apps.items()]
+                for job_id, app in items]
 
     def import_app(self, rec: dict[str, Any]) -> None:
         """Restore one application exported by :meth:`export_apps` (as most recently used).

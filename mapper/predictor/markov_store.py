@@ -39,15 +39,25 @@ VERSION = 1
 """Version of the layout above; bump on any incompatible change."""
 
 
-def save_predictor(predictor: MarkovPredictor, path: str | Path) -> Path:
-    """Write ``predictor``'s learned state to ``path`` atomically; returns the path.
+def state_document(predictor: MarkovPredictor) -> dict[str, Any]:
+    """The state file's document: a copy of the learned state (plain lists), so it can be
+    written from another thread while the predictor keeps learning."""
+    return {"format": FORMAT, "version": VERSION, "config": predictor.config.as_dict(),
+            "apps": predictor.export_apps()}
+
+
+def write_document(doc: dict[str, Any], path: str | Path) -> Path:
+    """Write a :func:`state_document` to ``path`` atomically and durably: a temporary file
+    ``<name>.<random>.tmp`` in the same directory, fsync, rename, fsync of the directory (so
+    the rename itself survives a crash). Returns the path.
+
+    ``json.dump`` to the file encodes in chunks, so a writer thread lets the request loop
+    run between chunks (``json.dumps`` would hold the GIL for the whole document).
 
     Raises:
         OSError: the directory is not writable (the previous file, if any, is untouched).
     """
     path = Path(path)
-    doc = {"format": FORMAT, "version": VERSION, "config": predictor.config.as_dict(),
-           "apps": predictor.export_apps()}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
@@ -59,12 +69,49 @@ def save_predictor(predictor: MarkovPredictor, path: str | Path) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    dir_fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def remove_stale_temporaries(path: str | Path) -> list[Path]:
+    """Delete temporaries a crashed save left beside ``path`` (``<name>.*.tmp`` and the
+    service's ``.<name>.*.tmp``); returns what was removed."""
+    path = Path(path)
+    removed = []
+    for pattern in (f"{path.name}.*.tmp", f".{path.name}.*.tmp"):
+        for tmp in path.parent.glob(pattern):
+            try:
+                tmp.unlink()
+                removed.append(tmp)
+            except OSError:
+                continue
+    if removed:
+        log.warning("event=markov_stale_tmp_removed path=%s count=%d", path, len(removed))
+    return removed
+
+
+def save_predictor(predictor: MarkovPredictor, path: str | Path) -> Path:
+    """Write ``predictor``'s learned state to ``path`` atomically; returns the path.
+
+    Raises:
+        OSError: the directory is not writable (the previous file, if any, is untouched).
+    """
+    path = write_document(state_document(predictor), path)
     log.info("event=markov_saved path=%s apps=%d version=%d", path, len(predictor), VERSION)
     return path
 
 
-def load_predictor(path: str | Path, config: MarkovConfig | None = None) -> MarkovPredictor:
+def load_predictor(path: str | Path, config: MarkovConfig | None = None, *,
+                   strict: bool = False) -> MarkovPredictor:
     """Read a state file written by :func:`save_predictor`.
+
+    Application records are loaded one by one: a malformed one is skipped, logged with its
+    position and reason, and counted in ``stats.skipped_on_load`` (``strict``: raise instead),
+    so one bad record never discards every application.
 
     Args:
         path: the file.
@@ -103,13 +150,19 @@ def load_predictor(path: str | Path, config: MarkovConfig | None = None) -> Mark
     if not isinstance(apps, list):
         raise PredictorStateError(path, "apps: not a list")
     predictor = MarkovPredictor(config)
+    skipped = 0
     for i, rec in enumerate(apps):
         try:
             if isinstance(rec, dict) and isinstance(rec.get("hist"), list):
                 rec = dict(rec, hist=rec["hist"][-config.history:])
             predictor.import_app(rec)
         except PredictorUsageError as exc:
-            raise PredictorStateError(path, f"apps[{i}]: {exc}") from None
+            if strict:
+                raise PredictorStateError(path, f"apps[{i}]: {exc}") from None
+            skipped += 1
+            log.warning("event=markov_record_skipped path=%s record=apps[%d] reason=%r",
+                        path, i, str(exc))
+    predictor.stats.skipped_on_load = skipped
     return predictor
 
 

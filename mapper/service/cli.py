@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"fall back while a round takes longer than this, s ({d.round_budget_s:g})")
     p.add_argument("--batch-window", dest="batch_window_s", type=float,
                    help=f"wait this long for more requests to solve together, s ({d.batch_window_s:g})")
+    p.add_argument("--fsname", dest="fsnames", action="append", metavar="FSNAME",
+                   help="a file system to serve (repeat for several; default: the first sampled)")
+    p.add_argument("--insecure", dest="require_curve", action="store_const", const=False,
+                   help="serve without CURVE even if the configuration requires it (demos only: "
+                        "any host can then steer allocations)")
     p.add_argument("--log-level", dest="log_level",
                    help=f"debug, info, warning, error or critical ({d.log_level})")
     return p
@@ -63,6 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return fail("lustre-alloc-mapper", exc, 2)
     setup_logging(config.log_level)
+    if args.require_curve is False and not config.serve_curve_secret_key:
+        import logging
+        logging.getLogger("mapper.service.cli").warning(
+            "serving without CURVE (--insecure): any host can request layouts",
+            extra={"event": "insecure"})
     try:
         service = MapperService(config)
     except (ServiceError, ConfigError) as exc:

@@ -106,7 +106,8 @@ class MapperClient:
         return self.recv_reply(request_id)
 
     def alloc(self, job: str, stripe_count: int, stripe_size: int = 1 << 20,
-              expected_bytes: int = 0, path: str = "", pool: str | None = None) -> Layout:
+              expected_bytes: int = 0, path: str = "", pool: str | None = None,
+              fsname: str | None = None) -> Layout:
         """Ask for a layout.
 
         Raises:
@@ -115,7 +116,8 @@ class MapperClient:
         """
         rid = next(self._ids)
         reply = self.request(wire.encode_request(rid, job, stripe_count, stripe_size,
-                                                 expected_bytes, path, pool), rid)
+                                                 expected_bytes, path, pool,
+                                                 fsname=fsname), rid)
         if not reply.get("ok"):
             raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
         return Layout(tuple(reply["osts"]), int(reply["stripe_size"]), str(reply["policy"]),

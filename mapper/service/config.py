@@ -75,12 +75,28 @@ class MapperConfig:
         save_interval_s: seconds between periodic saves (also saved on SIGTERM).
         metrics_port: Prometheus HTTP port (0: off); ``metrics_addr`` its address.
         lnet_capacity_bytes_per_s: link rate that means 100 % LNet load, B/s.
-        pools: pool name -> OST indices.
+        pools: pool name -> OST indices (of the first file system; ``lod`` samples of the MDS
+            collector replace them when they arrive).
+        fsnames: file systems this mapper serves (state keyed by (fsname, OST index), one
+            learned state each); a request naming another is refused (ENODEV). Empty: one
+            file system, the fsname of the first OST sample (``static`` for a static cluster).
         policy_params: policy name -> constructor parameters, from the top-level
             ``[policy.<name>]`` tables (:func:`mapper.policies.registry.build_policy`).
         curve_secret_key, curve_server_key: CURVE keys to subscribe to the broker.
         serve_curve_secret_key, serve_curve_authorized_keys: make the request socket a
             CURVE server (clients need an authorised key); both or neither.
+        peer_requests_per_s, peer_request_burst: request rate allowed per client (CURVE key,
+            else IP address); over it the reply is EBUSY (0: no limit). See
+            :mod:`mapper.service.limits`.
+        peer_batch_max: requests of one client solved in one round; the rest of a pipelined
+            burst is answered EBUSY at once (a shim has one request in flight per thread, so
+            64 is a 64-core node creating files from every core at once).
+        peer_new_apps_per_min, peer_max_apps: new applications (job ids the predictor does
+            not track) a client may introduce per minute, and own at once; past them its jobs
+            are learned under one shared per-client id.
+        require_curve: refuse to start unless the request socket (``serve_curve_*``) and the
+            state feed (``curve_*``, or the embedded broker) use CURVE; the packaged
+            configuration sets it; ``--insecure`` clears it for demos.
         log_level: ``debug``, ``info``, ``warning`` ...
     """
     bind: str = "tcp://*:5558"
@@ -106,11 +122,18 @@ class MapperConfig:
     metrics_addr: str = "0.0.0.0"
     lnet_capacity_bytes_per_s: float = 12.5e9
     pools: dict[str, Any] = field(default_factory=dict)
+    fsnames: list[str] = field(default_factory=list)
     policy_params: dict[str, Any] = field(default_factory=dict)
     curve_secret_key: str = ""
     curve_server_key: str = ""
     serve_curve_secret_key: str = ""
     serve_curve_authorized_keys: str = ""
+    peer_requests_per_s: float = 2000.0
+    peer_request_burst: int = 4000
+    peer_batch_max: int = 64
+    peer_new_apps_per_min: int = 60
+    peer_max_apps: int = 512
+    require_curve: bool = False
     log_level: str = "info"
 
     def validate(self) -> "MapperConfig":
@@ -140,6 +163,32 @@ class MapperConfig:
             raise ConfigError("curve_secret_key and curve_server_key go together")
         if bool(self.serve_curve_secret_key) != bool(self.serve_curve_authorized_keys):
             raise ConfigError("serve_curve_secret_key and serve_curve_authorized_keys go together")
+        if self.peer_requests_per_s < 0 or self.peer_request_burst < 1:
+            raise ConfigError("peer_requests_per_s must be >= 0 and peer_request_burst >= 1")
+        if self.peer_batch_max < 1:
+            raise ConfigError("peer_batch_max must be >= 1")
+        if self.peer_new_apps_per_min < 0 or self.peer_max_apps < 0:
+            raise ConfigError("peer_new_apps_per_min and peer_max_apps must be >= 0")
+        if self.require_curve and not self.static_cluster:
+            missing = [n for n in ("serve_curve_secret_key", "serve_curve_authorized_keys")
+                       if not getattr(self, n)]
+            if not self.embed_broker:
+                missing += [n for n in ("curve_secret_key", "curve_server_key")
+                            if not getattr(self, n)]
+            if missing:
+                raise ConfigError(f"require_curve is set but {', '.join(missing)} "
+                                  f"{'is' if len(missing) == 1 else 'are'} empty: give the key "
+                                  f"files (lustre-alloc-broker --keygen), or pass --insecure "
+                                  f"to serve without CURVE (demos only)")
+        elif self.require_curve and not self.serve_curve_secret_key:
+            raise ConfigError("require_curve is set but serve_curve_secret_key and "
+                              "serve_curve_authorized_keys are empty (or pass --insecure)")
+        from common.fsname import valid_fsname
+        if len(set(self.fsnames)) != len(self.fsnames):
+            raise ConfigError(f"fsnames {self.fsnames} lists a file system twice")
+        for fs in self.fsnames:
+            if not isinstance(fs, str) or not valid_fsname(fs):
+                raise ConfigError(f"fsnames: {fs!r} is not a Lustre fsname (1..8 of A-Za-z0-9_)")
         for name, members in self.pools.items():
             if not isinstance(members, list) or not all(
                     isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in members):

@@ -1,6 +1,9 @@
-"""Prometheus metrics of the mapper service, in a registry of its own.
+"""Prometheus metrics of the mapper service, in a registry of its own
+(:func:`common.metrics.service_registry`: also ``process_*`` and
+``lustre_alloc_build_info{service="mapper"}``).
 
-Names (all prefixed ``lustre_alloc_mapper_``):
+Names (all prefixed ``lustre_alloc_mapper_``; base units; per-OST series carry
+lustre_exporter's labels ``target="<fsname>-OST<hex>"`` and ``fsname``):
 
 ==================================  =========  ==========================================
 ``requests_total{result}``          counter    replies by result: ``ok``, ``fallback``,
@@ -12,17 +15,22 @@ Names (all prefixed ``lustre_alloc_mapper_``):
 ``fallbacks_total{reason}``         counter    requests answered by the fallback, by reason
 ``check_violations_total``          counter    replies the last-line check rejected
 ``stale_servers``                   gauge      OSSes whose samples are too old
-``mds_cpu_percent``                 gauge      MDS CPU the gate sees
-``osts``                            gauge      OSTs known (``{state="usable"}`` / ``"all"``)
+``mds_cpu_ratio``                   gauge      MDS CPU the gate sees, 0..1
+``osts{state}``                     gauge      OSTs known (``{state="usable"}`` / ``"all"``)
 ``samples_total``                   counter    collector samples applied
 ``samples_rejected_total``          counter    samples refused: undecodable or not schema 1
                                                (``Subscriber.undecodable``)
 ``state_saves_total{result}``       counter    learned-state saves, ``ok`` / ``error``
-``ost_predicted_load{ost}``         gauge      the primary's predicted load per OST:
-                                               ``predicted_load()`` if the policy has it,
-                                               else MCMF's pending bytes (placed, not yet
-                                               visible in the OST's space), bytes
-``ost_stripes_total{ost}``          counter    stripes handed out per OST
+``state_saves_skipped_total``       counter    periodic saves skipped (previous one writing)
+``state_records_skipped_total``     counter    malformed learned-state records skipped at load
+``peer_limited_total{limit}``       counter    requests bounded per client: ``rate`` (EBUSY),
+                                               ``new_apps`` (learned under an overflow id)
+``expected_bytes_clipped_total``    counter    expected_bytes above the pool's free space
+``ost_predicted_load_bytes``        gauge      the primary's predicted load per OST
+  ``{target, fsname}``                         (``predicted_load()`` if the policy has it,
+                                               else MCMF's pending bytes: placed, not yet
+                                               visible in the OST's space)
+``ost_stripes_total{target,fsname}`` counter   stripes handed out per OST
 ==================================  =========  ==========================================
 
 Per-request counters are kept as plain integers by the service and turned into samples
@@ -33,7 +41,9 @@ from __future__ import annotations
 from collections import Counter as Tally
 from typing import Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram
+
+from common.metrics import serve as serve_metrics, service_registry, target_name
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -46,30 +56,55 @@ RESULTS = ("ok", "fallback", "error", "bad_request", "ping")
 class _PerOst(Collector):
     """Scrape-time view of per-OST tallies and the policy's predicted load."""
 
-    def __init__(self, stripes: Tally, predicted: Callable[[], Mapping[int, float] | None]):
+    def __init__(self, stripes: Tally,
+                 predicted: Callable[[], Mapping[tuple[str, int], float] | None]):
         self.stripes = stripes
         self.predicted = predicted
 
     def collect(self) -> Iterable:
         c = CounterMetricFamily(PREFIX + "ost_stripes", "Stripes handed out per OST",
-                                labels=["ost"])
-        for ost, n in sorted(self.stripes.items()):
-            c.add_metric([str(ost)], n)
+                                labels=["target", "fsname"])
+        for (fs, ost), n in sorted(self.stripes.items()):
+            c.add_metric([target_name(fs, ost), fs], n)
         yield c
-        g = GaugeMetricFamily(PREFIX + "ost_predicted_load",
-                              "Predicted load per OST from the primary policy (MCMF: pending bytes)",
-                              labels=["ost"])
+        g = GaugeMetricFamily(PREFIX + "ost_predicted_load_bytes",
+                              "Predicted load per OST from the primary policy, bytes "
+                              "(MCMF: pending bytes)", labels=["target", "fsname"])
         loads = self.predicted() or {}
-        for ost, v in sorted(loads.items()):
-            g.add_metric([str(ost)], float(v))
+        for (fs, ost), v in sorted(loads.items()):
+            g.add_metric([target_name(fs, ost), fs], float(v))
         yield g
 
 
-class MapperMetrics:
-    """All the service's metrics. ``predicted`` returns the policy's per-OST load or None."""
+class _Limits(Collector):
+    """Scrape-time counters of the client bounds (mapper.service.limits)."""
 
-    def __init__(self, predicted: Callable[[], Mapping[int, float] | None] = lambda: None):
-        self.registry = CollectorRegistry(auto_describe=True)
+    def __init__(self, counts: Callable[[], Mapping[str, float]]):
+        self.counts = counts
+
+    def collect(self) -> Iterable:
+        c = self.counts()
+        limited = CounterMetricFamily(PREFIX + "peer_limited",
+                                      "Requests bounded per client: rate (EBUSY) or new_apps "
+                                      "(learned under the client's overflow id)", labels=["limit"])
+        for name in ("rate", "new_apps"):
+            limited.add_metric([name], c.get(name, 0))
+        yield limited
+        yield CounterMetricFamily(PREFIX + "expected_bytes_clipped",
+                                  "Requests whose expected_bytes exceeded the pool's free space",
+                                  value=c.get("expected_bytes_clipped", 0))
+        yield CounterMetricFamily(PREFIX + "state_saves_skipped",
+                                  "Periodic saves skipped while the previous one was writing",
+                                  value=c.get("saves_skipped", 0))
+
+
+class MapperMetrics:
+    """All the service's metrics. ``predicted`` returns the policies' load per
+    (fsname, OST index), bytes, or None. :attr:`stripes` tallies (fsname, OST index)."""
+
+    def __init__(self, predicted: Callable[[], Mapping[tuple[str, int], float] | None]
+                 = lambda: None):
+        self.registry = service_registry("mapper")
         r = self.registry
         self.requests = Counter(PREFIX + "requests", "Replies by result", ["result"], registry=r)
         self._by_result = {k: self.requests.labels(k) for k in RESULTS}
@@ -88,7 +123,7 @@ class MapperMetrics:
                                         registry=r)
         self.stale_servers = Gauge(PREFIX + "stale_servers", "OSSes with too old samples",
                                    registry=r)
-        self.mds_cpu = Gauge(PREFIX + "mds_cpu_percent", "MDS CPU seen by the gate, %",
+        self.mds_cpu = Gauge(PREFIX + "mds_cpu_ratio", "MDS CPU seen by the gate, 0..1",
                              registry=r)
         self.osts = Gauge(PREFIX + "osts", "OSTs known", ["state"], registry=r)
         self.samples = Counter(PREFIX + "samples", "Collector samples applied", registry=r)
@@ -96,13 +131,29 @@ class MapperMetrics:
                                         "Samples refused (undecodable, not schema 1)", registry=r)
         self.saves = Counter(PREFIX + "state_saves", "Learned-state saves", ["result"],
                              registry=r)
+        self.records_skipped = Counter(PREFIX + "state_records_skipped",
+                                       "Malformed learned-state records skipped at load",
+                                       registry=r)
+        # every label value known in advance is exported at 0 from the start, so rate() and
+        # alerts work before the first event
+        from mapper.policies.gate import FALLBACK_REASONS
+        for reason in FALLBACK_REASONS:
+            self.fallbacks.labels(reason)
+        for result in ("ok", "error"):
+            self.saves.labels(result)
+        for state in ("all", "usable"):
+            self.osts.labels(state)
         self.stripes: Tally = Tally()
         r.register(_PerOst(self.stripes, predicted))
+
+    def register_limits(self, counts: Callable[[], Mapping[str, float]]) -> None:
+        """Export the client bounds' counters (called once by the service)."""
+        self.registry.register(_Limits(counts))
 
     def result(self, name: str, n: int = 1) -> None:
         """Count ``n`` replies with result ``name`` (one of :data:`RESULTS`)."""
         self._by_result[name].inc(n)
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
-        """Expose ``/metrics`` over HTTP in a daemon thread."""
-        start_http_server(port, addr=addr, registry=self.registry)
+    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
+        """Expose ``/metrics`` over HTTP in a daemon thread; returns the bound port."""
+        return serve_metrics(self.registry, port, addr)

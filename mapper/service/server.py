@@ -43,6 +43,11 @@ from mapper.policies.placement import (AllocationError, CreateRequest, InvalidRe
 from mapper.policies import registry
 from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
+from common.curve import expand
+from common.errors import ConfigError
+from mapper.service.limits import ExpectedBytesClip, PeerLimits, peer_of
+from mapper.service.persist import BackgroundSaver, has_predictor
+from mapper.predictor.markov_store import remove_stale_temporaries
 from mapper.state.state_store import StateStore
 
 log = logging.getLogger("mapper.service.server")
@@ -114,13 +119,24 @@ def build_policy(config: MapperConfig, store: StateStore) -> GatedPolicy:
     return cast(GatedPolicy, policy)    # gate=True always wraps
 
 
-def build_store(config: MapperConfig) -> StateStore:
-    """A static emulated cluster (``static_cluster``) or an empty store fed by samples."""
+def build_store(config: MapperConfig, fsname: str = "") -> StateStore:
+    """A static emulated cluster (``static_cluster``) or an empty store fed by samples, for
+    the file system ``fsname`` (``""``: adopt the first sample's)."""
     if config.static_cluster:
         osses, per = config.static_shape()
-        return StateStore.static_cluster(osses, per, config.static_kbytes_total, config.pools)
+        return StateStore.static_cluster(osses, per, config.static_kbytes_total, config.pools,
+                                         fsname=fsname or "static")
     return StateStore(config.pools, lnet_capacity_bytes_per_s=config.lnet_capacity_bytes_per_s,
-                      stale_after_s=config.stale_after_s)
+                      stale_after_s=config.stale_after_s, fsname=fsname)
+
+
+def state_file_for(path: str, fsname: str, several: bool) -> str:
+    """The learned-state file of one file system: ``path`` itself when the mapper serves one,
+    else ``<stem>.<fsname><suffix>`` beside it."""
+    if not path or not several:
+        return path
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}.{fsname}{p.suffix}"))
 
 
 def _connectable(endpoint: str) -> str:
@@ -143,12 +159,31 @@ class MapperService:
     def __init__(self, config: MapperConfig, *, store: StateStore | None = None,
                  policy: GatedPolicy | None = None, context: zmq.Context | None = None):
         self.config = config
-        self.store = store or build_store(config)
-        self.policy = policy or build_policy(config, self.store)
+        # One state and one gated policy (with its learned state) per file system: state is
+        # keyed by (fsname, OST index), and a job's pattern on one file system says nothing
+        # about the OSTs of another.
+        if store is not None:
+            self.stores = {store.fsname: store}
+        else:
+            self.stores = {fs: build_store(config, fs) for fs in (config.fsnames or [""])}
+        self.policies = {fs: (policy if policy is not None and i == 0 else
+                              build_policy(config, st))
+                         for i, (fs, st) in enumerate(self.stores.items())}
+        self.store = next(iter(self.stores.values()))
+        self.policy = next(iter(self.policies.values()))
+        self.guards = {fs: PlacementGuard() for fs in self.stores}
         self._own_context = context is None
         self.context = context or zmq.Context()
         self.metrics = MapperMetrics(predicted=self._predicted_load)
-        self.guard = PlacementGuard()
+        self.guard = next(iter(self.guards.values()))
+        self.limits = PeerLimits(config.peer_requests_per_s, config.peer_request_burst,
+                                 config.peer_new_apps_per_min, config.peer_max_apps)
+        self.clips = {fs: ExpectedBytesClip() for fs in self.stores}
+        self._peers: dict[bytes, str] = {}
+        self.saver = BackgroundSaver(self._saved)
+        self._state_loaded = False
+        self.metrics_port = 0
+        self.metrics.register_limits(self._limit_counts)
         self.endpoint = ""
         self.broker_endpoints: tuple[str, str, str] | None = None
         self.stop_event = threading.Event()
@@ -211,7 +246,14 @@ class MapperService:
     # ------------------------------------------------------------------ setup
     def _open(self) -> None:
         cfg = self.config
+        for keys in (cfg.curve(), cfg.serve_curve()):   # fail before opening anything
+            if keys is not None:
+                try:
+                    keys.check()
+                except ConfigError as exc:
+                    raise ServiceError(str(exc)) from exc
         self.load_state()
+        self._state_loaded = True   # from here on, saving on the way out keeps what was learned
         if not self.store.static:
             self._open_state_feed()
         router = self.context.socket(zmq.ROUTER)
@@ -224,7 +266,7 @@ class MapperService:
             serve_curve.check()
             self._auth = ThreadAuthenticator(self.context, log=logging.getLogger("mapper.auth"))
             self._auth.start()
-            self._auth.configure_curve(domain="*", location=serve_curve.authorized_keys_dir)
+            self._auth.configure_curve(domain="*", location=expand(serve_curve.authorized_keys_dir))
             serve_curve.apply(router)
         try:
             router.bind(cfg.bind)
@@ -234,7 +276,11 @@ class MapperService:
         self._router = router
         self.endpoint = router.getsockopt(zmq.LAST_ENDPOINT).decode()
         if cfg.metrics_port:
-            self.metrics.serve(cfg.metrics_port, cfg.metrics_addr)
+            try:
+                self.metrics_port = self.metrics.serve(cfg.metrics_port, cfg.metrics_addr)
+            except OSError as exc:
+                raise ServiceError(f"cannot serve /metrics on {cfg.metrics_addr}:"
+                                   f"{cfg.metrics_port}: {exc}") from exc
         gate = self.policy
         log.info("mapper started", extra={
             "event": "mapper_start", "endpoint": self.endpoint, "pid": os.getpid(),
@@ -265,7 +311,9 @@ class MapperService:
 
     def _close(self) -> None:
         try:
-            self.save_state()
+            self.saver.finish_now()
+            if self._state_loaded:        # a failed start must not overwrite the saved state
+                self.save_state()
         finally:
             if self._router is not None:
                 self._router.close(0)
@@ -285,13 +333,55 @@ class MapperService:
                                               "check_violations": self.check_violations})
 
     # ------------------------------------------------------------------ persistence
+    def _state_files(self) -> list[tuple[str, GatedPolicy]]:
+        several = len(self.policies) > 1
+        return [(state_file_for(self.config.state_file, fs, several), pol)
+                for fs, pol in self.policies.items()]
+
     def load_state(self) -> bool:
-        """Restore the primary's learned state from ``state_file`` if both exist.
+        """Remove temporaries a crashed save left, then restore each file system's learned
+        state (see :func:`state_file_for`); True when at least one was restored."""
+        for path, _ in self._state_files():
+            if path:
+                remove_stale_temporaries(path)
+        return any([self._load_one(path, pol) for path, pol in self._state_files()])
+
+    def save_state_background(self) -> bool:
+        """Snapshot every file system's learned state now and write it in the writer thread
+        (:mod:`mapper.service.persist`); policies without a predictor are saved here. False
+        when the previous background save is still running (skipped)."""
+        jobs = []
+        for path, pol in self._state_files():
+            if not path:
+                continue
+            if has_predictor(pol.primary):
+                jobs.append((path, pol.primary))
+            else:
+                self._save_one(path, pol)
+        return self.saver.begin(jobs) if jobs else True
+
+    def _saved(self, path: str, ok: bool, error: str, seconds: float) -> None:
+        """Writer thread: count and log one finished save."""
+        if ok:
+            self.saves += 1
+            self.metrics.saves.labels("ok").inc()
+            log.info("learned state saved", extra={"event": "state_saved", "path": path,
+                                                   "seconds": round(seconds, 4)})
+        else:
+            self.metrics.saves.labels("error").inc()
+            log.error("saving learned state failed", extra={"event": "state_save_failed",
+                                                           "path": path, "error": error})
+
+    def save_state(self) -> bool:
+        """Save each file system's learned state; True when all were saved."""
+        return all([self._save_one(path, pol) for path, pol in self._state_files()])
+
+    def _load_one(self, path: str, policy: GatedPolicy) -> bool:
+        """Restore the primary's learned state from ``path`` if both exist.
 
         An unreadable file is renamed ``<file>.bad`` and the primary starts fresh.
         """
-        path = self.config.state_file
-        loader = getattr(self.policy.primary, "load_state", None)
+        loader = getattr(policy.primary, "load_state", None)
         if not path or loader is None or not os.path.exists(path):
             return False
         try:
@@ -302,14 +392,18 @@ class MapperService:
             log.warning("learned state unreadable; starting fresh", extra={
                 "event": "state_load_failed", "path": path, "moved_to": bad, "error": str(exc)})
             return False
-        log.info("learned state restored", extra={"event": "state_loaded", "path": path})
+        predictor = getattr(policy.primary, "predictor", None)
+        skipped = getattr(getattr(predictor, "stats", None), "skipped_on_load", 0)
+        if skipped:
+            self.metrics.records_skipped.inc(skipped)
+        log.info("learned state restored", extra={"event": "state_loaded", "path": path,
+                                                  "records_skipped": skipped})
         return True
 
-    def save_state(self) -> bool:
-        """Write the primary's learned state to ``state_file`` atomically (a temporary
+    def _save_one(self, path: str, policy: GatedPolicy) -> bool:
+        """Write the primary's learned state to ``path`` atomically (a temporary
         file in the same directory, fsync, rename). False when there is nothing to save."""
-        path = self.config.state_file
-        saver = getattr(self.policy.primary, "save_state", None)
+        saver = getattr(policy.primary, "save_state", None)
         if not path or saver is None:
             return False
         target = Path(path)
@@ -320,6 +414,11 @@ class MapperService:
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, target)
+            dir_fd = os.open(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                os.fsync(dir_fd)         # the rename itself must survive a crash
+            finally:
+                os.close(dir_fd)
         except Exception as exc:  # noqa: BLE001 - keep serving; the old file is intact
             tmp.unlink(missing_ok=True)
             self.metrics.saves.labels("error").inc()
@@ -359,8 +458,9 @@ class MapperService:
             if now >= next_gauges:
                 self._refresh_gauges()
                 next_gauges = now + GAUGE_REFRESH_S
+            self.saver.step()
             if now >= next_save:
-                self.save_state()
+                self.save_state_background()
                 next_save = now + self.config.save_interval_s
 
     def _drain_samples(self) -> int:
@@ -370,11 +470,13 @@ class MapperService:
             sample = sub.recv(0)
             if sample is None:
                 break
-            self.store.apply_sample(sample)
+            for store in self.stores.values():
+                store.apply_sample(sample)
             n += 1
         if n:
             self.metrics.samples.inc(n)
-            self.policy.max_sample_age_s = self.store.max_age_s()
+            for fs, store in self.stores.items():
+                self.policies[fs].max_sample_age_s = store.max_age_s()
         rejected = sub.undecodable - self._rejected_counted
         if rejected > 0:
             self.metrics.samples_rejected.inc(rejected)
@@ -382,27 +484,41 @@ class MapperService:
         return n
 
     def _refresh_gauges(self) -> None:
-        snap = self.store.current()
         m = self.metrics
-        m.mds_cpu.set(snap.mds_cpu_percent)
-        m.osts.labels("all").set(len(snap.osts))
-        m.osts.labels("usable").set(sum(1 for o in snap.osts if is_usable(o)))
-        if not self.store.static:
-            m.stale_servers.set(len(self.store.stale_servers(snap, self.store.max_age_s())))
+        total = usable = 0
+        stale: set[str] = set()
+        for store in self.stores.values():
+            snap = store.current()
+            m.mds_cpu.set(snap.mds_cpu_percent / 100.0)
+            total += len(snap.osts)
+            usable += sum(1 for o in snap.osts if is_usable(o))
+            if not store.static:
+                stale.update(store.stale_servers(snap, store.max_age_s()))
+        m.osts.labels("all").set(total)
+        m.osts.labels("usable").set(usable)
+        m.stale_servers.set(len(stale))
 
-    def _predicted_load(self) -> dict[int, float] | None:
-        """The primary's per-OST load estimate for the metrics: ``predicted_load()`` if it
-        has one, else its ``pending_bytes`` (MCMF: bytes placed but not yet visible in the
-        OSTs' space), else None."""
-        primary = self.policy.primary
-        try:
-            fn = getattr(primary, "predicted_load", None)
-            if fn is not None:
-                return dict(fn())
-            pending = getattr(primary, "pending_bytes", None)
-            return None if pending is None else dict(pending)
-        except Exception:  # noqa: BLE001 - metrics must not break on a policy bug
-            return None
+    def _limit_counts(self) -> dict[str, float]:
+        """Scrape time: the client bounds' counters (mapper.service.limits)."""
+        return {"rate": self.limits.rate_limited, "new_apps": self.limits.overflowed,
+                "expected_bytes_clipped": sum(c.clipped for c in self.clips.values()),
+                "saves_skipped": self.saver.skipped}
+
+    def _predicted_load(self) -> dict[tuple[str, int], float] | None:
+        """The primaries' per-OST load estimate for the metrics, keyed (fsname, index):
+        ``predicted_load()`` if a primary has one, else its ``pending_bytes`` (MCMF: bytes
+        placed but not yet visible in the OSTs' space), else nothing for it."""
+        out: dict[tuple[str, int], float] = {}
+        for fs, gate in self.policies.items():
+            primary, fsname = gate.primary, self.stores[fs].fsname
+            try:
+                fn = getattr(primary, "predicted_load", None)
+                loads = fn() if fn is not None else getattr(primary, "pending_bytes", None)
+                if loads:
+                    out.update(((fsname, i), float(v)) for i, v in loads.items())
+            except Exception:  # noqa: BLE001 - metrics must not break on a policy bug
+                continue
+        return out or None
 
     # ------------------------------------------------------------------ requests
     def _serve_queued(self) -> None:
@@ -410,19 +526,22 @@ class MapperService:
         cfg = self.config
         received = time.perf_counter()
         messages: list[list[bytes]] = []
+        peers: list[str] = []
         deadline = received + cfg.batch_window_s
         while len(messages) < cfg.max_batch:
             try:
-                messages.append(router.recv_multipart(zmq.NOBLOCK))
+                raw = router.recv_multipart(zmq.NOBLOCK, copy=False)
+                messages.append([f.bytes for f in raw])
+                peers.append(self._peer(raw))
             except zmq.Again:
                 wait = deadline - time.perf_counter()
                 if wait <= 0 or not router.poll(max(1, int(wait * 1000))):
                     break
-        ost_count = self.store.ost_count
-        allocs: list[tuple[bytes, wire.Request]] = []
+        allocs: dict[str, list[tuple[bytes, wire.Request, str]]] = {}
         replies: list[tuple[bytes, bytes]] = []
         bad = pings = 0
-        for frames in messages:
+        in_batch: dict[str, int] = {}
+        for frames, peer in zip(messages, peers):
             identity = frames[0]
             if len(frames) != 3 or frames[1] != b"":
                 replies.append((identity, wire.encode_error(
@@ -431,7 +550,12 @@ class MapperService:
                 bad += 1
                 continue
             try:
-                req = wire.decode_request(frames[2], ost_count or None)
+                req = wire.decode_request(frames[2])
+                fs = self._file_system(req)
+                ost_count = self.stores[fs].ost_count
+                if req.create is not None and ost_count and req.create.stripe_count > ost_count:
+                    raise wire.WireError(errno.EINVAL, f"stripe_count {req.create.stripe_count} "
+                                         f"exceeds the {ost_count} OSTs", req.id)
             except wire.WireError as exc:
                 replies.append((identity, wire.encode_error(exc.request_id, exc.errno,
                                                             exc.reason)))
@@ -439,17 +563,32 @@ class MapperService:
                 log.debug("bad request", extra={"event": "bad_request", "errno": exc.errno,
                                                 "reason": exc.reason})
                 continue
+            if not self.limits.admit(peer):
+                replies.append((identity, wire.encode_error(
+                    req.id, errno.EBUSY, f"rate limit: over {cfg.peer_requests_per_s:g} "
+                    f"requests/s from {peer}; use Lustre's allocator")))
+                bad += 1
+                continue
+            # one client's pipelined burst must not make everyone's round long
+            n = in_batch[peer] = in_batch.get(peer, 0) + 1
+            if n > cfg.peer_batch_max and req.op != "ping":
+                self.limits.rate_limited += 1
+                replies.append((identity, wire.encode_error(
+                    req.id, errno.EBUSY, f"rate limit: over {cfg.peer_batch_max} requests "
+                    f"in one round from {peer}; use Lustre's allocator")))
+                bad += 1
+                continue
             if req.op == "ping":
                 replies.append((identity, wire.encode_pong(req.id, self.policy.name)))
                 pings += 1
-            elif ost_count == 0:
+            elif self.stores[fs].ost_count == 0:
                 replies.append((identity, wire.encode_error(
                     req.id, errno.EAGAIN, "no cluster state yet (no collector sample)")))
                 bad += 1
             else:
-                allocs.append((identity, req))
-        if allocs:
-            replies.extend(self._round(allocs))
+                allocs.setdefault(fs, []).append((identity, req, peer))
+        for fs, group in allocs.items():
+            replies.extend(self._round(fs, group))
         m = self.metrics                 # counted before replying: a client that saw its
         if bad:                          # reply sees it in the metrics too
             m.result("bad_request", bad)
@@ -465,10 +604,63 @@ class MapperService:
             except zmq.ZMQError:
                 pass  # peer gone or its queue full: it times out and uses Lustre's allocator
 
-    def _round(self, allocs: list[tuple[bytes, wire.Request]]) -> list[tuple[bytes, bytes]]:
-        store, gate, m = self.store, self.policy, self.metrics
+    def _file_system(self, req: wire.Request) -> str:
+        """Key of the store serving ``req``.
+
+        Raises:
+            wire.WireError: ENODEV for a file system this mapper does not serve; EINVAL when
+                it serves several and the request names none.
+        """
+        if req.fsname is None:
+            if len(self.stores) == 1 or req.op == "ping":
+                return next(iter(self.stores))
+            raise wire.WireError(errno.EINVAL, f"field 'fsname' is required: this mapper serves "
+                                 f"{', '.join(self.stores)}", req.id)
+        for fs, store in self.stores.items():
+            if req.fsname == store.fsname:
+                return fs
+        served = ", ".join(st.fsname or "(none yet)" for st in self.stores.values())
+        raise wire.WireError(errno.ENODEV, f"file system {req.fsname!r} is not served by this "
+                             f"mapper (serves: {served})", req.id)
+
+    def _peer(self, frames: list[zmq.Frame]) -> str:
+        """The client behind a message (:func:`mapper.service.limits.peer_of`), cached per
+        routing id."""
+        identity = frames[0].bytes
+        peer = self._peers.get(identity)
+        if peer is None:
+            body = frames[-1]
+            props = []
+            for name in ("User-Id", "Peer-Address"):
+                try:
+                    props.append(body.get(name))
+                except (zmq.ZMQError, AttributeError):
+                    props.append(None)
+            peer = peer_of(props[0], props[1], identity)
+            if len(self._peers) > 100_000:
+                self._peers.clear()
+            self._peers[identity] = peer
+        return peer
+
+    def _bounded(self, fs: str, snap: ClusterSnapshot, version: int, create: CreateRequest,
+                 peer: str) -> CreateRequest:
+        """``create`` with its job id and expected bytes bounded (mapper.service.limits)."""
+        predictor = getattr(self.policies[fs].primary, "predictor", None)
+        tracked = (lambda job: True) if predictor is None else predictor.__contains__
+        job = self.limits.job_for(peer, create.job_id, tracked)
+        expected = self.clips[fs].clip(snap, version, create.pool, create.expected_bytes)
+        if job == create.job_id and expected == create.expected_bytes:
+            return create
+        return dataclasses.replace(create, job_id=job, expected_bytes=expected)
+
+    def _round(self, fs: str, allocs: list[tuple[bytes, wire.Request, str]]
+               ) -> list[tuple[bytes, bytes]]:
+        store, gate, m = self.stores[fs], self.policies[fs], self.metrics
+        guard = self.guards[fs]
         snap = store.current()
-        requests: list[CreateRequest] = [r.create_request() for _, r in allocs]
+        requests: list[CreateRequest] = [
+            self._bounded(fs, snap, store.version, r.create_request(), peer)
+            for _, r, peer in allocs]
         t0 = time.perf_counter()
         try:
             results = gate.allocate_batch(snap, requests)
@@ -478,17 +670,18 @@ class MapperService:
         out: list[tuple[bytes, bytes]] = []
         ok = fallback = errors = 0
         version = store.version
-        for (identity, req), result in zip(allocs, results):
+        for (identity, req, _), result in zip(allocs, results):
             create = req.create_request()
             if isinstance(result, Placement):
-                problem = self.guard.violation(snap, version, result.osts, create.pool)
+                problem = guard.violation(snap, version, result.osts, create.pool)
                 if problem is not None:
-                    result = self._after_violation(snap, version, create, result, problem)
+                    result = self._after_violation(fs, snap, version, create, result, problem)
             if isinstance(result, Placement):
                 out.append((identity, wire.encode_placement(req.id, result.osts,
                                                             create.stripe_size, result.policy,
                                                             result.fallback)))
-                m.stripes.update(result.osts)
+                fsname = store.fsname
+                m.stripes.update((fsname, i) for i in result.osts)
                 if result.fallback:
                     fallback += 1
                     m.fallbacks.labels(result.fallback).inc()
@@ -510,21 +703,21 @@ class MapperService:
             m.result("error", errors)
         return out
 
-    def _after_violation(self, snap: ClusterSnapshot, version: int, create: CreateRequest,
+    def _after_violation(self, fs: str, snap: ClusterSnapshot, version: int, create: CreateRequest,
                          bad: Placement, problem: str) -> Placement | AllocationError:
         self.check_violations += 1
         self.metrics.check_violations.inc()
         log.error("policy returned an invalid layout; the fallback answers", extra={
             "event": "check_violation", "policy": bad.policy, "osts": list(bad.osts),
             "pool": create.pool, "job": create.job_id, "problem": problem})
-        fallback = self.policy.fallback
+        fallback = self.policies[fs].fallback
         try:
             placed = fallback.allocate(snap, create)
         except AllocationError as exc:
             return exc
-        if self.guard.violation(snap, version, placed.osts, create.pool) is not None:
+        if self.guards[fs].violation(snap, version, placed.osts, create.pool) is not None:
             return AllocationError("no layout passed the placement check")
-        self.policy.fallbacks["check"] += 1
+        self.policies[fs].fallbacks["check"] += 1
         return Placement(placed.osts, placed.policy, placed.note, fallback="check")
 
 

@@ -29,6 +29,10 @@ MAX_STRIPE_SIZE = (1 << 32) - STRIPE_SIZE_UNIT
 """Largest multiple of 64 KiB that fits ``lmm_stripe_size`` (u32)."""
 MAX_POOL_NAME = 15
 """``LOV_MAXPOOLNAME``: bytes in a pool name, without the NUL."""
+MAX_JOB_BYTES = 255
+"""Longest job id, bytes: the shim's ``char job[256]`` (liblustre_alloc/la_internal.h)."""
+MAX_FSNAME = 8
+"""Longest Lustre fsname, bytes (mkfs.lustre ``--fsname``)."""
 MAX_ID = (1 << 64) - 1
 MAX_EXPECTED_BYTES = (1 << 63) - 1
 OPS = ("alloc", "ping")
@@ -56,6 +60,8 @@ class Request:
     op: str
     id: int
     create: CreateRequest | None = None
+    fsname: str | None = None
+    """The file system to place on (``fsname``); None = the mapper's only one."""
 
     def create_request(self) -> CreateRequest:
         """The create of an ``alloc`` request.
@@ -142,6 +148,9 @@ def decode_request(frame: bytes, ost_count: int | None = None) -> Request:
     job = _text(body, "job", request_id, required=True)
     if not job:
         raise WireError(errno.EINVAL, "field 'job' is empty", request_id)
+    if len(job.encode("utf-8", "surrogateescape")) > MAX_JOB_BYTES:
+        raise WireError(errno.EINVAL, f"field 'job' of {len(job.encode('utf-8', 'surrogateescape'))}"
+                        f" bytes exceeds {MAX_JOB_BYTES} (the shim's limit)", request_id)
     stripe_count = _int(body, "stripe_count", request_id)
     if stripe_count == 0 or stripe_count < -1:
         raise WireError(errno.EINVAL, f"stripe_count {stripe_count} (must be >= 1, or -1 for "
@@ -171,9 +180,15 @@ def decode_request(frame: bytes, ost_count: int | None = None) -> Request:
             raise WireError(errno.EINVAL, f"pool name of {len(pool.encode())} bytes exceeds "
                             f"LOV_MAXPOOLNAME ({MAX_POOL_NAME})", request_id)
         pool = pool or None  # "" = no pool, as lfs setstripe -p ""
+    fsname = body.get("fsname")
+    if fsname is not None:
+        if not isinstance(fsname, str) or len(fsname.encode()) > MAX_FSNAME:
+            raise WireError(errno.EINVAL, f"field 'fsname' must be a string of at most "
+                            f"{MAX_FSNAME} bytes or nil", request_id)
+        fsname = fsname or None
     return Request("alloc", request_id,
                    CreateRequest(job_id=job, stripe_count=stripe_count, stripe_size=stripe_size,
-                                 expected_bytes=expected, pool=pool, path=path))
+                                 expected_bytes=expected, pool=pool, path=path), fsname)
 
 
 def _pack(body: dict[str, Any]) -> bytes:
@@ -202,7 +217,7 @@ def encode_pong(request_id: int, policy: str) -> bytes:
 
 def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: int,
                    expected_bytes: int = 0, path: str = "", pool: str | None = None,
-                   op: str = "alloc") -> bytes:
+                   op: str = "alloc", fsname: str | None = None) -> bytes:
     """Request body as a client sends it (used by :mod:`mapper.service.client` and tests)."""
     if op == "ping":
         return _pack({"v": PROTOCOL_VERSION, "op": "ping", "id": request_id})
@@ -211,6 +226,8 @@ def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: in
                             "expected_bytes": expected_bytes, "path": path}
     if pool is not None:
         body["pool"] = pool
+    if fsname is not None:
+        body["fsname"] = fsname
     return _pack(body)
 
 

@@ -8,8 +8,11 @@ never sees a half-applied sample. Sample fields are those of ``docs/protocol.md`
 
 Rules (decisions where the paper is silent are marked as ours):
 
-* An OST is the target of kind ``ost`` with an ``index`` in an OSS sample; its OSS is the
-  sample's ``host``. Targets without an index are ignored (counted).
+* A store serves ONE file system: state is keyed by (fsname, OST index). An OST is the target
+  of kind ``ost`` with an ``index`` and this store's ``fsname`` (field ``fsname`` of the
+  target, else the ``<fsname>-OSTxxxx`` of its name) in an OSS sample; its OSS is the
+  sample's ``host``. Targets without an index are ignored (counted); targets of another file
+  system are skipped (counted in ``foreign_targets``): the mapper keeps one store per fsname.
 * ``available`` false (space or stats unreadable, or ``health_check`` names it) makes the
   OST inactive for us: we do not know it can take objects, so we never hand it out
   (ours; Lustre's allocator, which the client falls back to, has its own view).
@@ -22,6 +25,13 @@ Rules (decisions where the paper is silent are marked as ours):
 * OSS load: ``cpu_percent``, ``mem_percent``; LNet load = (send + recv bytes/s) over
   ``lnet_capacity_bytes_per_s`` in percent, clipped to 100 (ours: the paper names the LNet
   statistic, Section III-C, but not its normalisation).
+* The MDS's own view (``osts`` and ``pools`` of an ``mds`` sample, collectors/mds_view.py),
+  for this store's fsname: an OST whose OSP is inactive (``active`` false) or whose
+  ``prealloc_status`` is a non-ENOSPC error is inactive; ``max_create_count`` 0 (drained)
+  sets ``NOPRECREATE``; ``prealloc_status`` -28 sets ``ENOSPC``. Applied on arrival, so a
+  drained OST is out of every round that follows the MDS sample (within one stats
+  interval); undone by the next MDS sample that says otherwise. Pools published by the MDS
+  (``lod.*.pools.*``) replace the configured ones for this file system.
 * MDS CPU: ``cpu_percent`` of the newest ``mds`` sample (Section III-D gate). An MDS sample
   older than the staleness limit counts as unknown: 0 % (the gate is then open; the
   ``stale`` rule still guards the OSS data).
@@ -37,6 +47,7 @@ import time
 from typing import Any, Mapping
 
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from common.fsname import target_fsname
 from mapper.state.ost_health import stale_servers_until, statfs_flags
 
 log = logging.getLogger("mapper.state.state_store")
@@ -67,10 +78,16 @@ class StateStore:
         lnet_capacity_bytes_per_s: link capacity used to normalise LNet load, B/s.
         stale_after_s: a sample older than this is stale; 0 = twice the largest
             collector interval seen (the issue's "2 x interval").
+        fsname: the file system this store serves; ``""`` = the fsname of the first OST
+            sample (logged), others are skipped from then on.
     """
 
     def __init__(self, pools: Mapping[str, list[int]] | None = None, *,
-                 lnet_capacity_bytes_per_s: float = 12.5e9, stale_after_s: float = 0.0):
+                 lnet_capacity_bytes_per_s: float = 12.5e9, stale_after_s: float = 0.0,
+                 fsname: str = ""):
+        self.fsname = fsname
+        self.foreign_targets = 0
+        """OST targets skipped because they belong to another file system."""
         self.snapshot = ClusterSnapshot(osts=[], osses={},
                                         pools={k: frozenset(v) for k, v in (pools or {}).items()},
                                         version=0)
@@ -86,6 +103,10 @@ class StateStore:
         self.samples = 0
         self.ignored_targets = 0
         self._by_index: dict[int, OstState] = {}
+        self.mds_view: dict[int, tuple[bool, int | None, int]] = {}
+        """OST index -> (OSP active, max_create_count, prealloc_status) from the MDS."""
+        self.pools_from_mds = False
+        self._oss_view: dict[int, tuple[bool, OstFlag]] = {}
         self._stale_key: tuple[int, int, float] | None = None
         self._stale: list[str] = []
         self._stale_valid_until = float("-inf")
@@ -94,12 +115,12 @@ class StateStore:
     # ------------------------------------------------------------------ building
     @classmethod
     def static_cluster(cls, oss_count: int, osts_per_oss: int,
-                       kbytes_total: int = 1 << 32, pools: Mapping[str, list[int]] | None = None
-                       ) -> "StateStore":
+                       kbytes_total: int = 1 << 32, pools: Mapping[str, list[int]] | None = None,
+                       fsname: str = "") -> "StateStore":
         """A fixed emulated cluster (``make_uniform_cluster``) whose state never goes stale
         (samples times stay None and the service disables the stale rule)."""
         from mapper.state.cluster_state import make_uniform_cluster
-        store = cls(pools)
+        store = cls(pools, fsname=fsname)
         snap = make_uniform_cluster(oss_count, osts_per_oss, kbytes_total)
         snap.pools = store.snapshot.pools
         snap.version = 0        # fixed: policies may keep what they derive from it
@@ -139,9 +160,14 @@ class StateStore:
             if cpu is not None:
                 self.mds_cpu_percent = cpu
                 self.mds_sample_time_s = sample_time_s
+            if isinstance(server, Mapping):
+                self._apply_mds_view(server)
             return
         if role != "oss":
             return
+        mine = self._own_osts(targets)
+        if not mine and host not in self.snapshot.osses:
+            return                       # an OSS of another file system only
         oss = self.snapshot.osses.get(host)
         if oss is None:
             oss = self.snapshot.osses[host] = OssState(host)
@@ -151,6 +177,12 @@ class StateStore:
             (_num(values, "lnet_recv_bytes_per_s") or 0.0)
         oss.lnet_load = min(100.0, 100.0 * lnet / self.lnet_capacity_bytes_per_s)
         oss.sample_time_s = sample_time_s
+        for index, target in mine:
+            self._apply_ost(index, host, sample_time_s, target)
+
+    def _own_osts(self, targets: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+        """(index, target) of the OST targets of this store's file system."""
+        out = []
         for name, target in targets.items():
             if not isinstance(target, Mapping) or target.get("kind") != "ost":
                 continue
@@ -158,7 +190,16 @@ class StateStore:
             if isinstance(index, bool) or not isinstance(index, int) or index < 0:
                 self.ignored_targets += 1
                 continue
-            self._apply_ost(index, host, sample_time_s, target)
+            fs = target_fsname(str(name), target)
+            if not self.fsname and fs:
+                self.fsname = fs
+                log.info("file system adopted from the first OST sample",
+                         extra={"event": "fsname_adopted", "fsname": fs})
+            if fs != self.fsname and fs is not None:
+                self.foreign_targets += 1
+                continue
+            out.append((index, target))
+        return out
 
     def _apply_ost(self, index: int, host: str, t: float, target: Mapping[str, Any]) -> None:
         values = target.get("values")
@@ -186,13 +227,15 @@ class StateStore:
         files_free = _num(values, "files_free")
         if files_free is not None:
             ost.files_free = int(files_free)
-        flags = statfs_flags(ost.flags, ost.kbytes_avail, ost.kbytes_total, ost.files_free)
+        # from the OSS's own previous bits, so the MDS view's bits (merged below) never stick
+        oss_flags = self._oss_view.get(index, (True, ost.flags))[1]
+        flags = statfs_flags(oss_flags, ost.kbytes_avail, ost.kbytes_total, ost.files_free)
         if _num(values, "degraded"):
             flags |= OstFlag.DEGRADED
         else:
             flags &= ~OstFlag.DEGRADED
-        ost.flags = flags
-        ost.active = target.get("available") is True and ost.kbytes_total > 0
+        self._oss_view[index] = (target.get("available") is True and ost.kbytes_total > 0, flags)
+        self._merge_views(ost)
         latency_ms = _num(values, "write_io_time_ms_mean")
         if latency_ms is not None:
             ost.write_latency_s = latency_ms / 1000.0
@@ -207,6 +250,63 @@ class StateStore:
                 log.info("OST usability changed", extra={
                     "event": "ost_active" if ost.active else "ost_inactive", "ost": index,
                     "oss": host, "unavailable": _unavailable(target)})
+
+    def _merge_views(self, ost: OstState) -> None:
+        """``active``/``flags`` of ``ost`` from the OSS's sample and the MDS's view."""
+        active, flags = self._oss_view.get(ost.index, (ost.active, ost.flags))
+        view = self.mds_view.get(ost.index)
+        if view is not None:
+            osp_active, max_create, prealloc = view
+            if not osp_active or prealloc not in (0, -28):
+                active = False
+            if max_create == 0:
+                flags |= OstFlag.NOPRECREATE
+            if prealloc == -28:
+                flags |= OstFlag.ENOSPC
+        ost.active, ost.flags = active, flags
+
+    def _apply_mds_view(self, server: Mapping[str, Any]) -> None:
+        osts, pools = server.get("osts"), server.get("pools")
+        if isinstance(osts, Mapping) and self.fsname:
+            view: dict[int, tuple[bool, int | None, int]] = {}
+            for name, o in osts.items():
+                if not isinstance(o, Mapping) or target_fsname(str(name), o) != self.fsname:
+                    continue
+                index = o.get("index")
+                if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                    continue
+                max_create = _num(o, "max_create_count")
+                prealloc = _num(o, "prealloc_status")
+                view[index] = (o.get("active") is not False,
+                               None if max_create is None else int(max_create),
+                               0 if prealloc is None else int(prealloc))
+            if view != self.mds_view:
+                changed = {i for i in set(view) | set(self.mds_view)
+                           if view.get(i) != self.mds_view.get(i)}
+                self.mds_view = view
+                for index in sorted(changed):
+                    ost = self._by_index.get(index)
+                    if ost is None:
+                        continue
+                    before = (ost.active, ost.flags)
+                    self._merge_views(ost)
+                    if (ost.active, ost.flags) != before:
+                        self.version += 1
+                        log.info("MDS view of an OST changed", extra={
+                            "event": "ost_mds_view", "fsname": self.fsname, "ost": index,
+                            "osp": dict(zip(("active", "max_create_count", "prealloc_status"),
+                                            view.get(index, (True, None, 0))))})
+        if isinstance(pools, Mapping) and self.fsname and isinstance(pools.get(self.fsname),
+                                                                     Mapping):
+            new = {str(k): frozenset(i for i in v if isinstance(i, int) and not isinstance(i, bool))
+                   for k, v in pools[self.fsname].items() if isinstance(v, list)}
+            if new != self.snapshot.pools:
+                self.snapshot.pools = new
+                self.pools_from_mds = True
+                self.version += 1
+                log.info("pools from the MDS", extra={"event": "pools_from_mds",
+                                                      "fsname": self.fsname,
+                                                      "pools": {k: sorted(v) for k, v in new.items()}})
 
     def apply_sample(self, sample: Any) -> None:
         """Fold a :class:`collectors.subscriber.Sample` (see the module doc for its time)."""

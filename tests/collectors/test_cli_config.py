@@ -64,4 +64,4 @@ def test_keygen_writes_certificates(tmp_path):
 def test_systemd_units_are_shipped():
     for unit in ("lustre-alloc-collector.service", "lustre-alloc-broker.service"):
         text = (PKG / "systemd" / unit).read_text()
-        assert "ExecStart=/usr/bin/lustre-alloc-" in text and "[Install]" in text
+        assert "ExecStart=/opt/lustre-alloc/bin/lustre-alloc-" in text and "[Install]" in text

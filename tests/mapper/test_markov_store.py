@@ -99,13 +99,32 @@ def test_a_file_of_another_kind_is_rejected(tmp_path, content):
     ("ctx", 10 ** 6), ("hist", [-5]), ("hist", "1,2"), ("trans", [10 ** 9]), ("mse", [0.0]),
     ("n_obs", -1), ("job_id", ""), ("mse", [float("nan")] * 3),
 ])
-def test_an_inconsistent_application_record_names_the_record_and_field(tmp_path, field, value):
-    path = save_predictor(trained(), tmp_path / "m.json")
+def test_an_inconsistent_application_record_is_skipped_counted_and_named(tmp_path, field, value,
+                                                                          caplog):
+    original = trained()
+    path = save_predictor(original, tmp_path / "m.json")
     doc = json.loads(path.read_text())
+    bad_job = doc["apps"][1]["job_id"]
     doc["apps"][1][field] = value
     path.write_text(json.dumps(doc))
     with pytest.raises(PredictorStateError, match=r"apps\[1\]"):
-        load_predictor(path)
+        load_predictor(path, strict=True)
+    loaded = load_predictor(path)               # the others survive one bad record
+    assert loaded.stats.skipped_on_load == 1
+    assert len(loaded) == len(original) - 1
+    if field != "job_id":
+        assert bad_job not in loaded and set(loaded.job_ids()) < set(original.job_ids())
+    assert "apps[1]" in caplog.text
+
+
+def test_stale_temporaries_are_removed(tmp_path):
+    from mapper.predictor.markov_store import remove_stale_temporaries
+    target = tmp_path / "state.json"
+    for name in ("state.json.abc123.tmp", ".state.json.4242.tmp", "other.json.x.tmp"):
+        (tmp_path / name).write_text("{")
+    removed = remove_stale_temporaries(target)
+    assert sorted(p.name for p in removed) == [".state.json.4242.tmp", "state.json.abc123.tmp"]
+    assert (tmp_path / "other.json.x.tmp").exists()
 
 
 def test_bad_stored_config_is_rejected(tmp_path):

@@ -88,7 +88,7 @@ def test_metrics_endpoint_counts_requests_rounds_and_fallbacks():
     assert float(lines[p + 'fallbacks_total{reason="mds_cpu"}']) == 1
     assert float(lines[p + "rounds_total"]) == 4
     assert float(lines[p + "request_seconds_count"]) == 6
-    assert float(lines[p + "mds_cpu_percent"]) == 99.0
+    assert float(lines[p + "mds_cpu_ratio"]) == 0.99
     assert float(lines[p + 'osts{state="usable"}']) == 8
     assert sum(float(v) for k, v in lines.items() if k.startswith(p + "ost_stripes_total")) == 8
 
@@ -99,5 +99,5 @@ def test_shipped_example_config_and_unit_are_consistent():
     assert (cfg.bind, cfg.policy, cfg.fallback, cfg.metrics_port) == (
         "tcp://*:5558", "mcmf", "lustre_qos", 9558)
     unit = (PROJECT / "mapper/service/systemd/lustre-alloc-mapper.service").read_text()
-    assert "ExecStart=/usr/bin/lustre-alloc-mapper --config /etc/lustre-alloc/mapper.toml" in unit
+    assert "ExecStart=/opt/lustre-alloc/bin/lustre-alloc-mapper --config /etc/lustre-alloc/mapper.toml" in unit
     assert "StateDirectory=lustre-alloc" in unit and cfg.state_file.startswith("/var/lib/lustre-alloc/")

@@ -50,7 +50,7 @@ class Spy:
         sim = self.sim_ref[0]
         self.seen.append((view.time_s, {o.index: (o.active, o.flags, o.oss, o.write_bytes_per_s)
                                          for o in view.osts},
-                          {i: r.write_bytes_per_s for i, r in sim.store.rates.items()}
+                          {o.index: o.write_bytes_per_s for o in sim.store.snapshot.osts}
                           if sim.store else {}))
         return self.inner.allocate(view, req)
 
@@ -211,10 +211,10 @@ def test_negative_rate_and_bad_managed_are_rejected(make_scenario):
 
 # -- LMT import and background replay -------------------------------------------------------
 def test_import_lmt_writes_per_ost_background_traffic(tmp_path):
-    from lustre_alloc_data import data_path
+    from lustre_alloc_data import resource_path
     from traces.cli import main
     from traces.lmt import read_background, read_lmt
-    db = data_path("nersc-pytokio/snx11025_2018-01-28.sqlite3")
+    db = resource_path("pkg:lustre_alloc_data/nersc-pytokio/snx11025_2018-01-28.sqlite3")
     out = tmp_path / "bg.csv"
     assert main(["import-lmt", str(db), "--out", str(out)]) == 0
     rows = read_background(out)

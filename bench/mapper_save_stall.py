@@ -1,0 +1,58 @@
+"""How long the mapper's request loop is held by a save of the learned state (4,096
+applications): the old synchronous save (export + JSON + fsync + rename in the loop) against
+the new one (mapper.service.persist: the loop only copies 256 applications per iteration, the
+writer thread does the rest). Ratios to a floor measured in the same run (the copy of one
+application), repeated; report them with the machine's load, they are noisy when shared.
+
+    PYTHONPATH=. python bench/mapper_save_stall.py [--apps 4096] [--repeat 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from mapper.predictor.markov import MarkovPredictor
+from mapper.predictor.markov_store import save_predictor
+from mapper.service.persist import SlicedSnapshot
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--apps", type=int, default=4096)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    p = MarkovPredictor(max_apps=args.apps)
+    for i in range(args.apps):
+        for size in (1 << 28, 1 << 28, 1 << 30, 1 << 26) * 4:
+            p.observe(f"job.{i}", size)
+    sync, slice_max, floor = [], [], []
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "state.json"
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            p.export_apps(["job.0"])
+            floor.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            save_predictor(p, path)                     # what the loop used to wait for
+            sync.append(time.perf_counter() - t0)
+            snap = SlicedSnapshot(p, str(path))
+            worst, done = 0.0, False
+            while not done:                             # what the loop waits for now
+                t0 = time.perf_counter()
+                done = snap.step()
+                worst = max(worst, time.perf_counter() - t0)
+            slice_max.append(worst)
+    f, s, w = (statistics.median(x) for x in (floor, sync, slice_max))
+    print(f"apps {args.apps}, repeat {args.repeat}, load average {os.getloadavg()[0]:.1f}")
+    print(f"floor (copy one app)        {f * 1e6:9.1f} us   1x")
+    print(f"loop held, synchronous save {s * 1e3:9.2f} ms   {s / f:,.0f}x floor")
+    print(f"loop held, largest slice    {w * 1e3:9.2f} ms   {w / f:,.0f}x floor   "
+          f"({s / w:.0f}x shorter than the synchronous save)")
+
+
+if __name__ == "__main__":
+    main()

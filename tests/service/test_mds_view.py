@@ -1,0 +1,104 @@
+"""The mapper applies the MDS's own view of the OSTs: an OST drained with
+``max_create_count=0`` or deactivated on the MDS is never proposed once the MDS sample is in
+(within one stats interval), and pools follow the ``lod`` samples; over a real broker and the
+real request socket, and from the real MDS collector's output."""
+from __future__ import annotations
+
+import errno
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+from collectors.collector import Collector
+from collectors.publisher import Publisher
+from collectors.readers.host_load import HostLoad
+from collectors.sources import LctlSource
+from mapper.service.client import MapperClient, MapperError
+from mapper.state.ost_health import is_usable, unusable_reason
+from mapper.state.state_store import StateStore
+
+from .conftest import make_service
+from .test_filesystems import KIB, body, ost
+from .test_state_feed import wait_for
+
+pytestmark = pytest.mark.timeout(60)
+INTERVAL = 0.2
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lustre"
+
+
+class FixedLoad:
+    def read(self):
+        return HostLoad(12.0, 30.0, 0.5, 0.5, 0.5)
+
+
+def mds_body(drained=(), inactive=(), pools=None):
+    osts = {f"fs-OST{i:04x}": {"fsname": "fs", "index": i, "active": i not in inactive,
+                               "max_create_count": 0 if i in drained else 20000,
+                               "prealloc_status": 0} for i in range(4)}
+    return {"server": {"values": {"cpu_percent": 5.0}, "unavailable": {}, "osts": osts,
+                       "pools": {"fs": pools or {}}}, "targets": {}}
+
+
+def test_drained_and_inactive_osts_are_never_proposed_and_pools_follow_lod():
+    svc = make_service(policy="round_robin", fsnames=["fs"], embed_broker=True,
+                       broker_frontend="tcp://127.0.0.1:*",
+                       broker_backend_bind="tcp://127.0.0.1:*",
+                       broker_snapshot_bind="tcp://127.0.0.1:*")
+    ctx = zmq.Context()
+    oss = Publisher(svc.broker_endpoints[0], "oss", "oss0", context=ctx)
+    mds = Publisher(svc.broker_endpoints[0], "mds", "mds0", context=ctx)
+    oss_sample = body(*(ost("fs", i, KIB // 2) for i in range(4)))
+    try:
+        with MapperClient(svc.endpoint, timeout_s=2) as c:
+            def publish(mds_sample):
+                now = time.time()
+                oss.publish(now, INTERVAL, oss_sample)
+                mds.publish(now, INTERVAL, mds_sample)
+            wait_for(lambda: publish(mds_body(pools={"flash": [0, 1]})) or
+                     svc.store.ost_count == 4 and svc.store.pools_from_mds, what="state")
+            assert sorted(c.alloc("a.1", -1).osts) == [0, 1, 2, 3]
+            assert set(c.alloc("a.1", 2, pool="flash").osts) == {0, 1}
+
+            publish(mds_body(drained={2}, inactive={3}, pools={"flash": [2, 3, 1]}))
+            time.sleep(INTERVAL)                 # one stats interval after the MDS sample
+            for _ in range(50):
+                assert sorted(c.alloc("a.1", -1).osts) == [0, 1]
+                assert c.alloc("a.1", 1, pool="flash").osts == (1,)
+            snap = svc.store.snapshot
+            assert [unusable_reason(o) for o in snap.osts] == [None, None, "ENOBUFS", "inactive"]
+            with pytest.raises(MapperError) as exc:       # a pool the MDS no longer lists
+                c.alloc("a.1", 1, pool="gone")
+            assert exc.value.errno == errno.EINVAL
+
+            publish(mds_body(pools={"flash": [2, 3, 1]}))  # undrained, reactivated
+            time.sleep(INTERVAL)
+            assert sorted(c.alloc("a.1", -1).osts) == [0, 1, 2, 3]
+            assert set(c.alloc("a.1", 3, pool="flash").osts) == {1, 2, 3}
+    finally:
+        oss.close()
+        mds.close()
+        svc.stop()
+        ctx.destroy(linger=0)
+
+
+def test_real_mds_collector_output_drives_usability(tmp_path):
+    dump = tmp_path / "dump.txt"
+    dump.write_text((FIX / "ddn-lctl-2.14-2.15" / "osp.txt").read_text() +
+                    (FIX / "constructed" / "mds-prealloc-pools.txt").read_text())
+    script = tmp_path / "lctl"
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.write(open({str(dump)!r}).read())\n")
+    script.chmod(0o755)
+    mds_server = Collector("mds", LctlSource("mds", [str(script)], []),
+                           host_load=FixedLoad()).collect()["server"]
+    store = StateStore(fsname="tesfs")
+    oss_sample = body(*(ost("tesfs", i, KIB // 2) for i in range(8)))
+    store.apply("oss", "oss0", 100.0, 5.0, oss_sample["server"], oss_sample["targets"])
+    store.apply("mds", "mds0", 100.0, 5.0, mds_server, {})
+    assert [o.index for o in store.snapshot.osts if is_usable(o)] == [0, 2, 4, 6, 7]
+    assert [unusable_reason(o) for o in store.snapshot.osts if not is_usable(o)] == [
+        "inactive", "ENOSPC", "inactive"]         # OST1 inactive+drained, 3 -28, 5 -19
+    assert store.snapshot.pools == {"flash": frozenset({0, 2, 4}),
+                                    "archive": frozenset({6, 7}), "empty": frozenset()}

@@ -1,0 +1,83 @@
+"""The documented install works as written: deploy/install.sh stages the layout into a
+DESTDIR (units, configurations, key directories, docs, the shim via ``make install``), the
+units pass ``systemd-analyze verify`` against that root, run as ``User=lustre-alloc`` with
+their secret key from ``LoadCredential=``, and the packaged configurations name that key."""
+from __future__ import annotations
+
+import configparser
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from common.config import BrokerConfig, CollectorConfig, load
+from mapper.service.config import load_config
+
+PROJECT = Path(__file__).resolve().parents[1]
+UNITS = ("lustre-alloc-mapper", "lustre-alloc-broker", "lustre-alloc-collector")
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory):
+    root = tmp_path_factory.mktemp("root")
+    build = tmp_path_factory.mktemp("build")
+    out = subprocess.run([str(PROJECT / "deploy/install.sh"), "--destdir", str(root), "--no-venv"],
+                         capture_output=True, text=True, timeout=170, cwd=PROJECT,
+                         env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "BUILD": str(build)})
+    assert out.returncode == 0, out.stderr
+    return root
+
+
+def test_layout(staged):
+    expect = ["opt/lustre-alloc/lib/liblustre_alloc.so", "opt/lustre-alloc/lib/liblustre_alloc_api.so",
+              "opt/lustre-alloc/include/lustre_alloc.h",
+              "opt/lustre-alloc/share/doc/lustre-alloc/operations.md",
+              "opt/lustre-alloc/share/doc/lustre-alloc/prometheus/lustre-alloc.rules.yml",
+              "etc/lustre-alloc/mapper.toml", "etc/lustre-alloc/broker.toml",
+              "etc/lustre-alloc/collector.toml", "etc/lustre-alloc/keys/clients",
+              "etc/lustre-alloc/keys/authorized"]
+    expect += [f"etc/systemd/system/{u}.service" for u in UNITS]
+    assert [p for p in expect if not (staged / p).exists()] == []
+    shim = staged / "opt/lustre-alloc/lib/liblustre_alloc.so"
+    assert shim.read_bytes()[:4] == b"\x7fELF"
+    assert (staged / "etc/lustre-alloc/mapper.toml").stat().st_mode & 0o777 == 0o640
+    # the packaged configurations parse and name the credential systemd hands over
+    cfg = load_config(str(staged / "etc/lustre-alloc/mapper.toml"), {})
+    assert cfg.require_curve and cfg.serve_curve_secret_key == \
+        "${CREDENTIALS_DIRECTORY}/mapper.key_secret"
+    broker = load(BrokerConfig, str(staged / "etc/lustre-alloc/broker.toml"), "broker", {})
+    assert broker.require_curve and broker.curve_secret_key.endswith("/broker.key_secret")
+    coll = load(CollectorConfig, str(staged / "etc/lustre-alloc/collector.toml"), "collector", {})
+    assert coll.curve_secret_key == "${CREDENTIALS_DIRECTORY}/collector.key_secret"
+
+
+def test_units_run_as_a_user_with_their_key_as_a_credential(staged):
+    for unit, user, key in (("lustre-alloc-mapper", "lustre-alloc", "mapper.key_secret"),
+                            ("lustre-alloc-broker", "lustre-alloc", "broker.key_secret"),
+                            ("lustre-alloc-collector", None, "collector.key_secret")):
+        parser = configparser.ConfigParser(strict=False, interpolation=None)
+        parser.read(staged / f"etc/systemd/system/{unit}.service")
+        service = parser["Service"]
+        assert "DynamicUser" not in service
+        assert service.get("User") == user
+        assert service["LoadCredential"] == f"{key}:/etc/lustre-alloc/keys/{key}"
+        assert service["ExecStart"].startswith(f"/opt/lustre-alloc/bin/{unit} --config "
+                                               f"/etc/lustre-alloc/")
+        assert parser["Install"]["WantedBy"] == "multi-user.target"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze not installed (the structural test above still runs)")
+def test_units_pass_systemd_analyze_verify(staged):
+    for unit in UNITS:                         # the venv is not staged: stand-in executables
+        exe = staged / "opt/lustre-alloc/bin" / unit
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    for unit in UNITS:
+        out = subprocess.run(["systemd-analyze", "verify", f"--root={staged}", "--man=no",
+                              "--recursive-errors=no", f"/etc/systemd/system/{unit}.service"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and not out.stderr.strip(), (unit, out.stderr)
