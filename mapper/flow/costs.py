@@ -243,8 +243,10 @@ class RateCost:
       lightly loaded system fills its emptier OSTs first, a busy one uses every OST.
       The mean is floored at ``band_floor_fraction`` (an empty file system is not
       steered by noise). Space as a constraint is elsewhere: full (ENOSPC) OSTs
-      are not candidates, and :meth:`slot_limit` keeps every OST above its ENOSPC
-      watermark after this round's expected bytes.
+      are not candidates, and a slot whose expected bytes would take the OST below its
+      ENOSPC watermark (:func:`enospc_reserve_bytes`) costs ``D`` more: used only when
+      the round cannot be served otherwise (an announcement may never be written, so
+      it never refuses a create Lustre would accept).
     * ``D = degraded_penalty_s``: a degraded (RAID rebuilding) OST is used only when the
       round cannot be served otherwise, as Lustre's allocators do.
 
@@ -340,6 +342,15 @@ class RateCost:
         ref = max(mean_fill, self.band_floor_fraction)
         over = np.maximum(0.0, (fill / ref - 1.0) * 100.0 - self.band_points)
         t = t + self.band_weight * stripe_s * over
+        # Past the ENOSPC watermark: allowed only when nothing else can serve the round
+        # (an announcement may never be written; refusing it would refuse a create
+        # Lustre accepts), then at the price of a degraded OST.
+        avail = osts.kbytes_avail.astype(float) * 1024.0
+        room = avail - enospc_reserve_bytes(osts.kbytes_total) - self.watermark_bytes
+        if rows is not None:
+            room = room[rows]
+        past = b * (k[None, :] + 1.0) > room[:, None]
+        t = t + np.where(past, self.degraded_penalty_s, 0.0)
         return t + np.where(degraded, self.degraded_penalty_s, 0.0)[:, None]
 
     def unit_costs(self, osts: OstArrays, slots: int, bytes_per_stripe: float,
@@ -368,13 +379,6 @@ class RateCost:
     def oss_unit_costs(self, osts: OstArrays, slots: int, bytes_per_stripe: float = 0.0) -> np.ndarray:
         t = self.oss_completion_s(osts, slots, bytes_per_stripe)
         return np.minimum(np.rint(t / TIME_UNIT_S), MAX_COST_UNITS).astype(np.int64)
-
-    def slot_limit(self, osts: OstArrays, bytes_per_stripe: float) -> np.ndarray:
-        """Most stripes of ``bytes_per_stripe`` each OST takes this round without its
-        available space going below the ENOSPC watermark, int64 (N,)."""
-        avail = osts.kbytes_avail.astype(float) * 1024.0
-        room = avail - enospc_reserve_bytes(osts.kbytes_total) - self.watermark_bytes
-        return np.maximum(np.floor(room / max(float(bytes_per_stripe), 1.0)), 0).astype(np.int64)
 
 
 def enospc_reserve_bytes(kbytes_total: np.ndarray) -> np.ndarray:

@@ -157,10 +157,6 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
         if req.stripes < 1 or not 0 <= req.group < len(eligible):
             raise ValueError(f"request {i}: stripes {req.stripes}, group {req.group}")
     cap = stripe_capacity(osts, stripe_size)
-    limit_fn = getattr(cost_model, "slot_limit", None)
-    if limit_fn is not None and n:
-        # Space as a constraint of the cost model (e.g. never past the ENOSPC watermark).
-        cap = np.minimum(cap, limit_fn(osts, bytes_per_stripe))
     req_cost = cost_model.request_arc_costs(osts)
     total = sum(req.stripes for req in requests)
     oss_of = osts.oss.astype(np.int64)
