@@ -10,6 +10,9 @@ For each size it times, in the same run and on the same random cluster state:
   seen for the first time;
 * ``warm``: the same on a versioned snapshot the policy has already seen (the mapper's
   case between two statistics samples: the per-OST arrays are kept);
+* ``plan``: the background planner's round (``McmfPolicy.plan``) making as many 4-stripe
+  lists as there are requests, warm (the queues emptied between repeats), and whether
+  its optimum equals the dense network's on the same input (``same``);
 * ``networkx``: the pruned network solved by networkx (the paper's solver), where it
   finishes in reasonable time (skipped above ``--nx-max-arcs`` arcs; printed as "-").
 
@@ -36,6 +39,7 @@ from mapper.flow.network import RoundRequest, build_network  # noqa: E402
 from mapper.flow.solver import solve_networkx, solve_ortools  # noqa: E402
 from mapper.policies.mcmf import McmfPolicy  # noqa: E402
 from mapper.policies.placement import CreateRequest  # noqa: E402
+from mapper.state.arrays import OstTable, ost_arrays  # noqa: E402
 
 OSTS_PER_OSS = 8
 TOTAL_KIB = 8 << 30
@@ -67,18 +71,24 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="small sizes only")
     ap.add_argument("--nx-max-arcs", type=int, default=60_000)
+    ap.add_argument("--osts", help="comma-separated OST counts (default 32,160,800,3600)")
+    ap.add_argument("--requests", help="comma-separated requests per round")
     args = ap.parse_args()
     sizes = [32, 160] if args.quick else [32, 160, 800, 3600]
     counts = [4, 32] if args.quick else [4, 16, 32, 64, 128, 256]
+    if args.osts:
+        sizes = [int(x) for x in args.osts.split(",")]
+    if args.requests:
+        counts = [int(x) for x in args.requests.split(",")]
     print(f"{'OSTs':>5} {'reqs':>5} {'arcs dense':>10} {'arcs pruned':>11} {'dense ms':>9} "
-          f"{'pruned ms':>9} {'policy ms':>9} {'warm ms':>8} {'networkx ms':>11} {'dense/pruned':>12} {'nx/ortools':>10}")
+          f"{'pruned ms':>9} {'policy ms':>9} {'warm ms':>8} {'plan ms':>8} {'same':>5} {'networkx ms':>11} {'dense/pruned':>12} {'nx/ortools':>10}")
     model = ConvexCost()
     for n in sizes:
         snap = snapshot(n, seed=n)
         for r in counts:
-            policy = McmfPolicy(predict_k=0)
             reqs = [CreateRequest(f"job{k}", 4, 1 << 20, 1 << 30) for k in range(r)]
-            arrays = McmfPolicy.base_arrays(snap, snap.osts)
+            table = OstTable.from_snapshot(snap)
+            arrays = ost_arrays(table, table.indices())
             rreqs = [RoundRequest(min(4, n), 0) for _ in range(r)]
             masks = [np.ones(n, dtype=bool)]
 
@@ -97,6 +107,23 @@ def main() -> None:
             warm_policy = McmfPolicy(predict_k=0)
             warm_policy.allocate_batch(snap, reqs)
             warm_ms, _ = timed(lambda: warm_policy.allocate_batch(snap, reqs), args.repeat)
+            planner = McmfPolicy(predict_k=0, plan_inline=False, plan_horizon_s=2.5,
+                                 plan_max_depth=r)
+            key = (None, min(4, n), 20, 14)          # 4 stripes of 1 MiB, 256 MiB each
+
+            def plan_round():
+                planner.plans.clear()
+                for _ in range(r):
+                    planner.plans.note(key, 1.0, 1 << 20, float(1 << 28))
+                return planner.plan(snap)
+            plan_round()
+            plan_ms, made = timed(plan_round, args.repeat)
+            dense_planner = McmfPolicy(predict_k=0, plan_inline=False, plan_horizon_s=2.5,
+                                       plan_max_depth=r, prune=False)
+            for _ in range(r):
+                dense_planner.plans.note(key, 1.0, 1 << 20, float(1 << 28))
+            dense_planner.plan(snap)
+            same = "yes" if dense_planner.last_solve_cost == planner.last_solve_cost else "NO"
             snap.version = None
             if pnet.n_arcs <= args.nx_max_arcs:
                 nx_ms, nsol = timed(lambda: solve_networkx(pnet), 1)
@@ -105,7 +132,7 @@ def main() -> None:
             else:
                 nx_cell, ratio = f"{'-':>11}", f"{'-':>10}"
             print(f"{n:5d} {r:5d} {dnet.n_arcs:10d} {pnet.n_arcs:11d} {dense_ms:9.2f} "
-                  f"{pruned_ms:9.2f} {policy_ms:9.2f} {warm_ms:8.2f} {nx_cell} {dense_ms / pruned_ms:11.1f}x {ratio}")
+                  f"{pruned_ms:9.2f} {policy_ms:9.2f} {warm_ms:8.2f} {plan_ms:8.2f} {same:>5} {nx_cell} {dense_ms / pruned_ms:11.1f}x {ratio}")
 
 
 if __name__ == "__main__":

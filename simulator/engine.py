@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from mapper.state.cluster_state import ClusterSnapshot, OstFlag
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from mapper.state.ost_health import statfs_flags
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from simulator.cluster import GIB, KIB, MIB, SimCluster
@@ -204,8 +204,10 @@ class Simulation:
         self.unmanaged = unmanaged_jobs
         self.lustre_policy: PlacementPolicy | None = None
         if unmanaged_jobs:
-            from mapper.policies.registry import make_policy
-            self.lustre_policy = make_policy(scenario.unmanaged_allocator, seed=scenario.seed)
+            # The site's LOD settings, if the scenario gives them for this allocator.
+            from mapper.policies.registry import build_policy
+            self.lustre_policy = build_policy(scenario.unmanaged_allocator, scenario.policy_params,
+                                              seed=scenario.seed)
         self.jobs: dict[str, JobStats] = {}
         self.file_times: list[list[float]] = []
         # Collector-style samples through the mapper's own sample -> state rules, when
@@ -357,16 +359,14 @@ class Simulation:
         new = [p for p in np.nonzero(self.present)[0].tolist() if int(self.cl.ost_index[p]) not in known
                and int(self.cl.ost_index[p]) in seen]
         if new:
-            from mapper.state.cluster_state import OssState
             order = sorted(list(zip(self.view_p.tolist(), self.view.osts))
                            + [(p, seen[int(self.cl.ost_index[p])]) for p in new],
                            key=lambda x: int(self.cl.ost_index[x[0]]))
             self.view_p = np.array([p for p, _ in order])
-            fresh = {p for p in new}
+            fresh = set(new)
             osts = []
             for p, o in order:
                 if p in fresh:  # the view's own copy of the OST the samples introduced
-                    from mapper.state.cluster_state import OstState
                     o = OstState(index=o.index, oss=o.oss, kbytes_total=o.kbytes_total,
                                  kbytes_free=o.kbytes_free, kbytes_avail=o.kbytes_avail)
                 osts.append(o)
@@ -383,7 +383,6 @@ class Simulation:
             if ruled.oss != ost.oss:
                 ost.oss = ruled.oss
                 if ost.oss not in self.view.osses:
-                    from mapper.state.cluster_state import OssState
                     self.view.osses[ost.oss] = OssState(ost.oss)
 
     def _apply_events(self, now: float) -> None:
@@ -699,7 +698,7 @@ class Simulation:
         hours = int(sc.duration_s // HOUR_S)
         n = self.cl.ost_count
         used_h = np.zeros((hours + 1, n))
-        used_h[0] = self.used
+        used_h[0] = self.used if self.present.all() else np.where(self.present, self.used, np.nan)
         cpu_ratio = np.ones(steps, dtype=np.float32)
         cpu_mean = np.full(steps, sc.oss_model.cpu_idle_percent, dtype=np.float32)
         mds_cpu = np.full(steps, sc.mds_model.cpu_idle_percent, dtype=np.float32)

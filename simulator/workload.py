@@ -94,6 +94,13 @@ def _base_records(spec: WorkloadSpec, duration_s: float) -> Iterable[TraceRecord
     return import_darshan(resolve_log(spec.source), job_id=spec.job_id, **spec.params).records
 
 
+def _replay(base: list[TraceRecord], k: int, offset: float) -> Iterator[TraceRecord]:
+    """Replay ``k`` of ``base``: shifted by ``offset`` s, job ``<job>#k``, files ``r<k>/...``."""
+    for r in base:
+        yield r._replace(timestamp_s=r.timestamp_s + offset, job_id=f"{r.job_id}#{k}",
+                         file_id=f"r{k}/{r.file_id}" if r.file_id else "")
+
+
 def workload_records(spec: WorkloadSpec, duration_s: float) -> Iterator[TraceRecord]:
     """Records of one workload with ``timestamp_s < duration_s``, time-ordered."""
     if spec.repeat_every_s is None:
@@ -105,13 +112,10 @@ def workload_records(spec: WorkloadSpec, duration_s: float) -> Iterator[TraceRec
         return
     base = list(_base_records(spec, duration_s))
     replays = math.ceil(max(0.0, duration_s - spec.start_s) / spec.repeat_every_s)
-    streams = []
-    for k in range(replays):
-        offset = spec.start_s + k * spec.repeat_every_s
-        streams.append(r._replace(timestamp_s=r.timestamp_s + offset,
-                                  job_id=f"{r.job_id}#{k}",
-                                  file_id=f"r{k}/{r.file_id}" if r.file_id else "")
-                       for r in base)
+    # One generator per replay, each binding its own k and offset (a generator expression
+    # in the loop would read k and offset only when merge_traces consumes it: every replay
+    # would then be the last one, at the same time, with the same job id and files).
+    streams = [_replay(base, k, spec.start_s + k * spec.repeat_every_s) for k in range(replays)]
     for r in merge_traces(streams):
         if r.timestamp_s >= duration_s:
             return

@@ -58,10 +58,16 @@ class RoundRequest:
         stripes: stripes wanted (>= 1).
         group: index of its eligibility mask (requests of the same pool share one).
         tier: 0 for a current request; 1, 2, ... for predicted ones, most likely first.
+        per_ost: most stripes it may put on one OST (capacity of its request -> OST
+            arcs). 1 for a file; ``k`` for ``k`` files of the same class planned as one
+            request (the planner deals the stripes into ``k`` lists, each OST at most
+            once per list: the optimum is the same as with ``k`` requests of
+            capacity 1, since any flow of the aggregate splits into such lists).
     """
     stripes: int
     group: int
     tier: int = 0
+    per_ost: int = 1
 
 
 @dataclass(frozen=True)
@@ -154,7 +160,7 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     n = len(osts.index)
     r = len(requests)
     for i, req in enumerate(requests):
-        if req.stripes < 1 or not 0 <= req.group < len(eligible):
+        if req.stripes < 1 or req.per_ost < 1 or not 0 <= req.group < len(eligible):
             raise ValueError(f"request {i}: stripes {req.stripes}, group {req.group}")
     cap = stripe_capacity(osts, stripe_size)
     req_cost = cost_model.request_arc_costs(osts)
@@ -186,7 +192,9 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     m = len(used_rows)
     first_ost_node = 2 + r
     # OST -> sink (or -> its OSS) arcs: K_j = min(capacity, requests that may use it) slots.
-    per_ost_requests = np.bincount(ost_node, minlength=m) if m else np.zeros(0, dtype=np.int64)
+    arc_cap = np.repeat(np.array([req.per_ost for req in requests], dtype=np.int64), lens)
+    per_ost_requests = (np.bincount(ost_node, weights=arc_cap, minlength=m).astype(np.int64)
+                        if m else np.zeros(0, dtype=np.int64))
     slots_needed = int(per_ost_requests.max()) if m else 0
     units = cost_model.unit_costs(osts, slots_needed, bytes_per_stripe, rows=used_rows) if m else np.zeros((0, 1), dtype=np.int64)
     shift = int(units.min()) if m else 0
@@ -238,7 +246,7 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
                             first_ost_node + sink_tail, oss_tail])
     heads = np.concatenate([2 + np.arange(r, dtype=np.int64), first_ost_node + ost_node,
                             sink_head, oss_head])
-    capacities = np.concatenate([stripes, np.ones(len(assign_ost), dtype=np.int64), sink_cap, oss_cap])
+    capacities = np.concatenate([stripes, arc_cap, sink_cap, oss_cap])
     costs = np.concatenate([src_cost, arc_cost, sink_cost, oss_cost]).astype(np.int64)
     supplies = np.zeros(n_nodes, dtype=np.int64)
     supplies[SOURCE] = total

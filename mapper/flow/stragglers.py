@@ -43,30 +43,62 @@ def find_stragglers(osts: Iterable[OstState], factor: float = STRAGGLER_FACTOR,
     Raises:
         ValueError: factor <= 1 or max_fraction outside [0, 1).
     """
+    pairs = [(o.write_latency_s, o.index) for o in osts if o.write_latency_s is not None]
+    if not pairs:
+        _check(factor, max_fraction)
+        return set()
+    table = np.array(pairs, dtype=float)
+    return straggler_indices(table[:, 1].astype(np.int64), table[:, 0],
+                             np.ones(len(table), dtype=bool), factor, min_excess_s, max_fraction)
+
+
+def _check(factor: float, max_fraction: float) -> None:
     if not factor > 1.0:
         raise ValueError(f"straggler factor must be > 1, got {factor}")
     if not 0.0 <= max_fraction < 1.0:
         raise ValueError(f"straggler max_fraction must be in [0, 1), got {max_fraction}")
-    pairs = [(o.write_latency_s, o.index) for o in osts if o.write_latency_s is not None]
-    return slowest_outliers(pairs, factor, min_excess_s, max_fraction)
+
+
+def straggler_indices(index: np.ndarray, latency_s: np.ndarray, known: np.ndarray,
+                      factor: float = STRAGGLER_FACTOR,
+                      min_excess_s: float = STRAGGLER_MIN_EXCESS_S,
+                      max_fraction: float = STRAGGLER_MAX_FRACTION) -> set[int]:
+    """:func:`find_stragglers` on arrays: usable OSTs' ``index`` (int, ascending),
+    ``latency_s`` (s) and ``known`` (bool: the latency was measured), all shape (N,).
+    Vectorized (the mapper's rounds at thousands of OSTs).
+
+    Raises:
+        ValueError: factor <= 1 or max_fraction outside [0, 1).
+    """
+    _check(factor, max_fraction)
+    if int(np.count_nonzero(known)) < MIN_PEERS:
+        return set()
+    idx, lat = index[known], latency_s[known].astype(float)
+    ok = np.isfinite(lat) & (lat >= 0)
+    idx, lat = idx[ok], lat[ok]
+    if len(lat) < MIN_PEERS:
+        return set()
+    median = float(np.median(lat))
+    slow = np.nonzero((lat > factor * median) & (lat - median >= min_excess_s))[0]
+    limit = int(max_fraction * len(lat))
+    worst = slow[np.argsort(-lat[slow], kind="stable")][:limit]
+    return {int(i) for i in idx[worst]}
 
 
 def slowest_outliers(pairs: Iterable[tuple[float, int]], factor: float = STRAGGLER_FACTOR,
                      min_excess: float = STRAGGLER_MIN_EXCESS_S,
                      max_fraction: float = STRAGGLER_MAX_FRACTION) -> set[int]:
     """The rule of the module docstring on any per-OST time: ``pairs`` of (seconds,
-    OST index), e.g. brw_stats latency (:func:`find_stragglers`) or the time per byte
-    of the OST's smoothed measured rate (the ``rate`` cost: slow, not merely busy)."""
-    pairs = list(pairs)
-    if len(pairs) < MIN_PEERS:
+    OST index), e.g. the time per byte of an OST's smoothed measured rate (the ``rate``
+    cost: slow, not merely busy). Same rule as :func:`straggler_indices`.
+
+    Raises:
+        ValueError: factor <= 1 or max_fraction outside [0, 1).
+    """
+    pairs = sorted((int(i), float(t)) for t, i in pairs)
+    if not pairs:
         return set()
-    table = np.array(pairs, dtype=float)
-    table = table[np.isfinite(table[:, 0]) & (table[:, 0] >= 0)]
-    if len(table) < MIN_PEERS:
-        return set()
-    lat = table[:, 0]
-    median = float(np.median(lat))
-    slow = np.nonzero((lat > factor * median) & (lat - median >= min_excess))[0]
-    limit = int(max_fraction * len(lat))
-    worst = slow[np.argsort(-lat[slow], kind="stable")][:limit]
-    return {int(i) for i in table[worst, 1]}
+    idx = np.array([i for i, _ in pairs], dtype=np.int64)
+    sec = np.array([t for _, t in pairs], dtype=float)
+    return straggler_indices(idx, sec, np.ones(len(idx), dtype=bool), factor, min_excess,
+                             max_fraction)

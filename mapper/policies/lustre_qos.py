@@ -33,8 +33,9 @@ import random
 from dataclasses import dataclass
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState, osts_by_oss
-from mapper.state.ost_health import is_usable, members_and_stripe_count
+from mapper.state.ost_health import is_usable
 from mapper.policies.placement import CreateRequest, Placement, QosUnavailable
+from mapper.policies.pool_cache import version_key
 from mapper.policies.round_robin import RoundRobin
 
 QOS_SCALE_SHIFT = 8
@@ -123,6 +124,8 @@ class LustreQos:
         self._active_osts = 0
         self._active_servers = 0
         self._space_key: tuple | None = None
+        self._space_view: tuple[int, int] | None = None
+        self._active_count = 0
         self.last_fallback_reason: str | None = None
 
     # -- public -----------------------------------------------------------------------
@@ -132,7 +135,8 @@ class LustreQos:
         ``Placement.note`` is empty for a weighted decision and says why otherwise.
         Raises NoSpaceError when no OST of the pool is usable.
         """
-        members, count = members_and_stripe_count(snapshot, request.pool, request.stripe_count)
+        members, count = self.rr.pool_cache.members_and_stripe_count(
+            snapshot, request.pool, request.stripe_count)
         try:
             osts = self._alloc_qos(snapshot, members, count)
             self.last_fallback_reason = None
@@ -228,11 +232,17 @@ class LustreQos:
     def _alloc_qos(self, snapshot: ClusterSnapshot, members: list[OstState], count: int) -> list[int]:
         now = int(snapshot.time_s)
         # DIRTY: any statfs bavail changed, or an OST was (de)activated.
-        space_key = tuple((o.index, o.active, o.kbytes_avail) for o in snapshot.osts)
-        if space_key != self._space_key:
-            self._space_key = space_key
-            self._dirty = True
-        active_count = sum(1 for o in snapshot.osts if o.active)
+        # Read only when the snapshot's version moved: at a steady version a declined
+        # QOS (balanced space) costs O(1) before round-robin's O(stripe count).
+        view = version_key(snapshot)
+        if view is None or view != self._space_view:
+            space_key = tuple((o.index, o.active, o.kbytes_avail) for o in snapshot.osts)
+            if space_key != self._space_key:
+                self._space_key = space_key
+                self._dirty = True
+            self._active_count = sum(1 for o in snapshot.osts if o.active)
+            self._space_view = view
+        active_count = self._active_count
         if (not self._dirty and self._same_space) or active_count < 2:
             raise QosUnavailable("free space balanced" if active_count >= 2 else "fewer than 2 active OSTs")
         if self._dirty:

@@ -20,56 +20,47 @@ One round (``allocate_batch``):
 
 Between statistics samples the mapper would otherwise decide every round from the same
 numbers and pile stripes on the OSTs that looked best 5 s ago; it therefore counts what
-it placed itself:
-
-* *pending bytes* per OST: expected bytes of the stripes it placed there, minus the
-  growth of the OST's used space seen since (data that landed is in ``kbytesavail``
-  now). Expected bytes that never come (a smaller file than announced) would stay
-  forever, so the estimate also decays with a half-life of ``pending_half_life_s``.
-* *pending stripes* per OST: stripes placed since the OST's last statistics sample
-  (``sample_time_s``); a new sample's write latency includes them, so they reset.
-  Without sample times (a static view) they decay with the same half-life.
+it placed itself (:class:`mapper.state.pending.PendingOverlay`: pending bytes and stripes
+per OST, and the reservations of kept lists, :mod:`mapper.policies.kept_lists`). The
+per-OST state comes from :class:`mapper.state.arrays.OstTable` (kept in place by the
+state store; rebuilt per snapshot version otherwise), so a round derives its candidate
+arrays with numpy indexing, never a Python loop over OSTs.
 
 The policy does not gate itself on MDS CPU: :class:`mapper.policies.gate.GatedPolicy` does
 (``needs_gate``), in the simulator and in the service alike.
 """
 from __future__ import annotations
 
-import math
-from collections import OrderedDict, deque
+from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
+from mapper.flow.costs import PERCENT_SCALE, TIME_UNIT_S, OstArrays, make_cost_model
 from mapper.flow.rates import OstRateTracker
 from mapper.policies.regime import FLOW, ROUND_ROBIN, Regime, RegimeThresholds, classify
 from mapper.policies.round_robin import RoundRobin
-from mapper.flow.costs import PERCENT_SCALE, TIME_UNIT_S, OstArrays, make_cost_model
 from mapper.flow.network import RoundRequest, build_network
 from mapper.flow.solver import SOLVERS
+from mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION, STRAGGLER_MIN_EXCESS_S,
+                                    slowest_outliers, straggler_indices)
+from mapper.policies.kept_lists import KeptList, KeptLists
+from mapper.policies.plan_queues import ClassKey, PlanQueues, bytes_band, stripe_size_band
+from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, NoSpaceError,
+                                       Placement)
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor
 from mapper.predictor.markov_store import load_predictor, save_predictor
-from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
-from mapper.policies.placement import AllocationError, BatchPolicy, CreateRequest, NoSpaceError, Placement
-from mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION, STRAGGLER_MIN_EXCESS_S,
-                               find_stragglers, slowest_outliers)
+from mapper.state.arrays import OstTable, TableSync, ost_arrays
+from mapper.state.cluster_state import ClusterSnapshot
+from mapper.state.ost_health import pool_members, resolve_stripe_count
+from mapper.state.pending import PendingOverlay
 
 DEFAULT_STRIPE_SIZE = 1 << 20
-
-
-@dataclass
-class _Predicted:
-    """An OST list chosen for a predicted request, waiting for the real one."""
-    made_s: float
-    stripe_count: int
-    stripe_size: int
-    pool: str | None
-    osts: tuple[int, ...]
-    probability: float
-    bytes_per_stripe: float = 0.0
+PLAN_MAX_APPS = 4
+"""Applications whose predicted requests one planning round plans, at most."""
 
 
 @dataclass(slots=True)
@@ -83,12 +74,12 @@ class AppStripes:
 
 @dataclass
 class _View:
-    """Per-snapshot-version state of a round: usable OSTs, stragglers, candidate rows,
-    their arrays, and per pool the usable count and candidate mask."""
+    """Per-snapshot-version state of a round: usable OSTs, stragglers, candidate OST
+    indices (ascending), their arrays, and per pool the usable count and candidate mask."""
+    table: OstTable
     usable_count: int
     stragglers: set[int]
-    candidates: list[OstState]
-    row_of: dict[int, int]
+    candidates: np.ndarray
     base: OstArrays
     pools: dict[str | None, tuple[int, np.ndarray]] = field(default_factory=dict)
     regime: Any = None
@@ -102,15 +93,10 @@ class _View:
             if members is snapshot.osts:
                 hit = (self.usable_count, np.ones(len(self.candidates), dtype=bool))
             else:
-                mask = np.zeros(len(self.candidates), dtype=bool)
-                n_usable = 0
-                for o in members:
-                    if is_usable(o):
-                        n_usable += 1
-                        r = self.row_of.get(o.index)
-                        if r is not None:
-                            mask[r] = True
-                hit = (n_usable, mask)
+                idx = np.fromiter((o.index for o in members), dtype=np.int64, count=len(members))
+                t = self.table
+                hit = (int(np.count_nonzero(t.usable[idx] & t.present[idx])),
+                       np.isin(self.candidates, idx))
             self.pools[pool] = hit
         return hit
 
@@ -143,27 +129,36 @@ class McmfPolicy(BatchPolicy):
         app_weight: points per stripe an application already has on an OST (recently),
             added to its request arcs: an application's files spread over OSTs the way
             round-robin spreads them, so that files which keep growing after their
-            creation (appends; the mapper only sees the first write) do not pile up,
-            and files read back together do not share OSTs beyond need. With the
-            ``rate`` cost the unit is one stripe time on the median-rate OST.
+            creation (appends; the mapper only sees the first write) do not pile up.
         app_half_life_s: decay of that count, s.
         predict_mode: ``"joint"`` (the paper: current and predicted requests in one
             flow) or ``"after"`` (current requests first, then the predicted ones in a
             second flow on the state the current ones left).
+        plan_ahead: keep per request class a queue of OST lists planned by the flow
+            ahead of the requests (:mod:`mapper.policies.plan_queues`); a request that
+            no kept prediction answers pops its class's list in O(stripe count).
+        plan_ttl_s, plan_horizon_s, plan_max_depth: the plan queues' TTL (s), planning
+            horizon (s) and depth cap (:class:`~mapper.policies.plan_queues.PlanQueues`).
+        plan_inline: run the planner synchronously at the end of a request that missed
+            or named a predictable application (the simulator); False when a background
+            planner calls :meth:`plan` (the service).
+        plan_aggregate: plan a class's lists as one flow request dealt into lists
+            (same optimum, much smaller network at thousands of OSTs); off by default:
+            on paper-32ost it balanced worse (OST max/mean 1.46 vs 1.33, docs/placement.md).
         rate_smoothing: weight of a new sample in each OST's smoothed write rate
             (:mod:`mapper.flow.rates`; the ``rate`` cost model's ``r_j``).
         latency_smoothing: weight of a new sample in the smoothed brw_stats RPC time the
             ``rate`` cost sees (1: the last sample).
-        predict_min_accuracy: predict an application's requests only while the share of
-            its predicted lists that were used is at least this (0: always predict).
-        predict_min_trials: lists judged before the accuracy is trusted.
-        predict_window: outcomes after which the counts halve; also the probe period
-            of an application below the threshold.
         regime: switch to Lustre's round-robin while load is uniform and space within
             the band (:mod:`mapper.policies.regime`), the flow otherwise.
         regime_params: :class:`mapper.policies.regime.RegimeThresholds` fields.
         space_cost_model, space_cost_params: with ``regime``, the cost model of the flow
             while load is uniform but space is not (None: ``cost_model`` always).
+        predict_min_accuracy: predict an application's requests only while the share of
+            its predicted lists that were used is at least this (0: always predict).
+        predict_min_trials: lists judged before the accuracy is trusted.
+        predict_window: outcomes after which the counts halve; also the probe period
+            of an application below the threshold.
     """
     name = "mcmf"
     needs_gate = True
@@ -176,12 +171,16 @@ class McmfPolicy(BatchPolicy):
                  straggler_max_fraction: float = STRAGGLER_MAX_FRACTION,
                  pending_half_life_s: float = 300.0, cache_ttl_s: float = 5.0,
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
-                 predict_mode: str = "joint", rate_smoothing: float = 0.05,
+                 predict_mode: str = "joint", plan_ahead: bool = True,
+                 plan_ttl_s: float = 2.5, plan_horizon_s: float = 1.0,
+                 plan_max_depth: int = 32, plan_inline: bool = True,
+                 plan_aggregate: bool = False, rate_smoothing: float = 0.05,
                  latency_smoothing: float = 1.0, regime: bool = False,
-                 predict_min_accuracy: float = 0.0, predict_min_trials: int = 8,
-                 predict_window: int = 32, regime_params: dict[str, float] | None = None,
+                 regime_params: dict[str, float] | None = None,
                  space_cost_model: str | None = None,
-                 space_cost_params: dict[str, float] | None = None):
+                 space_cost_params: dict[str, float] | None = None,
+                 predict_min_accuracy: float = 0.0, predict_min_trials: int = 8,
+                 predict_window: int = 32):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -194,6 +193,8 @@ class McmfPolicy(BatchPolicy):
         self._round_cost = self.cost_model
         self.rate_tracker = OstRateTracker(rate_smoothing, latency_smoothing=latency_smoothing)
         self.regime = regime
+        self.regime_thresholds = RegimeThresholds(**(regime_params or {}))
+        self._rr = RoundRobin(seed=seed)
         if not 0 <= predict_min_accuracy <= 1 or predict_min_trials < 0 or predict_window < 1:
             raise ValueError("predict_min_accuracy must be in [0, 1], predict_min_trials >= 0, "
                              "predict_window >= 1")
@@ -202,8 +203,6 @@ class McmfPolicy(BatchPolicy):
         self.predict_window = predict_window
         self.app_accuracy: OrderedDict[str, tuple[float, float]] = OrderedDict()
         self._probe: dict[str, int] = {}
-        self.regime_thresholds = RegimeThresholds(**(regime_params or {}))
-        self._rr = RoundRobin(seed=seed)
         self.predict_k = predict_k
         self.markov_config = MarkovConfig(**(markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
@@ -220,31 +219,53 @@ class McmfPolicy(BatchPolicy):
         self.predict_mode = predict_mode
         self.app_half_life_s = app_half_life_s
         self.app_stripes: OrderedDict[str, AppStripes] = OrderedDict()
-        self.pending_bytes: dict[int, float] = {}
-        self.pending_stripes: dict[int, float] = {}
-        self._pending_time_s = -math.inf
-        self._seen_used_kib: dict[int, int] = {}
-        self._seen_sample_s: dict[int, float | None] = {}
-        self._pos: dict[int, int] = {}
-        self._pos_key: tuple[int, int] | None = None
+        self.pending = PendingOverlay(pending_half_life_s)
+        self.kept = KeptLists(self.pending, cache_ttl_s)
+        self.plans = (PlanQueues(self.pending, plan_ttl_s, plan_horizon_s, plan_max_depth)
+                      if plan_ahead else None)
+        self.plan_inline = plan_inline
+        self.plan_aggregate = plan_aggregate
+        # application -> (pool, stripe count, stripe size) of its last request, for the
+        # background planner to plan its predicted requests (not used inline)
+        self._want_predictions: dict[str, tuple[str | None, int, int]] = {}
+        self._tables = TableSync()
         self._view_key: tuple[int, int] | None = None
         self._view_cache: _View | None = None
-        self.predicted: dict[str, deque[_Predicted]] = {}
-        # Stripes of predicted lists not yet handed out count as queued writes, so
-        # other applications' rounds do not pick the same OSTs meanwhile.
-        self.reserved_stripes: dict[int, float] = {}
-        self._last_sweep_s = -math.inf
         self.stats = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
                       "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0,
                       "regime_rr_requests": 0}
         self.last_stragglers: set[int] = set()
+        self.last_solve_cost = 0
+        self._order_for: OstArrays | None = None
+        self._order_cols: tuple[list, list, list] = ([], [], [])
+        """Placement cost (Eq. 1, bonuses removed) of the last flow solved."""
+
+    @property
+    def predicted(self) -> dict[str, Any]:
+        """Application -> its queue of kept :class:`~mapper.policies.kept_lists.KeptList`."""
+        return self.kept.by_job
+
+    @property
+    def pending_bytes(self) -> dict[int, float]:
+        """OST index -> bytes placed that the statistics do not show yet."""
+        return self.pending.bytes_by_ost()
+
+    @property
+    def pending_stripes(self) -> dict[int, float]:
+        """OST index -> stripes placed since the OST's last statistics sample."""
+        return self.pending.stripes_by_ost()
+
+    @property
+    def reserved_stripes(self) -> dict[int, float]:
+        """OST index -> stripes of kept lists not handed out yet."""
+        return self.pending.reserved_by_ost()
 
     def predicted_load(self) -> dict[int, float]:
         """Per-OST bytes this mapper placed that the statistics do not show yet, plus the
         expected bytes of predicted lists kept for upcoming requests; OST index -> bytes.
         (The service exports it as a metric.)"""
-        load = dict(self.pending_bytes)
-        for queue in self.predicted.values():
+        load = self.pending.bytes_by_ost()
+        for queue in self.kept.values():
             for entry in queue:
                 for i in entry.osts:
                     load[i] = load.get(i, 0.0) + entry.bytes_per_stripe
@@ -268,10 +289,10 @@ class McmfPolicy(BatchPolicy):
                        requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
         """One round: a :class:`Placement` or the :class:`AllocationError` of each request."""
         now = snapshot.time_s
-        self._decay_pending(now)
-        self._absorb_samples(snapshot)
-        self._expire_predicted(now)
         view = self._view(snapshot)
+        self.pending.decay(now)
+        self.pending.absorb(view.table, self._view_key)
+        self.kept.expire(now)
         stragglers = view.stragglers
         self.last_stragglers = stragglers
         if self.regime and view.regime is None:
@@ -282,7 +303,7 @@ class McmfPolicy(BatchPolicy):
                    f"_space_{'in' if view.regime.space_in_band else 'out'}")
             self.stats[key] = self.stats.get(key, 0) + 1
         if self.regime and view.regime.mode == ROUND_ROBIN:
-            return self._round_robin(snapshot, requests)
+            return self._round_robin(snapshot, view, requests)
         self._round_cost = (self.space_cost_model if self.regime and self.space_cost_model
                             and view.regime.load_uniform else self.cost_model)
         out: list[Placement | AllocationError | None] = [None] * len(requests)
@@ -290,6 +311,8 @@ class McmfPolicy(BatchPolicy):
         masks: list[np.ndarray] = []
         group_apps: list[str] = []
         current: list[_Current] = []
+        plans = self.plans
+        missed: set[ClassKey] = set()
         for pos, req in enumerate(requests):
             try:
                 n_usable, mask = view.pool(snapshot, req.pool)
@@ -303,10 +326,28 @@ class McmfPolicy(BatchPolicy):
                 continue
             if req.expected_bytes > 0:
                 self.predictor.observe(req.job_id, req.expected_bytes)
-            hit = self._take_predicted(req, count, snapshot, stragglers, now)
+            hit = self._take_predicted(req, count, view.table, stragglers, now)
             if hit is not None:
                 out[pos] = hit
                 continue
+            size = req.stripe_size or DEFAULT_STRIPE_SIZE
+            # An application whose chain predicts gets its own lists (the class
+            # "application where predictions exist"): the planner plans its next
+            # requests; this request takes its class's list meanwhile.
+            if plans is not None:
+                if self.predict_k and self.predictor.predict(req.job_id, 1, size, count,
+                                                             n_usable):
+                    self._want_predictions.pop(req.job_id, None)     # most recent last
+                    self._want_predictions[req.job_id] = (req.pool, count, size)
+                bps = self._bytes_per_stripe(req, count)
+                key = (req.pool, count, stripe_size_band(size), bytes_band(bps))
+                plans.note(key, now, size, bps)
+                osts = plans.take(key, view.table, stragglers, now)
+                if osts is not None:
+                    self._add_pending(osts, bps, req.job_id, view.table)
+                    out[pos] = Placement(osts, self.name, note="planned")
+                    continue
+                missed.add(key)
             # Requests share a group (candidate set) unless per-application costs differ.
             key = (req.pool, req.job_id if self.app_weight else "")
             if key not in groups:
@@ -316,91 +357,207 @@ class McmfPolicy(BatchPolicy):
             current.append(_Current(pos, req, count, groups[key]))
         if current:
             self._round(snapshot, view, masks, group_apps, current, stragglers, out, now)
+        if self.plan_inline and (missed or self._want_predictions):
+            self.plan(snapshot)             # the planner, run synchronously
         return out  # type: ignore[return-value]
 
-    def _round_robin(self, snapshot: ClusterSnapshot,
-                     requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
-        """The round-robin regime: Lustre's RR for every request; the predictor still
-        learns and the placed stripes still count as pending (the flow may take over
-        at the next sample)."""
-        out: list[Placement | AllocationError] = []
-        for req in requests:
-            try:
-                got = self._rr.allocate(snapshot, req)
-            except AllocationError as e:
-                out.append(e)
+    # -- planning ahead --------------------------------------------------------------
+    def plan(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None = None,
+             lock: Any = None) -> int:
+        """Refill the plan queues: one flow over the lists every class (or the classes
+        in ``only``) lacks for its target depth, on the current state plus everything
+        placed, predicted or planned. Returns the lists queued.
+
+        With ``lock`` (the service's planner thread), the state is read and the lists
+        queued under it, but the flow is built and solved outside it, so requests keep
+        being answered meanwhile (lists are checked again when handed out)."""
+        if self.plans is None:
+            return 0
+        guard = lock if lock is not None else nullcontext()
+        with guard:
+            job = self._plan_prepare(snapshot, only)
+        if job is None:
+            return 0
+        demand, reqs, keys, osts, masks, stripe_size, bps, now = job
+        got = self._solve(osts, reqs, masks, stripe_size, bps, [None] * len(masks))
+        # Within a class, the cheapest lists go first (their OSTs' first-stripe cost):
+        # the flow's optimum does not say which of its requests gets which OSTs.
+        first = (self.cost_model.request_arc_costs(osts)
+                 + self.cost_model.unit_costs(osts, 1, bps)[:, 0])
+        ranked: dict[ClassKey, list[tuple[int, tuple[int, ...]]]] = {}
+        kept: dict[str, list[tuple[int, KeptList]]] = {}
+        for k, rows in enumerate(got):
+            if len(rows) < reqs[k].stripes:
                 continue
-            if req.expected_bytes > 0:
-                self.predictor.observe(req.job_id, req.expected_bytes)
-            self.stats["regime_rr_requests"] += 1
-            self._add_pending(got.osts, self._bytes_per_stripe(req, len(got.osts)), req.job_id,
-                              snapshot)
-            out.append(Placement(got.osts, self.name, note="regime round_robin"))
+            if reqs[k].tier == 0:
+                count = keys[k][1]
+                for part in self._deal(rows, reqs[k].per_ost, count, first):
+                    ranked.setdefault(keys[k], []).append(
+                        (int(first[part].sum()), self._stripe_order(part, osts)))
+            else:
+                p, pool, size = keys[k]
+                kept.setdefault(p.job_id, []).append((p.step, KeptList(
+                    now, reqs[k].stripes, size, pool, self._stripe_order(rows, osts), p.probability,
+                    p.bytes / reqs[k].stripes)))
+        lists = {key: [osts_ for _, osts_ in sorted(items, key=lambda c: c[0])]
+                 for key, items in ranked.items()}
+        with guard:
+            for key, ready in lists.items():
+                self.plans.add(key, ready, now)
+            for job, items in kept.items():
+                if not self.kept.by_job.get(job):
+                    items.sort(key=lambda sp: sp[0])
+                    self.kept.replace(job, [e for _, e in items])
+        return sum(len(v) for v in lists.values()) + sum(len(v) for v in kept.values())
+
+    @staticmethod
+    def _deal(rows: list[int], lists: int, count: int, cost: np.ndarray) -> list[list[int]]:
+        """Split an aggregated class's stripes (``rows``, each OST at most ``lists``
+        times, ``lists * count`` in all) into ``lists`` lists of ``count`` distinct OSTs,
+        cheapest first: list by list, the OSTs whose remaining copies equal the lists
+        left must go in (so the rest stays feasible), then the cheapest others by
+        ``cost`` (first-stripe cost per row). The first lists handed out are then the
+        ones a per-request flow would have given first."""
+        left: dict[int, int] = {}
+        for r in rows:
+            left[r] = left.get(r, 0) + 1
+        out: list[list[int]] = []
+        for remaining in range(lists, 0, -1):
+            forced = [r for r, m in left.items() if m == remaining]
+            others = sorted((r for r, m in left.items() if m < remaining),
+                            key=lambda r: (cost[r], r))
+            pick = forced + others[:count - len(forced)]
+            for r in pick:
+                left[r] -= 1
+                if not left[r]:
+                    del left[r]
+            out.append(pick)
         return out
+
+    def _plan_prepare(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None):
+        plans = self.plans              # plan() returns before this when None
+        now = snapshot.time_s
+        view = self._view(snapshot)
+        self.pending.decay(now)
+        self.pending.absorb(view.table, self._view_key)
+        plans.expire(now)
+        demand = plans.demand(now, only)
+        groups: dict[str | None, int] = {}
+        masks: list[np.ndarray] = []
+        reqs: list[RoundRequest] = []
+        keys: list[Any] = []
+        sizes: list[int] = []
+        bytes_: list[float] = []
+
+        def group(pool: str | None) -> int | None:
+            if pool not in groups:
+                try:
+                    _, mask = view.pool(snapshot, pool)
+                except AllocationError:
+                    return None
+                groups[pool] = len(masks)
+                masks.append(mask)
+            return groups[pool]
+        for d in demand:
+            g = group(d.pool)
+            if g is None:
+                continue
+            if self.plan_aggregate:
+                # The class's lists as one request: d.lists x count stripes, at most
+                # d.lists per OST, dealt into lists after the solve (RoundRequest.per_ost).
+                reqs.append(RoundRequest(d.lists * d.stripe_count, g, 0, per_ost=d.lists))
+                keys.append(d.key)
+            else:
+                reqs.extend(RoundRequest(d.stripe_count, g, 0) for _ in range(d.lists))
+                keys.extend([d.key] * d.lists)
+            sizes.append(d.stripe_size)
+            bytes_.append(d.bytes_per_stripe)
+        # Applications with predictions and no kept lists left: their next requests.
+        # Most recently seen first, at most PLAN_MAX_APPS per round (the rest wait for
+        # the next round: a planning round stays a few milliseconds).
+        want = list(self._want_predictions.items())[-PLAN_MAX_APPS:]
+        self._want_predictions.clear()
+        predicted = []
+        for job, (pool, count, size) in want:
+            if self.kept.by_job.get(job):
+                continue
+            g = group(pool)
+            if g is None:
+                continue
+            n_usable = view.pool(snapshot, pool)[0]
+            if not self._may_predict(job):
+                continue
+            for p in self.predictor.predict(job, self.predict_k, size, count, n_usable):
+                predicted.append((p, pool, size, g))
+        predicted.sort(key=lambda x: (-x[0].probability, x[0].step))
+        tier, last_p = 0, None
+        for p, pool, size, g in predicted:
+            if p.probability != last_p:
+                tier, last_p = tier + 1, p.probability
+            reqs.append(RoundRequest(max(1, p.stripe_count), g, tier))
+            keys.append((p, pool, size))
+            sizes.append(size)
+            bytes_.append(p.bytes / max(1, p.stripe_count))
+        if not reqs:
+            return None
+        stripe_size = max(sizes)
+        bps = float(np.mean(bytes_))
+        return demand, reqs, keys, self._arrays(view), masks, stripe_size, bps, now
 
     def _view(self, snapshot: ClusterSnapshot) -> "_View":
         """What this round derives from the OSTs alone; kept while ``snapshot.version``
-        says nothing changed (never kept for an unversioned snapshot)."""
+        says nothing changed (never kept for an unversioned snapshot). Vectorized over
+        the snapshot's :class:`~mapper.state.arrays.OstTable`."""
         key = None if snapshot.version is None else (id(snapshot), snapshot.version)
-        if key is not None and key == self._view_key:
+        if key is not None and key == self._view_key and self._view_cache is not None:
             return self._view_cache
-        usable_all = [o for o in snapshot.osts if is_usable(o)]
-        self.rate_tracker.update(usable_all)
-        self.rate_tracker.update_oss(usable_all, snapshot.osses)
+        table = self._tables.table(snapshot)
+        usable = table.usable_indices()
+        usable_set = set(usable.tolist())
+        usable_osts = [o for o in snapshot.osts if o.index in usable_set]
+        self.rate_tracker.update(usable_osts)
+        self.rate_tracker.update_oss(usable_osts, snapshot.osses)
         if getattr(self.cost_model, "name", "") == "rate":
             # The rate cost has each OST's load in its cost; a straggler is an OST whose
             # measured rate is far off, not one that is merely busy now.
-            idx = [o.index for o in usable_all]
-            per_byte = 1.0 / self.rate_tracker.rates(idx)
-            stragglers = slowest_outliers(zip(per_byte.tolist(), idx), self.straggler_factor,
-                                          0.0, self.straggler_max_fraction)
+            per_byte = 1.0 / self.rate_tracker.rates(usable)
+            stragglers = slowest_outliers(zip(per_byte.tolist(), usable.tolist()),
+                                          self.straggler_factor, 0.0,
+                                          self.straggler_max_fraction)
         else:
-            stragglers = find_stragglers(usable_all, self.straggler_factor,
-                                         self.straggler_min_excess_s, self.straggler_max_fraction)
-        candidates = [o for o in usable_all if o.index not in stragglers]
-        base = self.base_arrays(snapshot, candidates)
+            stragglers = straggler_indices(usable, table.latency_s[usable],
+                                           table.latency_known[usable], self.straggler_factor,
+                                           self.straggler_min_excess_s,
+                                           self.straggler_max_fraction)
+        candidates = usable
+        if stragglers:
+            candidates = usable[~np.isin(usable, np.fromiter(stragglers, dtype=np.int64))]
+        base = ost_arrays(table, candidates)
         if self.rate_tracker.latency_smoothing < 1.0:
             base = replace(base, write_latency_s=self.rate_tracker.latencies(base.index))
+        oss_of = {o.index: o.oss for o in usable_osts}
         base = replace(base, rate_bytes_s=self.rate_tracker.rates(base.index),
-                       oss_limit_bytes_s=self.rate_tracker.oss_limits([o.oss for o in candidates]),
-                       degraded=np.array([bool(o.flags & OstFlag.DEGRADED) for o in candidates],
-                                         dtype=bool),
+                       oss_limit_bytes_s=self.rate_tracker.oss_limits(
+                           [oss_of[int(i)] for i in base.index]),
+                       degraded=table.degraded[candidates].astype(bool),
                        extra_stripes=np.zeros(len(candidates)))
-        view = _View(len(usable_all), stragglers, candidates,
-                     {o.index: r for r, o in enumerate(candidates)}, base)
+        view = _View(table, len(usable), stragglers, candidates, base)
         self._view_key, self._view_cache = key, view
         return view
 
     # -- predicted lists -------------------------------------------------------------
-    def _take_predicted(self, req: CreateRequest, count: int, snapshot: ClusterSnapshot,
+    def _take_predicted(self, req: CreateRequest, count: int, table: OstTable,
                         stragglers: set[int], now: float) -> Placement | None:
-        queue = self.predicted.get(req.job_id)
-        if not queue:
-            return None
-        while queue and now - queue[0].made_s >= self.cache_ttl_s:
-            self._release([queue.popleft()])
-            self._score(req.job_id, False)
-        if not queue:
-            return None
-        head = queue[0]
-        stripe_size = req.stripe_size or DEFAULT_STRIPE_SIZE
-        if (head.stripe_count != count or head.stripe_size != stripe_size
-                or head.pool != req.pool):
+        head, missed = self.kept.take(req.job_id, count, req.stripe_size or DEFAULT_STRIPE_SIZE,
+                                      req.pool, table, stragglers, now)
+        if missed:
             self.stats["predicted_misses"] += 1
             self._score(req.job_id, False)
-            self._release(queue)
-            queue.clear()
+        if head is None:
             return None
-        pos = self._positions(snapshot)
-        osts = snapshot.osts
-        if any(i in stragglers or i not in pos or not is_usable(osts[pos[i]]) for i in head.osts):
-            self._release(queue)
-            queue.clear()
-            return None
-        self._release([queue.popleft()])
         self.stats["predicted_hits"] += 1
         self._score(req.job_id, True)
-        self._add_pending(head.osts, self._bytes_per_stripe(req, count), req.job_id, snapshot)
+        self._add_pending(head.osts, self._bytes_per_stripe(req, count), req.job_id, table)
         return Placement(head.osts, self.name, note="predicted")
 
     # -- the flow round --------------------------------------------------------------
@@ -409,11 +566,12 @@ class McmfPolicy(BatchPolicy):
                out: list[Placement | AllocationError | None], now: float) -> None:
         self.stats["rounds"] += 1
         self.stats["stragglers_excluded"] += len(stragglers)
-        candidates = view.candidates
         osts = self._arrays(view)
         round_reqs = [RoundRequest(c.count, c.group, 0) for c in current]
         predicted: list[tuple[_Current, Any]] = []
-        if self.predict_k:
+        # With a background planner, predictions are planned there: a missed request's
+        # round stays small (the request path's budget).
+        if self.predict_k and (self.plans is None or self.plan_inline):
             seen: set[str] = set()
             for c in current:
                 if c.request.job_id in seen:
@@ -453,12 +611,12 @@ class McmfPolicy(BatchPolicy):
                 out[c.pos] = NoSpaceError(
                     f"no OST has room for a {c.request.stripe_size}-byte stripe")
                 continue
-            ordered = self._stripe_order(rows, osts, candidates)
+            ordered = self._stripe_order(rows, osts)
             note = ""
             if len(rows) < c.count:
                 self.stats["clipped"] += 1
                 note = f"clipped: stripe count {c.count} -> {len(rows)} (space)"
-            self._add_pending(ordered, expected[k], c.request.job_id, snapshot)
+            self._add_pending(ordered, expected[k], c.request.job_id, view.table)
             out[c.pos] = Placement(ordered, self.name, note=note)
         if predicted and self.predict_mode == "after":
             # The predicted requests get their own round, on the state the current
@@ -474,19 +632,16 @@ class McmfPolicy(BatchPolicy):
             if len(rows) < round_reqs[j].stripes:
                 self.stats["predicted_dropped"] += 1
                 continue
-            fresh.setdefault(p.job_id, []).append((p.step, _Predicted(
+            fresh.setdefault(p.job_id, []).append((p.step, KeptList(
                 now, round_reqs[j].stripes, c.request.stripe_size or DEFAULT_STRIPE_SIZE,
-                c.request.pool, self._stripe_order(rows, osts, candidates), p.probability,
+                c.request.pool, self._stripe_order(rows, osts), p.probability,
                 p.bytes / round_reqs[j].stripes)))
         for job, items in fresh.items():
             items.sort(key=lambda sp: sp[0])
-            self._release(self.predicted.get(job, ()))
-            self.predicted[job] = deque(p for _, p in items)
-            for _, p in items:
-                self._reserve(p.osts, 1.0)
+            self.kept.replace(job, [p for _, p in items])
         for c in current:
             if c.request.job_id not in fresh:
-                self._release(self.predicted.pop(c.request.job_id, ()))
+                self.kept.drop(c.request.job_id)
 
     def _solve(self, osts: OstArrays, reqs: list[RoundRequest], masks: list[np.ndarray],
                stripe_size: int, bytes_per_stripe: float,
@@ -495,72 +650,41 @@ class McmfPolicy(BatchPolicy):
         net = build_network(osts, reqs, masks, self._round_cost, stripe_size, bytes_per_stripe,
                             prune=self.prune, group_costs=group_costs)
         sol = self.solve(net)
-        used = sol.flows[net.assign_arc] > 0
+        self.last_solve_cost = net.placement_cost(sol.flows)
+        flow = sol.flows[net.assign_arc]
+        used = flow > 0
         got: list[list[int]] = [[] for _ in reqs]
-        for req_no, row in zip(net.assign_request[used].tolist(), net.assign_ost[used].tolist()):
-            got[req_no].append(row)
+        for req_no, row, f in zip(net.assign_request[used].tolist(),
+                                  net.assign_ost[used].tolist(), flow[used].tolist()):
+            got[req_no].extend([row] * f)       # f > 1 only for an aggregated class
         return got
-
-    @staticmethod
-    def base_arrays(snapshot: ClusterSnapshot, candidates: list[OstState]) -> OstArrays:
-        """The flow network's per-OST inputs for ``candidates`` (OSTs of ``snapshot``, in
-        row order) from the snapshot alone, nothing this mapper placed: the arrays of
-        :class:`~mapper.flow.costs.OstArrays`, shape (len(candidates),); ``queue`` is each
-        OST's write latency over the fastest known one, minus 1 (0 when unknown)."""
-        oss_names = {name: s for s, name in enumerate(dict.fromkeys(o.oss for o in candidates))}
-        nan = math.nan
-        rows = [(o.index, oss_names[o.oss], o.kbytes_total, o.kbytes_avail,
-                 nan if o.write_latency_s is None else o.write_latency_s) for o in candidates]
-        table = np.array(rows, dtype=float).reshape(-1, 5)
-        server = {name: (st.cpu_percent, st.mem_percent, st.lnet_load)
-                  for name, st in snapshot.osses.items()}
-        load = np.array([server[o.oss] for o in candidates], dtype=float).reshape(-1, 3)
-        lat = table[:, 4]
-        ok = np.isfinite(lat) & (lat > 0)
-        base = float(lat[ok].min()) if ok.any() else 1.0
-        return OstArrays(
-            index=table[:, 0].astype(np.int64), oss=table[:, 1].astype(np.int64),
-            kbytes_total=table[:, 2].astype(np.int64), kbytes_avail=table[:, 3].astype(np.int64),
-            pending_bytes=np.zeros(len(candidates)), cpu_percent=load[:, 0],
-            mem_percent=load[:, 1], lnet_load=load[:, 2],
-            queue=np.where(ok, lat / base - 1.0, 0.0), write_latency_s=lat)
 
     def _arrays(self, view: "_View") -> OstArrays:
         """The round's arrays: the view's, plus what this mapper placed or reserved."""
-        base = view.base
-        pb, ps, rs = self.pending_bytes, self.pending_stripes, self.reserved_stripes
-        if not (pb or ps or rs):
-            return base
-        pending = base.pending_bytes.copy()
-        extra = np.zeros(len(pending))
-        row_of = view.row_of
-        for i, v in pb.items():
-            r = row_of.get(i)
-            if r is not None:
-                pending[r] = v
-        for table in (ps, rs):
-            for i, v in table.items():
-                r = row_of.get(i)
-                if r is not None:
-                    extra[r] += v
-        return replace(base, pending_bytes=pending, queue=np.maximum(base.queue + extra, 0.0),
-                       extra_stripes=np.maximum(extra, 0.0))
+        osts = self.pending.overlay(view.base)
+        if osts is view.base:
+            return osts
+        # What this mapper placed or reserved since the samples: the rate cost's p_j.
+        return replace(osts, extra_stripes=np.maximum(osts.queue - view.base.queue, 0.0))
 
-    @staticmethod
-    def _stripe_order(rows: list[int], osts: OstArrays, candidates: list[OstState]) -> tuple[int, ...]:
+    def _stripe_order(self, rows: list[int], osts: OstArrays) -> tuple[int, ...]:
         """Interleave the chosen OSTs across their OSSes (least-used OST first in each),
         OSS by OSS in the order of their emptiest chosen OST."""
+        if self._order_for is not osts:     # per round, not per list: O(N) once
+            self._order_for = osts
+            self._order_cols = (osts.used_fraction.tolist(), osts.index.tolist(),
+                                osts.oss.tolist())
+        fill, index, oss = self._order_cols
         by_oss: dict[int, list[int]] = {}
-        fill = osts.used_fraction
-        for r in sorted(rows, key=lambda r: (fill[r], osts.index[r])):
-            by_oss.setdefault(int(osts.oss[r]), []).append(r)
+        for r in sorted(rows, key=lambda r: (fill[r], index[r])):
+            by_oss.setdefault(oss[r], []).append(r)
         lanes = list(by_oss.values())
         ordered: list[int] = []
         depth = 0
         while len(ordered) < len(rows):
             for lane in lanes:
                 if depth < len(lane):
-                    ordered.append(int(osts.index[lane[depth]]))
+                    ordered.append(index[lane[depth]])
             depth += 1
         return tuple(ordered)
 
@@ -571,80 +695,47 @@ class McmfPolicy(BatchPolicy):
             return req.expected_bytes / count
         return float(req.stripe_size or DEFAULT_STRIPE_SIZE)
 
-    def _decay_pending(self, now: float) -> None:
-        if self._pending_time_s == -math.inf or now < self._pending_time_s:
-            self._pending_time_s = now
-            return
-        factor = 0.5 ** ((now - self._pending_time_s) / self.pending_half_life_s)
-        self._pending_time_s = now
-        if factor >= 1.0:
-            return
-        for table in (self.pending_bytes, self.pending_stripes):
-            for k in list(table):
-                v = table[k] * factor
-                if v < 1e-3:
-                    del table[k]
-                else:
-                    table[k] = v
+    def _app_costs(self, job_id: str, osts: OstArrays,
+                   unit: float = PERCENT_SCALE) -> np.ndarray | None:
+        """Per-application spreading term: ``app_weight`` points per stripe this
+        application received on the OST recently (decaying with ``app_half_life_s``)."""
+        app = self.app_stripes.get(job_id)
+        if app is None or self.app_weight == 0:
+            return None
+        placed = app.per_ost
+        factor = 0.5 ** ((self.pending.time_s - app.as_of_s) / self.app_half_life_s)
+        for k in placed:
+            placed[k] *= factor
+        app.as_of_s = self.pending.time_s
+        counts = np.array([placed.get(int(i), 0.0) for i in osts.index])
+        return np.rint(self.app_weight * counts * unit).astype(np.int64)
 
-    def _positions(self, snapshot: ClusterSnapshot) -> dict[int, int]:
-        """OST index -> position in ``snapshot.osts`` (cached while the list is the same)."""
-        osts = snapshot.osts
-        key = (id(osts), len(osts))
-        if key != self._pos_key:
-            self._pos = {o.index: p for p, o in enumerate(osts)}
-            self._pos_key = key
-        return self._pos
-
-    def _absorb_samples(self, snapshot: ClusterSnapshot) -> None:
-        """Remove from the pending estimates what the statistics now show (only OSTs
-        with something pending are looked at)."""
-        osts = snapshot.osts
-        pos = self._positions(snapshot)
-        pb, ps = self.pending_bytes, self.pending_stripes
-        seen_used, seen_sample = self._seen_used_kib, self._seen_sample_s
-        for i in list(pb):
-            p = pos.get(i)
-            if p is None or osts[p].index != i:
-                del pb[i]
+    # -- the round-robin regime ----------------------------------------------------
+    def _round_robin(self, snapshot: ClusterSnapshot, view: "_View",
+                     requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+        """The round-robin regime: Lustre's RR for every request; the predictor still
+        learns and the placed stripes still count as pending (the flow may take over
+        at the next sample)."""
+        out: list[Placement | AllocationError] = []
+        for req in requests:
+            try:
+                got = self._rr.allocate(snapshot, req)
+            except AllocationError as e:
+                out.append(e)
                 continue
-            o = osts[p]
-            used = o.kbytes_total - o.kbytes_avail
-            before = seen_used.get(i, used)
-            seen_used[i] = used
-            if used > before:
-                left = pb[i] - (used - before) * 1024.0
-                if left > 0:
-                    pb[i] = left
-                else:
-                    del pb[i]
-        for i in list(ps):
-            p = pos.get(i)
-            if p is None or osts[p].index != i:
-                del ps[i]
-                continue
-            t = osts[p].sample_time_s
-            if t is not None and seen_sample.get(i) != t:
-                del ps[i]
-
-    def _expire_predicted(self, now: float) -> None:
-        """Drop predicted lists past their TTL (at most once per second of clock)."""
-        if now - self._last_sweep_s < 1.0 and now >= self._last_sweep_s:
-            return
-        self._last_sweep_s = now
-        for job in list(self.predicted):
-            queue = self.predicted[job]
-            while queue and now - queue[0].made_s >= self.cache_ttl_s:
-                self._release([queue.popleft()])
-                self._score(job, False)
-            if not queue:
-                del self.predicted[job]
+            if req.expected_bytes > 0:
+                self.predictor.observe(req.job_id, req.expected_bytes)
+            self.stats["regime_rr_requests"] += 1
+            self._add_pending(got.osts, self._bytes_per_stripe(req, len(got.osts)), req.job_id,
+                              view.table)
+            out.append(Placement(got.osts, self.name, note="regime round_robin"))
+        return out
 
     # -- per-application prediction accuracy --------------------------------------
     def _score(self, job_id: str, hit: bool) -> None:
-        """Count one predicted list of ``job_id`` as used (hit) or wasted (a mismatched
-        or expired list). Counts decay by half every ``predict_window`` outcomes, so
-        the accuracy follows the application's recent behaviour."""
+        """Count one predicted list of ``job_id`` as used (hit) or wasted (its request
+        did not match). Counts halve every ``predict_window`` outcomes, so the accuracy
+        follows the application's recent behaviour."""
         h, n = self.app_accuracy.get(job_id, (0.0, 0.0))
         if n >= self.predict_window:
             h, n = h / 2, n / 2
@@ -654,7 +745,7 @@ class McmfPolicy(BatchPolicy):
 
     def _may_predict(self, job_id: str) -> bool:
         """Predicted requests of ``job_id`` join the round only while its measured
-        accuracy (used lists / lists made) is at least ``predict_min_accuracy``; an
+        accuracy (used lists / lists judged) is at least ``predict_min_accuracy``; an
         application is trusted until ``predict_min_trials`` lists were judged, and one
         below the threshold is probed every ``predict_window``-th round so it can earn
         its place back."""
@@ -669,64 +760,28 @@ class McmfPolicy(BatchPolicy):
             self._probe.pop(next(iter(self._probe)))
         return probe >= self.predict_window
 
-    def _reserve(self, osts: Sequence[int], sign: float) -> None:
-        for i in osts:
-            v = self.reserved_stripes.get(i, 0.0) + sign
-            if v > 1e-9:
-                self.reserved_stripes[i] = v
-            else:
-                self.reserved_stripes.pop(i, None)
-
-    def _release(self, entries) -> None:
-        """Predicted lists that will not be handed out free their reservation."""
-        for e in entries:
-            self._reserve(e.osts, -1.0)
-
-    def _app_costs(self, job_id: str, osts: OstArrays,
-                   unit: float = PERCENT_SCALE) -> np.ndarray | None:
-        """Per-application spreading term: ``app_weight`` points per stripe this
-        application received on the OST recently (decaying with ``app_half_life_s``)."""
-        app = self.app_stripes.get(job_id)
-        if app is None or self.app_weight == 0:
-            return None
-        placed = app.per_ost
-        factor = 0.5 ** ((self._pending_time_s - app.as_of_s) / self.app_half_life_s)
-        for k in placed:
-            placed[k] *= factor
-        app.as_of_s = self._pending_time_s
-        counts = np.array([placed.get(int(i), 0.0) for i in osts.index])
-        return np.rint(self.app_weight * counts * unit).astype(np.int64)
-
     def _add_pending(self, osts: Sequence[int], bytes_per_stripe: float, job_id: str,
-                     snapshot: ClusterSnapshot) -> None:
-        state = snapshot.osts
-        pos = self._positions(snapshot)
-        for i in osts:
-            o = state[pos[i]]
-            if i not in self.pending_bytes:
-                self._seen_used_kib[i] = o.kbytes_total - o.kbytes_avail
-            self._seen_sample_s[i] = o.sample_time_s
+                     table: OstTable) -> None:
         if self.app_weight:
             app = self.app_stripes.get(job_id)
             if app is None:
-                app = self.app_stripes[job_id] = AppStripes(self._pending_time_s)
+                app = self.app_stripes[job_id] = AppStripes(self.pending.time_s)
             placed = app.per_ost
             self.app_stripes.move_to_end(job_id)
             for i in osts:
                 placed[i] = placed.get(i, 0.0) + 1.0
             while len(self.app_stripes) > self.markov_config.max_apps:
                 self.app_stripes.popitem(last=False)
-        for i in osts:
-            self.pending_bytes[i] = self.pending_bytes.get(i, 0.0) + bytes_per_stripe
-            self.pending_stripes[i] = self.pending_stripes.get(i, 0.0) + 1.0
+        self.pending.add(osts, bytes_per_stripe, table)
 
 
 class McmfFlowOnly(McmfPolicy):
-    """MCMF without the predictor (``predict_k=0``): every request is solved in its own
-    round with the current state. Registered as ``mcmf_flow`` so a scenario can compare
+    """MCMF without the predictor (``predict_k=0``) and without plan queues: every request
+    is solved in its own round with the current state. Registered as ``mcmf_flow`` so a scenario can compare
     it with the paper's ``mcmf`` in the same run (docs/placement.md)."""
     name = "mcmf_flow"
 
     def __init__(self, seed: int = 0, **params: Any):
         params.setdefault("predict_k", 0)
+        params.setdefault("plan_ahead", False)
         super().__init__(seed=seed, **params)

@@ -38,8 +38,9 @@ import random
 from dataclasses import dataclass, field
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState, osts_by_oss
-from mapper.state.ost_health import is_usable, members_and_stripe_count
+from mapper.state.ost_health import is_usable
 from mapper.policies.placement import CreateRequest, NoSpaceError, Placement
+from mapper.policies.pool_cache import PoolCache, version_key
 
 LOV_CREATE_RESEED_MIN = 2000
 LOV_CREATE_RESEED_MULT = 30
@@ -82,6 +83,7 @@ class RoundRobinState:
     start_count: int = 0
     offset_idx: int = 0
     members: dict[int, OstState] = field(default_factory=dict)
+    view_key: tuple[int, int] | None = None   # snapshot version the key was checked at
 
 
 class RoundRobin:
@@ -96,10 +98,16 @@ class RoundRobin:
     def __init__(self, seed: int = 0):
         self._rng = random.Random(seed)
         self._pools: dict[str | None, RoundRobinState] = {}
+        self.pool_cache = PoolCache()
 
     def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
-        """Allocate ``request``; raises NoSpaceError when no OST is usable."""
-        members, count = members_and_stripe_count(snapshot, request.pool, request.stripe_count)
+        """Allocate ``request``; raises NoSpaceError when no OST is usable.
+
+        O(stripe count) on a versioned snapshot whose version did not move (the pool's
+        members, usable count and RR array are kept, as LOD keeps them); O(OSTs) when
+        it moved or the snapshot is unversioned."""
+        members, count = self.pool_cache.members_and_stripe_count(snapshot, request.pool,
+                                                                  request.stripe_count)
         return Placement(tuple(self.select(snapshot, members, request.pool, count)), self.name)
 
     def state(self, pool: str | None = None) -> RoundRobinState | None:
@@ -112,10 +120,13 @@ class RoundRobin:
             # lod_find_pool() returns NULL for an empty pool: the file system's own
             # RR state is used, as for a request without a pool.
             pool = None
+        st = self._pools.get(pool)
+        view_key = version_key(snapshot)
+        if st is not None and view_key is not None and st.view_key == view_key:
+            return st           # nothing changed since the last check: O(1)
         # rr_dirty: rebuild when the member list or any OST's OSS changes. Every OST
         # counts, not only members: the spacing divides by each OSS's total OST count.
         key = (tuple(o.index for o in members), tuple((o.index, o.oss) for o in snapshot.osts))
-        st = self._pools.get(pool)
         if st is None or st.key != key:
             groups = osts_by_oss(snapshot.osts)
             counts = {s: len(v) for s, v in groups.items()}
@@ -127,6 +138,7 @@ class RoundRobin:
                     old.start_idx, old.start_count, old.offset_idx)
             self._pools[pool] = st
         st.members = {o.index: o for o in members}
+        st.view_key = view_key
         return st
 
     def select(self, snapshot: ClusterSnapshot, members: list[OstState],

@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"fall back while a round takes longer than this, s ({d.round_budget_s:g})")
     p.add_argument("--batch-window", dest="batch_window_s", type=float,
                    help=f"wait this long for more requests to solve together, s ({d.batch_window_s:g})")
+    p.add_argument("--no-plan-ahead", dest="plan_ahead", action="store_const", const=False,
+                   help="solve every request in a round instead of answering from lists "
+                        "the background planner made ahead")
     p.add_argument("--fsname", dest="fsnames", action="append", metavar="FSNAME",
                    help="a file system to serve (repeat for several; default: the first sampled)")
     p.add_argument("--insecure", dest="require_curve", action="store_const", const=False,

@@ -71,6 +71,9 @@ class MapperConfig:
         batch_window_s: after a request arrives, wait this long for more to solve in the
             same round (0: take only what is already queued).
         max_batch: most requests in one round.
+        plan_ahead: a background thread keeps the primary's plan queues full (a primary
+            that plans ahead: mcmf); requests are answered from them in O(stripe count)
+            (:mod:`mapper.service.planner`). False: every request is solved in a round.
         state_file: where the primary's learned state is saved (``""``: not saved).
         save_interval_s: seconds between periodic saves (also saved on SIGTERM).
         metrics_port: Prometheus HTTP port (0: off); ``metrics_addr`` its address.
@@ -116,6 +119,7 @@ class MapperConfig:
     round_budget_s: float = 0.010
     batch_window_s: float = 0.0
     max_batch: int = 256
+    plan_ahead: bool = True
     state_file: str = ""
     save_interval_s: float = 300.0
     metrics_port: int = 0

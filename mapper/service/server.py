@@ -47,6 +47,7 @@ from common.curve import expand
 from common.errors import ConfigError
 from mapper.service.limits import ExpectedBytesClip, PeerLimits, peer_of
 from mapper.service.persist import BackgroundSaver, has_predictor
+from mapper.service.planner import BackgroundPlanner
 from mapper.predictor.markov_store import remove_stale_temporaries
 from mapper.state.state_store import StateStore
 
@@ -188,6 +189,12 @@ class MapperService:
         self.broker_endpoints: tuple[str, str, str] | None = None
         self.stop_event = threading.Event()
         self.ready = threading.Event()
+        self.lock = threading.Lock()
+        """Held by the loop while it applies samples or runs a round, and by the planner
+        thread while it reads the state or queues lists (never during a flow solve)."""
+        self.planners: dict[str, BackgroundPlanner] = {}
+        self.planner: BackgroundPlanner | None = None
+        """The first file system's planner (None without plan ahead)."""
         self.rounds = 0
         self.check_violations = 0
         self.saves = 0
@@ -281,6 +288,15 @@ class MapperService:
             except OSError as exc:
                 raise ServiceError(f"cannot serve /metrics on {cfg.metrics_addr}:"
                                    f"{cfg.metrics_port}: {exc}") from exc
+        for fs, gate in self.policies.items():
+            if cfg.plan_ahead and BackgroundPlanner.supported(gate):
+                # one planner per file system; the plan metrics are the first one's
+                self.planners[fs] = BackgroundPlanner(
+                    gate, self.stores[fs], self.lock,
+                    registry=None if self.planners else self.metrics.registry).start()
+            elif not cfg.plan_ahead and getattr(gate.primary, "plans", None) is not None:
+                gate.primary.plans = None     # every request solved in a round
+        self.planner = next(iter(self.planners.values()), None)
         gate = self.policy
         log.info("mapper started", extra={
             "event": "mapper_start", "endpoint": self.endpoint, "pid": os.getpid(),
@@ -310,6 +326,10 @@ class MapperService:
         self._drain_samples()
 
     def _close(self) -> None:
+        for planner in self.planners.values():
+            planner.stop()
+        self.planners.clear()
+        self.planner = None
         try:
             self.saver.finish_now()
             if self._state_loaded:        # a failed start must not overwrite the saved state
@@ -466,13 +486,14 @@ class MapperService:
     def _drain_samples(self) -> int:
         sub = self._subscriber
         n = 0
-        while n < MAX_SAMPLES_PER_DRAIN:
-            sample = sub.recv(0)
-            if sample is None:
-                break
-            for store in self.stores.values():
-                store.apply_sample(sample)
-            n += 1
+        with self.lock:
+            while n < MAX_SAMPLES_PER_DRAIN:
+                sample = sub.recv(0)
+                if sample is None:
+                    break
+                for store in self.stores.values():
+                    store.apply_sample(sample)
+                n += 1
         if n:
             self.metrics.samples.inc(n)
             for fs, store in self.stores.items():
@@ -662,8 +683,13 @@ class MapperService:
             self._bounded(fs, snap, store.version, r.create_request(), peer)
             for _, r, peer in allocs]
         t0 = time.perf_counter()
+        planner = self.planners.get(fs)
+        misses = planner.plans.stats["misses"] if planner is not None else 0
         try:
-            results = gate.allocate_batch(snap, requests)
+            with self.lock:
+                results = gate.allocate_batch(snap, requests)
+            if planner is not None and planner.plans.stats["misses"] != misses:
+                planner.wake.set()          # a class ran dry: refill now
         except Exception:  # noqa: BLE001 - the fallback itself failed: answer errors
             log.exception("round failed", extra={"event": "round_error", "requests": len(allocs)})
             results = [AllocationError("mapper internal error") for _ in requests]

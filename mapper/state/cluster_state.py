@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntFlag
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 
 class OstFlag(IntFlag):
@@ -101,6 +101,9 @@ class ClusterSnapshot:
             change, so a policy may keep what it derived from them until it changes.
             None (the default) promises nothing: derive afresh every time. ``time_s``
             and ``mds_cpu_percent`` may change without a bump.
+        ost_table: the same OST/OSS state as :class:`mapper.state.arrays.OstTable`
+            arrays, kept current in place by a producer that has one (the state
+            store); None: policies derive it from the objects.
     Policies never mutate a snapshot.
     """
     osts: list[OstState]
@@ -109,6 +112,7 @@ class ClusterSnapshot:
     time_s: float = 0.0
     mds_cpu_percent: float = 0.0
     version: int | None = None
+    ost_table: Any = None
 
     def __post_init__(self) -> None:
         seen: set[int] = set()

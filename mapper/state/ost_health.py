@@ -163,8 +163,9 @@ def resolve_stripe_count(requested: int, usable: int) -> int:
     return max(0, min(count, usable, MAX_STRIPE_COUNT))
 
 
-def members_and_stripe_count(snapshot: ClusterSnapshot, pool: str | None,
-                             requested: int) -> tuple[list[OstState], int]:
+def members_and_stripe_count(snapshot: ClusterSnapshot, pool: str | None, requested: int,
+                             resolved: tuple[list[OstState], int] | None = None
+                             ) -> tuple[list[OstState], int]:
     """LOD's dispatch for one create: the pool's OSTs in index order
     (:func:`pool_members`) and the stripe count it allocates over their usable ones
     (:func:`resolve_stripe_count`).
@@ -173,8 +174,11 @@ def members_and_stripe_count(snapshot: ClusterSnapshot, pool: str | None,
         NoSpaceError: no OST of the pool is usable (ENOSPC).
         InvalidRequestError: unknown pool, or ``requested`` out of range.
     """
-    members = pool_members(snapshot, pool)
-    usable = sum(1 for o in members if is_usable(o))
+    if resolved is None:
+        members = pool_members(snapshot, pool)
+        usable = sum(1 for o in members if is_usable(o))
+    else:
+        members, usable = resolved      # (members, usable count) kept by the caller
     count = resolve_stripe_count(requested, usable)
     if count == 0:
         raise NoSpaceError("no usable OST" + (f" in pool {pool!r}" if pool else ""))

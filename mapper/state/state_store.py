@@ -46,6 +46,7 @@ import logging
 import time
 from typing import Any, Mapping
 
+from mapper.state.arrays import OstTable
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from common.fsname import target_fsname
 from mapper.state.ost_health import stale_servers_until, statfs_flags
@@ -90,7 +91,7 @@ class StateStore:
         """OST targets skipped because they belong to another file system."""
         self.snapshot = ClusterSnapshot(osts=[], osses={},
                                         pools={k: frozenset(v) for k, v in (pools or {}).items()},
-                                        version=0)
+                                        version=0, ost_table=OstTable())
         self.lnet_capacity_bytes_per_s = lnet_capacity_bytes_per_s
         self.stale_after_s = stale_after_s
         self.static = False
@@ -124,6 +125,8 @@ class StateStore:
         snap = make_uniform_cluster(oss_count, osts_per_oss, kbytes_total)
         snap.pools = store.snapshot.pools
         snap.version = 0        # fixed: policies may keep what they derive from it
+        snap.ost_table = OstTable.from_snapshot(snap)
+        snap.ost_table.version = 0
         store.snapshot = snap
         store._by_index = snap.ost_by_index()
         store.static = True
@@ -151,6 +154,7 @@ class StateStore:
         """
         self.samples += 1
         self.snapshot.changed()
+        self.snapshot.ost_table.version = self.snapshot.version   # rows follow below
         if interval_s > self.interval_s:
             self.interval_s = float(interval_s)
         values = server.get("values") if isinstance(server, Mapping) else None
@@ -177,6 +181,7 @@ class StateStore:
             (_num(values, "lnet_recv_bytes_per_s") or 0.0)
         oss.lnet_load = min(100.0, 100.0 * lnet / self.lnet_capacity_bytes_per_s)
         oss.sample_time_s = sample_time_s
+        self.snapshot.ost_table.set_oss(oss)
         for index, target in mine:
             self._apply_ost(index, host, sample_time_s, target)
 
@@ -244,6 +249,7 @@ class StateStore:
             ost.write_latency_s = None if service_us is None else service_us / 1e6
         ost.write_bytes_per_s = _num(values, "write_bytes_per_s")   # as the simulator's view
         ost.sample_time_s = t
+        self.snapshot.ost_table.set_ost(ost)      # the arrays follow in place, O(1)
         if (ost.active, ost.flags, ost.oss) != before:
             self.version += 1
             if ost.active != before[0]:
@@ -290,6 +296,7 @@ class StateStore:
                         continue
                     before = (ost.active, ost.flags)
                     self._merge_views(ost)
+                    self.snapshot.ost_table.set_ost(ost)
                     if (ost.active, ost.flags) != before:
                         self.version += 1
                         log.info("MDS view of an OST changed", extra={

@@ -95,6 +95,8 @@ def test_expansion_under_lustre_qos_weights_new_empty_osts_by_free_space(make_sc
     r, seen = run_spy(sc, "lustre_qos")
     last_view = seen[-1][1]
     assert sorted(last_view) == list(range(10))          # the new OSTs reached the view
+    assert np.isnan(r.ost_used_hourly[0, 8:]).all()      # absent at t=0: left out of balance
+    assert r.ost_used_hourly[0, :8] == pytest.approx(np.full(8, 0.6 * 100 * (1 << 30)), rel=1e-9)
     # Count stripes per OST from the final used bytes (1 MiB files).
     grown = np.round((r.ost_used_hourly[-1] - np.nan_to_num(r.ost_used_hourly[0])) / MIB)
     share_new = grown[8:].sum() / grown.sum()
@@ -263,3 +265,13 @@ def test_cli_validate_rejects_a_bad_event_in_one_line(make_scenario, capsys):
     assert main(["validate", str(p)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "event[0].oss: OSS 7 out of range" in err
+
+
+def test_repeated_workload_replays_at_each_offset_with_its_own_job_and_files(make_scenario):
+    # Regression: replays were all generated lazily with the last k (same time, job, files).
+    wl = '\n[[workload]]\ntrace = "t.csv"\nrepeat_every_s = 100\n'
+    sc = load_scenario(make_scenario(cluster(duration=350, workloads=wl),
+                                     [rec(0, "write", "a", "f", MIB), rec(5, "delete", "a", "f")]))
+    recs = list(scenario_records(sc))
+    assert [(r.timestamp_s, r.job_id, r.file_id) for r in recs if r.op == "write"] == [
+        (0.0, "a#0", "r0/f"), (100.0, "a#1", "r1/f"), (200.0, "a#2", "r2/f"), (300.0, "a#3", "r3/f")]

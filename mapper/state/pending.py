@@ -1,0 +1,179 @@
+"""What the mapper placed that the statistics do not show yet, per OST, in place.
+
+Between two statistics samples the mapper would otherwise decide every round from the
+same numbers and pile stripes on the OSTs that looked best at the last sample, so it
+counts what it handed out itself (arrays indexed by OST index, like
+:class:`~mapper.state.arrays.OstTable`):
+
+* ``pending_bytes``: expected bytes of the stripes placed there, minus the growth of the
+  OST's used space seen since (data that landed is in ``kbytesavail`` now). Expected
+  bytes that never come (a smaller file than announced) would stay forever, so the
+  estimate also decays with a half-life.
+* ``pending_stripes``: stripes placed since the OST's last statistics sample; a new
+  sample's write latency includes them, so they reset. Without sample times (a static
+  view) they decay with the same half-life.
+* ``reserved_stripes``: stripes of lists made ahead of their request (predicted or
+  planned) and not handed out yet: they count as queued writes so other rounds do not
+  pick the same OSTs meanwhile.
+
+Handing a list out costs O(stripe count); decay and absorption are vectorized.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+
+from mapper.flow.costs import OstArrays
+from mapper.state.arrays import OstTable
+
+DECAY_STEP = 1.0 - 1e-4
+"""Decay is applied once its factor drops below this (the request path then costs O(1)
+instead of a pass over every OST; the estimate lags its exact value by < 0.01 %)."""
+BYTES_FLOOR = 1e-3
+"""Pending values below this (bytes or stripes) are dropped as decayed away."""
+
+
+class PendingOverlay:
+    """Pending bytes/stripes and reservations per OST index.
+
+    Args:
+        half_life_s: decay half-life of the pending estimates, seconds (> 0).
+    """
+
+    def __init__(self, half_life_s: float = 300.0, capacity: int = 64):
+        if half_life_s <= 0:
+            raise ValueError(f"pending half-life must be > 0 s, got {half_life_s}")
+        self.half_life_s = half_life_s
+        self.time_s = -math.inf
+        self.capacity = 0
+        for name in ("bytes", "stripes", "reserved", "seen_used_kib"):
+            setattr(self, name, np.zeros(0))
+        self.seen_sample_s = np.zeros(0)
+        self._absorbed: tuple | None = None
+        self._grow(capacity)
+
+    def _grow(self, capacity: int) -> None:
+        for name, fill in (("bytes", 0.0), ("stripes", 0.0), ("reserved", 0.0),
+                           ("seen_used_kib", 0.0), ("seen_sample_s", math.nan)):
+            a = np.full(capacity, fill)
+            old = getattr(self, name)
+            a[:len(old)] = old
+            setattr(self, name, a)
+        self.capacity = capacity
+
+    def _fit(self, top: int) -> None:
+        if top >= self.capacity:
+            cap = max(self.capacity, 64)
+            while cap <= top:
+                cap *= 2
+            self._grow(cap)
+
+    # ------------------------------------------------------------------ time
+    def decay(self, now: float) -> None:
+        """Age the estimates to ``now`` (seconds; a clock going back only resets)."""
+        if self.time_s == -math.inf or now < self.time_s:
+            self.time_s = now
+            return
+        factor = 0.5 ** ((now - self.time_s) / self.half_life_s)
+        if factor > DECAY_STEP:
+            return      # under 0.01 %: applied once enough time has gathered (O(1) now)
+        self.time_s = now
+        for a in (self.bytes, self.stripes):
+            live = a > 0
+            if live.any():
+                a[live] *= factor
+                a[live & (a < BYTES_FLOOR)] = 0.0
+
+    def absorb(self, table: OstTable, version: tuple | None = None) -> None:
+        """Remove what the statistics now show: used-space growth from pending bytes,
+        and pending stripes of OSTs sampled since their stripes were placed.
+
+        ``version`` identifies the state ``table`` holds (None: unknown); absorbing the
+        same state twice changes nothing (lists added since recorded what they saw), so
+        a repeated version returns at once."""
+        if version is not None and version == self._absorbed:
+            return
+        self._absorbed = version
+        n = min(self.capacity, table.capacity)
+        for a in (self.bytes, self.stripes):
+            gone = np.flatnonzero(a[:n] > 0)
+            gone = gone[~table.present[gone]]
+            a[gone] = 0.0
+            a[n:][a[n:] > 0] = 0.0
+        rows = np.flatnonzero(self.bytes[:n] > 0)
+        if len(rows):
+            used = (table.kbytes_total[rows] - table.kbytes_avail[rows]).astype(float)
+            before = self.seen_used_kib[rows]
+            self.seen_used_kib[rows] = used
+            grew = used > before
+            left = self.bytes[rows] - (used - before) * 1024.0
+            self.bytes[rows] = np.where(grew, np.where(left > 0, left, 0.0), self.bytes[rows])
+        rows = np.flatnonzero(self.stripes[:n] > 0)
+        if len(rows):
+            t = table.sample_time_s[rows]
+            seen = self.seen_sample_s[rows]
+            newer = ~np.isnan(t) & ((seen != t) | np.isnan(seen))
+            self.stripes[rows[newer]] = 0.0
+
+    # ------------------------------------------------------------------ hand-outs
+    def add(self, osts: Sequence[int], bytes_per_stripe: float, table: OstTable) -> None:
+        """Count a list handed out: ``bytes_per_stripe`` bytes and one stripe per OST."""
+        if not osts:
+            return
+        self._fit(max(osts))
+        b, s = self.bytes, self.stripes
+        for i in osts:
+            if b[i] <= 0:
+                self.seen_used_kib[i] = float(table.kbytes_total[i] - table.kbytes_avail[i])
+            self.seen_sample_s[i] = table.sample_time_s[i]
+        for i in osts:
+            b[i] += bytes_per_stripe
+            s[i] += 1.0
+
+    def reserve(self, osts: Sequence[int], sign: float) -> None:
+        """Reserve (``sign`` +1) or release (-1) one stripe on each OST of a kept list."""
+        if not osts:
+            return
+        self._fit(max(osts))
+        r = self.reserved
+        for i in osts:
+            v = r[i] + sign
+            r[i] = v if v > 1e-9 else 0.0
+
+    # ------------------------------------------------------------------ reading
+    def overlay(self, base: OstArrays) -> OstArrays:
+        """``base`` (candidate arrays with nothing pending) plus this estimate:
+        pending bytes, and the queue raised by pending and reserved stripes."""
+        idx = base.index
+        inside = idx < self.capacity
+        if not inside.all():
+            idx = np.where(inside, idx, 0)
+        pending = np.where(inside, self.bytes[idx], 0.0)
+        stripes = np.where(inside, self.stripes[idx], 0.0)
+        reserved = np.where(inside, self.reserved[idx], 0.0)
+        if not (pending.any() or stripes.any() or reserved.any()):
+            return base
+        queue = base.queue + stripes
+        queue = queue + reserved
+        return replace(base, pending_bytes=base.pending_bytes + pending,
+                       queue=np.maximum(queue, 0.0))
+
+    @staticmethod
+    def _as_dict(a: np.ndarray) -> dict[int, float]:
+        nz = np.flatnonzero(a)
+        return dict(zip(nz.tolist(), a[nz].tolist()))
+
+    def bytes_by_ost(self) -> dict[int, float]:
+        """OST index -> pending bytes (nonzero only)."""
+        return self._as_dict(self.bytes)
+
+    def stripes_by_ost(self) -> dict[int, float]:
+        """OST index -> pending stripes (nonzero only)."""
+        return self._as_dict(self.stripes)
+
+    def reserved_by_ost(self) -> dict[int, float]:
+        """OST index -> reserved stripes (nonzero only)."""
+        return self._as_dict(self.reserved)

@@ -1,0 +1,93 @@
+"""The in-place OST arrays and the pending overlay (mapper.state.arrays, mapper.state.pending)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from mapper.state.arrays import OstTable, TableSync, ost_arrays
+from mapper.state.cluster_state import OstFlag, make_uniform_cluster
+from mapper.state.pending import PendingOverlay
+from mapper.state.state_store import StateStore
+
+FIELDS = ("present", "usable", "degraded", "oss", "kbytes_total", "kbytes_avail",
+          "latency_known", "cpu_percent", "mem_percent")
+
+
+def same_rows(a: OstTable, b: OstTable) -> None:
+    idx = a.indices()
+    assert np.array_equal(idx, b.indices())
+    for name in FIELDS[1:6]:
+        assert np.array_equal(getattr(a, name)[idx], getattr(b, name)[idx]), name
+    assert np.array_equal(a.latency_s[idx], b.latency_s[idx], equal_nan=True)
+    names = sorted(a.oss_ids)
+    assert sorted(b.oss_ids) == names
+    for n in names:
+        sa, sb = a.oss_ids[n], b.oss_ids[n]
+        assert (a.cpu_percent[sa], a.mem_percent[sa]) == (b.cpu_percent[sb], b.mem_percent[sb])
+
+
+def feed(store: StateStore, rng: random.Random, t: float) -> None:
+    for host in range(6):
+        targets = {}
+        for i in range(host * 5, host * 5 + 5):
+            if rng.random() < 0.3:
+                continue
+            targets[f"T{i}"] = {"kind": "ost", "index": i, "available": rng.random() > 0.1,
+                                "values": {"kbytes_total": 1 << 30,
+                                           "kbytes_free": rng.randrange(1, 1 << 30),
+                                           "degraded": rng.random() < 0.1,
+                                           "write_io_time_ms_mean": rng.choice([None, 3.0, 40.0])}}
+        store.apply("oss", f"oss{5 - host}", t, 5.0,
+                    {"values": {"cpu_percent": rng.uniform(0, 90), "mem_percent": 20.0}}, targets)
+
+
+def test_store_keeps_its_arrays_equal_to_the_objects_as_samples_arrive():
+    store = StateStore()
+    rng = random.Random(7)
+    for t in range(20):
+        feed(store, rng, float(t))
+        snap = store.current(float(t))
+        same_rows(snap.ost_table, OstTable.from_snapshot(snap))
+
+
+def test_objects_changed_behind_the_producers_back_are_reread():
+    store = StateStore.static_cluster(2, 4)
+    snap = store.current(0.0)
+    sync = TableSync()
+    assert sync.table(snap).usable[3]
+    snap.osts[3].flags = OstFlag.READONLY
+    snap.changed()
+    assert not sync.table(snap).usable[3]
+
+
+def test_round_arrays_number_osses_by_first_appearance():
+    snap = make_uniform_cluster(3, 2, 1 << 20)
+    table = OstTable.from_snapshot(snap)
+    arrays = ost_arrays(table, np.array([2, 3, 4, 5]))
+    assert arrays.oss.tolist() == [0, 0, 1, 1]
+    assert arrays.index.tolist() == [2, 3, 4, 5]
+
+
+def test_pending_bytes_shrink_by_landed_data_and_stripes_reset_on_a_new_sample():
+    snap = make_uniform_cluster(1, 4, 1 << 20)
+    for o in snap.osts:
+        o.sample_time_s = 0.0
+    table = OstTable.from_snapshot(snap)
+    pending = PendingOverlay(half_life_s=300.0)
+    pending.decay(0.0)
+    pending.add([1, 2], 4096.0, table)
+    assert pending.bytes_by_ost() == {1: 4096.0, 2: 4096.0}
+    snap.osts[1].kbytes_avail -= 1                 # 1 KiB landed on OST 1
+    snap.osts[2].sample_time_s = 5.0               # OST 2 sampled since
+    table.refresh(snap)
+    pending.absorb(table)
+    assert pending.bytes_by_ost() == {1: 3072.0, 2: 4096.0}
+    assert pending.stripes_by_ost() == {1: 1.0}
+    pending.decay(300.0)
+    assert pending.bytes_by_ost() == {1: 1536.0, 2: 2048.0}
+    pending.reserve([3], 1.0)
+    over = pending.overlay(ost_arrays(table, table.indices()))
+    assert over.queue.tolist() == [0.0, 0.5, 0.0, 1.0]
+    pending.reserve([3], -1.0)
+    assert pending.reserved_by_ost() == {}

@@ -1,0 +1,37 @@
+"""The service's background planner (mapper/service/planner.py): requests are answered
+from lists it planned, over real sockets, and every answer is a valid layout."""
+from __future__ import annotations
+
+import time
+
+from mapper.service.client import MapperClient
+from tests.service.conftest import make_service
+
+
+def test_requests_are_answered_from_plans_the_background_thread_made():
+    svc = make_service(static_cluster="4x2", policy="mcmf")
+    try:
+        assert svc.planner is not None and not svc.policy.primary.plan_inline
+        seen = []
+        with MapperClient(svc.endpoint) as c:
+            for k in range(60):
+                layout = c.alloc(f"job{k % 3}", 2, expected_bytes=(k % 4 + 1) << 20)
+                assert len(set(layout.osts)) == 2 and set(layout.osts) <= set(range(8))
+                seen.append(layout.policy)
+                time.sleep(0.002)           # let the planner run between requests
+        stats = svc.planner.plans.stats
+        assert stats["planned"] > 0 and stats["hits"] > 0
+        assert svc.planner.errors == 0 and set(seen) == {"mcmf"}
+    finally:
+        svc.stop()
+
+
+def test_no_plan_ahead_solves_every_request_in_a_round():
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False)
+    try:
+        with MapperClient(svc.endpoint) as c:
+            for k in range(5):
+                c.alloc("j", 2)
+        assert svc.planner is None and svc.policy.primary.plans is None
+    finally:
+        svc.stop()
