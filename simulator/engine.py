@@ -31,6 +31,7 @@ from simulator.cluster import GIB, KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
 from simulator.network.model import NetworkModel
 from simulator.network.transfers import Storage, TransferSet
+from simulator.rebalance import REBALANCE_JOB, Rebalancer
 from simulator.scenario import Scenario
 from traces.format import TraceRecord
 
@@ -143,6 +144,7 @@ class RunResult:
     notes: Counter
     wall_s: float = 0.0
     records: int = 0
+    rebalance_log: list = field(default_factory=list)
     jobs: dict[str, JobStats] = field(default_factory=dict)
     file_write_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     file_read_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -157,6 +159,7 @@ class _File:
     landed: np.ndarray = field(default_factory=lambda: np.zeros(0))  # bytes landed per stripe
     last_write_s: float = 0.0
     transfers: int = 0          # in flight
+    recent_bytes: float = 0.0   # read + written since the last rebalance plan
     times: list = field(default_factory=lambda: [math.inf, -math.inf, math.inf, -math.inf])
     """first write start, last write end, first read start, last read end (s)."""
 
@@ -174,6 +177,8 @@ class _Transfer:
     start_s: float
     stripe_pos: np.ndarray | None = None  # write: stripe slots of ``osts`` in the file
     client: int = 0             # client node (network model)
+    cap_bytes_s: float = math.inf          # a migration's budget cap (simulator.rebalance)
+    rebalance_key: str | None = None       # the file a migration transfer moves
     rfile: _File | None = None  # read: the file read
     lands: bool = True          # a write that lands bytes (background traffic does not)
 
@@ -262,6 +267,7 @@ class Simulation:
         self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last stats sample
         self.mds_cpu_last = scenario.mds_model.cpu_idle_percent  # MDS CPU% of the last busy step
         self._rem: np.ndarray | None = None
+        self.rebal = Rebalancer(self, scenario.rebalance) if scenario.rebalance else None
 
     # -- MDS side --------------------------------------------------------------------
     def _refresh_statfs(self, now: float) -> None:
@@ -473,8 +479,12 @@ class Simulation:
                     self.counters["bytes_not_written"] += rec.bytes
                     return
                 self.files[rec.file_id] = f
+            elif self.rebal is not None and self.rebal.migrating(rec.file_id):
+                self.rebal.hold(rec.file_id, rec, now)   # blocking lfs migrate: writer waits
+                return
             if rec.bytes == 0:
                 return
+            f.recent_bytes += rec.bytes
             k = len(f.osts)
             before = raid0_bytes_per_ost(f.size, f.stripe_size, k)
             f.size += rec.bytes
@@ -491,6 +501,7 @@ class Simulation:
                 if f is None or f.size == 0:
                     self.counters["reads_of_missing_files"] += 1
                     return
+                f.recent_bytes += rec.bytes
                 share = f.landed if f.landed.sum() > 0 else np.ones(len(f.osts))
                 nz = np.nonzero(share)[0]
                 per = share[nz] / share[nz].sum() * rec.bytes
@@ -511,6 +522,8 @@ class Simulation:
         tr.client = self.network.client_of(tr.job)
         self.transfers.append(tr)
         self.dirty = True
+        if tr.job == REBALANCE_JOB:          # a migration: not a job's I/O
+            return
         job = self.jobs.get(tr.job)
         if job is None:
             n = self.cl.ost_count
@@ -546,6 +559,8 @@ class Simulation:
             tr.rfile.times[2] = min(tr.rfile.times[2], tr.start_s)
 
     def _delete(self, file_id: str) -> bool:
+        if self.rebal is not None:
+            self.rebal.on_delete(file_id)
         f = self.files.pop(file_id, None)
         if f is None:
             self.counters["deletes_of_missing_files"] += 1
@@ -610,6 +625,10 @@ class Simulation:
                          np.array([t.write for t in trs]), np.array([t.client for t in trs]),
                          self._ops_per_byte)
         self._rate = self.network.rates(ts, self.storage)
+        if self.rebal is not None:
+            # Migration transfers never take more than their budget (their unused share
+            # is not handed to others: the equal-share model never redistributes).
+            self._rate = np.minimum(self._rate, np.array([t.cap_bytes_s for t in trs]))
         self.dirty = False
 
     def _advance(self, now: float, dt: float) -> None:
@@ -653,6 +672,10 @@ class Simulation:
                 tr = self.transfers[i]
                 rate = self._rate[i]
                 finish = now + (progress[i] / rate if rate > 0 else dt)
+                keep_mask[i] = False
+                if tr.job == REBALANCE_JOB:      # not an application's I/O
+                    self.rebal.transfer_done(tr, finish)
+                    continue
                 app = self.apps.setdefault(app_name(tr.job), AppStats())
                 app.io_time_s += finish - tr.start_s
                 app.transfers += 1
@@ -672,7 +695,6 @@ class Simulation:
                     app.bytes_read += tr.nbytes
                     if tr.rfile is not None:
                         tr.rfile.times[3] = max(tr.rfile.times[3], finish)
-                keep_mask[i] = False
             self.transfers = [t for t, k in zip(self.transfers, keep_mask) if k]
             self._rem = self._rem[keep_mask]
             self.dirty = True
@@ -718,7 +740,8 @@ class Simulation:
                 nxt = pending.timestamp_s if pending is not None else math.inf
                 if transitions:
                     nxt = min(nxt, transitions[0])
-                target = min(nxt, next_hour * HOUR_S, next_purge, sc.duration_s)
+                target = min(nxt, next_hour * HOUR_S, next_purge, sc.duration_s,
+                             self.rebal.next_wake_s() if self.rebal is not None else math.inf)
                 skip = int(target // dt) - k
                 if skip > 1:
                     k += skip - 1
@@ -751,6 +774,8 @@ class Simulation:
             if end >= next_purge:
                 self._purge(end)
                 next_purge += sc.purge.interval_s
+            if self.rebal is not None:
+                self.rebal.tick(end)
             while next_hour <= hours and end >= next_hour * HOUR_S:
                 used_h[next_hour] = self.used if self.present.all() else \
                     np.where(self.present, self.used, np.nan)
@@ -763,7 +788,10 @@ class Simulation:
             self.progress(sc.duration_s, sc.duration_s)
         self.counters["transfers_unfinished"] = len(self.transfers)
         for tr in self.transfers:
-            self.jobs[tr.job].unfinished += 1
+            if tr.job == REBALANCE_JOB:
+                self.counters["rebalance_transfers_unfinished"] += 1
+            else:
+                self.jobs[tr.job].unfinished += 1
         for job in self.jobs.values():
             if not job.inflight:
                 job.close_phase()
@@ -779,7 +807,8 @@ class Simulation:
                          alloc_ns=np.array(self.alloc_ns, dtype=np.int64), apps=self.apps,
                          counters=self.counters, notes=self.notes,
                          wall_s=time.perf_counter() - wall0, records=records, jobs=self.jobs,
-                         file_write_s=wt[np.isfinite(wt)], file_read_s=rt[np.isfinite(rt)])
+                         file_write_s=wt[np.isfinite(wt)], file_read_s=rt[np.isfinite(rt)],
+                         rebalance_log=self.rebal.log if self.rebal is not None else [])
 
 
 def _expanded(cl: SimCluster, sc: Scenario) -> SimCluster:

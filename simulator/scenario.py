@@ -157,6 +157,7 @@ class Scenario:
     network_params: dict[str, float] = field(default_factory=dict)
     events: tuple = ()
     unmanaged_allocator: str = "lustre_qos"
+    rebalance: tuple = ()
 
     def with_overrides(self, *, policies: tuple[str, ...] | None = None,
                        duration_s: float | None = None) -> "Scenario":
@@ -396,6 +397,11 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         raise um.err("allocator", f"expected 'lustre_qos' or 'round_robin' (Lustre's own "
                                   f"allocators), got {unmanaged_allocator!r}")
     um.finish()
+    rebalance = []
+    from simulator.rebalance import parse_rebalance_event
+    for i, e in enumerate(data.get("event") or []):
+        if isinstance(e, dict) and e.get("kind") == "rebalance":
+            rebalance.append(parse_rebalance_event(_Table(path, f"event[{i}].", e)))
 
     top.used.add("workload")
     raw_workloads = data.get("workload", [])
@@ -446,7 +452,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                     cluster=cluster, workloads=tuple(workloads), oss_model=oss_model,
                     mds_model=mds_model, purge=purge, network=network,
                     network_params=network_params, events=events,
-                    unmanaged_allocator=unmanaged_allocator)
+                    unmanaged_allocator=unmanaged_allocator,
+                    rebalance=tuple(rebalance))
 
 
 def _managed(t: _Table) -> float:

@@ -57,6 +57,15 @@ class OstArrays:
         cpu_percent, mem_percent, lnet_load: the OSS's load, 0..100, per OST.
         queue: write requests queued at the OST (``write_latency / base latency - 1``
             plus stripes placed since the last sample), >= 0.
+        write_latency_s: brw_stats mean write RPC time, s (NaN: unknown); optional.
+        rate_bytes_s: smoothed measured write rate, bytes/s
+            (:class:`mapper.flow.rates.OstRateTracker`); optional.
+        extra_stripes: stripes this mapper placed since the OST's last sample, plus
+            stripes reserved by predicted lists (the part of ``queue`` the sample does
+            not show yet); optional.
+        degraded: ``OS_STATFS_DEGRADED`` set; optional.
+        oss_limit_bytes_s: measured link limit of the OST's OSS, bytes/s (inf:
+            unknown); optional.
     """
     index: np.ndarray
     oss: np.ndarray
@@ -67,6 +76,11 @@ class OstArrays:
     mem_percent: np.ndarray
     lnet_load: np.ndarray
     queue: np.ndarray
+    write_latency_s: np.ndarray | None = None
+    rate_bytes_s: np.ndarray | None = None
+    extra_stripes: np.ndarray | None = None
+    degraded: np.ndarray | None = None
+    oss_limit_bytes_s: np.ndarray | None = None
 
     @property
     def used_fraction(self) -> np.ndarray:
@@ -163,7 +177,7 @@ class ConvexCost:
     def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
         return oss_load_cost(osts, self.alpha, self.beta, self.lnet_weight)
 
-    def oss_unit_costs(self, osts: OstArrays, slots: int) -> np.ndarray:
+    def oss_unit_costs(self, osts: OstArrays, slots: int, bytes_per_stripe: float = 0.0) -> np.ndarray:
         """OSS slot ``k`` cost, int64 (n_oss, slots): ``oss_queue_weight * (Q_s + k) / n_s``
         points, ``Q_s`` the queued writes on the OSS's ``n_s`` OSTs."""
         n_oss = int(osts.oss.max()) + 1
@@ -195,11 +209,192 @@ class ConvexCost:
         return np.rint((space + queue) * PERCENT_SCALE).astype(np.int64)
 
 
-COST_MODELS = {"paper": PaperCost, "convex": ConvexCost}
+TIME_UNIT_S = 1e-6
+"""Seconds per integer cost unit of :class:`RateCost` (microseconds)."""
+MAX_COST_UNITS = 10**12
+"""Largest unit cost (10^6 s): keeps OR-Tools' scaled costs far from int64 overflow."""
+
+
+@dataclass(frozen=True)
+class RateCost:
+    """Rate-aware convex cost: a stripe's expected completion time on each OST.
+
+    The OST ``j`` slot ``k`` (the round's ``k``-th stripe there) costs, in seconds::
+
+        T_j(k) = b * (max(L_j / rpc, 1 / r_j) + (p_j + k) / r_j)  +  band_j(k)  (+ D if degraded)
+
+    * ``b``: the round's expected bytes per stripe; ``r_j``: the OST's smoothed measured
+      write rate (:mod:`mapper.flow.rates`); ``L_j``: brw_stats mean write RPC time of
+      ``rpc`` bytes. Under the processor sharing an OST gives its streams (the
+      simulator's model; Lustre's NRS over RPCs approximates it), ``L_j / rpc`` is the
+      time per byte a new stream sees behind the ``q_j = L_j r_j / rpc - 1`` streams
+      already there: ``b L_j / rpc = (q_j b + b) / r_j``, i.e. (bytes queued ahead of
+      this stripe + its own bytes) / rate, the queued bytes counted as far as they
+      compete with it. Unmanaged jobs' streams are in ``L_j`` like ours.
+    * ``p_j``: stripes placed since the sample (and reserved by predicted lists): each
+      adds ``b / r_j``, as does each earlier stripe of this round (``k``). So the slot
+      costs rise by ``b / r_j`` per slot: convex, a round spreads (Firmament's parallel
+      arcs for convex costs), faster OSTs take proportionally more.
+    * ``band_j(k)``: space as a soft band, not a term that outweighs load: zero while the
+      OST's used fraction after ``k + 1`` stripes stays within ``band_points`` percent
+      over the mean (the balance metric is max/mean); beyond it ``band_weight`` times
+      the time of one stripe on the median-rate OST per percent over. With the default
+      0.01, an OST twice as full as the mean costs about one more queued stripe: a
+      lightly loaded system fills its emptier OSTs first, a busy one uses every OST.
+      The mean is floored at ``band_floor_fraction`` (an empty file system is not
+      steered by noise). Space as a constraint is elsewhere: full (ENOSPC) OSTs
+      are not candidates, and a slot whose expected bytes would take the OST below its
+      ENOSPC watermark (:func:`enospc_reserve_bytes`) costs ``D`` more: used only when
+      the round cannot be served otherwise (an announcement may never be written, so
+      it never refuses a create Lustre would accept).
+    * ``D = degraded_penalty_s``: a degraded (RAID rebuilding) OST is used only when the
+      round cannot be served otherwise, as Lustre's allocators do.
+
+    The OSS layer (OST -> OSS -> sink) charges the server's shared limit the same way:
+    slot ``k`` of OSS ``s`` costs ``oss_weight * b * (Q_s + 1 + k) / R_s``, ``Q_s`` the
+    streams on its OSTs (``sum q_j + p_j``) and ``R_s`` its limit: the sum of its OSTs'
+    rates, capped by its link's measured limit (:meth:`mapper.flow.rates.OstRateTracker.update_oss`)
+    and by ``oss_limit_bytes_s`` when given.
+
+    Request -> OST arcs cost 0: OSS CPU and memory are consequences of the bytes already
+    counted. The flow's total is then the round's total expected completion time, and
+    its optimum is never worse than any other assignment of the same round, round-robin's
+    included (``tests/mapper/test_rate_cost.py``).
+
+    Sources: Paul et al. 2017, Section III-D (per-OST I/O time from brw_stats, slow OSTs);
+    Firmament (Gog et al., OSDI 2016: convex costs as parallel arcs of rising cost);
+    iez/Tarazu (Wadhwa et al.: load-aware redirection of new objects by measured server
+    load).
+
+    Args:
+        rpc_bytes: bytes of the RPC ``L_j`` refers to.
+        band_points: width of the band, percent over the mean used fraction.
+        band_floor_fraction: smallest mean used fraction the band is relative to.
+        band_weight: stripes' worth of time per percentage point past the band.
+        degraded_penalty_s: seconds added to every slot of a degraded OST.
+        oss_weight: weight of the OSS layer (0 disables it).
+        oss_limit_bytes_s: an OSS's link limit, bytes/s (None: its OSTs' sum).
+        link_share: cap each OST's rate at its share of its OSS's measured link limit.
+        watermark_bytes: bytes kept free per OST beyond Lustre's own ENOSPC reserve
+            (:func:`enospc_reserve_bytes`).
+    """
+    rpc_bytes: float = 1 << 20
+    band_points: float = 5.0
+    band_weight: float = 0.01
+    band_floor_fraction: float = 0.001
+    degraded_penalty_s: float = 1e4
+    oss_weight: float = 1.0
+    oss_limit_bytes_s: float | None = None
+    watermark_bytes: float = 0.0
+    link_share: bool = True
+    name: str = "rate"
+
+    def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
+        return np.zeros(len(osts.index), dtype=np.int64)
+
+    def _rates(self, osts: OstArrays) -> np.ndarray:
+        if osts.rate_bytes_s is None:
+            from mapper.flow.rates import DEFAULT_RATE_BYTES_S
+            rate = np.full(len(osts.index), DEFAULT_RATE_BYTES_S)
+        else:
+            rate = np.maximum(osts.rate_bytes_s.astype(float), 1.0)
+        if self.link_share and osts.oss_limit_bytes_s is not None and len(rate):
+            # An OST delivers no more than its share of its OSS's link when all the
+            # server's OSTs are busy: min(r_j, R_link / n_s).
+            n_s = np.bincount(osts.oss)[osts.oss]
+            share = osts.oss_limit_bytes_s.astype(float) / np.maximum(n_s, 1)
+            rate = np.minimum(rate, np.where(np.isfinite(share), share, np.inf))
+        return rate
+
+    def _per_byte_now(self, osts: OstArrays, rate: np.ndarray) -> np.ndarray:
+        """Seconds per byte a new stream sees now, (N,)."""
+        base = 1.0 / rate
+        if osts.write_latency_s is None:
+            return base
+        lat = osts.write_latency_s.astype(float)
+        ok = np.isfinite(lat) & (lat > 0)
+        return np.where(ok, np.maximum(np.where(ok, lat, 0.0) / self.rpc_bytes, base), base)
+
+    def _extra(self, osts: OstArrays) -> np.ndarray:
+        if osts.extra_stripes is None:
+            return np.zeros(len(osts.index))
+        return osts.extra_stripes.astype(float)
+
+    def completion_s(self, osts: OstArrays, slots: int, bytes_per_stripe: float,
+                     rows: np.ndarray | None = None) -> np.ndarray:
+        """``T_j(k)`` in seconds, float (len(rows), slots) (see the class docstring)."""
+        k = np.arange(max(1, slots), dtype=float)
+        b = max(float(bytes_per_stripe), 1.0)
+        rate = self._rates(osts)
+        now = self._per_byte_now(osts, rate)
+        extra = self._extra(osts)
+        fill0 = osts.used_fraction
+        mean_fill = float(fill0.mean()) if len(fill0) else 0.0
+        stripe_s = b / float(np.median(rate)) if len(rate) else 0.0
+        total = np.maximum(osts.kbytes_total.astype(float) * 1024, 1.0)
+        degraded = (osts.degraded if osts.degraded is not None
+                    else np.zeros(len(osts.index), dtype=bool))
+        if rows is not None:
+            rate, now, extra, fill0, total, degraded = (rate[rows], now[rows], extra[rows],
+                                                        fill0[rows], total[rows], degraded[rows])
+        t = b * (now[:, None] + (extra[:, None] + k[None, :]) / rate[:, None])
+        fill = fill0[:, None] + (b / total)[:, None] * (k[None, :] + 1.0)
+        ref = max(mean_fill, self.band_floor_fraction)
+        over = np.maximum(0.0, (fill / ref - 1.0) * 100.0 - self.band_points)
+        t = t + self.band_weight * stripe_s * over
+        # Past the ENOSPC watermark: allowed only when nothing else can serve the round
+        # (an announcement may never be written; refusing it would refuse a create
+        # Lustre accepts), then at the price of a degraded OST.
+        avail = osts.kbytes_avail.astype(float) * 1024.0
+        room = avail - enospc_reserve_bytes(osts.kbytes_total) - self.watermark_bytes
+        if rows is not None:
+            room = room[rows]
+        past = b * (k[None, :] + 1.0) > room[:, None]
+        t = t + np.where(past, self.degraded_penalty_s, 0.0)
+        return t + np.where(degraded, self.degraded_penalty_s, 0.0)[:, None]
+
+    def unit_costs(self, osts: OstArrays, slots: int, bytes_per_stripe: float,
+                   rows: np.ndarray | None = None) -> np.ndarray:
+        t = self.completion_s(osts, slots, bytes_per_stripe, rows)
+        return np.minimum(np.rint(t / TIME_UNIT_S), MAX_COST_UNITS).astype(np.int64)
+
+    def oss_completion_s(self, osts: OstArrays, slots: int, bytes_per_stripe: float) -> np.ndarray:
+        """OSS slot ``k`` time, seconds, float (n_oss, slots) (class docstring)."""
+        n_oss = int(osts.oss.max()) + 1
+        b = max(float(bytes_per_stripe), 1.0)
+        rate = self._rates(osts)
+        queued = np.maximum(self._per_byte_now(osts, rate) * rate - 1.0, 0.0) + self._extra(osts)
+        q_s = np.bincount(osts.oss, queued, minlength=n_oss)
+        r_s = np.bincount(osts.oss, rate, minlength=n_oss)
+        if osts.oss_limit_bytes_s is not None:
+            limit = np.full(n_oss, np.inf)
+            np.minimum.at(limit, osts.oss, osts.oss_limit_bytes_s.astype(float))
+            r_s = np.minimum(r_s, limit)
+        if self.oss_limit_bytes_s is not None:
+            r_s = np.minimum(r_s, self.oss_limit_bytes_s)
+        r_s = np.maximum(r_s, 1.0)
+        k = np.arange(max(1, slots), dtype=float)
+        return self.oss_weight * b * (q_s[:, None] + 1.0 + k[None, :]) / r_s[:, None]
+
+    def oss_unit_costs(self, osts: OstArrays, slots: int, bytes_per_stripe: float = 0.0) -> np.ndarray:
+        t = self.oss_completion_s(osts, slots, bytes_per_stripe)
+        return np.minimum(np.rint(t / TIME_UNIT_S), MAX_COST_UNITS).astype(np.int64)
+
+
+def enospc_reserve_bytes(kbytes_total: np.ndarray) -> np.ndarray:
+    """Lustre's OSP ENOSPC high watermark per OST, bytes: ``2 * low + 1 MiB`` with
+    ``low = max(1, kbytes_total >> 20)`` MiB (osp_precreate.c; the same rule the
+    simulator's MDS view applies): the free space an OST needs to take new objects
+    again once it was marked full."""
+    low = np.maximum(1, np.asarray(kbytes_total, dtype=np.int64) >> 20).astype(float) * (1 << 20)
+    return 2.0 * low + (1 << 20)
+
+
+COST_MODELS = {"paper": PaperCost, "convex": ConvexCost, "rate": RateCost}
 
 
 def make_cost_model(name: str, **params: float) -> CostModel:
-    """A cost model by name (``paper`` or ``convex``).
+    """A cost model by name (``paper``, ``convex`` or ``rate``).
 
     Raises:
         ValueError: unknown name or parameter.

@@ -168,7 +168,7 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     oss_of = osts.oss.astype(np.int64)
     n_oss = int(oss_of.max()) + 1 if n else 0
     oss_fn = getattr(cost_model, "oss_unit_costs", None)
-    oss_units = oss_fn(osts, max(1, total)) if oss_fn is not None and n else None
+    oss_units = oss_fn(osts, max(1, total), bytes_per_stripe) if oss_fn is not None and n else None
     # Candidates per eligibility group.
     first = req_cost + cost_model.unit_costs(osts, 1, bytes_per_stripe)[:, 0]
     extra = list(group_costs) if group_costs is not None else [None] * len(eligible)

@@ -83,3 +83,22 @@ def straggler_indices(index: np.ndarray, latency_s: np.ndarray, known: np.ndarra
     limit = int(max_fraction * len(lat))
     worst = slow[np.argsort(-lat[slow], kind="stable")][:limit]
     return {int(i) for i in idx[worst]}
+
+
+def slowest_outliers(pairs: Iterable[tuple[float, int]], factor: float = STRAGGLER_FACTOR,
+                     min_excess: float = STRAGGLER_MIN_EXCESS_S,
+                     max_fraction: float = STRAGGLER_MAX_FRACTION) -> set[int]:
+    """The rule of the module docstring on any per-OST time: ``pairs`` of (seconds,
+    OST index), e.g. the time per byte of an OST's smoothed measured rate (the ``rate``
+    cost: slow, not merely busy). Same rule as :func:`straggler_indices`.
+
+    Raises:
+        ValueError: factor <= 1 or max_fraction outside [0, 1).
+    """
+    pairs = sorted((int(i), float(t)) for t, i in pairs)
+    if not pairs:
+        return set()
+    idx = np.array([i for i, _ in pairs], dtype=np.int64)
+    sec = np.array([t for _, t in pairs], dtype=float)
+    return straggler_indices(idx, sec, np.ones(len(idx), dtype=bool), factor, min_excess,
+                             max_fraction)

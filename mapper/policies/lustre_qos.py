@@ -53,6 +53,14 @@ def pct_to_stored(pct: int) -> int:
     return (pct << QOS_SCALE_SHIFT) // 100
 
 
+def free_space_within_rr_band(ba_min: int, ba_max: int, threshold_rr: int) -> bool:
+    """Lustre's test for "free space is even enough for round-robin" (lod_qos.c
+    ``lod_qos_calc_ppo``, LQ_SAME_SPACE): ``(ba_max * (256 - threshold)) >> 8 < ba_min``,
+    with ``ba`` an OST's available bytes >> 8 and ``threshold`` the stored
+    ``qos_threshold_rr`` (:func:`pct_to_stored`; 17% -> 43). Integers as Lustre's."""
+    return ((ba_max * (256 - threshold_rr)) >> 8) < ba_min
+
+
 def stored_to_pct(stored: int) -> int:
     """1/256 units -> the percent ``lctl get_param`` shows: ``(stored*100 + 255) >> 8``."""
     return (stored * 100 + 255) >> QOS_SCALE_SHIFT
@@ -209,7 +217,7 @@ class LustreQos:
             self._same_space = True
             self._reset = True
             raise QosUnavailable("no active OST has space")
-        self._same_space = ((ba_max * (256 - self.threshold_rr)) >> 8) < ba_min
+        self._same_space = free_space_within_rr_band(ba_min, ba_max, self.threshold_rr)
         if self._same_space:
             self._reset = True
             raise QosUnavailable("free space within qos_threshold_rr")

@@ -33,17 +33,20 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from mapper.flow.costs import PERCENT_SCALE, OstArrays, make_cost_model
+from mapper.flow.costs import PERCENT_SCALE, TIME_UNIT_S, OstArrays, make_cost_model
+from mapper.flow.rates import OstRateTracker
+from mapper.policies.regime import FLOW, ROUND_ROBIN, Regime, RegimeThresholds, classify
+from mapper.policies.round_robin import RoundRobin
 from mapper.flow.network import RoundRequest, build_network
 from mapper.flow.solver import SOLVERS
 from mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION, STRAGGLER_MIN_EXCESS_S,
-                                    straggler_indices)
+                                    slowest_outliers, straggler_indices)
 from mapper.policies.kept_lists import KeptList, KeptLists
 from mapper.policies.plan_queues import ClassKey, PlanQueues, bytes_band, stripe_size_band
 from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, NoSpaceError,
@@ -79,6 +82,7 @@ class _View:
     candidates: np.ndarray
     base: OstArrays
     pools: dict[str | None, tuple[int, np.ndarray]] = field(default_factory=dict)
+    regime: Any = None
 
     def pool(self, snapshot: ClusterSnapshot, pool: str | None) -> tuple[int, np.ndarray]:
         """(usable OSTs in the pool, mask over candidates). Raises InvalidRequestError
@@ -110,7 +114,8 @@ class McmfPolicy(BatchPolicy):
 
     Args:
         seed: unused (the policy is deterministic); accepted like every policy's.
-        cost_model: ``"convex"`` (default) or ``"paper"`` (:mod:`mapper.flow.costs`).
+        cost_model: ``"rate"`` (default: expected completion time from measured rates),
+            ``"convex"`` (space and queue) or ``"paper"`` (:mod:`mapper.flow.costs`).
         cost_params: parameters of the cost model (alpha, beta, weights).
         predict_k: predicted requests per application per round (0 disables prediction).
         markov: :class:`MarkovConfig` fields.
@@ -140,11 +145,25 @@ class McmfPolicy(BatchPolicy):
         plan_aggregate: plan a class's lists as one flow request dealt into lists
             (same optimum, much smaller network at thousands of OSTs); off by default:
             on paper-32ost it balanced worse (OST max/mean 1.46 vs 1.33, docs/placement.md).
+        rate_smoothing: weight of a new sample in each OST's smoothed write rate
+            (:mod:`mapper.flow.rates`; the ``rate`` cost model's ``r_j``).
+        latency_smoothing: weight of a new sample in the smoothed brw_stats RPC time the
+            ``rate`` cost sees (1: the last sample).
+        regime: switch to Lustre's round-robin while load is uniform and space within
+            the band (:mod:`mapper.policies.regime`), the flow otherwise.
+        regime_params: :class:`mapper.policies.regime.RegimeThresholds` fields.
+        space_cost_model, space_cost_params: with ``regime``, the cost model of the flow
+            while load is uniform but space is not (None: ``cost_model`` always).
+        predict_min_accuracy: predict an application's requests only while the share of
+            its predicted lists that were used is at least this (0: always predict).
+        predict_min_trials: lists judged before the accuracy is trusted.
+        predict_window: outcomes after which the counts halve; also the probe period
+            of an application below the threshold.
     """
     name = "mcmf"
     needs_gate = True
 
-    def __init__(self, seed: int = 0, cost_model: str = "convex",
+    def __init__(self, seed: int = 0, cost_model: str = "rate",
                  cost_params: dict[str, float] | None = None, predict_k: int = 4,
                  markov: dict[str, Any] | None = None, solver: str = "ortools", prune: bool = True,
                  straggler_factor: float = STRAGGLER_FACTOR,
@@ -155,7 +174,13 @@ class McmfPolicy(BatchPolicy):
                  predict_mode: str = "joint", plan_ahead: bool = True,
                  plan_ttl_s: float = 2.5, plan_horizon_s: float = 1.0,
                  plan_max_depth: int = 32, plan_inline: bool = True,
-                 plan_aggregate: bool = False):
+                 plan_aggregate: bool = False, rate_smoothing: float = 0.05,
+                 latency_smoothing: float = 1.0, regime: bool = False,
+                 regime_params: dict[str, float] | None = None,
+                 space_cost_model: str | None = None,
+                 space_cost_params: dict[str, float] | None = None,
+                 predict_min_accuracy: float = 0.0, predict_min_trials: int = 8,
+                 predict_window: int = 32):
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
         if type(predict_k) is not int or predict_k < 0:
@@ -163,6 +188,21 @@ class McmfPolicy(BatchPolicy):
         if pending_half_life_s <= 0 or cache_ttl_s < 0:
             raise ValueError("pending_half_life_s must be > 0 and cache_ttl_s >= 0")
         self.cost_model = make_cost_model(cost_model, **(cost_params or {}))
+        self.space_cost_model = (make_cost_model(space_cost_model, **(space_cost_params or {}))
+                                 if space_cost_model else None)
+        self._round_cost = self.cost_model
+        self.rate_tracker = OstRateTracker(rate_smoothing, latency_smoothing=latency_smoothing)
+        self.regime = regime
+        self.regime_thresholds = RegimeThresholds(**(regime_params or {}))
+        self._rr = RoundRobin(seed=seed)
+        if not 0 <= predict_min_accuracy <= 1 or predict_min_trials < 0 or predict_window < 1:
+            raise ValueError("predict_min_accuracy must be in [0, 1], predict_min_trials >= 0, "
+                             "predict_window >= 1")
+        self.predict_min_accuracy = predict_min_accuracy
+        self.predict_min_trials = predict_min_trials
+        self.predict_window = predict_window
+        self.app_accuracy: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._probe: dict[str, int] = {}
         self.predict_k = predict_k
         self.markov_config = MarkovConfig(**(markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
@@ -192,7 +232,8 @@ class McmfPolicy(BatchPolicy):
         self._view_key: tuple[int, int] | None = None
         self._view_cache: _View | None = None
         self.stats = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
-                      "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0}
+                      "predicted_dropped": 0, "clipped": 0, "stragglers_excluded": 0,
+                      "regime_rr_requests": 0}
         self.last_stragglers: set[int] = set()
         self.last_solve_cost = 0
         self._order_for: OstArrays | None = None
@@ -254,6 +295,17 @@ class McmfPolicy(BatchPolicy):
         self.kept.expire(now)
         stragglers = view.stragglers
         self.last_stragglers = stragglers
+        if self.regime and view.regime is None:
+            # Stragglers are uneven load by definition (and Lustre's RR would use them).
+            view.regime = (classify(view.base, self.regime_thresholds) if not stragglers
+                           else Regime(FLOW, False, True))
+            key = (f"regime_{view.regime.mode}_load_{'uniform' if view.regime.load_uniform else 'uneven'}"
+                   f"_space_{'in' if view.regime.space_in_band else 'out'}")
+            self.stats[key] = self.stats.get(key, 0) + 1
+        if self.regime and view.regime.mode == ROUND_ROBIN:
+            return self._round_robin(snapshot, view, requests)
+        self._round_cost = (self.space_cost_model if self.regime and self.space_cost_model
+                            and view.regime.load_uniform else self.cost_model)
         out: list[Placement | AllocationError | None] = [None] * len(requests)
         groups: dict[tuple[str | None, str], int] = {}  # (pool, job or "") -> group
         masks: list[np.ndarray] = []
@@ -433,6 +485,8 @@ class McmfPolicy(BatchPolicy):
             if g is None:
                 continue
             n_usable = view.pool(snapshot, pool)[0]
+            if not self._may_predict(job):
+                continue
             for p in self.predictor.predict(job, self.predict_k, size, count, n_usable):
                 predicted.append((p, pool, size, g))
         predicted.sort(key=lambda x: (-x[0].probability, x[0].step))
@@ -459,13 +513,35 @@ class McmfPolicy(BatchPolicy):
             return self._view_cache
         table = self._tables.table(snapshot)
         usable = table.usable_indices()
-        stragglers = straggler_indices(usable, table.latency_s[usable],
-                                       table.latency_known[usable], self.straggler_factor,
-                                       self.straggler_min_excess_s, self.straggler_max_fraction)
+        usable_set = set(usable.tolist())
+        usable_osts = [o for o in snapshot.osts if o.index in usable_set]
+        self.rate_tracker.update(usable_osts)
+        self.rate_tracker.update_oss(usable_osts, snapshot.osses)
+        if getattr(self.cost_model, "name", "") == "rate":
+            # The rate cost has each OST's load in its cost; a straggler is an OST whose
+            # measured rate is far off, not one that is merely busy now.
+            per_byte = 1.0 / self.rate_tracker.rates(usable)
+            stragglers = slowest_outliers(zip(per_byte.tolist(), usable.tolist()),
+                                          self.straggler_factor, 0.0,
+                                          self.straggler_max_fraction)
+        else:
+            stragglers = straggler_indices(usable, table.latency_s[usable],
+                                           table.latency_known[usable], self.straggler_factor,
+                                           self.straggler_min_excess_s,
+                                           self.straggler_max_fraction)
         candidates = usable
         if stragglers:
             candidates = usable[~np.isin(usable, np.fromiter(stragglers, dtype=np.int64))]
-        view = _View(table, len(usable), stragglers, candidates, ost_arrays(table, candidates))
+        base = ost_arrays(table, candidates)
+        if self.rate_tracker.latency_smoothing < 1.0:
+            base = replace(base, write_latency_s=self.rate_tracker.latencies(base.index))
+        oss_of = {o.index: o.oss for o in usable_osts}
+        base = replace(base, rate_bytes_s=self.rate_tracker.rates(base.index),
+                       oss_limit_bytes_s=self.rate_tracker.oss_limits(
+                           [oss_of[int(i)] for i in base.index]),
+                       degraded=table.degraded[candidates].astype(bool),
+                       extra_stripes=np.zeros(len(candidates)))
+        view = _View(table, len(usable), stragglers, candidates, base)
         self._view_key, self._view_cache = key, view
         return view
 
@@ -476,9 +552,11 @@ class McmfPolicy(BatchPolicy):
                                       req.pool, table, stragglers, now)
         if missed:
             self.stats["predicted_misses"] += 1
+            self._score(req.job_id, False)
         if head is None:
             return None
         self.stats["predicted_hits"] += 1
+        self._score(req.job_id, True)
         self._add_pending(head.osts, self._bytes_per_stripe(req, count), req.job_id, table)
         return Placement(head.osts, self.name, note="predicted")
 
@@ -499,6 +577,8 @@ class McmfPolicy(BatchPolicy):
                 if c.request.job_id in seen:
                     continue
                 seen.add(c.request.job_id)
+                if not self._may_predict(c.request.job_id):
+                    continue
                 for p in self.predictor.predict(c.request.job_id, self.predict_k,
                                                 c.request.stripe_size or DEFAULT_STRIPE_SIZE,
                                                 c.count, int(masks[c.group].sum())):
@@ -513,7 +593,12 @@ class McmfPolicy(BatchPolicy):
                 round_reqs.append(RoundRequest(max(1, p.stripe_count), c.group, tier))
         stripe_size = max((c.request.stripe_size or DEFAULT_STRIPE_SIZE) for c in current)
         expected = [self._bytes_per_stripe(c.request, c.count) for c in current]
-        group_costs = [self._app_costs(app, osts) for app in group_apps]
+        unit = float(PERCENT_SCALE)
+        if getattr(self._round_cost, "name", "") == "rate" and osts.rate_bytes_s is not None \
+                and len(osts.index):
+            # In the rate cost, app_weight counts in stripe times on the median OST.
+            unit = float(np.mean(expected)) / float(np.median(osts.rate_bytes_s)) / TIME_UNIT_S
+        group_costs = [self._app_costs(app, osts, unit) for app in group_apps]
         if self.predict_mode == "joint" or not predicted:
             got = self._solve(osts, round_reqs, masks, stripe_size, float(np.mean(expected)),
                               group_costs)
@@ -562,7 +647,7 @@ class McmfPolicy(BatchPolicy):
                stripe_size: int, bytes_per_stripe: float,
                group_costs: list[np.ndarray | None]) -> list[list[int]]:
         """Build and solve one network; the OST rows each request got."""
-        net = build_network(osts, reqs, masks, self.cost_model, stripe_size, bytes_per_stripe,
+        net = build_network(osts, reqs, masks, self._round_cost, stripe_size, bytes_per_stripe,
                             prune=self.prune, group_costs=group_costs)
         sol = self.solve(net)
         self.last_solve_cost = net.placement_cost(sol.flows)
@@ -576,7 +661,11 @@ class McmfPolicy(BatchPolicy):
 
     def _arrays(self, view: "_View") -> OstArrays:
         """The round's arrays: the view's, plus what this mapper placed or reserved."""
-        return self.pending.overlay(view.base)
+        osts = self.pending.overlay(view.base)
+        if osts is view.base:
+            return osts
+        # What this mapper placed or reserved since the samples: the rate cost's p_j.
+        return replace(osts, extra_stripes=np.maximum(osts.queue - view.base.queue, 0.0))
 
     def _stripe_order(self, rows: list[int], osts: OstArrays) -> tuple[int, ...]:
         """Interleave the chosen OSTs across their OSSes (least-used OST first in each),
@@ -606,7 +695,8 @@ class McmfPolicy(BatchPolicy):
             return req.expected_bytes / count
         return float(req.stripe_size or DEFAULT_STRIPE_SIZE)
 
-    def _app_costs(self, job_id: str, osts: OstArrays) -> np.ndarray | None:
+    def _app_costs(self, job_id: str, osts: OstArrays,
+                   unit: float = PERCENT_SCALE) -> np.ndarray | None:
         """Per-application spreading term: ``app_weight`` points per stripe this
         application received on the OST recently (decaying with ``app_half_life_s``)."""
         app = self.app_stripes.get(job_id)
@@ -618,7 +708,57 @@ class McmfPolicy(BatchPolicy):
             placed[k] *= factor
         app.as_of_s = self.pending.time_s
         counts = np.array([placed.get(int(i), 0.0) for i in osts.index])
-        return np.rint(self.app_weight * counts * PERCENT_SCALE).astype(np.int64)
+        return np.rint(self.app_weight * counts * unit).astype(np.int64)
+
+    # -- the round-robin regime ----------------------------------------------------
+    def _round_robin(self, snapshot: ClusterSnapshot, view: "_View",
+                     requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+        """The round-robin regime: Lustre's RR for every request; the predictor still
+        learns and the placed stripes still count as pending (the flow may take over
+        at the next sample)."""
+        out: list[Placement | AllocationError] = []
+        for req in requests:
+            try:
+                got = self._rr.allocate(snapshot, req)
+            except AllocationError as e:
+                out.append(e)
+                continue
+            if req.expected_bytes > 0:
+                self.predictor.observe(req.job_id, req.expected_bytes)
+            self.stats["regime_rr_requests"] += 1
+            self._add_pending(got.osts, self._bytes_per_stripe(req, len(got.osts)), req.job_id,
+                              view.table)
+            out.append(Placement(got.osts, self.name, note="regime round_robin"))
+        return out
+
+    # -- per-application prediction accuracy --------------------------------------
+    def _score(self, job_id: str, hit: bool) -> None:
+        """Count one predicted list of ``job_id`` as used (hit) or wasted (its request
+        did not match). Counts halve every ``predict_window`` outcomes, so the accuracy
+        follows the application's recent behaviour."""
+        h, n = self.app_accuracy.get(job_id, (0.0, 0.0))
+        if n >= self.predict_window:
+            h, n = h / 2, n / 2
+        self.app_accuracy[job_id] = (h + (1.0 if hit else 0.0), n + 1.0)
+        while len(self.app_accuracy) > self.markov_config.max_apps:
+            self.app_accuracy.pop(next(iter(self.app_accuracy)))
+
+    def _may_predict(self, job_id: str) -> bool:
+        """Predicted requests of ``job_id`` join the round only while its measured
+        accuracy (used lists / lists judged) is at least ``predict_min_accuracy``; an
+        application is trusted until ``predict_min_trials`` lists were judged, and one
+        below the threshold is probed every ``predict_window``-th round so it can earn
+        its place back."""
+        if self.predict_min_accuracy <= 0:
+            return True
+        h, n = self.app_accuracy.get(job_id, (0.0, 0.0))
+        if n < self.predict_min_trials or h / n >= self.predict_min_accuracy:
+            return True
+        probe = self._probe.get(job_id, 0) + 1
+        self._probe[job_id] = probe % self.predict_window
+        if len(self._probe) > self.markov_config.max_apps:
+            self._probe.pop(next(iter(self._probe)))
+        return probe >= self.predict_window
 
     def _add_pending(self, osts: Sequence[int], bytes_per_stripe: float, job_id: str,
                      table: OstTable) -> None:

@@ -132,8 +132,8 @@ class MapperConfig:
     curve_server_key: str = ""
     serve_curve_secret_key: str = ""
     serve_curve_authorized_keys: str = ""
-    peer_requests_per_s: float = 2000.0
-    peer_request_burst: int = 4000
+    peer_requests_per_s: float = 10000.0
+    peer_request_burst: int = 20000
     peer_batch_max: int = 64
     peer_new_apps_per_min: int = 60
     peer_max_apps: int = 512

@@ -91,7 +91,7 @@ def test_planning_round_reaches_todays_optimum_on_the_same_input():
     costs = {}
     for prune in (True, False):
         policy = planner(prune=prune, plan_horizon_s=2.5, plan_max_depth=32,
-                         plan_aggregate=prune)
+                         plan_aggregate=prune, cost_model="convex")
         for k in range(24):
             policy.plans.note((None, 3, 20, 10), 0.0, MIB, 4 * MIB)
         policy.plan(snap)
@@ -104,7 +104,8 @@ def test_planning_round_reaches_todays_optimum_on_the_same_input():
     net = build_network(arrays, [RoundRequest(3, 0)] * 24, [np.ones(len(arrays.index), bool)],
                         ConvexCost(), MIB, 4.0 * MIB)
     assert net.placement_cost(solve_ortools(net).flows) == costs[True]
-    nx = planner(solver="networkx", plan_horizon_s=2.5, plan_max_depth=32, plan_aggregate=True)
+    nx = planner(solver="networkx", plan_horizon_s=2.5, plan_max_depth=32, plan_aggregate=True,
+                 cost_model="convex")
     for k in range(24):
         nx.plans.note((None, 3, 20, 10), 0.0, MIB, 4 * MIB)
     nx.plan(snap)

@@ -27,6 +27,7 @@ seed = 3
 [policy.mcmf]
 predict_k = 2
 straggler_factor = 3.0
+cost_model = "convex"
 
 [policy.mcmf.cost_params]
 space_weight = 2.0
@@ -57,7 +58,7 @@ def test_policy_tables_reach_the_service_policies(tmp_path):
 def test_service_and_simulator_build_the_same_policy_from_the_same_params(tmp_path):
     """The scenario's ``[policy_params.mcmf]`` and the mapper's ``[policy.mcmf]`` go
     through the same factory: same classes, same settings."""
-    params = {"mcmf": {"predict_k": 2, "straggler_factor": 3.0,
+    params = {"mcmf": {"predict_k": 2, "straggler_factor": 3.0, "cost_model": "convex",
                        "cost_params": {"space_weight": 2.0}}}
     config = load_config(_write(tmp_path, TUNED), {})
     svc = service_policy(config, build_store(config))
@@ -133,11 +134,11 @@ def test_the_operations_doc_example_and_the_systemd_example_load(tmp_path):
     section = doc.split("## Tuning the policy", 1)[1]
     block = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
     config = load_config(_write(tmp_path, block), {"static_cluster": "2x2"})
-    assert config.policy_params["mcmf"]["cost_params"]["queue_weight"] == 20.0
+    assert config.policy_params["mcmf"]["cost_params"]["band_weight"] == 0.01
     service_policy(config, build_store(config))
     example = (root / "mapper/service/systemd/mapper.toml.example").read_text()
     uncommented = example.replace("# [policy.", "[policy.").replace("# predict_k", "predict_k")
-    uncommented = uncommented.replace("# queue_weight", "queue_weight").replace(
+    uncommented = uncommented.replace("# band_weight", "band_weight").replace(
         "# qos_prio_free_pct", "qos_prio_free_pct")
     config = load_config(_write(tmp_path, uncommented), {"static_cluster": "2x2"})
     assert config.policy_params["lustre_qos"] == {"qos_prio_free_pct": 90}

@@ -1,0 +1,145 @@
+"""Smoothed per-OST write rates from the statistics samples that reach the mapper.
+
+The rate-aware cost (:class:`mapper.flow.costs.RateCost`) needs, per OST, how many
+bytes per second it delivers to a writer. Two numbers in the snapshot bound it from
+below (:class:`mapper.state.cluster_state.OstState`):
+
+* ``write_bytes_per_s``: bytes written over the last interval (obdfilter ``stats``
+  ``write_bytes``), everything the OST served, unmanaged jobs included. It reaches the
+  OST's rate when the OST was busy the whole interval, less otherwise.
+* ``rpc_bytes / write_latency_s``: one bulk write RPC over its mean service time
+  (``brw_stats`` "I/O time"). Equal to the rate on an idle OST, ``rate / (q + 1)`` behind
+  ``q`` queued streams.
+
+A sample's estimate is the larger of the two. Both are lower bounds of what the OST can
+deliver (busy behind others, the RPC and the interval's bytes show only a share), so the
+tracker rises at once to a higher estimate and falls only by exponential smoothing over
+new samples (``sample_time_s`` changed): a busy interval does not make a fast OST look
+slow, while an OST that really slowed down (idle samples show its own RPC time) drifts
+down within ~1/smoothing samples. Its current slowness is in the cost's ``L_j`` anyway. OSTs never sampled get the
+median of the others (no evidence it differs); with no evidence at all every OST gets
+``default_rate_bytes_s``.
+
+An OSS's shared limit (its LNet link) is measured the same way when it shows: the bytes
+its OSTs wrote per second over its LNet load fraction (:meth:`OstRateTracker.update_oss`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from mapper.state.cluster_state import OstState
+
+RPC_BYTES = 1 << 20
+"""Bytes of the bulk write RPC whose service time brw_stats reports (1 MiB: the
+``max_pages_per_rpc = 256`` default of 4 KiB pages; the simulator's model too)."""
+DEFAULT_RATE_BYTES_S = 500e6
+"""Rate assumed when no OST has been measured yet (a 2017 HDD RAID6 OST: 0.5-1 GB/s)."""
+
+
+def sample_rate_bytes_s(ost: OstState, rpc_bytes: int = RPC_BYTES) -> float | None:
+    """One sample's rate estimate, bytes/s: ``max(write_bytes_per_s, rpc_bytes /
+    write_latency_s)``; None when the sample has neither."""
+    best = None
+    if ost.write_latency_s is not None and math.isfinite(ost.write_latency_s) \
+            and ost.write_latency_s > 0:
+        best = rpc_bytes / ost.write_latency_s
+    w = ost.write_bytes_per_s
+    if w is not None and math.isfinite(w) and w > 0:
+        best = w if best is None else max(best, w)
+    return best
+
+
+class OstRateTracker:
+    """Exponentially weighted per-OST write rate, bytes/s.
+
+    Args:
+        smoothing: weight of a new sample, in (0, 1] (1: no smoothing).
+        rpc_bytes: bytes of the RPC brw_stats' I/O time refers to.
+        default_rate_bytes_s: rate when nothing was ever measured.
+        latency_smoothing: weight of a new sample in the smoothed RPC time, (0, 1]
+            (1: the last sample, unsmoothed).
+    Raises:
+        ValueError: smoothing outside (0, 1] or a non-positive rate/RPC size.
+    """
+
+    def __init__(self, smoothing: float = 0.05, rpc_bytes: int = RPC_BYTES,
+                 default_rate_bytes_s: float = DEFAULT_RATE_BYTES_S,
+                 latency_smoothing: float = 1.0):
+        if not 0 < smoothing <= 1:
+            raise ValueError(f"rate smoothing must be in (0, 1], got {smoothing}")
+        if rpc_bytes <= 0 or default_rate_bytes_s <= 0:
+            raise ValueError("rpc_bytes and default_rate_bytes_s must be > 0")
+        self.smoothing = smoothing
+        self.rpc_bytes = rpc_bytes
+        self.default_rate_bytes_s = default_rate_bytes_s
+        self.rate: dict[int, float] = {}
+        self.latency: dict[int, float] = {}
+        self.latency_smoothing = latency_smoothing
+        self._seen: dict[int, float | None] = {}
+        self.oss_limit: dict[str, float] = {}
+        self._oss_seen: dict[str, float | None] = {}
+        self.min_lnet_percent = 20.0
+
+    def update(self, osts: Sequence[OstState]) -> None:
+        """Fold in the samples that are new since the last call. An OST without sample
+        times (a static view) is taken as it is every time, unsmoothed."""
+        a = self.smoothing
+        for o in osts:
+            t = o.sample_time_s
+            if t is not None and self._seen.get(o.index) == t:
+                continue
+            est = sample_rate_bytes_s(o, self.rpc_bytes)
+            self._seen[o.index] = t
+            lat = o.write_latency_s
+            if lat is not None and math.isfinite(lat) and lat > 0:
+                old_l = self.latency.get(o.index)
+                b = self.latency_smoothing
+                self.latency[o.index] = lat if old_l is None or t is None else (1 - b) * old_l + b * lat
+            if est is None:
+                continue
+            old = self.rate.get(o.index)
+            if old is None or t is None or est >= old:
+                self.rate[o.index] = est          # a lower bound above the estimate: take it
+            else:
+                self.rate[o.index] = (1 - a) * old + a * est
+
+    def update_oss(self, osts: Sequence[OstState], osses: dict) -> None:
+        """Fold in each OSS's link limit where it shows: the bytes/s its OSTs wrote
+        over the interval (obdfilter ``write_bytes``) over the OSS's LNet load
+        (``lnet_load`` percent of the link, from the collectors), when that load is at
+        least ``min_lnet_percent`` (below it the ratio is noise)."""
+        written: dict[str, float] = {}
+        for o in osts:
+            if o.write_bytes_per_s is not None and math.isfinite(o.write_bytes_per_s):
+                written[o.oss] = written.get(o.oss, 0.0) + max(o.write_bytes_per_s, 0.0)
+        a = self.smoothing
+        for name, w in written.items():
+            st = osses.get(name)
+            if st is None or st.lnet_load < self.min_lnet_percent or w <= 0:
+                continue
+            t = st.sample_time_s
+            if t is not None and self._oss_seen.get(name) == t:
+                continue
+            self._oss_seen[name] = t
+            est = w / (st.lnet_load / 100.0)
+            old = self.oss_limit.get(name)
+            self.oss_limit[name] = est if old is None or t is None else (1 - a) * old + a * est
+
+    def oss_limits(self, oss_names: Sequence[str]) -> np.ndarray:
+        """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""
+        return np.array([self.oss_limit.get(n, math.inf) for n in oss_names], dtype=float)
+
+    def latencies(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Smoothed brw_stats write RPC time of ``indices``, s, float (len,); NaN unknown."""
+        return np.array([self.latency.get(int(i), math.nan) for i in indices], dtype=float)
+
+    def rates(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Rates of ``indices``, float (len,), bytes/s; unmeasured OSTs get the median
+        of the measured ones among them (or the default)."""
+        got = np.array([self.rate.get(int(i), math.nan) for i in indices], dtype=float)
+        known = np.isfinite(got)
+        fill = float(np.median(got[known])) if known.any() else self.default_rate_bytes_s
+        return np.where(known, got, fill)

@@ -1,0 +1,187 @@
+"""The rate-aware cost (mapper/flow/costs.py RateCost) and the per-OST rate tracker
+(mapper/flow/rates.py): behaviour, and the property that the flow's round never has a
+higher total expected completion time than round-robin's for the same round."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from mapper.flow.costs import OstArrays, RateCost, enospc_reserve_bytes, make_cost_model
+from mapper.flow.network import RoundRequest, build_network
+from mapper.flow.rates import OstRateTracker, sample_rate_bytes_s
+from mapper.flow.solver import solve_ortools
+from mapper.policies.placement import CreateRequest
+from mapper.policies.round_robin import RoundRobin
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+
+MIB = 1 << 20
+TIB_KB = 1 << 30
+
+
+def _arrays(rates, latency=None, extra=None, used_fraction=None, oss=None, degraded=None,
+            kbytes_total=TIB_KB):
+    n = len(rates)
+    oss = np.arange(n) if oss is None else np.asarray(oss)
+    used = np.zeros(n) if used_fraction is None else np.asarray(used_fraction, dtype=float)
+    total = np.full(n, kbytes_total, dtype=np.int64)
+    return OstArrays(
+        index=np.arange(n, dtype=np.int64), oss=oss.astype(np.int64), kbytes_total=total,
+        kbytes_avail=(total * (1 - used)).astype(np.int64), pending_bytes=np.zeros(n),
+        cpu_percent=np.zeros(n), mem_percent=np.zeros(n), lnet_load=np.zeros(n),
+        queue=np.zeros(n),
+        write_latency_s=np.full(n, np.nan) if latency is None else np.asarray(latency, float),
+        rate_bytes_s=np.asarray(rates, dtype=float),
+        extra_stripes=np.zeros(n) if extra is None else np.asarray(extra, float),
+        degraded=np.zeros(n, bool) if degraded is None else np.asarray(degraded, bool))
+
+
+def _solve(osts, stripes, model, bytes_per_stripe):
+    reqs = [RoundRequest(s, 0) for s in stripes]
+    net = build_network(osts, reqs, [np.ones(len(osts.index), bool)], model, MIB,
+                        bytes_per_stripe)
+    sol = solve_ortools(net)
+    used = sol.flows[net.assign_arc] > 0
+    got = [[] for _ in reqs]
+    for r, row in zip(net.assign_request[used].tolist(), net.assign_ost[used].tolist()):
+        got[r].append(row)
+    return got
+
+
+def total_completion_s(model: RateCost, osts: OstArrays, rows_per_request, bytes_per_stripe):
+    """The round's total expected completion time: every OST's and OSS's slots
+    0..n-1 for the n stripes it got (slot costs rise, so that is how the flow uses them)."""
+    n = len(osts.index)
+    count = np.bincount(np.concatenate([np.asarray(r, dtype=np.int64) for r in rows_per_request]),
+                        minlength=n)
+    k = max(1, int(count.max()))
+    ost_t = model.completion_s(osts, k, bytes_per_stripe)
+    total = float(sum(ost_t[j, :count[j]].sum() for j in range(n)))
+    per_oss = np.bincount(osts.oss, count, minlength=int(osts.oss.max()) + 1).astype(int)
+    oss_t = model.oss_completion_s(osts, max(1, int(per_oss.max())), bytes_per_stripe)
+    return total + float(sum(oss_t[s, :per_oss[s]].sum() for s in range(len(per_oss))))
+
+
+def test_sample_rate_is_the_larger_lower_bound():
+    idle = OstState(0, "a", 100, 100, 100, write_latency_s=MIB / 400e6)
+    assert sample_rate_bytes_s(idle) == pytest.approx(400e6)
+    busy = OstState(1, "a", 100, 100, 100, write_latency_s=4 * MIB / 400e6,
+                    write_bytes_per_s=390e6)
+    assert sample_rate_bytes_s(busy) == pytest.approx(390e6)
+    assert sample_rate_bytes_s(OstState(2, "a", 100, 100, 100)) is None
+
+
+def test_tracker_rises_at_once_falls_smoothly_and_fills_unmeasured_with_the_median():
+    tr = OstRateTracker(smoothing=0.5)
+    a = OstState(0, "a", 100, 100, 100, write_latency_s=MIB / 100e6, sample_time_s=5.0)
+    b = OstState(1, "a", 100, 100, 100, write_latency_s=MIB / 300e6, sample_time_s=5.0)
+    c = OstState(2, "a", 100, 100, 100)
+    tr.update([a, b, c])
+    a.write_latency_s, a.sample_time_s = MIB / 300e6, 10.0      # idle now: its real rate
+    b.write_latency_s, b.sample_time_s = 3 * MIB / 300e6, 10.0  # busy: only a share shows
+    tr.update([a, b, c])
+    tr.update([a, b, c])        # same sample time: not folded in twice
+    got = tr.rates([0, 1, 2])
+    assert got[0] == pytest.approx(300e6)
+    assert got[1] == pytest.approx(200e6)
+    assert got[2] == pytest.approx(250e6)
+
+
+def test_slot_costs_rise_and_a_faster_ost_takes_proportionally_more():
+    model = RateCost(oss_weight=0.0)
+    osts = _arrays([100e6, 300e6])
+    units = model.unit_costs(osts, 8, 64 * MIB)
+    assert (np.diff(units, axis=1) > 0).all()
+    got = _solve(osts, [1] * 8, model, 64 * MIB)
+    per_ost = np.bincount([r[0] for r in got], minlength=2)
+    assert per_ost.tolist() == [2, 6]
+
+
+def test_queued_streams_in_the_latency_count_like_our_own_stripes():
+    model = RateCost(oss_weight=0.0)
+    # Same rate; OST 0 has 3 streams queued (brw_stats latency 4 RPC times), OST 1 none.
+    osts = _arrays([200e6, 200e6], latency=[4 * MIB / 200e6, MIB / 200e6])
+    # A 4th stream on OST 1 costs as much as the first on OST 0 (4 stripe times each).
+    got = _solve(osts, [1] * 3, model, 32 * MIB)
+    assert np.bincount([r[0] for r in got], minlength=2).tolist() == [0, 3]
+    got = _solve(osts, [1] * 5, model, 32 * MIB)
+    assert np.bincount([r[0] for r in got], minlength=2).tolist() == [1, 4]
+
+
+def test_degraded_ost_only_when_the_round_needs_it():
+    model = RateCost(oss_weight=0.0)
+    osts = _arrays([900e6, 100e6, 100e6], degraded=[True, False, False])
+    assert 0 not in {r for req in _solve(osts, [2], model, MIB) for r in req}
+    assert sorted(_solve(osts, [3], model, MIB)[0]) == [0, 1, 2]
+
+
+def test_space_band_is_soft_and_the_watermark_is_hard():
+    model = RateCost(oss_weight=0.0)
+    # OST 0 is 20% fuller than the mean: outside the 5% band, avoided at equal load.
+    osts = _arrays([200e6, 200e6, 200e6], used_fraction=[0.6, 0.45, 0.45])
+    assert 0 not in _solve(osts, [2], model, MIB)[0]
+    # ... but it is the place to go when the others are loaded (load is not outweighed).
+    lat = [MIB / 200e6, 40 * MIB / 200e6, 40 * MIB / 200e6]
+    osts = _arrays([200e6, 200e6, 200e6], latency=lat, used_fraction=[0.6, 0.45, 0.45])
+    assert 0 in _solve(osts, [1], model, MIB)[0]
+    # Not past the ENOSPC watermark while another OST has room; a create is never refused.
+    total_kb = 4 << 20                                   # 4 GiB OSTs
+    reserve = enospc_reserve_bytes(np.array([total_kb]))[0]
+    osts = _arrays([900e6, 100e6], kbytes_total=total_kb)
+    osts = OstArrays(**{**osts.__dict__, "kbytes_avail": np.array(
+        [int((reserve + 10 * MIB) // 1024), total_kb], dtype=np.int64)})
+    assert _solve(osts, [1, 1], model, 64 * MIB) == [[1], [1]]
+    assert sorted(_solve(osts, [2], model, 64 * MIB)[0]) == [0, 1]
+
+
+def test_unknown_model_parameter_is_one_clear_error():
+    with pytest.raises(ValueError, match="cost model 'rate'"):
+        make_cost_model("rate", nonsense=1.0)
+
+
+@st.composite
+def heterogeneous_round(draw):
+    n_oss = draw(st.integers(2, 5))
+    per_oss = draw(st.integers(1, 4))
+    n = n_oss * per_oss
+    rates = draw(st.lists(st.floats(50e6, 1.5e9), min_size=n, max_size=n))
+    queued = draw(st.lists(st.integers(0, 12), min_size=n, max_size=n))
+    extra = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    used = draw(st.lists(st.floats(0.0, 0.8), min_size=n, max_size=n))
+    degraded = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    stripes = draw(st.lists(st.integers(1, n), min_size=1, max_size=6))
+    bps = draw(st.sampled_from([MIB, 16 * MIB, 256 * MIB, 4 << 30]))
+    start = draw(st.integers(0, 1000))
+    return n_oss, per_oss, rates, queued, extra, used, degraded, stripes, bps, start
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(heterogeneous_round())
+def test_flow_round_never_slower_than_round_robin(case):
+    """On random heterogeneous states (rates, queues, pending stripes, fill, degraded
+    OSTs), the flow's choice has a total expected completion time no higher than
+    Lustre's round-robin (mapper/policies/round_robin.py) for the same round."""
+    n_oss, per_oss, rates, queued, extra, used, degraded, stripes, bps, start = case
+    n = n_oss * per_oss
+    oss = np.arange(n) // per_oss
+    latency = (np.asarray(queued) + 1) * MIB / np.asarray(rates)
+    osts = _arrays(rates, latency=latency, extra=extra, used_fraction=used, oss=oss,
+                   degraded=degraded, kbytes_total=1 << 40)    # 1 PiB: room for any round
+    model = RateCost()
+    flow = _solve(osts, stripes, model, bps)
+    assert [len(r) for r in flow] == stripes
+    snap = ClusterSnapshot(
+        osts=[OstState(i, f"oss{oss[i]}", int(osts.kbytes_total[i]), int(osts.kbytes_avail[i]),
+                       int(osts.kbytes_avail[i]),
+                       flags=OstFlag.DEGRADED if degraded[i] else OstFlag.NONE)
+              for i in range(n)],
+        osses={f"oss{s}": OssState(f"oss{s}") for s in range(n_oss)})
+    rr = RoundRobin(seed=start)
+    rr_rows = [list(rr.allocate(snap, CreateRequest(job_id="j", stripe_count=s,
+                                                    stripe_size=MIB)).osts)
+               for s in stripes]
+    t_flow = total_completion_s(model, osts, flow, bps)
+    t_rr = total_completion_s(model, osts, rr_rows, bps)
+    resolution = 1e-6 * (2 * sum(stripes) + 2)       # integer costs: 1 µs per arc
+    assert t_flow <= t_rr + resolution

@@ -1,0 +1,77 @@
+"""Policy switching (mapper/policies/regime.py) and the per-application prediction gate
+(mapper/policies/mcmf.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mapper.flow.costs import OstArrays
+from mapper.policies.mcmf import McmfPolicy
+from mapper.policies.placement import CreateRequest
+from mapper.policies.regime import FLOW, ROUND_ROBIN, RegimeThresholds, classify
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState
+
+MIB = 1 << 20
+KB = 1 << 30            # 1 TiB OSTs, in KiB
+
+
+def _arrays(rates, used, latency=None):
+    n = len(rates)
+    total = np.full(n, KB, dtype=np.int64)
+    return OstArrays(
+        index=np.arange(n), oss=np.arange(n) // 2, kbytes_total=total,
+        kbytes_avail=(total * (1 - np.asarray(used))).astype(np.int64), pending_bytes=np.zeros(n),
+        cpu_percent=np.zeros(n), mem_percent=np.zeros(n), lnet_load=np.zeros(n), queue=np.zeros(n),
+        write_latency_s=np.full(n, np.nan) if latency is None else np.asarray(latency, float),
+        rate_bytes_s=np.asarray(rates, float))
+
+
+def test_uniform_load_and_even_space_is_round_robin():
+    got = classify(_arrays([500e6] * 8, [0.40] * 8, [MIB / 500e6] * 8), RegimeThresholds())
+    assert got.mode == ROUND_ROBIN and got.load_uniform and got.space_in_band
+
+
+@pytest.mark.parametrize("rates, used, latency, why", [
+    ([500e6] * 6 + [100e6] * 2, [0.4] * 8, None, "slow OSTs"),
+    ([500e6] * 8, [0.4] * 8, [MIB / 500e6] * 6 + [8 * MIB / 500e6] * 2, "loaded OSTs"),
+    ([500e6] * 8, [0.4] * 7 + [0.7], None, "free space outside qos_threshold_rr"),
+    ([500e6] * 8, [0.010] * 7 + [0.013], None, "used max/mean over the band"),
+])
+def test_uneven_load_or_space_solves_the_flow(rates, used, latency, why):
+    assert classify(_arrays(rates, used, latency), RegimeThresholds()).mode == FLOW, why
+
+
+def test_thresholds_are_checked():
+    with pytest.raises(ValueError, match="regime thresholds"):
+        RegimeThresholds(load_ratio=0.5)
+
+
+def _snapshot(latency):
+    osts = [OstState(i, f"oss{i // 2}", KB, KB // 2, KB // 2, write_latency_s=latency[i],
+                     sample_time_s=0.0) for i in range(len(latency))]
+    return ClusterSnapshot(osts=osts, osses={f"oss{s}": OssState(f"oss{s}") for s in range(4)})
+
+
+def test_mcmf_switches_between_round_robin_and_the_flow():
+    pol = McmfPolicy(cost_model="rate", predict_k=0, regime=True)
+    req = CreateRequest(job_id="a", stripe_count=2, stripe_size=MIB, expected_bytes=64 * MIB)
+    even = pol.allocate_batch(_snapshot([MIB / 500e6] * 8), [req])[0]
+    assert even.note == "regime round_robin"
+    # Two OSTs at a fifth of the others' rate: the flow, which leaves them out.
+    slow = _snapshot([MIB / 500e6] * 6 + [5 * MIB / 500e6] * 2)
+    pol = McmfPolicy(cost_model="rate", predict_k=0, regime=True)
+    got = pol.allocate_batch(slow, [req])[0]
+    assert got.note != "regime round_robin" and not set(got.osts) & {6, 7}
+
+
+def test_prediction_gate_follows_measured_accuracy_and_probes():
+    pol = McmfPolicy(predict_min_accuracy=0.5, predict_min_trials=4, predict_window=8)
+    assert pol._may_predict("a")                     # no evidence yet: trusted
+    for _ in range(4):
+        pol._score("a", False)
+    for _ in range(4):
+        pol._score("b", True)
+    assert pol._may_predict("b")
+    allowed = [pol._may_predict("a") for _ in range(16)]
+    assert allowed.count(True) == 2                  # a probe every 8th round
+    assert McmfPolicy()._may_predict("a")            # threshold 0: always predict
