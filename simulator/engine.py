@@ -30,6 +30,7 @@ from mapper.policies.placement import AllocationError, CreateRequest, PlacementP
 from simulator.cluster import GIB, KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
 from simulator.network.model import NetworkModel
+from simulator.inflight import SimFile, SimTransfer
 from simulator.network.transfers import Storage, TransferSet
 from simulator.rebalance import REBALANCE_JOB, Rebalancer
 from simulator.scenario import Scenario
@@ -150,39 +151,6 @@ class RunResult:
     file_read_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
-@dataclass
-class _File:
-    job: str
-    osts: np.ndarray            # simulated OST positions, stripe order
-    stripe_size: int
-    size: int = 0               # bytes the file will hold once its writes land
-    landed: np.ndarray = field(default_factory=lambda: np.zeros(0))  # bytes landed per stripe
-    last_write_s: float = 0.0
-    transfers: int = 0          # in flight
-    recent_bytes: float = 0.0   # read + written since the last rebalance plan
-    times: list = field(default_factory=lambda: [math.inf, -math.inf, math.inf, -math.inf])
-    """first write start, last write end, first read start, last read end (s)."""
-
-
-@dataclass
-class _Transfer:
-    write: bool
-    job: str
-    file: _File | None
-    osts: np.ndarray            # positions, only those with bytes
-    per_ost: np.ndarray         # bytes per OST of this transfer
-    nbytes: float
-    remaining: float
-    ops: int
-    start_s: float
-    stripe_pos: np.ndarray | None = None  # write: stripe slots of ``osts`` in the file
-    client: int = 0             # client node (network model)
-    cap_bytes_s: float = math.inf          # a migration's budget cap (simulator.rebalance)
-    rebalance_key: str | None = None       # the file a migration transfer moves
-    rfile: _File | None = None  # read: the file read
-    lands: bool = True          # a write that lands bytes (background traffic does not)
-
-
 class Simulation:
     """One policy's run over one scenario.
 
@@ -229,8 +197,8 @@ class Simulation:
         self.used = cluster.used_bytes.astype(float).copy()
         self.capacity = cluster.capacity_bytes.astype(float)
         self.pos_of_index = {int(ix): p for p, ix in enumerate(cluster.ost_index)}
-        self.files: dict[str, _File] = {}
-        self.transfers: list[_Transfer] = []
+        self.files: dict[str, SimFile] = {}
+        self.transfers: list[SimTransfer] = []
         self.dirty = True
         self.apps: dict[str, AppStats] = {}
         self.counters: Counter = Counter()
@@ -411,7 +379,7 @@ class Simulation:
         self.dirty = True
         self.counters["event_transitions"] += 1
 
-    def _create(self, rec: TraceRecord, now: float) -> _File | None:
+    def _create(self, rec: TraceRecord, now: float) -> SimFile | None:
         if now - self.last_statfs_s >= self.sc.cluster.statfs_interval_s:
             self._refresh_statfs(now)
         if now - self.last_stats_s >= self.sc.cluster.stats_interval_s:
@@ -440,11 +408,11 @@ class Simulation:
         self.counters["creates"] += 1
         self.creates_this_step += 1
         osts = np.array([self.pos_of_index[i] for i in placement.osts], dtype=np.int64)
-        return _File(job=rec.job_id, osts=osts, stripe_size=rec.stripe_size,
+        return SimFile(job=rec.job_id, osts=osts, stripe_size=rec.stripe_size,
                      landed=np.zeros(len(osts)), last_write_s=now)
 
     def _create_unmanaged(self, rec: TraceRecord, req: CreateRequest, app: AppStats,
-                          now: float) -> _File | None:
+                          now: float) -> SimFile | None:
         """A create of a job that does not preload the shim: Lustre's own allocator
         (QOS/RR as restated in mapper/policies) places it on the MDS's statfs view; the
         mapper never hears of it, only of its traffic in the next samples."""
@@ -459,7 +427,7 @@ class Simulation:
         self.counters["creates_unmanaged"] += 1
         self.creates_this_step += 1
         osts = np.array([self.pos_of_index[i] for i in placement.osts], dtype=np.int64)
-        return _File(job=rec.job_id, osts=osts, stripe_size=rec.stripe_size,
+        return SimFile(job=rec.job_id, osts=osts, stripe_size=rec.stripe_size,
                      landed=np.zeros(len(osts)), last_write_s=now)
 
     # -- records ---------------------------------------------------------------------
@@ -467,7 +435,7 @@ class Simulation:
         if rec.op == "write" and rec.ost is not None:
             # Background traffic (an LMT replay): loads the OST, lands no bytes.
             pos = self.pos_of_index.get(rec.ost)
-            self._add(_Transfer(True, rec.job_id, None, np.array([pos]),
+            self._add(SimTransfer(True, rec.job_id, None, np.array([pos]),
                                 np.array([float(rec.bytes)]), float(rec.bytes),
                                 float(rec.bytes), rec.ops, now, lands=False))
             return
@@ -492,7 +460,7 @@ class Simulation:
             nz = np.nonzero(delta)[0]
             f.last_write_s = now
             f.transfers += 1
-            self._add(_Transfer(True, rec.job_id, f, f.osts[nz], delta[nz], float(rec.bytes),
+            self._add(SimTransfer(True, rec.job_id, f, f.osts[nz], delta[nz], float(rec.bytes),
                                 float(rec.bytes), rec.ops, now, stripe_pos=nz))
         elif rec.op == "read":
             self.meta_this_step += 1
@@ -505,18 +473,18 @@ class Simulation:
                 share = f.landed if f.landed.sum() > 0 else np.ones(len(f.osts))
                 nz = np.nonzero(share)[0]
                 per = share[nz] / share[nz].sum() * rec.bytes
-                self._add(_Transfer(False, rec.job_id, None, f.osts[nz], per, float(rec.bytes),
+                self._add(SimTransfer(False, rec.job_id, None, f.osts[nz], per, float(rec.bytes),
                                     float(rec.bytes), rec.ops, now, rfile=f))
             else:
                 pos = self.pos_of_index.get(rec.ost)
-                self._add(_Transfer(False, rec.job_id, None, np.array([pos]),
+                self._add(SimTransfer(False, rec.job_id, None, np.array([pos]),
                                     np.array([float(rec.bytes)]), float(rec.bytes),
                                     float(rec.bytes), rec.ops, now))
         else:
             self.meta_this_step += 1
             self._delete(rec.file_id)
 
-    def _add(self, tr: _Transfer) -> None:
+    def _add(self, tr: SimTransfer) -> None:
         if tr.nbytes <= 0:
             return
         tr.client = self.network.client_of(tr.job)

@@ -35,17 +35,16 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from mapper.policies.placement import AllocationError, CreateRequest
 from mapper.policies.registry import make_policy
 from mapper.rebalance.planner import FileTable, OstTable, PlanTargets, plan_migration
+from simulator.inflight import SimFile, SimTransfer
 from simulator.metrics import max_mean_ratio
 
-if TYPE_CHECKING:  # pragma: no cover
-    from simulator.engine import Simulation
 
 REBALANCE_JOB = "lustre-alloc:rebalance"
 """Job id of migration transfers (kept out of the applications' statistics)."""
@@ -108,7 +107,7 @@ def parse_rebalance_event(table: Any) -> RebalanceEvent:
 @dataclass
 class _Move:
     key: str
-    file: Any                    # engine _File
+    file: SimFile
     new_osts: np.ndarray | None  # positions; None: the allocator chooses at start
     ev: RebalanceEvent
 
@@ -118,7 +117,7 @@ class _Migration:
     move: _Move
     old_osts: np.ndarray
     new_osts: np.ndarray
-    volatile: Any                # engine _File holding the new objects' landed bytes
+    volatile: SimFile            # holds the new objects' landed bytes
     transfers: list = field(default_factory=list)
     pending: int = 2
 
@@ -126,7 +125,7 @@ class _Migration:
 class Rebalancer:
     """The rebalance events of one run, driven by :class:`simulator.engine.Simulation`."""
 
-    def __init__(self, sim: "Simulation", events: tuple[RebalanceEvent, ...]):
+    def __init__(self, sim: Any, events: tuple[RebalanceEvent, ...]):  # sim: engine.Simulation (not imported: a cycle)
         self.sim = sim
         self.events = events
         self.next_s = [ev.at_s if ev.at_s is not None else ev.start_s for ev in events]
@@ -334,14 +333,13 @@ class Rebalancer:
         return np.array([sim.pos_of_index[i] for i in placement.osts], dtype=np.int64)
 
     def _launch(self, mv: _Move, new: np.ndarray, now: float) -> None:
-        from simulator.engine import _File, _Transfer
         sim = self.sim
         f = mv.file
         total = float(f.landed.sum())
         old = f.osts.copy()
         bw = sim.cl.bandwidth_bytes_s
         budget = mv.ev.budget_fraction
-        vol = _File(job=REBALANCE_JOB, osts=new, stripe_size=f.stripe_size, size=f.size,
+        vol = SimFile(job=REBALANCE_JOB, osts=new, stripe_size=f.stripe_size, size=f.size,
                     landed=np.zeros(len(new)))
         nz = np.nonzero(f.landed)[0]
         rd_per = f.landed[nz].astype(float)
@@ -351,8 +349,8 @@ class Rebalancer:
         # Rate cap: no OST gives this transfer more than budget x its bandwidth.
         rd_cap = float(np.min(budget * bw[old[nz]] / (rd_per / total)))
         wr_cap = float(np.min(budget * bw[new[wz]] / (wr_per[wz] / total)))
-        rd = _Transfer(False, REBALANCE_JOB, None, old[nz], rd_per, total, total, ops, now)
-        wr = _Transfer(True, REBALANCE_JOB, vol, new[wz], wr_per[wz], total, total, ops, now,
+        rd = SimTransfer(False, REBALANCE_JOB, None, old[nz], rd_per, total, total, ops, now)
+        wr = SimTransfer(True, REBALANCE_JOB, vol, new[wz], wr_per[wz], total, total, ops, now,
                        stripe_pos=wz)
         rd.cap_bytes_s, wr.cap_bytes_s = rd_cap, wr_cap
         rd.rebalance_key = wr.rebalance_key = mv.key

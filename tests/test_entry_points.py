@@ -28,7 +28,8 @@ def _main(target: str):
 
 def test_every_role_has_an_entry_point():
     assert set(ENTRY_POINTS) == {"lustre-alloc-sim", "lustre-alloc-traces", "lustre-alloc-collector",
-                                 "lustre-alloc-broker", "lustre-alloc-mapper", "lustre-alloc-demo"}
+                                 "lustre-alloc-broker", "lustre-alloc-mapper", "lustre-alloc-demo",
+                                 "lustre-alloc-rebalance"}
 
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
@@ -40,7 +41,9 @@ def test_version_flag(name, capsys):
 
 
 # commands with sub-commands get a valid one, so the flag is what is wrong
-BEFORE_FLAG = {"lustre-alloc-sim": ["list"], "lustre-alloc-traces": ["validate", "x.csv"]}
+BEFORE_FLAG = {"lustre-alloc-sim": ["list"], "lustre-alloc-traces": ["validate", "x.csv"],
+               "lustre-alloc-rebalance": ["plan", "--state", "s", "--files", "f", "--layouts", "l",
+                                          "--budget", "0.2"]}
 
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))

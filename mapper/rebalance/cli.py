@@ -19,6 +19,7 @@ import shlex
 import sys
 from typing import TextIO
 
+from common.cli import EXIT_USAGE, OneLineParser, command_parser, fail
 from mapper.rebalance.inputs import PRINTF_FORMAT, build_file_table, read_state
 from mapper.rebalance.planner import (FileTable, OstTable, Plan, PlanInputError, PlanTargets,
                                       plan_migration)
@@ -27,17 +28,10 @@ PROG = "lustre-alloc-rebalance"
 MIB = 1 << 20
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with usage errors as one line on stderr (exit code 2)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Plan lfs migrate moves that rebalance OST fill "
-                                       "and load (Pufferscale-style heuristic).")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    p = command_parser(PROG, "Plan lfs migrate moves that rebalance OST fill and load "
+                             "(Pufferscale-style heuristic).")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=OneLineParser)
     pl = sub.add_parser("plan", help="write a migration plan")
     pl.add_argument("--state", required=True,
                     help="lfs df output, or a cluster-state JSON (write_state_json)")
@@ -136,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _cmd_plan(args)
     except PlanInputError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, e, EXIT_USAGE)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.engine import Simulation, _File
+from simulator.engine import Simulation
+from simulator.inflight import SimFile
 from simulator.network.model import make_network
 from simulator.runner import build_policy, prepare
 from simulator.scenario import ScenarioError, load_scenario
@@ -32,7 +33,7 @@ def _sim(make_scenario, records, trigger="at_s = 10", budget=0.5, bw=100):
 
 def _inject(sim, key, ost, nbytes):
     """A file already on disk at t=0 (what an older campaign left)."""
-    sim.files[key] = _File(job="old", osts=np.array([ost]), stripe_size=MIB, size=nbytes,
+    sim.files[key] = SimFile(job="old", osts=np.array([ost]), stripe_size=MIB, size=nbytes,
                            landed=np.array([float(nbytes)]))
     sim.used[ost] += nbytes
 
