@@ -227,6 +227,9 @@ static void la_init_once(void)
 	s = getenv("LUSTRE_ALLOC_POOL");
 	if (s && *s)
 		la_copy(la_cfg.pool, sizeof(la_cfg.pool), s);
+	s = getenv("LUSTRE_ALLOC_FSNAME");
+	if (s && *s && strlen(s) < sizeof(la_cfg.fsname))
+		la_copy(la_cfg.fsname, sizeof(la_cfg.fsname), s);
 	s = getenv("LUSTRE_ALLOC_RECORD");
 	if (s && *s)
 		la_copy(la_cfg.record, sizeof(la_cfg.record), s);

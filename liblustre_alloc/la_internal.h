@@ -67,6 +67,7 @@ struct la_config {
 	uint64_t stripe_size;      /* LUSTRE_ALLOC_STRIPE_SIZE, 0 = not given */
 	uint64_t expected_bytes;   /* LUSTRE_ALLOC_EXPECTED_BYTES */
 	char pool[LA_LOV_MAXPOOLNAME + 1]; /* LUSTRE_ALLOC_POOL */
+	char fsname[9];            /* LUSTRE_ALLOC_FSNAME (mkfs.lustre --fsname: at most 8), "" = the mapper's only one */
 	char record[LA_PATH_MAX];  /* LUSTRE_ALLOC_RECORD, "" = no record */
 	int npaths;                /* LUSTRE_ALLOC_PATHS */
 	char *paths[64];

@@ -63,7 +63,8 @@ size_t la_pack_request(char *buf, size_t cap, uint64_t id,
 	int n = 3;
 
 	if (alloc)
-		n += 4 + (rq->path ? 1 : 0) + (rq->pool && *rq->pool ? 1 : 0);
+		n += 4 + (rq->path ? 1 : 0) + (rq->pool && *rq->pool ? 1 : 0) +
+		     (la_cfg.fsname[0] ? 1 : 0);
 	msgpack_packer_init(&pk, &b, la_buf_write);
 	msgpack_pack_map(&pk, (size_t)n);
 	la_pack_cstr(&pk, "v");
@@ -92,6 +93,12 @@ size_t la_pack_request(char *buf, size_t cap, uint64_t id,
 		if (rq->pool && *rq->pool) {
 			la_pack_cstr(&pk, "pool");
 			la_pack_cstr(&pk, rq->pool);
+		}
+		/* a mapper serving several file systems needs to know which
+		 * one (docs/protocol.md: fsname) */
+		if (la_cfg.fsname[0]) {
+			la_pack_cstr(&pk, "fsname");
+			la_pack_cstr(&pk, la_cfg.fsname);
 		}
 	}
 	return b.overflow ? 0 : b.len;
