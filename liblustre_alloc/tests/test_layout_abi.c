@@ -1,7 +1,7 @@
 /*
  * test_layout_abi - unit tests of what cannot run without Lustre:
  *  - the packed structs against the sizes/offsets restated in
- *    ../shared/reference/lustre-client-layout-api.md,
+ *    docs/reference/lustre-client-layout-api.md,
  *  - the exact bytes the Lustre backend hands to ioctl(LL_IOC_LOV_SETSTRIPE),
  *  - the Lustre backend's create/fallback logic, driven through the one
  *    seam it has (la_lustre_ioctl) on a local filesystem,
