@@ -31,6 +31,7 @@ so 0.01 percentage point is the cost resolution (OR-Tools needs integer costs).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -81,6 +82,11 @@ class OstArrays:
     extra_stripes: np.ndarray | None = None
     degraded: np.ndarray | None = None
     oss_limit_bytes_s: np.ndarray | None = None
+
+    def take(self, rows: np.ndarray) -> "OstArrays":
+        """The same arrays restricted to ``rows`` (positions, int64 (K,)); O(K)."""
+        return OstArrays(**{f.name: (None if (v := getattr(self, f.name)) is None else v[rows])
+                            for f in dataclasses.fields(self)})
 
     @property
     def used_fraction(self) -> np.ndarray:

@@ -139,7 +139,8 @@ def _prune_by_oss(rows: np.ndarray, rank: np.ndarray, oss: np.ndarray, oss_first
 def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: Sequence[np.ndarray],
                   cost_model: CostModel, stripe_size: int, bytes_per_stripe: float,
                   prune: bool = True,
-                  group_costs: Sequence[np.ndarray | None] | None = None) -> FlowNetwork:
+                  group_costs: Sequence[np.ndarray | None] | None = None,
+                  max_ost_slots: int | None = None) -> FlowNetwork:
     """Build one round's network.
 
     Args:
@@ -154,6 +155,9 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
             module docstring). False builds the dense network (for tests and benches).
         group_costs: optional extra request -> OST costs per group, int64 (N,) each
             (None entries: no extra cost).
+        max_ost_slots: most stripes of the round on one OST (None: as many as the
+            requests allow). A bound on the plan, not exact: the planner's aggregated
+            rounds use it (:func:`mapper.flow.round_solve.slot_cap`).
     Raises:
         ValueError: a request with ``stripes < 1`` or an unknown group.
     """
@@ -168,7 +172,16 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     oss_of = osts.oss.astype(np.int64)
     n_oss = int(oss_of.max()) + 1 if n else 0
     oss_fn = getattr(cost_model, "oss_unit_costs", None)
-    oss_units = oss_fn(osts, max(1, total), bytes_per_stripe) if oss_fn is not None and n else None
+    oss_units = None
+    if oss_fn is not None and n:
+        # An OSS carries at most (its OSTs) x (stripes one request may put on an OST,
+        # summed over requests): slots beyond that can never be used (an aggregated
+        # plan's total can be thousands while an OSS takes a few dozen).
+        most_osts = int(np.bincount(oss_of).max())
+        per_ost_sum = sum(req.per_ost for req in requests)
+        if max_ost_slots is not None:
+            per_ost_sum = min(per_ost_sum, max_ost_slots)
+        oss_units = oss_fn(osts, max(1, min(total, most_osts * per_ost_sum)), bytes_per_stripe)
     # Candidates per eligibility group.
     first = req_cost + cost_model.unit_costs(osts, 1, bytes_per_stripe)[:, 0]
     extra = list(group_costs) if group_costs is not None else [None] * len(eligible)
@@ -195,6 +208,8 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     arc_cap = np.repeat(np.array([req.per_ost for req in requests], dtype=np.int64), lens)
     per_ost_requests = (np.bincount(ost_node, weights=arc_cap, minlength=m).astype(np.int64)
                         if m else np.zeros(0, dtype=np.int64))
+    if max_ost_slots is not None:
+        per_ost_requests = np.minimum(per_ost_requests, max(1, max_ost_slots))
     slots_needed = int(per_ost_requests.max()) if m else 0
     units = cost_model.unit_costs(osts, slots_needed, bytes_per_stripe, rows=used_rows) if m else np.zeros((0, 1), dtype=np.int64)
     shift = int(units.min()) if m else 0

@@ -31,7 +31,7 @@ The policy does not gate itself on MDS CPU: :class:`mapper.policies.gate.GatedPo
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,6 +44,8 @@ from mapper.flow.rates import OstRateTracker
 from mapper.policies.regime import FLOW, ROUND_ROBIN, Regime, RegimeThresholds, classify
 from mapper.policies.round_robin import RoundRobin
 from mapper.flow.network import RoundRequest, build_network
+from mapper.flow.round_solve import (PlanJob, PlanSolution, StripeOrder, slot_cap, solve_plan,
+                                     solve_rows)
 from mapper.flow.solver import SOLVERS
 from mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION, STRAGGLER_MIN_EXCESS_S,
                                     slowest_outliers, straggler_indices)
@@ -60,6 +62,16 @@ from mapper.state.pending import PendingOverlay
 
 DEFAULT_STRIPE_SIZE = 1 << 20
 PLAN_MAX_APPS = 4
+LEARN_QUEUE_MAX = 1 << 16
+PREDICT_ROUND_S = 0.25
+"""A planning round for predicted applications runs at most this often, s; the other
+rounds plan the classes' lists (a round has a fixed O(OSTs) cost: at 3600 OSTs, rounds
+every few ms for four applications' predictions kept a core busy)."""
+SHORTLIST_MAX = 256
+"""OSTs per pool a missed request's small flow may choose from, at most: the cheapest
+OSTs of the last planning round's lists (service only; issue #19)."""
+"""Requests waiting for the planner thread to teach their chain, at most; the oldest are
+dropped beyond (a planner that cannot keep up loses samples, never memory)."""
 """Applications whose predicted requests one planning round plans, at most."""
 
 
@@ -142,9 +154,13 @@ class McmfPolicy(BatchPolicy):
         plan_inline: run the planner synchronously at the end of a request that missed
             or named a predictable application (the simulator); False when a background
             planner calls :meth:`plan` (the service).
-        plan_aggregate: plan a class's lists as one flow request dealt into lists
+        plan_aggregate: plan every class's lists as one flow request dealt into lists
             (same optimum, much smaller network at thousands of OSTs); off by default:
             on paper-32ost it balanced worse (OST max/mean 1.46 vs 1.33, docs/placement.md).
+        plan_aggregate_above: a class lacking more lists than this is planned as one
+            aggregated request with at most :func:`~mapper.flow.round_solve.slot_cap`
+            stripes per OST (a deep queue at thousands of requests/s would otherwise be
+            hundreds of request nodes x thousands of OSTs).
         rate_smoothing: weight of a new sample in each OST's smoothed write rate
             (:mod:`mapper.flow.rates`; the ``rate`` cost model's ``r_j``).
         latency_smoothing: weight of a new sample in the smoothed brw_stats RPC time the
@@ -173,8 +189,9 @@ class McmfPolicy(BatchPolicy):
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
                  predict_mode: str = "joint", plan_ahead: bool = True,
                  plan_ttl_s: float = 2.5, plan_horizon_s: float = 1.0,
-                 plan_max_depth: int = 32, plan_inline: bool = True,
-                 plan_aggregate: bool = False, rate_smoothing: float = 0.05,
+                 plan_max_depth: int = 512, plan_inline: bool = True,
+                 plan_aggregate: bool = False, plan_aggregate_above: int = 8,
+                 rate_smoothing: float = 0.05,
                  latency_smoothing: float = 1.0, regime: bool = False,
                  regime_params: dict[str, float] | None = None,
                  space_cost_model: str | None = None,
@@ -206,7 +223,7 @@ class McmfPolicy(BatchPolicy):
         self.predict_k = predict_k
         self.markov_config = MarkovConfig(**(markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
-        self.solve = SOLVERS[solver]
+        self.solver = solver
         self.prune = prune
         self.straggler_factor = straggler_factor
         self.straggler_min_excess_s = straggler_min_excess_s
@@ -225,6 +242,18 @@ class McmfPolicy(BatchPolicy):
                       if plan_ahead else None)
         self.plan_inline = plan_inline
         self.plan_aggregate = plan_aggregate
+        if plan_aggregate_above < 1:
+            raise ValueError(f"plan_aggregate_above must be >= 1, got {plan_aggregate_above!r}")
+        self.plan_aggregate_above = plan_aggregate_above
+        # Requests whose Markov learning waits for the planner (service): (job, bytes,
+        # pool, stripe count, stripe size, usable OSTs). Inline (simulator), learning
+        # happens in the request's round, as before.
+        # pool -> OST indices of the last planning round's lists, cheapest first: where a
+        # request that finds no planned list is solved (a small flow instead of O(OSTs)).
+        self.shortlists: dict[str | None, np.ndarray] = {}
+        self._predicted_round_s = -np.inf
+        self._to_learn: deque[tuple[str, int, str | None, int, int, int]] = deque(
+            maxlen=LEARN_QUEUE_MAX)
         # application -> (pool, stripe count, stripe size) of its last request, for the
         # background planner to plan its predicted requests (not used inline)
         self._want_predictions: dict[str, tuple[str | None, int, int]] = {}
@@ -236,8 +265,6 @@ class McmfPolicy(BatchPolicy):
                       "regime_rr_requests": 0}
         self.last_stragglers: set[int] = set()
         self.last_solve_cost = 0
-        self._order_for: OstArrays | None = None
-        self._order_cols: tuple[list, list, list] = ([], [], [])
         """Placement cost (Eq. 1, bonuses removed) of the last flow solved."""
 
     @property
@@ -324,21 +351,23 @@ class McmfPolicy(BatchPolicy):
                 out[pos] = NoSpaceError(f"no usable OST in pool {req.pool!r}" if req.pool
                                         else "no usable OST")
                 continue
-            if req.expected_bytes > 0:
+            size = req.stripe_size or DEFAULT_STRIPE_SIZE
+            if plans is not None and not self.plan_inline:
+                # The chain learns in the planner's thread (off the request path).
+                self._to_learn.append((req.job_id, req.expected_bytes, req.pool, count, size,
+                                       n_usable))
+            elif req.expected_bytes > 0:
                 self.predictor.observe(req.job_id, req.expected_bytes)
             hit = self._take_predicted(req, count, view.table, stragglers, now)
             if hit is not None:
                 out[pos] = hit
                 continue
-            size = req.stripe_size or DEFAULT_STRIPE_SIZE
             # An application whose chain predicts gets its own lists (the class
             # "application where predictions exist"): the planner plans its next
             # requests; this request takes its class's list meanwhile.
             if plans is not None:
-                if self.predict_k and self.predictor.predict(req.job_id, 1, size, count,
-                                                             n_usable):
-                    self._want_predictions.pop(req.job_id, None)     # most recent last
-                    self._want_predictions[req.job_id] = (req.pool, count, size)
+                if self.plan_inline:
+                    self._want_if_predicts(req.job_id, req.pool, count, size, n_usable)
                 bps = self._bytes_per_stripe(req, count)
                 key = (req.pool, count, stripe_size_band(size), bytes_band(bps))
                 plans.note(key, now, size, bps)
@@ -356,95 +385,125 @@ class McmfPolicy(BatchPolicy):
                 group_apps.append(req.job_id)
             current.append(_Current(pos, req, count, groups[key]))
         if current:
-            self._round(snapshot, view, masks, group_apps, current, stragglers, out, now)
+            rows = None if self.plan_inline else self._shortlist_rows(view, current)
+            self._round(snapshot, view, masks, group_apps, current, stragglers, out, now,
+                        rows)
         if self.plan_inline and (missed or self._want_predictions):
             self.plan(snapshot)             # the planner, run synchronously
         return out  # type: ignore[return-value]
 
     # -- planning ahead --------------------------------------------------------------
+    def learn(self, most: int | None = None) -> int:
+        """Teach the Markov chains the requests queued by the request path, at most
+        ``most`` of them (None: all); returns how many. The service's planner calls it
+        under the service lock, in slices, so the request loop waits for one slice."""
+        n = 0
+        queue = self._to_learn
+        while queue and (most is None or n < most):
+            job, nbytes, pool, count, size, n_usable = queue.popleft()
+            if nbytes > 0:
+                self.predictor.observe(job, nbytes)
+            self._want_if_predicts(job, pool, count, size, n_usable)
+            n += 1
+        return n
+
+    def _want_if_predicts(self, job: str, pool: str | None, count: int, size: int,
+                          n_usable: int) -> None:
+        if self.predict_k and self.predictor.predict(job, 1, size, count, n_usable):
+            self._want_predictions.pop(job, None)     # most recent last
+            self._want_predictions[job] = (pool, count, size)
+
     def plan(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None = None,
-             lock: Any = None) -> int:
+             lock: Any = None, solve: Any = solve_plan) -> int:
         """Refill the plan queues: one flow over the lists every class (or the classes
         in ``only``) lacks for its target depth, on the current state plus everything
         placed, predicted or planned. Returns the lists queued.
 
         With ``lock`` (the service's planner thread), the state is read and the lists
-        queued under it, but the flow is built and solved outside it, so requests keep
-        being answered meanwhile (lists are checked again when handed out)."""
+        queued under it, but the flow is built and solved outside it by ``solve`` (a
+        :class:`~mapper.flow.round_solve.PlanJob` -> :class:`~mapper.flow.round_solve.PlanSolution`
+        function: :func:`~mapper.flow.round_solve.solve_plan` here, or the service's
+        planner process), so requests keep being answered meanwhile (lists are checked
+        again when handed out)."""
         if self.plans is None:
             return 0
         guard = lock if lock is not None else nullcontext()
         with guard:
-            job = self._plan_prepare(snapshot, only)
-        if job is None:
+            if lock is None:
+                self.learn()        # the service's planner learned before, in slices
+            prepared = self.plan_prepare(snapshot, only)
+        if prepared is None:
             return 0
-        demand, reqs, keys, osts, masks, stripe_size, bps, now = job
-        got = self._solve(osts, reqs, masks, stripe_size, bps, [None] * len(masks))
-        # Within a class, the cheapest lists go first (their OSTs' first-stripe cost):
-        # the flow's optimum does not say which of its requests gets which OSTs.
-        first = (self.cost_model.request_arc_costs(osts)
-                 + self.cost_model.unit_costs(osts, 1, bps)[:, 0])
+        job, keys, now = prepared
+        solution = solve(job)
+        with guard:
+            return self.plan_commit(job, keys, now, solution)
+
+    def plan_commit(self, job: PlanJob, keys: list[Any], now: float,
+                    solution: PlanSolution) -> int:
+        """Queue a solved planning round's lists (call under the service lock); the
+        lists queued."""
+        self.last_solve_cost = solution.placement_cost
         ranked: dict[ClassKey, list[tuple[int, tuple[int, ...]]]] = {}
         kept: dict[str, list[tuple[int, KeptList]]] = {}
-        for k, rows in enumerate(got):
-            if len(rows) < reqs[k].stripes:
+        for k, made in enumerate(solution.lists):
+            if not made:
                 continue
-            if reqs[k].tier == 0:
-                count = keys[k][1]
-                for part in self._deal(rows, reqs[k].per_ost, count, first):
-                    ranked.setdefault(keys[k], []).append(
-                        (int(first[part].sum()), self._stripe_order(part, osts)))
+            if job.requests[k].tier == 0:
+                ranked.setdefault(keys[k], []).extend(made)
             else:
                 p, pool, size = keys[k]
+                stripes = job.requests[k].stripes
                 kept.setdefault(p.job_id, []).append((p.step, KeptList(
-                    now, reqs[k].stripes, size, pool, self._stripe_order(rows, osts), p.probability,
-                    p.bytes / reqs[k].stripes)))
-        lists = {key: [osts_ for _, osts_ in sorted(items, key=lambda c: c[0])]
-                 for key, items in ranked.items()}
-        with guard:
-            for key, ready in lists.items():
-                self.plans.add(key, ready, now)
-            for job, items in kept.items():
-                if not self.kept.by_job.get(job):
-                    items.sort(key=lambda sp: sp[0])
-                    self.kept.replace(job, [e for _, e in items])
-        return sum(len(v) for v in lists.values()) + sum(len(v) for v in kept.values())
+                    now, stripes, size, pool, made[0][1], p.probability, p.bytes / stripes)))
+        short: dict[str | None, dict[int, None]] = {}
+        for key, items in ranked.items():
+            ready = [osts for _, osts in sorted(items, key=lambda c: c[0])]
+            self.plans.add(key, ready, now)
+            seen = short.setdefault(key[0], {})
+            for osts in ready:
+                if len(seen) >= SHORTLIST_MAX:
+                    break
+                seen.update(dict.fromkeys(osts))
+        for pool, seen in short.items():
+            self.shortlists[pool] = np.fromiter(seen, dtype=np.int64, count=len(seen))
+        for job_id, items in kept.items():
+            if not self.kept.by_job.get(job_id):
+                items.sort(key=lambda sp: sp[0])
+                self.kept.replace(job_id, [e for _, e in items])
+        return sum(len(v) for v in ranked.values()) + sum(len(v) for v in kept.values())
 
-    @staticmethod
-    def _deal(rows: list[int], lists: int, count: int, cost: np.ndarray) -> list[list[int]]:
-        """Split an aggregated class's stripes (``rows``, each OST at most ``lists``
-        times, ``lists * count`` in all) into ``lists`` lists of ``count`` distinct OSTs,
-        cheapest first: list by list, the OSTs whose remaining copies equal the lists
-        left must go in (so the rest stays feasible), then the cheapest others by
-        ``cost`` (first-stripe cost per row). The first lists handed out are then the
-        ones a per-request flow would have given first."""
-        left: dict[int, int] = {}
-        for r in rows:
-            left[r] = left.get(r, 0) + 1
-        out: list[list[int]] = []
-        for remaining in range(lists, 0, -1):
-            forced = [r for r, m in left.items() if m == remaining]
-            others = sorted((r for r, m in left.items() if m < remaining),
-                            key=lambda r: (cost[r], r))
-            pick = forced + others[:count - len(forced)]
-            for r in pick:
-                left[r] -= 1
-                if not left[r]:
-                    del left[r]
-            out.append(pick)
-        return out
-
-    def _plan_prepare(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None):
-        plans = self.plans              # plan() returns before this when None
+    def plan_prepare(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None = None
+                     ) -> tuple[PlanJob, list[Any], float] | None:
+        """The next planning round as a :class:`~mapper.flow.round_solve.PlanJob`, with
+        each request's class key (or predicted request) and the planning time; None
+        when nothing is lacking. Call under the service lock."""
+        plans = self.plans
+        if plans is None:
+            return None
         now = snapshot.time_s
         view = self._view(snapshot)
         self.pending.decay(now)
         self.pending.absorb(view.table, self._view_key)
         plans.expire(now)
-        demand = plans.demand(now, only)
+        # A round plans either the classes' lists or the predicted applications' next
+        # requests, never both: pruning keeps as many candidates per request as the
+        # round has stripes, so a few predicted requests in a round of a thousand
+        # planned stripes would each get arcs to every OST (at 3600 OSTs such mixed
+        # rounds took 0.2-0.5 s against 30 ms for the classes alone).
+        want = list(self._want_predictions.items())[-PLAN_MAX_APPS:]
+        if want and now - self._predicted_round_s >= PREDICT_ROUND_S:
+            demand = []
+            self._predicted_round_s = now
+        else:
+            want = []
+            demand = plans.demand(now, only)
+            if not demand:
+                return None
         groups: dict[str | None, int] = {}
         masks: list[np.ndarray] = []
         reqs: list[RoundRequest] = []
+        lists: list[int] = []
         keys: list[Any] = []
         sizes: list[int] = []
         bytes_: list[float] = []
@@ -462,21 +521,27 @@ class McmfPolicy(BatchPolicy):
             g = group(d.pool)
             if g is None:
                 continue
-            if self.plan_aggregate:
-                # The class's lists as one request: d.lists x count stripes, at most
-                # d.lists per OST, dealt into lists after the solve (RoundRequest.per_ost).
-                reqs.append(RoundRequest(d.lists * d.stripe_count, g, 0, per_ost=d.lists))
+            if self.plan_aggregate or d.lists > self.plan_aggregate_above:
+                # The class's lists as one request: d.lists x count stripes, dealt into
+                # lists after the solve (RoundRequest.per_ost). plan_aggregate keeps the
+                # exact bound (d.lists per OST); a deep automatic one is capped.
+                stripes = d.lists * d.stripe_count
+                per_ost = d.lists if self.plan_aggregate else min(
+                    d.lists, slot_cap(stripes, int(masks[g].sum())))
+                reqs.append(RoundRequest(stripes, g, 0, per_ost=per_ost))
+                lists.append(d.lists)
                 keys.append(d.key)
             else:
                 reqs.extend(RoundRequest(d.stripe_count, g, 0) for _ in range(d.lists))
+                lists.extend([1] * d.lists)
                 keys.extend([d.key] * d.lists)
             sizes.append(d.stripe_size)
             bytes_.append(d.bytes_per_stripe)
         # Applications with predictions and no kept lists left: their next requests.
         # Most recently seen first, at most PLAN_MAX_APPS per round (the rest wait for
         # the next round: a planning round stays a few milliseconds).
-        want = list(self._want_predictions.items())[-PLAN_MAX_APPS:]
-        self._want_predictions.clear()
+        if want:
+            self._want_predictions.clear()  # older ones are out of date by now
         predicted = []
         for job, (pool, count, size) in want:
             if self.kept.by_job.get(job):
@@ -495,14 +560,21 @@ class McmfPolicy(BatchPolicy):
             if p.probability != last_p:
                 tier, last_p = tier + 1, p.probability
             reqs.append(RoundRequest(max(1, p.stripe_count), g, tier))
+            lists.append(1)
             keys.append((p, pool, size))
             sizes.append(size)
             bytes_.append(p.bytes / max(1, p.stripe_count))
         if not reqs:
             return None
-        stripe_size = max(sizes)
-        bps = float(np.mean(bytes_))
-        return demand, reqs, keys, self._arrays(view), masks, stripe_size, bps, now
+        # An automatically aggregated round: at most slot_cap of its stripes on one OST
+        # over all its classes (each class's cap alone would add up per OST).
+        capped = any(n > 1 for n in lists) and not self.plan_aggregate
+        max_slots = (slot_cap(sum(r.stripes for r in reqs), int(np.logical_or.reduce(masks).sum()))
+                     if capped else None)
+        job = PlanJob(self._arrays(view), tuple(reqs), tuple(lists), tuple(masks), max(sizes),
+                      float(np.mean(bytes_)), self.cost_model, self.prune, self.solver,
+                      max_slots)
+        return job, keys, now
 
     def _view(self, snapshot: ClusterSnapshot) -> "_View":
         """What this round derives from the OSTs alone; kept while ``snapshot.version``
@@ -563,10 +635,16 @@ class McmfPolicy(BatchPolicy):
     # -- the flow round --------------------------------------------------------------
     def _round(self, snapshot: ClusterSnapshot, view: "_View", masks: list[np.ndarray],
                group_apps: list[str], current: list[_Current], stragglers: set[int],
-               out: list[Placement | AllocationError | None], now: float) -> None:
+               out: list[Placement | AllocationError | None], now: float,
+               rows: np.ndarray | None = None) -> None:
+        """Solve ``current`` in one flow over the view's candidates, or over the rows
+        ``rows`` of them only (a missed request's small flow)."""
         self.stats["rounds"] += 1
         self.stats["stragglers_excluded"] += len(stragglers)
-        osts = self._arrays(view)
+        osts = self._arrays(view, rows)
+        if rows is not None:
+            self.stats["shortlist_rounds"] = self.stats.get("shortlist_rounds", 0) + 1
+            masks = [m[rows] for m in masks]
         round_reqs = [RoundRequest(c.count, c.group, 0) for c in current]
         predicted: list[tuple[_Current, Any]] = []
         # With a background planner, predictions are planned there: a missed request's
@@ -605,13 +683,14 @@ class McmfPolicy(BatchPolicy):
         else:
             got = self._solve(osts, round_reqs[:len(current)], masks, stripe_size,
                               float(np.mean(expected)), group_costs)
+        order = StripeOrder(osts)
         for k, c in enumerate(current):
             rows = got[k]
             if not rows:
                 out[c.pos] = NoSpaceError(
                     f"no OST has room for a {c.request.stripe_size}-byte stripe")
                 continue
-            ordered = self._stripe_order(rows, osts)
+            ordered = order(rows)
             note = ""
             if len(rows) < c.count:
                 self.stats["clipped"] += 1
@@ -624,6 +703,7 @@ class McmfPolicy(BatchPolicy):
             osts = self._arrays(view)
             later = self._solve(osts, round_reqs[len(current):], masks, stripe_size,
                                 float(np.mean(expected)), group_costs)
+            order = StripeOrder(osts)
             got = got[:len(current)] + later
         # Keep fully served predicted requests, per application in step order.
         fresh: dict[str, list[tuple[int, _Predicted]]] = {}
@@ -634,7 +714,7 @@ class McmfPolicy(BatchPolicy):
                 continue
             fresh.setdefault(p.job_id, []).append((p.step, KeptList(
                 now, round_reqs[j].stripes, c.request.stripe_size or DEFAULT_STRIPE_SIZE,
-                c.request.pool, self._stripe_order(rows, osts), p.probability,
+                c.request.pool, order(rows), p.probability,
                 p.bytes / round_reqs[j].stripes)))
         for job, items in fresh.items():
             items.sort(key=lambda sp: sp[0])
@@ -647,46 +727,38 @@ class McmfPolicy(BatchPolicy):
                stripe_size: int, bytes_per_stripe: float,
                group_costs: list[np.ndarray | None]) -> list[list[int]]:
         """Build and solve one network; the OST rows each request got."""
-        net = build_network(osts, reqs, masks, self._round_cost, stripe_size, bytes_per_stripe,
-                            prune=self.prune, group_costs=group_costs)
-        sol = self.solve(net)
-        self.last_solve_cost = net.placement_cost(sol.flows)
-        flow = sol.flows[net.assign_arc]
-        used = flow > 0
-        got: list[list[int]] = [[] for _ in reqs]
-        for req_no, row, f in zip(net.assign_request[used].tolist(),
-                                  net.assign_ost[used].tolist(), flow[used].tolist()):
-            got[req_no].extend([row] * f)       # f > 1 only for an aggregated class
+        got, self.last_solve_cost = solve_rows(
+            osts, reqs, masks, self._round_cost, stripe_size, bytes_per_stripe,
+            prune=self.prune, solver=self.solver, group_costs=group_costs)
         return got
 
-    def _arrays(self, view: "_View") -> OstArrays:
-        """The round's arrays: the view's, plus what this mapper placed or reserved."""
-        osts = self.pending.overlay(view.base)
-        if osts is view.base:
+    def _arrays(self, view: "_View", rows: np.ndarray | None = None) -> OstArrays:
+        """The round's arrays: the view's (or its rows ``rows``: O(len(rows))), plus
+        what this mapper placed or reserved."""
+        base = view.base if rows is None else view.base.take(rows)
+        osts = self.pending.overlay(base)
+        if osts is base:
             return osts
         # What this mapper placed or reserved since the samples: the rate cost's p_j.
-        return replace(osts, extra_stripes=np.maximum(osts.queue - view.base.queue, 0.0))
+        return replace(osts, extra_stripes=np.maximum(osts.queue - base.queue, 0.0))
 
-    def _stripe_order(self, rows: list[int], osts: OstArrays) -> tuple[int, ...]:
-        """Interleave the chosen OSTs across their OSSes (least-used OST first in each),
-        OSS by OSS in the order of their emptiest chosen OST."""
-        if self._order_for is not osts:     # per round, not per list: O(N) once
-            self._order_for = osts
-            self._order_cols = (osts.used_fraction.tolist(), osts.index.tolist(),
-                                osts.oss.tolist())
-        fill, index, oss = self._order_cols
-        by_oss: dict[int, list[int]] = {}
-        for r in sorted(rows, key=lambda r: (fill[r], index[r])):
-            by_oss.setdefault(oss[r], []).append(r)
-        lanes = list(by_oss.values())
-        ordered: list[int] = []
-        depth = 0
-        while len(ordered) < len(rows):
-            for lane in lanes:
-                if depth < len(lane):
-                    ordered.append(index[lane[depth]])
-            depth += 1
-        return tuple(ordered)
+    def _shortlist_rows(self, view: "_View", current: list[_Current]) -> np.ndarray | None:
+        """Rows of the view's candidates a missed round may use: the current requests'
+        pools' shortlists (still candidates), or None (the full round) when a pool has
+        none yet or too few OSTs for a request's stripe count."""
+        lists = []
+        for c in current:
+            short = self.shortlists.get(c.request.pool)
+            if short is None:
+                return None
+            lists.append(short)
+        idx = np.unique(np.concatenate(lists))
+        cand = view.candidates
+        pos = np.minimum(np.searchsorted(cand, idx), max(len(cand) - 1, 0))
+        rows = pos[cand[pos] == idx] if len(cand) else pos[:0]
+        if len(rows) < 2 * max(c.count for c in current):
+            return None
+        return rows
 
     # -- pending estimate ------------------------------------------------------------
     @staticmethod

@@ -19,13 +19,15 @@ Rules (ours; the paper solves every request in its round):
   not a straggler of the current view; otherwise it is dropped (counted ``invalid`` or
   ``expired``). So a stale plan can be suboptimal by at most ``ttl_s`` of state drift,
   never invalid.
-* On a miss, the head of a *compatible* class (same pool and bands, more stripes) is
-  taken and cut to the requested count (its first stripes keep the OSS interleaving).
+* On a miss, the head of a *compatible* class (same pool and stripe size band, at least
+  as many stripes; the nearest size band, then the fewest extra stripes) is taken and cut
+  to the requested count (its first stripes keep the OSS interleaving).
 * Target depth of a class: its arrival rate (requests/s, decayed with time constant
   ``ttl_s``) times ``horizon_s``, at least 1 and at most ``max_depth``: lists that
   would expire unused are not planned.
 * A class is refilled to its target once it is down to half of it (low water): a
-  planning round has fixed costs of O(OSTs) numpy work, so lists are made in batches.
+  planning round has fixed costs of O(OSTs) numpy work, so lists are made in batches;
+  a round that runs (for one class, or for predictions) tops up every class.
 * Planned stripes are reserved in the pending overlay (queued writes) until handed out
   or dropped, so other rounds and other classes spread around them.
 """
@@ -158,12 +160,8 @@ class PlanQueues:
                 self.pending.reserve(head.osts, -1.0)
                 self.stats["hits"] += 1
                 return head.osts
-        pool, count = key[0], key[1]
-        best = None
-        for other, q in self.queues.items():
-            if q and other[0] == pool and other[2:] == key[2:] and other[1] > count \
-                    and (best is None or other[1] < best[1]):
-                best = other
+        best = self._compatible(key)
+        count = key[1]
         if best is not None:
             q = self.queues[best]
             head = self._fresh_head(q, table, stragglers, now)
@@ -175,10 +173,31 @@ class PlanQueues:
         self.stats["misses"] += 1
         return None
 
+    def _compatible(self, key: ClassKey) -> ClassKey | None:
+        """The class whose list best stands in for one of ``key``: same pool and stripe
+        size band, at least as many stripes; the same size band first, then the nearest
+        (a list planned for other file sizes is still a flow's choice on the current
+        state, unlike the fallback's), then the fewest extra stripes."""
+        pool, count, size_band, nbytes_band = key
+        best, best_rank = None, None
+        for other, q in self.queues.items():
+            if not q or other == key or other[0] != pool or other[2] != size_band \
+                    or other[1] < count:
+                continue
+            rank = (abs(other[3] - nbytes_band), other[1])
+            if best_rank is None or rank < best_rank:
+                best, best_rank = other, rank
+        return best
+
     # ------------------------------------------------------------------ planning
-    def demand(self, now: float, only: set[ClassKey] | None = None) -> list[Demand]:
-        """Lists to plan now per class (classes below their target depth)."""
+    def demand(self, now: float, only: set[ClassKey] | None = None,
+               top_up: bool = False) -> list[Demand]:
+        """Lists to plan now per class. Nothing until some class is down to half its
+        target depth (low water: a planning round has a fixed O(OSTs) cost, so lists are
+        made in batches) or ``top_up`` (a round runs anyway); then every class below its
+        target is topped up in the same round."""
         out = []
+        low = top_up
         for key, st in self.classes.items():
             if only is not None and key not in only:
                 continue
@@ -186,9 +205,10 @@ class PlanQueues:
             have = len(queue) if queue else 0
             target = self.target(key, now)
             want = target - have
-            if want > 0 and have <= target // 2:    # low water: refill in batches
+            if want > 0:
+                low = low or have <= target // 2
                 out.append(Demand(key, want, st.stripe_size, st.bytes_per_stripe))
-        return out
+        return out if low else []
 
     def add(self, key: ClassKey, lists: list[tuple[int, ...]], now: float) -> None:
         """Queue freshly planned lists of ``key`` (their stripes are reserved)."""

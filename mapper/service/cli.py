@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plan-ahead", dest="plan_ahead", action="store_const", const=False,
                    help="solve every request in a round instead of answering from lists "
                         "the background planner made ahead")
+    p.add_argument("--no-plan-process", dest="plan_process", action="store_const", const=False,
+                   help="solve the planner's flows in its thread instead of a child process")
     p.add_argument("--fsname", dest="fsnames", action="append", metavar="FSNAME",
                    help="a file system to serve (repeat for several; default: the first sampled)")
     p.add_argument("--insecure", dest="require_curve", action="store_const", const=False,

@@ -74,6 +74,9 @@ class MapperConfig:
         plan_ahead: a background thread keeps the primary's plan queues full (a primary
             that plans ahead: mcmf); requests are answered from them in O(stripe count)
             (:mod:`mapper.service.planner`). False: every request is solved in a round.
+        plan_process: the planner solves its flows in a child process
+            (:mod:`mapper.service.plan_worker`), so they never hold the request loop's
+            interpreter lock. False: in the planner thread (one process, for debugging).
         state_file: where the primary's learned state is saved (``""``: not saved).
         save_interval_s: seconds between periodic saves (also saved on SIGTERM).
         metrics_port: Prometheus HTTP port (0: off); ``metrics_addr`` its address.
@@ -120,6 +123,7 @@ class MapperConfig:
     batch_window_s: float = 0.0
     max_batch: int = 256
     plan_ahead: bool = True
+    plan_process: bool = True
     state_file: str = ""
     save_interval_s: float = 300.0
     metrics_port: int = 0

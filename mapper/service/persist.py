@@ -88,6 +88,11 @@ class BackgroundSaver:
         self._snapshots = [SlicedSnapshot(p.predictor, path) for path, p in jobs]
         return True
 
+    @property
+    def copying(self) -> bool:
+        """True while a snapshot is being copied (:meth:`step` has work)."""
+        return bool(self._snapshots)
+
     def step(self) -> None:
         """Loop thread, between batches: copy one slice; hand the documents to the writer
         thread once complete."""

@@ -2,11 +2,17 @@
 
 The request loop answers from lists planned ahead
 (:mod:`mapper.policies.plan_queues`); this thread refills them. Every ``interval_s`` (or
-at once when the loop signals a miss) it calls the primary's
-:meth:`~mapper.policies.mcmf.McmfPolicy.plan` on the state store's snapshot. ``plan``
-reads the state and queues its lists under the service's lock, but builds and solves
-the flow outside it, so the loop keeps answering (from older lists, checked in
-O(stripe count)) while a plan is computed.
+at once when the loop signals a miss) it
+
+1. teaches the primary's Markov chains the requests answered since its last turn
+   (:meth:`~mapper.policies.mcmf.McmfPolicy.learn`: the chain's update is 10-20 us of
+   Python per request, kept off the request path);
+2. calls the primary's :meth:`~mapper.policies.mcmf.McmfPolicy.plan` on the state
+   store's snapshot. ``plan`` reads the state and queues its lists under the service's
+   lock, but the flow is built and solved outside it, by default in a child process
+   (:mod:`mapper.service.plan_worker`) so that it does not hold the interpreter lock
+   either: the loop keeps answering (from older lists, checked in O(stripe count))
+   while a plan is computed.
 
 The planner rests while the gate would not let the primary decide because of the MDS CPU
 (Section III-D) or stale statistics: planning then would only spend MDS CPU on lists
@@ -16,7 +22,9 @@ never fatal: requests then miss and the primary solves them in its round.
 
 Metrics (Prometheus, on the service's registry, prefix ``lustre_alloc_mapper_``):
 ``plan_lists_total`` by outcome (planned, hits, compatible, misses, expired, invalid),
-``plan_ready`` (lists queued now), ``plan_errors_total``.
+``plan_ready`` (lists queued now), ``plan_errors_total``, ``plan_rounds_total``,
+``plan_seconds_total`` (wall time of the rounds) and ``plan_learned_total`` (requests
+the chains learned from).
 """
 from __future__ import annotations
 
@@ -28,14 +36,19 @@ from typing import Any, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from mapper.flow.round_solve import solve_plan
 from mapper.service.metrics import PREFIX
+from mapper.service.plan_worker import PlanWorker
 
 log = logging.getLogger("mapper.service.planner")
 
-PLAN_INTERVAL_S = 0.005
+PLAN_INTERVAL_S = 0.02
 """Longest wait between two refills, s: a class drained by a burst is refilled within
 this (plus one planning round)."""
 
+
+LEARN_SLICE = 64
+"""Requests the chains learn per hold of the service lock (about 1 ms of Python)."""
 
 SWITCH_INTERVAL_S = 0.0005
 """Python's thread switch interval while the planner runs, s (a request waits at most
@@ -60,6 +73,17 @@ class _PlanMetrics:
         e = CounterMetricFamily(PREFIX + "plan_errors", "Planning rounds that failed")
         e.add_metric([], self.planner.errors)
         yield e
+        r = CounterMetricFamily(PREFIX + "plan_rounds", "Planning rounds run")
+        r.add_metric([], self.planner.rounds)
+        yield r
+        t = CounterMetricFamily(PREFIX + "plan_seconds",
+                                "Wall time of planning rounds (learning, state, solve), seconds")
+        t.add_metric([], self.planner.seconds)
+        yield t
+        lr = CounterMetricFamily(PREFIX + "plan_learned", "Requests the planner taught the "
+                                 "Markov chains")
+        lr.add_metric([], self.planner.learned)
+        yield lr
 
 
 class BackgroundPlanner:
@@ -72,10 +96,13 @@ class BackgroundPlanner:
         lock: the lock the request loop holds while it touches the policy or the state.
         interval_s: longest wait between refills, s.
         registry: Prometheus registry for the plan metrics (None: none).
+        process: solve the flows in a child process (:class:`PlanWorker`, started by
+            the planner thread) rather than in the thread itself.
     """
 
     def __init__(self, gate: Any, store: Any, lock: threading.Lock,
-                 interval_s: float = PLAN_INTERVAL_S, registry: Any = None):
+                 interval_s: float = PLAN_INTERVAL_S, registry: Any = None,
+                 process: bool = False):
         self.gate = gate
         self.primary = gate.primary
         self.plans = self.primary.plans
@@ -87,6 +114,9 @@ class BackgroundPlanner:
         self.rounds = 0
         self.lists = 0
         self.errors = 0
+        self.seconds = 0.0
+        self.learned = 0
+        self.worker: PlanWorker | None = PlanWorker() if process else None
         self._thread: threading.Thread | None = None
         if registry is not None:
             registry.register(_PlanMetrics(self))
@@ -112,19 +142,41 @@ class BackgroundPlanner:
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
+        if self.worker is not None:
+            self.worker.close()
 
     def refill_once(self) -> int:
-        """One refill (lists queued); 0 while the gate keeps the primary out."""
+        """One refill (lists queued); 0 while the gate keeps the primary out (the
+        chains still learn)."""
+        t0 = time.perf_counter()
+        while True:         # in slices: the request loop waits for one at most
+            with self.lock:
+                n = self.primary.learn(LEARN_SLICE)
+            self.learned += n
+            if n < LEARN_SLICE:
+                break
         with self.lock:
             snap = self.store.current()
             if self.gate.fallback_reason(snap) in ("mds_cpu", "stale"):
                 return 0
-        made = self.primary.plan(snap, lock=self.lock)
+        solve = solve_plan          # in this thread until the child has started
+        if self.worker is not None:
+            try:
+                if self.worker.ready:
+                    solve = self.worker.solve
+            except Exception:  # noqa: BLE001 - keep planning, in this thread
+                log.exception("planner process did not start; planning in the thread",
+                              extra={"event": "plan_worker_failed"})
+                self.worker = None
+        made = self.primary.plan(snap, lock=self.lock, solve=solve)
+        self.seconds += time.perf_counter() - t0
         self.rounds += 1
         self.lists += made
         return made
 
     def _run(self) -> None:
+        if self.worker is not None:
+            self.worker.start()
         while not self.stop_event.is_set():
             self.wake.wait(self.interval_s)
             self.wake.clear()

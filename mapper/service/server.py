@@ -292,7 +292,7 @@ class MapperService:
             if cfg.plan_ahead and BackgroundPlanner.supported(gate):
                 # one planner per file system; the plan metrics are the first one's
                 self.planners[fs] = BackgroundPlanner(
-                    gate, self.stores[fs], self.lock,
+                    gate, self.stores[fs], self.lock, process=cfg.plan_process,
                     registry=None if self.planners else self.metrics.registry).start()
             elif not cfg.plan_ahead and getattr(gate.primary, "plans", None) is not None:
                 gate.primary.plans = None     # every request solved in a round
@@ -330,6 +330,10 @@ class MapperService:
             planner.stop()
         self.planners.clear()
         self.planner = None
+        for gate in self.policies.values():
+            learn = getattr(gate.primary, "learn", None)
+            if learn is not None:
+                learn()         # what the planner had not learned yet is saved too
         try:
             self.saver.finish_now()
             if self._state_loaded:        # a failed start must not overwrite the saved state
@@ -478,7 +482,9 @@ class MapperService:
             if now >= next_gauges:
                 self._refresh_gauges()
                 next_gauges = now + GAUGE_REFRESH_S
-            self.saver.step()
+            if self.saver.copying:
+                with self.lock:     # the planner thread teaches the chains under it
+                    self.saver.step()
             if now >= next_save:
                 self.save_state_background()
                 next_save = now + self.config.save_interval_s

@@ -91,7 +91,7 @@ def test_planning_round_reaches_todays_optimum_on_the_same_input():
     costs = {}
     for prune in (True, False):
         policy = planner(prune=prune, plan_horizon_s=2.5, plan_max_depth=32,
-                         plan_aggregate=prune, cost_model="convex")
+                         plan_aggregate=prune, plan_aggregate_above=32, cost_model="convex")
         for k in range(24):
             policy.plans.note((None, 3, 20, 10), 0.0, MIB, 4 * MIB)
         policy.plan(snap)
@@ -110,6 +110,14 @@ def test_planning_round_reaches_todays_optimum_on_the_same_input():
         nx.plans.note((None, 3, 20, 10), 0.0, MIB, 4 * MIB)
     nx.plan(snap)
     assert nx.last_solve_cost == costs[True]
+    # A deep class planned as one request with the per-OST slot cap (the default above
+    # 8 lists) reaches the same optimum here too.
+    capped = planner(plan_horizon_s=2.5, plan_max_depth=32, cost_model="convex")
+    for k in range(24):
+        capped.plans.note((None, 3, 20, 10), 0.0, MIB, 4 * MIB)
+    capped.plan(snap)
+    assert capped.plans.ready() == 24
+    assert capped.last_solve_cost == costs[True]
 
 
 OPS = st.lists(st.tuples(

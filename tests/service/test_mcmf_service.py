@@ -54,8 +54,8 @@ def test_restart_restores_the_markov_model(tmp_path):
     with MapperClient(first.endpoint) as c:
         for i in range(24):
             c.alloc("ior.9", 2, 1 << 20, PATTERN[i % 4])
+    first.stop()        # the planner thread learns asynchronously; stop learns the rest
     before = first.policy.primary.predictor.predict("ior.9", 4, 1 << 20, 8, 8)
-    first.stop()
     assert before                                     # it learned something to predict
     second = make_service(static_cluster="4x2", state_file=str(state), round_budget_s=0)
     try:
