@@ -20,6 +20,10 @@ from mapper.flow.costs import CostModel, OstArrays
 from mapper.flow.network import RoundRequest, build_network
 from mapper.flow.solver import SOLVERS
 
+SHORTLIST_OSTS = 128
+"""Candidates per group a planning round leaves for the small flows of missed requests
+(ours: a miss asks for a few stripes; 128 OSTs cover 32 OSSes at 4 OSTs each)."""
+
 PLAN_SLOT_FACTOR = 4
 """An aggregated planning request may put at most ``max(4, ceil(PLAN_SLOT_FACTOR x
 stripes / eligible OSTs))`` of its stripes on one OST (ours). Without the cap, a class of
@@ -68,10 +72,14 @@ class PlanSolution:
         placement_cost: Eq. 1 of the flow without bonuses (comparable between networks
             of the same round).
         solve_s: wall time of build + solve + deal, s.
+        shortlists: per group (mask) of the job, the OST indices of its
+            :data:`SHORTLIST_OSTS` cheapest candidates by first-stripe cost, cheapest first:
+            where a request that finds no planned list may be solved by a small flow.
     """
     lists: tuple[tuple[tuple[int, tuple[int, ...]], ...], ...]
     placement_cost: int
     solve_s: float
+    shortlists: tuple[np.ndarray, ...] = ()
 
 
 def slot_cap(stripes: int, eligible: int) -> int:
@@ -173,7 +181,14 @@ def solve_plan(job: PlanJob) -> PlanSolution:
         count = req.stripes // lists
         out.append(tuple((int(first[part].sum()), order(part))
                          for part in deal(rows, lists, count, first)))
-    return PlanSolution(tuple(out), cost, time.perf_counter() - t0)
+    shortlists = []
+    for mask in job.masks:
+        rows = np.flatnonzero(mask)
+        if len(rows) > SHORTLIST_OSTS:
+            rows = rows[np.argpartition(first[rows], SHORTLIST_OSTS)[:SHORTLIST_OSTS]]
+        rows = rows[np.lexsort((rows, first[rows]))]
+        shortlists.append(osts.index[rows].astype(np.int64))
+    return PlanSolution(tuple(out), cost, time.perf_counter() - t0, tuple(shortlists))
 
 
 __all__ = ["PLAN_SLOT_FACTOR", "PlanJob", "PlanSolution", "StripeOrder", "deal", "slot_cap",

@@ -67,9 +67,6 @@ PREDICT_ROUND_S = 0.25
 """A planning round for predicted applications runs at most this often, s; the other
 rounds plan the classes' lists (a round has a fixed O(OSTs) cost: at 3600 OSTs, rounds
 every few ms for four applications' predictions kept a core busy)."""
-SHORTLIST_MAX = 256
-"""OSTs per pool a missed request's small flow may choose from, at most: the cheapest
-OSTs of the last planning round's lists (service only; issue #19)."""
 """Requests waiting for the planner thread to teach their chain, at most; the oldest are
 dropped beyond (a planner that cannot keep up loses samples, never memory)."""
 """Applications whose predicted requests one planning round plans, at most."""
@@ -248,8 +245,8 @@ class McmfPolicy(BatchPolicy):
         # Requests whose Markov learning waits for the planner (service): (job, bytes,
         # pool, stripe count, stripe size, usable OSTs). Inline (simulator), learning
         # happens in the request's round, as before.
-        # pool -> OST indices of the last planning round's lists, cheapest first: where a
-        # request that finds no planned list is solved (a small flow instead of O(OSTs)).
+        # pool -> the last planning round's cheapest candidate OSTs: where a request that
+        # finds no planned list is solved (a small flow instead of one over every OST).
         self.shortlists: dict[str | None, np.ndarray] = {}
         self._predicted_round_s = -np.inf
         self._to_learn: deque[tuple[str, int, str | None, int, int, int]] = deque(
@@ -456,17 +453,12 @@ class McmfPolicy(BatchPolicy):
                 stripes = job.requests[k].stripes
                 kept.setdefault(p.job_id, []).append((p.step, KeptList(
                     now, stripes, size, pool, made[0][1], p.probability, p.bytes / stripes)))
-        short: dict[str | None, dict[int, None]] = {}
         for key, items in ranked.items():
-            ready = [osts for _, osts in sorted(items, key=lambda c: c[0])]
-            self.plans.add(key, ready, now)
-            seen = short.setdefault(key[0], {})
-            for osts in ready:
-                if len(seen) >= SHORTLIST_MAX:
-                    break
-                seen.update(dict.fromkeys(osts))
-        for pool, seen in short.items():
-            self.shortlists[pool] = np.fromiter(seen, dtype=np.int64, count=len(seen))
+            self.plans.add(key, [osts for _, osts in sorted(items, key=lambda c: c[0])], now)
+        for k, req in enumerate(job.requests):
+            if req.group < len(solution.shortlists):
+                pool = keys[k][0] if req.tier == 0 else keys[k][1]
+                self.shortlists[pool] = solution.shortlists[req.group]
         for job_id, items in kept.items():
             if not self.kept.by_job.get(job_id):
                 items.sort(key=lambda sp: sp[0])

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from mapper.flow.costs import ConvexCost
 from mapper.flow.network import RoundRequest, build_network
+from mapper.flow.round_solve import SHORTLIST_OSTS
 from mapper.flow.solver import solve_ortools
 from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
@@ -54,6 +55,58 @@ def test_a_compatible_class_lends_its_list_cut_to_the_stripe_count():
     p = policy.allocate(snap, CreateRequest("b", 2, expected_bytes=8 * MIB))  # same band
     assert p.note == "planned" and len(p.osts) == 2
     assert policy.plans.stats["compatible"] == 1
+
+
+def test_a_compatible_class_of_another_size_band_lends_before_a_miss():
+    snap = cluster()
+    policy = planner()
+    policy.allocate(snap, CreateRequest("a", 3, expected_bytes=3 * MIB))      # 1 MiB/stripe
+    policy.plan(snap)
+    p = policy.allocate(snap, CreateRequest("b", 3, expected_bytes=3 << 30))  # 1 GiB/stripe
+    assert p.note == "planned" and policy.plans.stats["compatible"] == 1
+    assert policy.plans.stats["misses"] == 1          # only the very first request
+
+
+def test_the_service_path_learns_later_in_slices_not_in_the_request():
+    snap = cluster()
+    policy = planner(predict_k=2)
+    for k in range(6):
+        policy.allocate(snap, CreateRequest("ior", 2, expected_bytes=(1 + k % 2) * MIB))
+    assert "ior" not in policy.predictor            # nothing learned on the request path
+    assert policy.learn(4) == 4 and "ior" in policy.predictor
+    assert policy.learn() == 2 and policy.learn() == 0
+    inline = McmfPolicy(predict_k=2)                 # the simulator: learned at once
+    inline.allocate(snap, CreateRequest("ior", 2, expected_bytes=MIB))
+    assert "ior" in inline.predictor
+
+
+def test_a_miss_after_planning_solves_a_small_flow_over_the_shortlist():
+    snap = cluster(oss=40, per=4, seed=5)
+    policy = planner()
+    policy.allocate(snap, CreateRequest("a", 2, expected_bytes=2 * MIB))
+    policy.plan(snap)
+    shortlist = set(policy.shortlists[None].tolist())
+    assert len(shortlist) == SHORTLIST_OSTS < 160
+    p = policy.allocate(snap, CreateRequest("b", 3, expected_bytes=3 * MIB))  # no class has 3
+    assert policy.plans.stats["misses"] == 2 and policy.stats["shortlist_rounds"] == 1
+    assert set(p.osts) <= shortlist
+    check_placement(snap, p.osts, None)
+    pooled = policy.allocate(snap, CreateRequest("c", 2, expected_bytes=2 * MIB, pool="p"))
+    assert policy.stats["shortlist_rounds"] == 1     # no shortlist for pool p: full round
+    check_placement(snap, pooled.osts, "p")
+
+
+def test_predicted_applications_and_classes_are_planned_in_separate_rounds():
+    snap = cluster()
+    policy = planner(predict_k=2)
+    for k in range(8):
+        policy.allocate(snap, CreateRequest("ior", 2, expected_bytes=(1 + k % 2) * MIB))
+    policy.learn()
+    assert policy._want_predictions and policy.plans.demand(snap.time_s)
+    job, keys, _ = policy.plan_prepare(snap)
+    assert all(r.tier > 0 for r in job.requests)      # predictions first
+    job, keys, _ = policy.plan_prepare(snap)          # within PREDICT_ROUND_S: classes
+    assert all(r.tier == 0 for r in job.requests)
 
 
 def test_expired_and_unusable_plans_are_dropped_not_handed_out():
@@ -121,7 +174,7 @@ def test_planning_round_reaches_todays_optimum_on_the_same_input():
 
 
 OPS = st.lists(st.tuples(
-    st.sampled_from(["alloc", "alloc", "alloc", "plan", "break", "heal", "tick"]),
+    st.sampled_from(["alloc", "alloc", "alloc", "plan", "learn", "break", "heal", "tick"]),
     st.integers(0, 11), st.sampled_from([1, 2, 3, -1]), st.sampled_from([None, "p"]),
     st.sampled_from([OstFlag.ENOSPC, OstFlag.READONLY, OstFlag.NOPRECREATE, OstFlag.NONE])),
     min_size=1, max_size=30)
@@ -135,6 +188,8 @@ def test_no_list_ever_violates_the_health_rules_even_from_a_stale_plan(ops):
     for op, ost, count, pool, flag in ops:
         if op == "plan":
             policy.plan(snap)
+        elif op == "learn":
+            policy.learn()
         elif op == "break":
             o = snap.osts[ost]
             o.flags = flag
