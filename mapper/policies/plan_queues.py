@@ -213,9 +213,8 @@ class PlanQueues:
     def add(self, key: ClassKey, lists: list[tuple[int, ...]], now: float) -> None:
         """Queue freshly planned lists of ``key`` (their stripes are reserved)."""
         queue = self.queues.setdefault(key, deque())
-        for osts in lists:
-            queue.append(PlannedList(now, osts))
-            self.pending.reserve(osts, 1.0)
+        queue.extend(PlannedList(now, osts) for osts in lists)
+        self.pending.reserve_many(lists, 1.0)
         self.stats["planned"] += len(lists)
 
     def expire(self, now: float) -> None:

@@ -12,7 +12,8 @@ inline) and returns the :class:`~mapper.flow.round_solve.PlanSolution`. The thre
 with the lock released; the request loop keeps the interpreter.
 
 The child is started with ``spawn`` (the service has ZeroMQ and metrics threads; a
-``fork`` would copy their locks mid-use). A job is a few hundred KiB of arrays
+``fork`` would copy their locks mid-use) and runs at a lower priority
+(:data:`PLAN_WORKER_NICE`). A job is a few hundred KiB of arrays
 (pickled, 3600 OSTs). A child that dies is replaced on the next job; the job that
 was lost raises :class:`PlanWorkerError` and its round is simply not planned.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -35,9 +37,23 @@ class PlanWorkerError(RuntimeError):
     """The planner process failed or timed out; the round was not planned."""
 
 
+PLAN_WORKER_NICE = 10
+"""Niceness added to the child, so that on a busy MDS the request loop (and the MDS's own
+threads) win the CPU over planning ahead; planning then runs in the CPU left over, and
+requests that find no list take the small flow instead (ours)."""
+
+
+def _lower_priority() -> None:
+    """The child's initializer: lower its scheduling priority."""
+    try:
+        os.nice(PLAN_WORKER_NICE)
+    except OSError:             # not permitted: plan at normal priority
+        pass
+
+
 def _warm() -> int:
     """Run in the child at start: imports done, so the first real job is not slow."""
-    return 0
+    return os.getpriority(os.PRIO_PROCESS, 0)
 
 
 class PlanWorker:
@@ -56,7 +72,8 @@ class PlanWorker:
 
     def start(self) -> "PlanWorker":
         """Start the child; it imports the solver in the background (:attr:`ready`)."""
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
+                                         initializer=_lower_priority)
         self._warming = self._pool.submit(_warm)
         return self
 

@@ -47,8 +47,8 @@ PLAN_INTERVAL_S = 0.02
 this (plus one planning round)."""
 
 
-LEARN_SLICE = 64
-"""Requests the chains learn per hold of the service lock (about 1 ms of Python)."""
+LEARN_SLICE = 16
+"""Requests the chains learn per hold of the service lock (about 0.2 ms of Python)."""
 
 SWITCH_INTERVAL_S = 0.0005
 """Python's thread switch interval while the planner runs, s (a request waits at most

@@ -143,6 +143,20 @@ class PendingOverlay:
             v = r[i] + sign
             r[i] = v if v > 1e-9 else 0.0
 
+    def reserve_many(self, lists: Sequence[Sequence[int]], sign: float) -> None:
+        """:meth:`reserve` for many lists at once (a planning round's), vectorized:
+        the service holds its lock meanwhile, and 500 lists one by one took 2.5 ms."""
+        if not lists:
+            return
+        flat = np.fromiter((i for osts in lists for i in osts), dtype=np.int64)
+        if not len(flat):
+            return
+        self._fit(int(flat.max()))
+        r = self.reserved
+        np.add.at(r, flat, sign)
+        touched = np.unique(flat)
+        r[touched] = np.where(r[touched] > 1e-9, r[touched], 0.0)
+
     # ------------------------------------------------------------------ reading
     def overlay(self, base: OstArrays) -> OstArrays:
         """``base`` (candidate arrays with nothing pending) plus this estimate:
