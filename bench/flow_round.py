@@ -11,8 +11,10 @@ For each size it times, in the same run and on the same random cluster state:
 * ``warm``: the same on a versioned snapshot the policy has already seen (the mapper's
   case between two statistics samples: the per-OST arrays are kept);
 * ``plan``: the background planner's round (``McmfPolicy.plan``) making as many 4-stripe
-  lists as there are requests, warm (the queues emptied between repeats), and whether
-  its optimum equals the dense network's on the same input (``same``);
+  lists as there are requests, warm (the queues emptied between repeats; above 8 lists
+  one aggregated request with the per-OST slot cap, ``mapper.flow.round_solve``), and
+  whether its optimum equals that of today's round on the same input, one dense request
+  per list (``same``);
 * ``networkx``: the pruned network solved by networkx (the paper's solver), where it
   finishes in reasonable time (skipped above ``--nx-max-arcs`` arcs; printed as "-").
 
@@ -118,8 +120,10 @@ def main() -> None:
                 return planner.plan(snap)
             plan_round()
             plan_ms, made = timed(plan_round, args.repeat)
+            # today's round on the same input: one request per list, dense
             dense_planner = McmfPolicy(predict_k=0, plan_inline=False, plan_horizon_s=2.5,
-                                       plan_max_depth=r, prune=False)
+                                       plan_max_depth=r, prune=False,
+                                       plan_aggregate_above=max(r, 8))
             for _ in range(r):
                 dense_planner.plans.note(key, 1.0, 1 << 20, float(1 << 28))
             dense_planner.plan(snap)

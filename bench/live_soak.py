@@ -2,7 +2,8 @@
 the real broker, mapper and collectors over emulated Lustre servers on 127.0.0.1, with
 client processes allocating at a steady pace the whole time.
 
-Prints a table of (elapsed, mapper RSS, broker RSS) every ``--every`` seconds, then the
+Prints a table of (elapsed, mapper RSS, broker RSS, requests, unique memory (USS) of the
+mapper's planner child process) every ``--every`` seconds, then the
 growth ratios last/first and last/(sample after the first minute, once warmed up). Prints;
 never asserts.
 
@@ -19,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
 
 from simulator.cluster import build_cluster  # noqa: E402
 from livestack.load import rss_mib, start_background_load  # noqa: E402
@@ -50,17 +53,21 @@ def main() -> int:
                                         seconds, args.pause)
         print(f"soak: {len(emu.osts)} OSTs, {args.clients} clients, {args.minutes:g} min, "
               f"policy {args.policy}; work dir {work}")
-        print(f"{'elapsed s':>9} {'mapper MiB':>10} {'broker MiB':>10} {'requests':>9}")
+        print(f"{'elapsed s':>9} {'mapper MiB':>10} {'broker MiB':>10} {'requests':>9} "
+              f"{'planner MiB':>11}")
         t0 = time.monotonic()
         while True:
             elapsed = time.monotonic() - t0
             m = stack.metrics()
             reqs = int(sum(v for k, v in m.items()
                            if k.startswith("lustre_alloc_mapper_requests_total")))
-            row = (elapsed, rss_mib(stack.procs["mapper"].pid), rss_mib(stack.procs["broker"].pid),
-                   reqs)
+            mapper_pid = stack.procs["mapper"].pid
+            row = (elapsed, rss_mib(mapper_pid), rss_mib(stack.procs["broker"].pid), reqs,
+                   sum(c.memory_full_info().uss for c in
+                       psutil.Process(mapper_pid).children(recursive=True)) / (1 << 20))
             rows.append(row)
-            print(f"{row[0]:>9.0f} {row[1]:>10.1f} {row[2]:>10.1f} {row[3]:>9}", flush=True)
+            print(f"{row[0]:>9.0f} {row[1]:>10.1f} {row[2]:>10.1f} {row[3]:>9} {row[4]:>11.1f}",
+                  flush=True)
             if elapsed >= seconds:
                 break
             time.sleep(min(args.every, max(0.0, seconds - elapsed)))
@@ -74,7 +81,8 @@ def main() -> int:
     last = rows[-1]
     print(f"growth mapper: last/first {last[1] / first[1]:.3f}, last/after-1-min "
           f"{last[1] / warm[1]:.3f}; broker: last/first {last[2] / first[2]:.3f}, "
-          f"last/after-1-min {last[2] / warm[2]:.3f}")
+          f"last/after-1-min {last[2] / warm[2]:.3f}; planner process: last/after-1-min "
+          f"{last[4] / warm[4] if warm[4] else float('nan'):.3f}")
     return 0
 
 

@@ -9,6 +9,10 @@ allocations/s, who decided (primary / fallback by reason), the mapper's CPU (% o
 core) and RSS. The pyzmq loopback floor (a ROUTER that echoes a reply of the same size,
 same client processes) is measured in the same run and printed beside.
 
+``RSS MB`` is the mapper's RSS + its planner child's unique memory (USS: the libraries the
+child maps are shared pages; mcmf only: ``mapper.service.plan_worker``);
+``CPU %`` is the mapper process's alone (the child's planning is not in it).
+
 Each mapper first serves ``WARMUP_S`` of requests that are not measured (caches, the
 predictor and the plan queues reach their steady state). Printed beside each run: its
 allocations/s as a share of the floor's (``/floor``) and its p50 minus the floor's.
@@ -143,6 +147,10 @@ def drive(endpoint: str, clients: int, duration: float, echo: bool,
         busy = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
         res["cpu"] = 100.0 * busy / wall
         res["rss_mb"] = proc.memory_info().rss / 2**20
+        # the planner's child process (mapper.service.plan_worker) is the mapper's too:
+        # its unique memory (USS), since the libraries it maps are shared with the mapper
+        res["child_rss_mb"] = sum(c.memory_full_info().uss
+                                  for c in proc.children(recursive=True)) / 2**20
     return res
 
 
@@ -214,7 +222,7 @@ def main() -> None:
               f"{f['rate']:9.0f} round trips/s")
     print()
     hdr = (f"{'OSTs':>5} {'policy':<12} {'cl':>3} {'p50 us':>8} {'p99 us':>9} {'alloc/s':>8} "
-           f"{'/floor':>6} {'p50-floor':>9} {'CPU %':>6} {'RSS MB':>7}  decided by")
+           f"{'/floor':>6} {'p50-floor':>9} {'CPU %':>6} {'RSS MB':>11}  decided by")
     print(hdr)
     print("-" * len(hdr))
     for osts in [int(x) for x in a.osts.split(",")]:
@@ -223,7 +231,7 @@ def main() -> None:
                 f = floors[r["clients"]]
                 print(f"{osts:5d} {policy:<12} {r['clients']:3d} {r['p50']:8.1f} {r['p99']:9.1f} "
                       f"{r['rate']:8.0f} {r['rate'] / f['rate']:6.0%} {r['p50'] - f['p50']:9.1f} "
-                      f"{r['cpu']:6.0f} {r['rss_mb']:7.1f}  "
+                      f"{r['cpu']:6.0f} {r['rss_mb']:6.1f}+{r['child_rss_mb']:4.0f}  "
                       f"{fmt_tally(r['tally'])}", flush=True)
 
 

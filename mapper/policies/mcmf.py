@@ -63,10 +63,12 @@ from mapper.state.pending import PendingOverlay
 DEFAULT_STRIPE_SIZE = 1 << 20
 PLAN_MAX_APPS = 4
 LEARN_QUEUE_MAX = 1 << 16
-PREDICT_ROUND_S = 0.25
-"""A planning round for predicted applications runs at most this often, s; the other
-rounds plan the classes' lists (a round has a fixed O(OSTs) cost: at 3600 OSTs, rounds
-every few ms for four applications' predictions kept a core busy)."""
+PREDICT_ROUND_S = 0.02
+"""Default of :attr:`McmfPolicy.predict_round_s`: a planning round for predicted
+applications runs at most this often, s; the other rounds plan the classes' lists. The
+service's planner raises it to 9 x the last such round's duration (a round has a fixed
+O(OSTs) cost: at 3600 OSTs, rounds every few ms for four applications' predictions kept a
+core busy), so predictions take at most a tenth of its time."""
 """Requests waiting for the planner thread to teach their chain, at most; the oldest are
 dropped beyond (a planner that cannot keep up loses samples, never memory)."""
 """Applications whose predicted requests one planning round plans, at most."""
@@ -249,6 +251,9 @@ class McmfPolicy(BatchPolicy):
         # finds no planned list is solved (a small flow instead of one over every OST).
         self.shortlists: dict[str | None, np.ndarray] = {}
         self._predicted_round_s = -np.inf
+        self.predict_round_s = PREDICT_ROUND_S
+        self.last_plan_predicted = False
+        """True when the last :meth:`plan_prepare` made a round for predictions."""
         self._to_learn: deque[tuple[str, int, str | None, int, int, int]] = deque(
             maxlen=LEARN_QUEUE_MAX)
         # application -> (pool, stripe count, stripe size) of its last request, for the
@@ -484,9 +489,11 @@ class McmfPolicy(BatchPolicy):
         # planned stripes would each get arcs to every OST (at 3600 OSTs such mixed
         # rounds took 0.2-0.5 s against 30 ms for the classes alone).
         want = list(self._want_predictions.items())[-PLAN_MAX_APPS:]
-        if want and now - self._predicted_round_s >= PREDICT_ROUND_S:
+        self.last_plan_predicted = False
+        if want and now - self._predicted_round_s >= self.predict_round_s:
             demand = []
             self._predicted_round_s = now
+            self.last_plan_predicted = True
         else:
             want = []
             demand = plans.demand(now, only)

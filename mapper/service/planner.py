@@ -37,6 +37,7 @@ from typing import Any, Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from mapper.flow.round_solve import solve_plan
+from mapper.policies.mcmf import PREDICT_ROUND_S
 from mapper.service.metrics import PREFIX
 from mapper.service.plan_worker import PlanWorker
 
@@ -168,8 +169,13 @@ class BackgroundPlanner:
                 log.exception("planner process did not start; planning in the thread",
                               extra={"event": "plan_worker_failed"})
                 self.worker = None
+        t1 = time.perf_counter()
         made = self.primary.plan(snap, lock=self.lock, solve=solve)
+        took = time.perf_counter() - t1
         self.seconds += time.perf_counter() - t0
+        if getattr(self.primary, "last_plan_predicted", False):
+            # predictions get at most a tenth of the planner's time (PREDICT_ROUND_S)
+            self.primary.predict_round_s = max(PREDICT_ROUND_S, 9.0 * took)
         self.rounds += 1
         self.lists += made
         return made
