@@ -12,6 +12,10 @@ the thread), each divided by the requests answered. The same driver then runs ag
 bare ROUTER echo loop in a thread of the same process (the floor: receive, reply a
 reply-sized body, no work), and the ratio mapper/echo is printed.
 
+Each case alternates echo and mapper runs (``--repeat`` pairs) and prints medians: the
+mapper's and the echo's CPU us per request, their ratio (median of the per-pair ratios),
+the part inside ``_serve_queued``, and the mapper's requests/s.
+
 Why: on the 2-core bench machine the clients and the mapper share the CPUs, so the round
 trips/s ``bench/mapper_latency.py`` reports are decided by the mapper's CPU per request
 and swing with whatever else runs. CPU time of one thread per request does not: it is
@@ -123,61 +127,63 @@ class Driver:
             s.close(0)
 
 
-def measure(endpoint: str, ident: int, sockets: int, duration: float, repeat: int,
-            inner: Callable[[], float] | None, ctx: zmq.Context) -> dict:
-    """Warm up, then ``repeat`` runs of ``duration`` s; per run the thread's CPU us per
-    request (and the ``inner`` clock's, when given). Medians over the runs."""
-    d = Driver(ctx, endpoint, sockets)
-    try:
-        d.decode = True
-        d.run(WARMUP_S)
-        d.decode = False
-        per, per_inner, rates = [], [], []
-        for _ in range(repeat):
-            c0, i0, t0 = thread_cpu(ident), inner() if inner else 0.0, time.monotonic()
-            n = d.run(duration)
-            c1, i1, t1 = thread_cpu(ident), inner() if inner else 0.0, time.monotonic()
-            per.append(1e6 * (c1 - c0) / max(1, n))
-            per_inner.append(1e6 * (i1 - i0) / max(1, n))
-            rates.append(n / (t1 - t0))
-        return {"us": statistics.median(per), "us_all": per,
-                "inner_us": statistics.median(per_inner) if inner else None,
-                "rate": statistics.median(rates), "tally": dict(d.tally)}
-    finally:
-        d.close()
+class Target:
+    """A server thread under measurement and a warmed-up driver for it: :meth:`run`
+    returns (request thread CPU us/request, inner clock us/request, requests/s)."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, ident: int, sockets: int,
+                 inner: Callable[[], float] | None = None):
+        self.ident = ident
+        self.inner = inner
+        self.driver = Driver(ctx, endpoint, sockets)
+        self.driver.decode = True
+        self.driver.run(WARMUP_S)
+        self.driver.decode = False
+
+    def run(self, duration: float) -> tuple[float, float, float]:
+        inner = self.inner
+        c0, i0, t0 = thread_cpu(self.ident), inner() if inner else 0.0, time.monotonic()
+        n = max(1, self.driver.run(duration))
+        c1, i1, t1 = thread_cpu(self.ident), inner() if inner else 0.0, time.monotonic()
+        return 1e6 * (c1 - c0) / n, 1e6 * (i1 - i0) / n, n / (t1 - t0)
+
+    def close(self) -> None:
+        self.driver.close()
 
 
-def echo(ctx: zmq.Context, sockets: int, duration: float, repeat: int) -> dict:
+class Echo:
     """The floor: a ROUTER echo loop (bench/mapper_latency.py's) in a thread of this process."""
-    router = ctx.socket(zmq.ROUTER)
-    router.linger = 0
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    reply = wire.encode_placement(1, (1, 2, 3, 4), 1 << 20, "round_robin", "")
-    stop = threading.Event()
 
-    def loop() -> None:
-        while not stop.is_set():
-            if router.poll(50):
+    def __init__(self, ctx: zmq.Context):
+        self.router = ctx.socket(zmq.ROUTER)
+        self.router.linger = 0
+        self.port = self.router.bind_to_random_port("tcp://127.0.0.1")
+        self.reply = wire.encode_placement(1, (1, 2, 3, 4), 1 << 20, "round_robin", "")
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="echo", daemon=True)
+        self.thread.start()
+        self.endpoint = f"tcp://127.0.0.1:{self.port}"
+
+    def _loop(self) -> None:
+        sock, reply = self.router, self.reply
+        while not self.stop.is_set():
+            if sock.poll(50):
                 while True:
                     try:
-                        frames = router.recv_multipart(zmq.NOBLOCK)
+                        frames = sock.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
-                    router.send_multipart([frames[0], b"", reply])
+                    sock.send_multipart([frames[0], b"", reply])
 
-    t = threading.Thread(target=loop, name="echo", daemon=True)
-    t.start()
-    try:
-        return measure(f"tcp://127.0.0.1:{port}", t.ident or 0, sockets, duration, repeat,
-                       None, ctx)
-    finally:
-        stop.set()
-        t.join(5)
-        router.close(0)
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.router.close(0)
 
 
-def mapper(ctx: zmq.Context, osts: int, policy: str, sockets: int, duration: float,
-           repeat: int) -> dict:
+def start_mapper(osts: int, policy: str) -> tuple[MapperService, Callable[[], float]]:
+    """A started in-thread mapper on the static cluster of ``osts`` OSTs, its
+    ``_serve_queued`` wrapped to accumulate the thread's CPU inside it."""
     oss, per = SHAPES[osts]
     cfg = load_config(None, {"bind": "tcp://127.0.0.1:*", "log_level": "warning",
                              "static_cluster": f"{oss}x{per}", "policy": policy,
@@ -197,12 +203,31 @@ def mapper(ctx: zmq.Context, osts: int, policy: str, sockets: int, duration: flo
 
     svc._serve_queued = timed          # type: ignore[method-assign]
     svc.start()
+    return svc, lambda: spent[0]
+
+
+def case(ctx: zmq.Context, echo_target: Target, osts: int, policy: str,
+         sockets: int, duration: float, repeat: int) -> dict:
+    """``repeat`` pairs of runs, echo then mapper, so each ratio compares runs a few
+    seconds apart (the machine's load drifts); medians."""
+    svc, inner = start_mapper(osts, policy)
     try:
         ident = svc._thread.ident if svc._thread is not None else 0
-        return measure(svc.endpoint, ident or 0, sockets, duration, repeat,
-                       lambda: spent[0], ctx)
+        target = Target(ctx, svc.endpoint, ident or 0, sockets, inner)
+        try:
+            runs = []
+            for _ in range(repeat):
+                e = echo_target.run(duration)
+                m = target.run(duration)
+                runs.append((m[0], e[0], m[0] / e[0], m[1], m[2]))
+            tally = dict(target.driver.tally)
+        finally:
+            target.close()
     finally:
         svc.stop()
+    med = [statistics.median(r[i] for r in runs) for i in range(5)]
+    return {"us": med[0], "echo_us": med[1], "ratio": med[2], "inner_us": med[3],
+            "rate": med[4], "ratios": [r[2] for r in runs], "tally": tally}
 
 
 def fmt_tally(t: dict) -> str:
@@ -222,21 +247,24 @@ def main() -> None:
     ctx = zmq.Context()
     print(f"python {sys.version.split()[0]}, pyzmq {zmq.__version__}, libzmq "
           f"{zmq.zmq_version()}; {a.sockets} DEALER sockets, {APPS} applications; "
-          f"{a.repeat} x {a.duration:.1f} s per case (medians)\n")
-    floor = echo(ctx, a.sockets, a.duration, a.repeat)
-    print(f"echo floor (ROUTER echo thread): {floor['us']:6.1f} us CPU/request  "
-          f"({', '.join(f'{x:.1f}' for x in floor['us_all'])})  {floor['rate']:7.0f} req/s\n")
-    hdr = (f"{'OSTs':>5} {'policy':<12} {'thread us':>9} {'/echo':>6} {'serve us':>8} "
-           f"{'req/s':>7}  runs (thread us)  replies")
+          f"{a.repeat} x {a.duration:.1f} s per case, each beside an echo run (medians)\n")
+    echo = Echo(ctx)
+    echo_target = Target(ctx, echo.endpoint, echo.thread.ident or 0, a.sockets)
+    hdr = (f"{'OSTs':>5} {'policy':<12} {'thread us':>9} {'echo us':>7} {'/echo':>6} "
+           f"{'serve us':>8} {'req/s':>7}  ratio per run   replies")
     print(hdr)
     print("-" * len(hdr))
-    for osts in [int(x) for x in a.osts.split(",")]:
-        for policy in a.policies.split(","):
-            r = mapper(ctx, osts, policy, a.sockets, a.duration, a.repeat)
-            print(f"{osts:5d} {policy:<12} {r['us']:9.1f} {r['us'] / floor['us']:6.2f} "
-                  f"{r['inner_us']:8.1f} {r['rate']:7.0f}  "
-                  f"{'/'.join(f'{x:.1f}' for x in r['us_all']):<16}  {fmt_tally(r['tally'])}",
-                  flush=True)
+    try:
+        for osts in [int(x) for x in a.osts.split(",")]:
+            for policy in a.policies.split(","):
+                r = case(ctx, echo_target, osts, policy, a.sockets, a.duration, a.repeat)
+                print(f"{osts:5d} {policy:<12} {r['us']:9.1f} {r['echo_us']:7.1f} "
+                      f"{r['ratio']:6.2f} {r['inner_us']:8.1f} {r['rate']:7.0f}  "
+                      f"{'/'.join(f'{x:.2f}' for x in r['ratios']):<14}  "
+                      f"{fmt_tally(r['tally'])}", flush=True)
+    finally:
+        echo_target.close()
+        echo.close()
     ctx.term()
 
 
