@@ -126,6 +126,9 @@ class RoundRobin:
         self._rng = random.Random(seed)
         self._pools: dict[str | None, RoundRobinState] = {}
         self.pool_cache = PoolCache()
+        self._memo: dict[tuple[str | None, int], tuple[RoundRobinState, int]] = {}
+        """(pool, requested stripe count) -> (RR state, resolved count) at ``_memo_view``."""
+        self._memo_view: tuple[int, int] | None = None
 
     def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
         """Allocate ``request``; raises NoSpaceError when no OST is usable.
@@ -133,9 +136,20 @@ class RoundRobin:
         O(stripe count) on a versioned snapshot whose version did not move (the pool's
         members, usable count and RR array are kept, as LOD keeps them); O(OSTs) when
         it moved or the snapshot is unversioned."""
+        view = version_key(snapshot)
+        if view is not None and view == self._memo_view:
+            hit = self._memo.get((request.pool, request.stripe_count))
+            if hit is not None:     # same version, same request shape: same pool and count
+                return Placement(tuple(self._walk(hit[0], hit[1])), self.name)
         members, count = self.pool_cache.members_and_stripe_count(snapshot, request.pool,
                                                                   request.stripe_count)
-        return Placement(tuple(self.select(snapshot, members, request.pool, count)), self.name)
+        st = self._state_for(snapshot, members, request.pool)
+        if view is not None:
+            if view != self._memo_view:
+                self._memo.clear()
+                self._memo_view = view
+            self._memo[(request.pool, request.stripe_count)] = (st, count)
+        return Placement(tuple(self._walk(st, count)), self.name)
 
     def state(self, pool: str | None = None) -> RoundRobinState | None:
         """The RR state of ``pool`` (for tests and diagnostics)."""
@@ -177,7 +191,9 @@ class RoundRobin:
         Also used by :class:`~mapper.policies.lustre_qos.LustreQos` when QOS declines.
         Raises NoSpaceError when no stripe at all could be found.
         """
-        st = self._state_for(snapshot, members, pool)
+        return self._walk(self._state_for(snapshot, members, pool), count)
+
+    def _walk(self, st: RoundRobinState, count: int) -> list[int]:
         n = len(st.array)
         st.start_count -= 1
         if st.start_count <= 0:

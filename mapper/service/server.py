@@ -725,9 +725,18 @@ class MapperService:
         # one CreateRequest per request: the bounded one goes to the policy, the client's
         # own (its pool, its stripe size) shapes the check and the reply
         creates = [r.create_request() for _, r, _ in allocs]
-        requests: list[CreateRequest] = [
-            bounded(fs, snap, version, create, peer, tracked)
-            for create, (_, _, peer) in zip(creates, allocs)]
+        requests: list[CreateRequest]
+        if tracked is _always:
+            # every job is its own (job_for keeps it): only expected_bytes may be clipped
+            clip = self.clips[fs].clip
+            requests = []
+            for create in creates:
+                expected = clip(snap, version, create.pool, create.expected_bytes)
+                requests.append(create if expected == create.expected_bytes else
+                                dataclasses.replace(create, expected_bytes=expected))
+        else:
+            requests = [bounded(fs, snap, version, create, peer, tracked)
+                        for create, (_, _, peer) in zip(creates, allocs)]
         t0 = time.perf_counter()
         planner = self.planners.get(fs)
         misses = planner.plans.stats["misses"] if planner is not None else 0

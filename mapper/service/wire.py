@@ -278,7 +278,7 @@ def encode_placement(request_id: int, osts: tuple[int, ...] | list[int], stripe_
                      policy: str, fallback: str = "") -> bytes:
     """Reply body of a layout: ``{v, id, ok: true, osts, stripe_size, policy, fallback}``."""
     return _pack({"v": PROTOCOL_VERSION, "id": request_id, "ok": True,
-                         "osts": list(osts), "stripe_size": stripe_size, "policy": policy,
+                         "osts": osts, "stripe_size": stripe_size, "policy": policy,
                          "fallback": fallback})
 
 
