@@ -38,7 +38,8 @@ at scrape time (custom collectors), so the hot path costs no lock per OST or per
 ``ost_stripes_total`` is tallied once per round (:meth:`MapperMetrics.count_stripes`), and
 ``request_seconds`` is a :class:`BatchedHistogram` fed once per batch with the batch's
 reply count (every reply of a batch waited the same time), exposed exactly as
-prometheus_client's ``Histogram`` would expose the same observations.
+prometheus_client's ``Histogram`` would expose the same observations (the per-round
+histograms are BatchedHistograms too: no lock per observation).
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ from collections import Counter as Tally
 from typing import Callable, Iterable, Mapping, Sequence
 
 import prometheus_client.metrics
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import INF, floatToGoString
 
@@ -182,10 +183,11 @@ class MapperMetrics:
                                                 "Request receive to reply, seconds",
                                                 buckets=LATENCY_BUCKETS_S, registry=r)
         self.rounds = Counter(PREFIX + "rounds", "Allocation rounds", registry=r)
-        self.round_seconds = Histogram(PREFIX + "round_seconds", "Round duration, seconds",
-                                       buckets=LATENCY_BUCKETS_S, registry=r)
-        self.round_requests = Histogram(PREFIX + "round_requests", "Requests per round",
-                                        buckets=ROUND_SIZE_BUCKETS, registry=r)
+        self.round_seconds = BatchedHistogram(PREFIX + "round_seconds",
+                                              "Round duration, seconds",
+                                              buckets=LATENCY_BUCKETS_S, registry=r)
+        self.round_requests = BatchedHistogram(PREFIX + "round_requests", "Requests per round",
+                                               buckets=ROUND_SIZE_BUCKETS, registry=r)
         self.fallbacks = Counter(PREFIX + "fallbacks", "Requests answered by the fallback",
                                  ["reason"], registry=r)
         self.check_violations = Counter(PREFIX + "check_violations",
