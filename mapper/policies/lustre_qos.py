@@ -138,15 +138,17 @@ class LustreQos:
         ``Placement.note`` is empty for a weighted decision and says why otherwise.
         Raises NoSpaceError when no OST of the pool is usable.
         """
-        members, count = self.rr.pool_cache.members_and_stripe_count(
-            snapshot, request.pool, request.stripe_count)
         if (self._same_space and not self._dirty and self._active_count >= 2
                 and snapshot.version is not None and version_key(snapshot) == self._space_view):
             # What _alloc_qos decides first, without raising: the space it last read is
-            # unchanged (same snapshot version) and was balanced, so QOS declines.
+            # unchanged (same snapshot version) and was balanced, so QOS declines and
+            # round-robin places (pick: the same pool and stripe count resolution, errors
+            # included, as below).
             self.last_fallback_reason = BALANCED
-            osts = self.rr.select(snapshot, members, request.pool, count)
-            return Placement(tuple(osts), self.name, note=_BALANCED_NOTE)
+            return Placement(tuple(self.rr.pick(snapshot, request)), self.name,
+                             note=_BALANCED_NOTE)
+        members, count = self.rr.pool_cache.members_and_stripe_count(
+            snapshot, request.pool, request.stripe_count)
         try:
             osts = self._alloc_qos(snapshot, members, count)
             self.last_fallback_reason = None

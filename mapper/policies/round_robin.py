@@ -136,11 +136,18 @@ class RoundRobin:
         O(stripe count) on a versioned snapshot whose version did not move (the pool's
         members, usable count and RR array are kept, as LOD keeps them); O(OSTs) when
         it moved or the snapshot is unversioned."""
+        return Placement(tuple(self.pick(snapshot, request)), self.name)
+
+    def pick(self, snapshot: ClusterSnapshot, request: CreateRequest) -> list[int]:
+        """The OST list :meth:`allocate` places ``request`` on (same errors).
+
+        At an unchanged snapshot version, a request of a (pool, stripe count) seen before
+        goes straight to the walk: its members, stripe count and RR state are kept."""
         view = version_key(snapshot)
         if view is not None and view == self._memo_view:
             hit = self._memo.get((request.pool, request.stripe_count))
-            if hit is not None:     # same version, same request shape: same pool and count
-                return Placement(tuple(self._walk(hit[0], hit[1])), self.name)
+            if hit is not None:
+                return self._walk(hit[0], hit[1])
         members, count = self.pool_cache.members_and_stripe_count(snapshot, request.pool,
                                                                   request.stripe_count)
         st = self._state_for(snapshot, members, request.pool)
@@ -149,7 +156,7 @@ class RoundRobin:
                 self._memo.clear()
                 self._memo_view = view
             self._memo[(request.pool, request.stripe_count)] = (st, count)
-        return Placement(tuple(self._walk(st, count)), self.name)
+        return self._walk(st, count)
 
     def state(self, pool: str | None = None) -> RoundRobinState | None:
         """The RR state of ``pool`` (for tests and diagnostics)."""
