@@ -46,6 +46,9 @@ QOS_THRESHOLD_RR_DEFAULT_PCT = 17
 QOS_PRIO_FREE_DEFAULT_PCT = 90
 """2.15+ default; 2.14 and older stored 232 (shown as 91%)."""
 WEIGHT_VERSIONS = ("2.16", "2.15")
+BALANCED = "free space balanced"
+"""Why QOS declines while the space it last read is unchanged and within the RR band."""
+_BALANCED_NOTE = f"round-robin: {BALANCED}"
 
 
 def pct_to_stored(pct: int) -> int:
@@ -135,6 +138,15 @@ class LustreQos:
         ``Placement.note`` is empty for a weighted decision and says why otherwise.
         Raises NoSpaceError when no OST of the pool is usable.
         """
+        if (self._same_space and not self._dirty and self._active_count >= 2
+                and snapshot.version is not None and version_key(snapshot) == self._space_view):
+            # What _alloc_qos decides first, without raising: the space it last read is
+            # unchanged (same snapshot version) and was balanced, so QOS declines and
+            # round-robin places (pick: the same pool and stripe count resolution, errors
+            # included, as below).
+            self.last_fallback_reason = BALANCED
+            return Placement(tuple(self.rr.pick(snapshot, request)), self.name,
+                             note=_BALANCED_NOTE)
         members, count = self.rr.pool_cache.members_and_stripe_count(
             snapshot, request.pool, request.stripe_count)
         try:
@@ -244,7 +256,7 @@ class LustreQos:
             self._space_view = view
         active_count = self._active_count
         if (not self._dirty and self._same_space) or active_count < 2:
-            raise QosUnavailable("free space balanced" if active_count >= 2 else "fewer than 2 active OSTs")
+            raise QosUnavailable(BALANCED if active_count >= 2 else "fewer than 2 active OSTs")
         if self._dirty:
             self._calc_penalties(snapshot, now)
         candidates = [o for o in members if is_usable(o) and not o.flags & OstFlag.DEGRADED]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import cast
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState, osts_by_oss
 from mapper.state.ost_health import is_usable
@@ -44,6 +45,25 @@ from mapper.policies.pool_cache import PoolCache, version_key
 
 LOV_CREATE_RESEED_MIN = 2000
 LOV_CREATE_RESEED_MULT = 30
+NEVER = 3
+"""Pass level of a slot no pass takes (see :attr:`RoundRobinState.levels`)."""
+
+
+def slot_levels(array: list[int | None], members: dict[int, OstState]) -> list[int]:
+    """:attr:`RoundRobinState.levels` of ``array``: the first pass (``speed``) whose
+    filters let each slot's OST through."""
+    levels = []
+    for idx in array:
+        ost = None if idx is None else members.get(idx)
+        if ost is None or not is_usable(ost):
+            levels.append(NEVER)
+        elif ost.flags & OstFlag.DEGRADED:
+            levels.append(2)        # only the last pass takes a DEGRADED OST
+        elif ost.files_precreated == 0:
+            levels.append(1)        # the first pass needs precreated objects
+        else:
+            levels.append(0)
+    return levels
 
 
 def build_rr_array(members: list[OstState], server_ost_count: dict[str, int],
@@ -84,6 +104,13 @@ class RoundRobinState:
     offset_idx: int = 0
     members: dict[int, OstState] = field(default_factory=dict)
     view_key: tuple[int, int] | None = None   # snapshot version the key was checked at
+    levels: list[int] = field(default_factory=list)
+    """Per slot, the first pass that may take its OST: 0 (precreated objects, not
+    DEGRADED), 1 (none precreated), 2 (DEGRADED), :data:`NEVER` (empty slot, unusable OST);
+    derived with ``members`` at the snapshot version they were read at."""
+    all_ready: bool = False
+    """Every slot holds an OST the first pass takes: a call takes ``count`` consecutive
+    slots (the common case, O(stripe count) with no per-slot test)."""
 
 
 class RoundRobin:
@@ -99,6 +126,9 @@ class RoundRobin:
         self._rng = random.Random(seed)
         self._pools: dict[str | None, RoundRobinState] = {}
         self.pool_cache = PoolCache()
+        self._memo: dict[tuple[str | None, int], tuple[RoundRobinState, int]] = {}
+        """(pool, requested stripe count) -> (RR state, resolved count) at ``_memo_view``."""
+        self._memo_view: tuple[int, int] | None = None
 
     def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
         """Allocate ``request``; raises NoSpaceError when no OST is usable.
@@ -106,9 +136,27 @@ class RoundRobin:
         O(stripe count) on a versioned snapshot whose version did not move (the pool's
         members, usable count and RR array are kept, as LOD keeps them); O(OSTs) when
         it moved or the snapshot is unversioned."""
+        return Placement(tuple(self.pick(snapshot, request)), self.name)
+
+    def pick(self, snapshot: ClusterSnapshot, request: CreateRequest) -> list[int]:
+        """The OST list :meth:`allocate` places ``request`` on (same errors).
+
+        At an unchanged snapshot version, a request of a (pool, stripe count) seen before
+        goes straight to the walk: its members, stripe count and RR state are kept."""
+        view = version_key(snapshot)
+        if view is not None and view == self._memo_view:
+            hit = self._memo.get((request.pool, request.stripe_count))
+            if hit is not None:
+                return self._walk(hit[0], hit[1])
         members, count = self.pool_cache.members_and_stripe_count(snapshot, request.pool,
                                                                   request.stripe_count)
-        return Placement(tuple(self.select(snapshot, members, request.pool, count)), self.name)
+        st = self._state_for(snapshot, members, request.pool)
+        if view is not None:
+            if view != self._memo_view:
+                self._memo.clear()
+                self._memo_view = view
+            self._memo[(request.pool, request.stripe_count)] = (st, count)
+        return self._walk(st, count)
 
     def state(self, pool: str | None = None) -> RoundRobinState | None:
         """The RR state of ``pool`` (for tests and diagnostics)."""
@@ -138,6 +186,8 @@ class RoundRobin:
                     old.start_idx, old.start_count, old.offset_idx)
             self._pools[pool] = st
         st.members = {o.index: o for o in members}
+        st.levels = slot_levels(st.array, st.members)
+        st.all_ready = bool(st.levels) and not any(st.levels)
         st.view_key = view_key
         return st
 
@@ -148,7 +198,9 @@ class RoundRobin:
         Also used by :class:`~mapper.policies.lustre_qos.LustreQos` when QOS declines.
         Raises NoSpaceError when no stripe at all could be found.
         """
-        st = self._state_for(snapshot, members, pool)
+        return self._walk(self._state_for(snapshot, members, pool), count)
+
+    def _walk(self, st: RoundRobinState, count: int) -> list[int]:
         n = len(st.array)
         st.start_count -= 1
         if st.start_count <= 0:
@@ -160,30 +212,36 @@ class RoundRobin:
             st.start_idx %= n
             if count > 1 and n % count != 1:
                 st.offset_idx += 1
+        call_start = st.start_idx
+        array = st.array
+        if st.all_ready and 0 < count <= n:
+            # Every slot passes the first pass's filters and holds a distinct OST: the
+            # walk below would take the next ``count`` slots and stop.
+            first = (call_start + st.offset_idx) % n
+            st.start_idx = call_start + count
+            if first + count <= n:
+                return cast("list[int]", array[first:first + count])
+            return cast("list[int]", array[first:] + array[:first + count - n])
+        levels = st.levels
+        offset = st.offset_idx
         chosen: list[int] = []
         taken: set[int] = set()
-        call_start = st.start_idx
         for speed in range(3):
             # Every pass restarts from the slot the call began at (lod_qos.c resets
-            # lqr_start_idx to the value saved before the first pass).
-            st.start_idx = call_start
-            for _ in range(n):
-                if len(chosen) >= count:
-                    break
-                pos = (st.start_idx + st.offset_idx) % n
-                st.start_idx += 1
-                idx = st.array[pos]
-                if idx is None or idx in taken:
-                    continue
-                ost = st.members[idx]
-                if not is_usable(ost):
-                    continue
-                if speed == 0 and ost.files_precreated == 0:
-                    continue
-                if speed < 2 and ost.flags & OstFlag.DEGRADED:
+            # lqr_start_idx to the value saved before the first pass); start_idx
+            # advances by every slot read.
+            read = 0
+            while read < n and len(chosen) < count:
+                pos = (call_start + read + offset) % n
+                read += 1
+                if levels[pos] > speed:
+                    continue            # empty, unusable, or filtered out in this pass
+                idx = cast(int, array[pos])
+                if idx in taken:
                     continue
                 chosen.append(idx)
                 taken.add(idx)
+            st.start_idx = call_start + read
             if len(chosen) >= count:
                 break
         if not chosen:

@@ -77,6 +77,8 @@ class PeerLimits:
         self.max_apps = max_apps
         self.clock = clock
         self._peers: OrderedDict[str, _Peer] = OrderedDict()
+        self._last: str | None = None
+        """The peer at the end of ``_peers`` (most recently seen), when known."""
         self.rate_limited = 0
         self.overflowed = 0
 
@@ -85,6 +87,7 @@ class PeerLimits:
         if p is None:
             p = _Peer(float(self.request_burst), float(self.new_apps_per_min), now)
             self._peers[peer] = p
+            self._last = peer
             self._forget_idle(now)
         else:
             dt = max(0.0, now - p.last_s)
@@ -92,7 +95,9 @@ class PeerLimits:
             p.new_app_tokens = min(float(self.new_apps_per_min),
                                    p.new_app_tokens + dt * self.new_apps_per_min / 60.0)
             p.last_s = now
-            self._peers.move_to_end(peer)
+            if peer != self._last:                  # already the newest: nothing to move
+                self._peers.move_to_end(peer)
+                self._last = peer
         return p
 
     def _forget_idle(self, now: float) -> None:
@@ -101,6 +106,8 @@ class PeerLimits:
             if now - oldest.last_s < IDLE_FORGET_S and len(self._peers) <= MAX_PEERS:
                 break
             del self._peers[name]
+            if name == self._last:
+                self._last = None
 
     def admit(self, peer: str) -> bool:
         """Take one request token; False (and counted) when the peer is over its rate."""

@@ -34,14 +34,24 @@ lustre_exporter's labels ``target="<fsname>-OST<hex>"`` and ``fsname``):
 ==================================  =========  ==========================================
 
 Per-request counters are kept as plain integers by the service and turned into samples
-at scrape time (a custom collector), so the hot path costs no lock per OST.
+at scrape time (custom collectors), so the hot path costs no lock per OST or per reply:
+``ost_stripes_total`` is tallied once per round (:meth:`MapperMetrics.count_stripes`), and
+``request_seconds`` is a :class:`BatchedHistogram` fed once per batch with the batch's
+reply count (every reply of a batch waited the same time), exposed exactly as
+prometheus_client's ``Histogram`` would expose the same observations (the per-round
+histograms are BatchedHistograms too: no lock per observation).
 """
 from __future__ import annotations
 
+import time
+from bisect import bisect_left
 from collections import Counter as Tally
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
-from prometheus_client import Counter, Gauge, Histogram
+import prometheus_client.metrics
+from prometheus_client import Counter, Gauge
+from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import INF, floatToGoString
 
 from common.metrics import serve as serve_metrics, service_registry, target_name
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -53,10 +63,68 @@ ROUND_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 RESULTS = ("ok", "fallback", "error", "bad_request", "ping")
 
 
+class BatchedHistogram(Collector):
+    """A histogram without labels that takes an observation with a count
+    (:meth:`observe_n`: ``n`` observations of the same value at the cost of one), for a
+    value shared by a whole batch. Its exposition (``_bucket``, ``_count``, ``_sum``,
+    ``_created``) is prometheus_client's ``Histogram``'s for the same observations.
+
+    Counts are plain integers updated by one thread (the request loop); a scrape reads a
+    copy, so it may see a batch's counts a moment before its sum, as it may with
+    prometheus_client's per-value locks.
+    """
+
+    def __init__(self, name: str, documentation: str, buckets: Sequence[float],
+                 registry=None):
+        bounds = [float(b) for b in buckets]
+        if bounds != sorted(bounds):
+            raise ValueError("Buckets not in sorted order")
+        if not bounds or bounds[-1] != INF:
+            bounds.append(INF)
+        if len(bounds) < 2:
+            raise ValueError("Must have at least two buckets")
+        self.name = name
+        self.documentation = documentation
+        self._bounds = bounds
+        self._le = [floatToGoString(b) for b in bounds]
+        self._counts = [0] * len(bounds)
+        self._sum = 0.0
+        self._created = time.time()
+        if registry is not None:
+            registry.register(self)
+
+    def observe(self, amount: float) -> None:
+        """One observation (as ``Histogram.observe``)."""
+        self.observe_n(amount, 1)
+
+    def observe_n(self, amount: float, n: int) -> None:
+        """``n`` observations of ``amount`` (nothing when ``n`` is 0)."""
+        if n:
+            self._counts[bisect_left(self._bounds, amount)] += n   # first bound >= amount
+            self._sum += amount * n
+
+    def describe(self) -> Iterable[Metric]:
+        return [Metric(self.name, self.documentation, "histogram")]
+
+    def collect(self) -> Iterable[Metric]:
+        counts, total = list(self._counts), self._sum
+        metric = Metric(self.name, self.documentation, "histogram")
+        acc = 0.0
+        for le, c in zip(self._le, counts):
+            acc += c
+            metric.add_sample(self.name + "_bucket", {"le": le}, acc)
+        metric.add_sample(self.name + "_count", {}, acc)
+        if self._bounds[0] >= 0:
+            metric.add_sample(self.name + "_sum", {}, total)
+        if getattr(prometheus_client.metrics, "_use_created", True):
+            metric.add_sample(self.name + "_created", {}, self._created)
+        return [metric]
+
+
 class _PerOst(Collector):
     """Scrape-time view of per-OST tallies and the policy's predicted load."""
 
-    def __init__(self, stripes: Tally,
+    def __init__(self, stripes: dict[str, Tally],
                  predicted: Callable[[], Mapping[tuple[str, int], float] | None]):
         self.stripes = stripes
         self.predicted = predicted
@@ -64,8 +132,10 @@ class _PerOst(Collector):
     def collect(self) -> Iterable:
         c = CounterMetricFamily(PREFIX + "ost_stripes", "Stripes handed out per OST",
                                 labels=["target", "fsname"])
-        for (fs, ost), n in sorted(self.stripes.items()):
-            c.add_metric([target_name(fs, ost), fs], n)
+        tallies = sorted((fs, dict(t)) for fs, t in list(self.stripes.items()))
+        for fs, tally in tallies:
+            for ost, n in sorted(tally.items()):
+                c.add_metric([target_name(fs, ost), fs], n)
         yield c
         g = GaugeMetricFamily(PREFIX + "ost_predicted_load_bytes",
                               "Predicted load per OST from the primary policy, bytes "
@@ -100,7 +170,8 @@ class _Limits(Collector):
 
 class MapperMetrics:
     """All the service's metrics. ``predicted`` returns the policies' load per
-    (fsname, OST index), bytes, or None. :attr:`stripes` tallies (fsname, OST index)."""
+    (fsname, OST index), bytes, or None. :attr:`stripes` tallies OST indices per fsname
+    (:meth:`count_stripes`)."""
 
     def __init__(self, predicted: Callable[[], Mapping[tuple[str, int], float] | None]
                  = lambda: None):
@@ -108,14 +179,15 @@ class MapperMetrics:
         r = self.registry
         self.requests = Counter(PREFIX + "requests", "Replies by result", ["result"], registry=r)
         self._by_result = {k: self.requests.labels(k) for k in RESULTS}
-        self.request_seconds = Histogram(PREFIX + "request_seconds",
-                                         "Request receive to reply, seconds",
-                                         buckets=LATENCY_BUCKETS_S, registry=r)
+        self.request_seconds = BatchedHistogram(PREFIX + "request_seconds",
+                                                "Request receive to reply, seconds",
+                                                buckets=LATENCY_BUCKETS_S, registry=r)
         self.rounds = Counter(PREFIX + "rounds", "Allocation rounds", registry=r)
-        self.round_seconds = Histogram(PREFIX + "round_seconds", "Round duration, seconds",
-                                       buckets=LATENCY_BUCKETS_S, registry=r)
-        self.round_requests = Histogram(PREFIX + "round_requests", "Requests per round",
-                                        buckets=ROUND_SIZE_BUCKETS, registry=r)
+        self.round_seconds = BatchedHistogram(PREFIX + "round_seconds",
+                                              "Round duration, seconds",
+                                              buckets=LATENCY_BUCKETS_S, registry=r)
+        self.round_requests = BatchedHistogram(PREFIX + "round_requests", "Requests per round",
+                                               buckets=ROUND_SIZE_BUCKETS, registry=r)
         self.fallbacks = Counter(PREFIX + "fallbacks", "Requests answered by the fallback",
                                  ["reason"], registry=r)
         self.check_violations = Counter(PREFIX + "check_violations",
@@ -143,12 +215,19 @@ class MapperMetrics:
             self.saves.labels(result)
         for state in ("all", "usable"):
             self.osts.labels(state)
-        self.stripes: Tally = Tally()
+        self.stripes: dict[str, Tally] = {}
         r.register(_PerOst(self.stripes, predicted))
 
     def register_limits(self, counts: Callable[[], Mapping[str, float]]) -> None:
         """Export the client bounds' counters (called once by the service)."""
         self.registry.register(_Limits(counts))
+
+    def count_stripes(self, fsname: str, osts: Iterable[int]) -> None:
+        """Count stripes handed out on ``fsname``'s OSTs (indices, repeats counted)."""
+        tally = self.stripes.get(fsname)
+        if tally is None:
+            tally = self.stripes[fsname] = Tally()
+        tally.update(osts)
 
     def result(self, name: str, n: int = 1) -> None:
         """Count ``n`` replies with result ``name`` (one of :data:`RESULTS`)."""

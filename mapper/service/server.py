@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import zmq
 
@@ -62,6 +62,13 @@ MAX_SOCKET_MSG = 1 << 20
 """ZMQ_MAXMSGSIZE: a peer sending more than this is disconnected (frames between
 64 KiB and this get an EMSGSIZE reply)."""
 MAX_SAMPLES_PER_DRAIN = 2000
+_NOBLOCK = int(zmq.NOBLOCK)
+_NOBLOCK_SNDMORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+"""pyzmq flags as plain ints: the enum arithmetic costs more than the call on the hot path."""
+
+
+def _always(job: str) -> bool:
+    return True
 
 
 class ServiceError(Exception):
@@ -549,40 +556,66 @@ class MapperService:
 
     # ------------------------------------------------------------------ requests
     def _serve_queued(self) -> None:
+        # Hot path (one call per batch). pyzmq's sugar costs more than the work here: flags
+        # are plain ints (no enum arithmetic), frames are read one by one (no getsockopt
+        # RCVMORE, which builds a SocketOption enum per call), the routing id as bytes and
+        # the rest as Frames (they carry ``more`` and, for a routing id not seen yet, the
+        # User-Id/Peer-Address properties), replies are sent part by part.
         router = self._started_router()
         cfg = self.config
         received = time.perf_counter()
-        messages: list[list[bytes]] = []
-        peers: list[str] = []
+        recv = router.recv
+        max_batch = cfg.max_batch
+        messages: list[tuple[bytes, list[bytes], str]] = []
         deadline = received + cfg.batch_window_s
-        while len(messages) < cfg.max_batch:
+        while len(messages) < max_batch:
             try:
-                raw = router.recv_multipart(zmq.NOBLOCK, copy=False)
-                messages.append([f.bytes for f in raw])
-                peers.append(self._peer(raw))
+                identity = recv(_NOBLOCK)
             except zmq.Again:
                 wait = deadline - time.perf_counter()
                 if wait <= 0 or not router.poll(max(1, int(wait * 1000))):
                     break
+                continue
+            # a ROUTER always delivers the routing id with more parts behind it, and a
+            # multipart message is delivered whole: the rest never blocks
+            last = recv(_NOBLOCK, False)
+            parts = [last.bytes]
+            while last.more:
+                last = recv(_NOBLOCK, False)
+                parts.append(last.bytes)
+            peer = self._peers.get(identity)
+            if peer is None:
+                peer = self._peer(identity, last)
+            messages.append((identity, parts, peer))
         allocs: dict[str, list[tuple[bytes, wire.Request, str]]] = {}
         replies: list[tuple[bytes, bytes]] = []
         bad = pings = 0
         in_batch: dict[str, int] = {}
-        for frames, peer in zip(messages, peers):
-            identity = frames[0]
-            if len(frames) != 3 or frames[1] != b"":
+        stores = self.stores
+        only_fs = next(iter(stores)) if len(stores) == 1 else None
+        ost_counts = {fs: st.ost_count for fs, st in stores.items()}   # fixed for the batch
+        decode = wire.decode_request
+        admit = self.limits.admit
+        peer_batch_max = cfg.peer_batch_max
+        for identity, parts, peer in messages:
+            if len(parts) != 2 or parts[0] != b"":
                 replies.append((identity, wire.encode_error(
                     0, errno.EPROTO, f"expected frames [empty delimiter, body], got "
-                    f"{len(frames) - 1} frame(s) after the routing id")))
+                    f"{len(parts)} frame(s) after the routing id")))
                 bad += 1
                 continue
             try:
-                req = wire.decode_request(frames[2])
-                fs = self._file_system(req)
-                ost_count = self.stores[fs].ost_count
-                if req.create is not None and ost_count and req.create.stripe_count > ost_count:
-                    raise wire.WireError(errno.EINVAL, f"stripe_count {req.create.stripe_count} "
-                                         f"exceeds the {ost_count} OSTs", req.id)
+                req = decode(parts[1])
+                if only_fs is not None and req.fsname is None:
+                    fs = only_fs
+                else:
+                    fs = self._file_system(req)
+                create = req.create
+                if create is not None:
+                    ost_count = ost_counts[fs]
+                    if ost_count and create.stripe_count > ost_count:
+                        raise wire.WireError(errno.EINVAL, f"stripe_count {create.stripe_count} "
+                                             f"exceeds the {ost_count} OSTs", req.id)
             except wire.WireError as exc:
                 replies.append((identity, wire.encode_error(exc.request_id, exc.errno,
                                                             exc.reason)))
@@ -590,7 +623,7 @@ class MapperService:
                 log.debug("bad request", extra={"event": "bad_request", "errno": exc.errno,
                                                 "reason": exc.reason})
                 continue
-            if not self.limits.admit(peer):
+            if not admit(peer):
                 replies.append((identity, wire.encode_error(
                     req.id, errno.EBUSY, f"rate limit: over {cfg.peer_requests_per_s:g} "
                     f"requests/s from {peer}; use Lustre's allocator")))
@@ -598,7 +631,7 @@ class MapperService:
                 continue
             # one client's pipelined burst must not make everyone's round long
             n = in_batch[peer] = in_batch.get(peer, 0) + 1
-            if n > cfg.peer_batch_max and req.op != "ping":
+            if n > peer_batch_max and req.op != "ping":
                 self.limits.rate_limited += 1
                 replies.append((identity, wire.encode_error(
                     req.id, errno.EBUSY, f"rate limit: over {cfg.peer_batch_max} requests "
@@ -608,12 +641,15 @@ class MapperService:
             if req.op == "ping":
                 replies.append((identity, wire.encode_pong(req.id, self.policy.name)))
                 pings += 1
-            elif self.stores[fs].ost_count == 0:
+            elif ost_counts[fs] == 0:
                 replies.append((identity, wire.encode_error(
                     req.id, errno.EAGAIN, "no cluster state yet (no collector sample)")))
                 bad += 1
             else:
-                allocs.setdefault(fs, []).append((identity, req, peer))
+                group = allocs.get(fs)
+                if group is None:
+                    group = allocs[fs] = []
+                group.append((identity, req, peer))
         for fs, group in allocs.items():
             replies.extend(self._round(fs, group))
         m = self.metrics                 # counted before replying: a client that saw its
@@ -621,13 +657,14 @@ class MapperService:
             m.result("bad_request", bad)
         if pings:
             m.result("ping", pings)
-        took = time.perf_counter() - received
-        for _ in range(len(replies)):
-            m.request_seconds.observe(took)
-        send = router.send_multipart
+        # every reply of the batch waited the same time: one weighted observation
+        m.request_seconds.observe_n(time.perf_counter() - received, len(replies))
+        send = router.send
         for identity, body in replies:
             try:
-                send([identity, b"", body], zmq.NOBLOCK)
+                send(identity, _NOBLOCK_SNDMORE)
+                send(b"", _NOBLOCK_SNDMORE)
+                send(body, _NOBLOCK)
             except zmq.ZMQError:
                 pass  # peer gone or its queue full: it times out and uses Lustre's allocator
 
@@ -650,17 +687,16 @@ class MapperService:
         raise wire.WireError(errno.ENODEV, f"file system {req.fsname!r} is not served by this "
                              f"mapper (serves: {served})", req.id)
 
-    def _peer(self, frames: list[zmq.Frame]) -> str:
+    def _peer(self, identity: bytes, frame: zmq.Frame | None) -> str:
         """The client behind a message (:func:`mapper.service.limits.peer_of`), cached per
-        routing id."""
-        identity = frames[0].bytes
+        routing id; ``frame`` (a part of the message, received as a Frame) carries the
+        ``User-Id``/``Peer-Address`` properties read for a routing id not seen yet."""
         peer = self._peers.get(identity)
         if peer is None:
-            body = frames[-1]
             props = []
             for name in ("User-Id", "Peer-Address"):
                 try:
-                    props.append(body.get(name))
+                    props.append(frame.get(name))   # type: ignore[union-attr]
                 except (zmq.ZMQError, AttributeError):
                     props.append(None)
             peer = peer_of(props[0], props[1], identity)
@@ -670,10 +706,13 @@ class MapperService:
         return peer
 
     def _bounded(self, fs: str, snap: ClusterSnapshot, version: int, create: CreateRequest,
-                 peer: str) -> CreateRequest:
-        """``create`` with its job id and expected bytes bounded (mapper.service.limits)."""
-        predictor = getattr(self.policies[fs].primary, "predictor", None)
-        tracked = (lambda job: True) if predictor is None else predictor.__contains__
+                 peer: str, tracked: Callable[[str], bool] | None = None) -> CreateRequest:
+        """``create`` with its job id and expected bytes bounded (mapper.service.limits);
+        ``create`` itself when neither changes. ``tracked``: the primary's predictor's
+        membership test (looked up when not given; a round passes it once)."""
+        if tracked is None:
+            predictor = getattr(self.policies[fs].primary, "predictor", None)
+            tracked = _always if predictor is None else predictor.__contains__
         job = self.limits.job_for(peer, create.job_id, tracked)
         expected = self.clips[fs].clip(snap, version, create.pool, create.expected_bytes)
         if job == create.job_id and expected == create.expected_bytes:
@@ -685,9 +724,25 @@ class MapperService:
         store, gate, m = self.stores[fs], self.policies[fs], self.metrics
         guard = self.guards[fs]
         snap = store.current()
-        requests: list[CreateRequest] = [
-            self._bounded(fs, snap, store.version, r.create_request(), peer)
-            for _, r, peer in allocs]
+        version = store.version
+        predictor = getattr(gate.primary, "predictor", None)
+        tracked = _always if predictor is None else predictor.__contains__
+        bounded = self._bounded
+        # one CreateRequest per request: the bounded one goes to the policy, the client's
+        # own (its pool, its stripe size) shapes the check and the reply
+        creates = [r.create_request() for _, r, _ in allocs]
+        requests: list[CreateRequest]
+        if tracked is _always:
+            # every job is its own (job_for keeps it): only expected_bytes may be clipped
+            clip = self.clips[fs].clip
+            requests = []
+            for create in creates:
+                expected = clip(snap, version, create.pool, create.expected_bytes)
+                requests.append(create if expected == create.expected_bytes else
+                                dataclasses.replace(create, expected_bytes=expected))
+        else:
+            requests = [bounded(fs, snap, version, create, peer, tracked)
+                        for create, (_, _, peer) in zip(creates, allocs)]
         t0 = time.perf_counter()
         planner = self.planners.get(fs)
         misses = planner.plans.stats["misses"] if planner is not None else 0
@@ -700,37 +755,41 @@ class MapperService:
             log.exception("round failed", extra={"event": "round_error", "requests": len(allocs)})
             results = [AllocationError("mapper internal error") for _ in requests]
         out: list[tuple[bytes, bytes]] = []
-        ok = fallback = errors = 0
+        ok = errors = 0
+        fallbacks: dict[str, int] = {}
+        stripes: list[int] = []
         version = store.version
-        for (identity, req, _), result in zip(allocs, results):
-            create = req.create_request()
+        violation = guard.violation
+        encode = wire.encode_placement
+        for (identity, req, _), create, result in zip(allocs, creates, results):
             if isinstance(result, Placement):
-                problem = guard.violation(snap, version, result.osts, create.pool)
+                problem = violation(snap, version, result.osts, create.pool)
                 if problem is not None:
                     result = self._after_violation(fs, snap, version, create, result, problem)
             if isinstance(result, Placement):
-                out.append((identity, wire.encode_placement(req.id, result.osts,
-                                                            create.stripe_size, result.policy,
-                                                            result.fallback)))
-                fsname = store.fsname
-                m.stripes.update((fsname, i) for i in result.osts)
+                osts = result.osts
+                out.append((identity, encode(req.id, osts, create.stripe_size, result.policy,
+                                             result.fallback)))
+                stripes.extend(osts)
                 if result.fallback:
-                    fallback += 1
-                    m.fallbacks.labels(result.fallback).inc()
+                    fallbacks[result.fallback] = fallbacks.get(result.fallback, 0) + 1
                 else:
                     ok += 1
             else:
                 out.append((identity, wire.encode_error(req.id, result.errno, result.reason)))
                 errors += 1
         took = time.perf_counter() - t0
+        m.count_stripes(store.fsname, stripes)
+        for reason, n in fallbacks.items():
+            m.fallbacks.labels(reason).inc(n)
         self.rounds += 1
         m.rounds.inc()
         m.round_seconds.observe(took)
         m.round_requests.observe(len(allocs))
         if ok:
             m.result("ok", ok)
-        if fallback:
-            m.result("fallback", fallback)
+        if fallbacks:
+            m.result("fallback", sum(fallbacks.values()))
         if errors:
             m.result("error", errors)
         return out

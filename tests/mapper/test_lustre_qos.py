@@ -417,3 +417,21 @@ def test_qos_results_are_valid_placements():
     for count in (-1, 0, 1, 2, 3, 4, 9):
         for pool in (None, "p"):
             check_placement(s, alloc(qos, s, count, pool).osts, pool)
+
+
+def test_balanced_space_declines_to_the_rr_sequence_at_every_call():
+    """While the space QOS last read is balanced and the snapshot version does not move,
+    every call declines (the first after reading the space, the next ones without) and
+    places exactly as Lustre's RR with the same seed would, on every pool."""
+    from mapper.policies.round_robin import RoundRobin
+    from mapper.state.cluster_state import make_uniform_cluster
+    snap = make_uniform_cluster(5, 3, 1 << 30)
+    snap.pools = {"p": frozenset({0, 4, 5, 9, 13})}
+    snap.version = 7
+    qos, rr = LustreQos(seed=3), RoundRobin(seed=3)
+    for i in range(60):
+        req = CreateRequest("j", [1, 2, 4, -1, 15][i % 5], pool=[None, "p"][i % 2])
+        got, want = qos.allocate(snap, req), rr.allocate(snap, req)
+        assert got.osts == want.osts and got.policy == "lustre_qos"
+        why = "free space within qos_threshold_rr" if i == 0 else "free space balanced"
+        assert got.note == "round-robin: " + why and qos.last_fallback_reason == why

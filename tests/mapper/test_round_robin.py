@@ -417,3 +417,100 @@ def test_rr_results_are_valid_placements():
         for pool in (None, "p"):
             osts = rr.allocate(snap, CreateRequest("j", count, pool=pool)).osts
             check_placement(snap, osts, pool)
+
+
+class _ReferenceWalk(RoundRobin):
+    """The RR walk as first restated, slot by slot with every filter tested in place (the
+    production walk reads per-version slot levels and takes a shortcut when every slot
+    passes the first pass): both must pick the same OSTs and leave the same counters."""
+
+    def select(self, snapshot, members, pool, count):
+        from mapper.policies.round_robin import LOV_CREATE_RESEED_MIN, LOV_CREATE_RESEED_MULT
+        from mapper.state.ost_health import is_usable
+        st = self._state_for(snapshot, members, pool)
+        n = len(st.array)
+        st.start_count -= 1
+        if st.start_count <= 0:
+            st.start_idx = self._rng.randrange(n)
+            st.start_count = (LOV_CREATE_RESEED_MIN // n + LOV_CREATE_RESEED_MULT) * n
+        elif count >= n or st.start_idx > n:
+            st.start_idx %= n
+            if count > 1 and n % count != 1:
+                st.offset_idx += 1
+        chosen, taken = [], set()
+        call_start = st.start_idx
+        for speed in range(3):
+            st.start_idx = call_start
+            for _ in range(n):
+                if len(chosen) >= count:
+                    break
+                pos = (st.start_idx + st.offset_idx) % n
+                st.start_idx += 1
+                idx = st.array[pos]
+                if idx is None or idx in taken:
+                    continue
+                ost = st.members[idx]
+                if not is_usable(ost):
+                    continue
+                if speed == 0 and ost.files_precreated == 0:
+                    continue
+                if speed < 2 and ost.flags & OstFlag.DEGRADED:
+                    continue
+                chosen.append(idx)
+                taken.add(idx)
+            if len(chosen) >= count:
+                break
+        if not chosen:
+            raise NoSpaceError("round-robin found no usable OST")
+        return chosen
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rr_walk_matches_the_slot_by_slot_reference(seed):
+    rng = random.Random(seed)
+    per = {o: rng.randint(1, 5) for o in range(rng.randint(1, 6))}
+    osts, i = [], 0
+    for oss, k in per.items():
+        for _ in range(k):
+            osts.append(OstState(i, f"oss{oss}", 1 << 30, 1 << 29, 1 << 29))
+            i += 1
+    pools = {"p": frozenset(rng.sample(range(i), max(1, i // 2))), "empty": frozenset()}
+    snap = ClusterSnapshot(osts, {}, pools=pools, version=1)
+    fast, ref = RoundRobin(seed), _ReferenceWalk(seed)
+    for call in range(400):
+        if call % 25 == 0:          # a new statistics version: some OSTs change state
+            for o in snap.osts:
+                o.flags = OstFlag.NONE
+                o.files_precreated = 128
+                o.active = True
+                roll = rng.random()
+                if roll < 0.15:
+                    o.flags = OstFlag.DEGRADED
+                elif roll < 0.25:
+                    o.files_precreated = 0
+                elif roll < 0.3:
+                    o.active = False
+                elif roll < 0.35:
+                    o.flags = OstFlag.ENOSPC
+                elif roll < 0.4:
+                    o.flags = OstFlag.DEGRADED
+                    o.files_precreated = 0
+            if call % 50 == 0:      # and sometimes every OST is ready
+                for o in snap.osts:
+                    o.flags, o.files_precreated, o.active = OstFlag.NONE, 128, True
+            snap.changed()
+        req = CreateRequest("j", rng.choice([1, 2, 3, 4, 8, -1, i, i + 3]),
+                            pool=rng.choice([None, "p", "empty"]))
+        results = []
+        for policy in (fast, ref):
+            try:
+                results.append(policy.allocate(snap, req).osts)
+            except NoSpaceError as exc:
+                results.append(("ENOSPC", str(exc)))
+        assert results[0] == results[1], call
+        for pool in (None, "p"):
+            a, b = fast.state(pool), ref.state(pool)
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert (a.start_idx, a.start_count, a.offset_idx) == \
+                    (b.start_idx, b.start_count, b.offset_idx)

@@ -176,3 +176,43 @@ def test_replies_are_maps_a_client_parses():
     assert err == {"v": 1, "id": 9, "ok": False, "errno": 28, "error": "no usable OST"}
     with pytest.raises(wire.WireError):
         wire.decode_reply(b"\x93\x01\x02\x03")
+
+
+# The decoder's fast path (well-formed requests, one pass of type checks) must decode
+# exactly what the full validation decodes, and refuse (fall back on it) everything else.
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(1 << 63), max_value=(1 << 64) - 1),
+    st.sampled_from([0, 1, 2, -1, 65536, 1 << 20, 3 * 65536 + 1, (1 << 32) - 65536, 1 << 32,
+                     (1 << 63) - 1, 1 << 63]),
+    st.text(max_size=70), st.binary(max_size=20), st.floats(allow_nan=False),
+    st.sampled_from(["alloc", "ping", "", "x" * 64, "é" * 64, "ü" * 128, "fs1", "pool_longer_than_15"]))
+_FIELDS = ("v", "op", "id", "job", "stripe_count", "stripe_size", "expected_bytes", "path",
+           "pool", "fsname")
+
+
+def _outcome(fn, frame, ost_count):
+    try:
+        return fn(frame, ost_count)
+    except wire.WireError as exc:
+        return ("error", exc.errno, exc.reason, exc.request_id)
+
+
+@given(changes=st.dictionaries(st.sampled_from(_FIELDS), _VALUES, max_size=4),
+       drop=st.sets(st.sampled_from(_FIELDS), max_size=2),
+       ost_count=st.sampled_from([None, 8]))
+@settings(max_examples=600, deadline=None)
+def test_fast_path_decodes_as_the_full_validation(changes, drop, ost_count):
+    d = {**GOOD, "fsname": "fs1", **changes}
+    for k in drop:
+        d.pop(k, None)
+    frame = msgpack.packb(d, use_bin_type=True)
+    assert _outcome(wire.decode_request, frame, ost_count) == \
+        _outcome(wire._decode_checked, frame, ost_count)
+
+
+def test_fast_path_matches_on_plain_requests():
+    for frame in (body(), body(pool="p1"), body(pool=""), body(stripe_count=-1),
+                  body(expected_bytes=None), body(path=...), body(expected_bytes=...),
+                  wire.encode_request(7, "app", 4, 1 << 20, 1 << 28, fsname="fs1"),
+                  wire.encode_request(8, "app", 1, 65536, op="ping")):
+        assert wire.decode_request(frame, 8) == wire._decode_checked(frame, 8)
