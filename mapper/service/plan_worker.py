@@ -13,7 +13,8 @@ with the lock released; the request loop keeps the interpreter.
 
 The child is started with ``spawn`` (the service has ZeroMQ and metrics threads; a
 ``fork`` would copy their locks mid-use) and runs at a lower priority
-(:data:`PLAN_WORKER_NICE`). A job is a few hundred KiB of arrays
+(:data:`PLAN_WORKER_NICE`); it exits by itself within :data:`ORPHAN_CHECK_S` when the
+mapper dies, even of SIGKILL. A job is a few hundred KiB of arrays
 (pickled, 3600 OSTs). A child that dies is replaced on the next job; the job that
 was lost raises :class:`PlanWorkerError` and its round is simply not planned.
 """
@@ -22,6 +23,8 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -43,12 +46,25 @@ threads) win the CPU over planning ahead; planning then runs in the CPU left ove
 requests that find no list take the small flow instead (ours)."""
 
 
-def _lower_priority() -> None:
-    """The child's initializer: lower its scheduling priority."""
+ORPHAN_CHECK_S = 1.0
+"""How often the child checks that the mapper that started it is still alive, s."""
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while True:
+        time.sleep(ORPHAN_CHECK_S)
+        if os.getppid() != parent:
+            os._exit(0)         # the mapper died (even SIGKILL): never outlive it
+
+
+def _init_child(parent: int) -> None:
+    """The child's initializer: lower its scheduling priority; exit with the mapper."""
     try:
         os.nice(PLAN_WORKER_NICE)
     except OSError:             # not permitted: plan at normal priority
         pass
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True,
+                     name="lustre-alloc-plan-orphan-check").start()
 
 
 def _warm() -> int:
@@ -73,7 +89,7 @@ class PlanWorker:
     def start(self) -> "PlanWorker":
         """Start the child; it imports the solver in the background (:attr:`ready`)."""
         self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
-                                         initializer=_lower_priority)
+                                         initializer=_init_child, initargs=(os.getpid(),))
         self._warming = self._pool.submit(_warm)
         return self
 

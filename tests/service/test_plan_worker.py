@@ -61,3 +61,31 @@ def test_a_killed_child_fails_one_job_and_is_replaced():
         assert worker.solve(job()).lists == solve_plan(job()).lists
     finally:
         worker.close()
+
+
+def test_the_child_exits_when_the_mapper_is_killed(tmp_path):
+    """A mapper killed with SIGKILL (no close()) must not leave its planner behind."""
+    import subprocess
+    import sys
+    import psutil
+    script = tmp_path / "service_main.py"
+    script.write_text(
+        "import sys, time\n"
+        "from mapper.service.plan_worker import PlanWorker\n"
+        "if __name__ == '__main__':\n"
+        "    w = PlanWorker().start()\n"
+        "    while not w.ready:\n"
+        "        time.sleep(0.05)\n"
+        "    print(w.pid, flush=True)\n"
+        "    time.sleep(600)\n")
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        child = psutil.Process(int(proc.stdout.readline()))
+        assert child.is_running()
+        proc.kill()
+        proc.wait(10)
+        child.wait(10)                          # psutil.TimeoutExpired if it stays
+    finally:
+        proc.kill()
