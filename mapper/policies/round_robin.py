@@ -85,12 +85,21 @@ def build_rr_array(members: list[OstState], server_ost_count: dict[str, int],
     by_server: dict[str, list[OstState]] = {}
     for ost in members:
         by_server.setdefault(ost.oss, []).append(ost)
+    # "Probe forward to the next empty slot" through a next-free-slot forest (path
+    # halving): the same slots as probing one by one, in near O(N) instead of
+    # O(N x OSSes) (0.5 s of Python at 3600 OSTs / 450 OSSes, paid by the first request).
+    free = list(range(n))
+
+    def next_free(p: int) -> int:
+        while free[p] != p:
+            free[p] = free[free[p]]
+            p = free[p]
+        return p
     for server in servers:
         for j, ost in enumerate(by_server.get(server, ())):
-            pos = j * n // server_ost_count[server]
-            while slots[pos] is not None:
-                pos = (pos + 1) % n
+            pos = next_free(j * n // server_ost_count[server])
             slots[pos] = ost.index
+            free[pos] = (pos + 1) % n      # a free slot remains while members remain
     return slots
 
 

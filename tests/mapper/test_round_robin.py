@@ -514,3 +514,37 @@ def test_rr_walk_matches_the_slot_by_slot_reference(seed):
             if a is not None:
                 assert (a.start_idx, a.start_count, a.offset_idx) == \
                     (b.start_idx, b.start_count, b.offset_idx)
+
+
+def _probing_rr_array(members, server_ost_count, server_order):
+    """lod_qos_calc_rr as written: probe slot by slot for the next empty one."""
+    n = len(members)
+    slots = [None] * n
+    by_server: dict = {}
+    for ost in members:
+        by_server.setdefault(ost.oss, []).append(ost)
+    for server in sorted(server_order, key=lambda s: -server_ost_count[s]):
+        for j, ost in enumerate(by_server.get(server, ())):
+            pos = j * n // server_ost_count[server]
+            while slots[pos] is not None:
+                pos = (pos + 1) % n
+            slots[pos] = ost.index
+    return slots
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_rr_array_equals_slot_by_slot_probing(seed):
+    """The next-free-slot forest gives the slots of Lustre's one-by-one probing, with
+    uneven OSSes, pool subsets and interleaved connection orders."""
+    rng = random.Random(seed)
+    n_oss = rng.randint(1, 40)
+    osts = [OstState(i, f"oss{rng.randrange(n_oss)}", 1 << 20, 1 << 19, 1 << 19)
+            for i in range(rng.randint(1, 300))]
+    order: list[str] = []
+    counts: dict[str, int] = {}
+    for o in osts:
+        if o.oss not in counts:
+            order.append(o.oss)
+        counts[o.oss] = counts.get(o.oss, 0) + 1
+    members = [o for o in osts if rng.random() < 0.7] or osts[:1]
+    assert build_rr_array(members, counts, order) == _probing_rr_array(members, counts, order)
