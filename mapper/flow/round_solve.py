@@ -67,8 +67,8 @@ class PlanSolution:
 
     Attributes:
         lists: per request of the job: its OST lists in stripe order, each with its
-            rank (first-stripe cost of its OSTs: cheapest first within a class); empty
-            when the request did not get all its stripes.
+            rank (first-stripe cost of its OSTs), cheapest first; empty when the request
+            did not get all its stripes.
         placement_cost: Eq. 1 of the flow without bonuses (comparable between networks
             of the same round).
         solve_s: wall time of build + solve + deal, s.
@@ -179,8 +179,10 @@ def solve_plan(job: PlanJob) -> PlanSolution:
             out.append(())
             continue
         count = req.stripes // lists
-        out.append(tuple((int(first[part].sum()), order(part))
-                         for part in deal(rows, lists, count, first)))
+        # cheapest first (sorted here, in the planner process, not under the service lock)
+        out.append(tuple(sorted(((int(first[part].sum()), order(part))
+                                 for part in deal(rows, lists, count, first)),
+                                key=lambda rank_osts: rank_osts[0])))
     shortlists = []
     for mask in job.masks:
         rows = np.flatnonzero(mask)

@@ -188,7 +188,7 @@ class McmfPolicy(BatchPolicy):
                  app_weight: float = 0.0, app_half_life_s: float = 3600.0,
                  predict_mode: str = "joint", plan_ahead: bool = True,
                  plan_ttl_s: float = 2.5, plan_horizon_s: float = 1.0,
-                 plan_max_depth: int = 512, plan_inline: bool = True,
+                 plan_max_depth: int = 1024, plan_inline: bool = True,
                  plan_aggregate: bool = False, plan_aggregate_above: int = 8,
                  rate_smoothing: float = 0.05,
                  latency_smoothing: float = 1.0, regime: bool = False,
@@ -448,18 +448,22 @@ class McmfPolicy(BatchPolicy):
         self.last_solve_cost = solution.placement_cost
         ranked: dict[ClassKey, list[tuple[int, tuple[int, ...]]]] = {}
         kept: dict[str, list[tuple[int, KeptList]]] = {}
+        parts: dict[ClassKey, int] = {}
         for k, made in enumerate(solution.lists):
             if not made:
                 continue
             if job.requests[k].tier == 0:
                 ranked.setdefault(keys[k], []).extend(made)
+                parts[keys[k]] = parts.get(keys[k], 0) + 1
             else:
                 p, pool, size = keys[k]
                 stripes = job.requests[k].stripes
                 kept.setdefault(p.job_id, []).append((p.step, KeptList(
                     now, stripes, size, pool, made[0][1], p.probability, p.bytes / stripes)))
         for key, items in ranked.items():
-            self.plans.add(key, [osts for _, osts in sorted(items, key=lambda c: c[0])], now)
+            if parts[key] > 1:      # a class planned as several requests: merge by rank
+                items.sort(key=lambda c: c[0])
+            self.plans.add(key, [osts for _, osts in items], now)
         for k, req in enumerate(job.requests):
             if req.group < len(solution.shortlists):
                 pool = keys[k][0] if req.tier == 0 else keys[k][1]

@@ -206,7 +206,7 @@ class PlanQueues:
             target = self.target(key, now)
             want = target - have
             if want > 0:
-                low = low or have <= target // 2
+                low = low or have <= (3 * target) // 4
                 out.append(Demand(key, want, st.stripe_size, st.bytes_per_stripe))
         return out if low else []
 
