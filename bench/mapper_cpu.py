@@ -47,6 +47,9 @@ from mapper.service import wire  # noqa: E402
 from mapper.service.config import load_config  # noqa: E402
 from mapper.service.server import MapperService  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+from mapper_latency import echo_loop  # noqa: E402
+
 SHAPES = {32: (8, 4), 800: (100, 8), 3600: (450, 8)}
 APPS = 1000
 PATTERN = (1 << 28, 1 << 28, 1 << 30, 1 << 26)
@@ -166,15 +169,7 @@ class Echo:
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
 
     def _loop(self) -> None:
-        sock, reply = self.router, self.reply
-        while not self.stop.is_set():
-            if sock.poll(50):
-                while True:
-                    try:
-                        frames = sock.recv_multipart(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    sock.send_multipart([frames[0], b"", reply])
+        echo_loop(self.router, self.reply, self.stop)
 
     def close(self) -> None:
         self.stop.set()

@@ -99,13 +99,9 @@ def client(endpoint: str, worker: int, workers: int, ready: mp.Queue, go: mp.Eve
     out.put((lat, dict(tally)))
 
 
-def echo_server(endpoint: str, ready: mp.Event, stop: mp.Event) -> None:
-    """The floor: a ROUTER that answers each request with a reply-sized body, no work."""
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    sock.bind(endpoint)
-    reply = wire.encode_placement(1, (1, 2, 3, 4), 1 << 20, "mcmf", "")
-    ready.set()
+def echo_loop(sock: zmq.Socket, reply: bytes, stop) -> None:
+    """The floor's loop (also bench/mapper_cpu.py's): answer every queued request with
+    ``reply`` until ``stop`` (an Event) is set; no decoding, no work."""
     while not stop.is_set():
         if sock.poll(50):
             while True:
@@ -114,6 +110,16 @@ def echo_server(endpoint: str, ready: mp.Event, stop: mp.Event) -> None:
                 except zmq.Again:
                     break
                 sock.send_multipart([frames[0], b"", reply])
+
+
+def echo_server(endpoint: str, ready: mp.Event, stop: mp.Event) -> None:
+    """The floor: a ROUTER that answers each request with a reply-sized body, no work."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.bind(endpoint)
+    reply = wire.encode_placement(1, (1, 2, 3, 4), 1 << 20, "mcmf", "")
+    ready.set()
+    echo_loop(sock, reply, stop)
     sock.close()
     ctx.term()
 
