@@ -70,3 +70,38 @@ def test_no_import_goes_to_a_higher_layer():
     upward = [(a, b) for a, b in import_graph().edges()
               if LAYERS[a.split(".")[0]] < LAYERS[b.split(".")[0]]]
     assert upward == [], f"imports against the layer order of docs/architecture.md: {upward}"
+
+
+MAPPER_LAYERS = {"state": 0, "flow": 1, "predictor": 2, "policies": 3, "rebalance": 4,
+                 "service": 5}
+"""The layers inside ``mapper/`` that docs/architecture.md states (issue #26)."""
+
+
+def _mapper_package_edges() -> set[tuple[str, str]]:
+    edges = set()
+    for a, b in import_graph().edges():
+        if a.startswith("mapper.") and b.startswith("mapper.") and a.count(".") >= 2:
+            pa, pb = a.split(".")[1], b.split(".")[1]
+            if pa != pb:
+                edges.add((pa, pb))
+    return edges
+
+
+def test_mapper_subpackages_are_all_layered():
+    folders = {p.name for p in (ROOT / "mapper").iterdir()
+               if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(MAPPER_LAYERS)
+    doc = DOC.read_text()
+    assert " < ".join(sorted(MAPPER_LAYERS, key=MAPPER_LAYERS.get)) in doc
+
+
+def test_no_import_goes_to_a_higher_layer_inside_mapper():
+    upward = sorted((a, b) for a, b in _mapper_package_edges()
+                    if MAPPER_LAYERS[a] < MAPPER_LAYERS[b])
+    assert upward == [], f"imports against mapper's layer order (docs/architecture.md): {upward}"
+
+
+def test_mapper_layer_check_fails_on_an_upward_import():
+    """The check itself: an invented state -> policies edge is reported."""
+    edges = _mapper_package_edges() | {("state", "policies")}
+    assert [e for e in edges if MAPPER_LAYERS[e[0]] < MAPPER_LAYERS[e[1]]] == [("state", "policies")]

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from traces.format import DEFAULT_STRIPE_SIZE, STRIPE_SIZE_UNIT, TraceRecord
+from common.lustre import DEFAULT_STRIPE_SIZE_BYTES, STRIPE_SIZE_UNIT_BYTES
+from traces.format import TraceRecord
 
 
 class DarshanImportError(RuntimeError):
@@ -278,7 +279,7 @@ def _aggregate(segs: Iterable[dict], window_s: float) -> list[tuple[float, int, 
 def import_darshan(path: str | Path, *, job_id: str | None = None,
                    aggregate_s: float = 1.0,
                    default_stripe_count: int = 1,
-                   default_stripe_size: int = DEFAULT_STRIPE_SIZE) -> DarshanImport:
+                   default_stripe_size: int = DEFAULT_STRIPE_SIZE_BYTES) -> DarshanImport:
     """Convert a Darshan log into trace records (see the module docstring for the mapping).
 
     Args:
@@ -324,7 +325,7 @@ def _import_report(report: Any, path: str | Path, job_id: str | None, aggregate_
         if lay is None:
             return default_stripe_count, default_stripe_size
         size = lay.stripe_size
-        if size <= 0 or size % STRIPE_SIZE_UNIT:
+        if size <= 0 or size % STRIPE_SIZE_UNIT_BYTES:
             size = default_stripe_size
         return lay.stripe_count, size
 

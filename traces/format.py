@@ -46,16 +46,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator, NamedTuple
 
+from common.lustre import DEFAULT_STRIPE_SIZE_BYTES, LOV_MAX_STRIPE_COUNT, STRIPE_SIZE_UNIT_BYTES
+
 MAGIC = "# lustre-alloc trace v1"
 COLUMNS = ("timestamp_s", "op", "job_id", "file_id", "bytes", "stripe_count",
            "stripe_size", "ost", "ops")
 OPS = ("write", "read", "delete")
-DEFAULT_STRIPE_SIZE = 1 << 20
-"""Lustre's default stripe size, bytes (``LOV_DESC_STRIPE_SIZE_DEFAULT``, 1 MiB)."""
-STRIPE_SIZE_UNIT = 64 << 10
-"""Stripe sizes must be multiples of 64 KiB (``LOV_MIN_STRIPE_SIZE``, lustre_user.h)."""
-MAX_STRIPE_COUNT = 2000
-"""``LOV_MAX_STRIPE_COUNT`` (lustre_idl.h); ``-1`` means "all OSTs"."""
 
 
 class TraceRecord(NamedTuple):
@@ -152,12 +148,12 @@ def _parse_row(row: list[str], path: str, line: int, last_ts: float) -> TraceRec
     stripe_count = _int_field(sc_raw, path, line, "stripe_count", default=1, minimum=-1)
     if stripe_count == 0:
         stripe_count = 1
-    if stripe_count > MAX_STRIPE_COUNT:
+    if stripe_count > LOV_MAX_STRIPE_COUNT:
         raise TraceFormatError(path, line, "stripe_count",
-                               f"{stripe_count} exceeds LOV_MAX_STRIPE_COUNT {MAX_STRIPE_COUNT}")
+                               f"{stripe_count} exceeds LOV_MAX_STRIPE_COUNT {LOV_MAX_STRIPE_COUNT}")
     stripe_size = _int_field(ss_raw, path, line, "stripe_size",
-                             default=DEFAULT_STRIPE_SIZE, minimum=STRIPE_SIZE_UNIT)
-    if stripe_size % STRIPE_SIZE_UNIT:
+                             default=DEFAULT_STRIPE_SIZE_BYTES, minimum=STRIPE_SIZE_UNIT_BYTES)
+    if stripe_size % STRIPE_SIZE_UNIT_BYTES:
         raise TraceFormatError(path, line, "stripe_size",
                                f"{stripe_size} is not a multiple of 64 KiB")
     return TraceRecord(ts, op, job_id, file_id, nbytes, stripe_count, stripe_size, None, ops)

@@ -38,7 +38,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from lustre_alloc_data import DataFileError, resource_path
-from traces.format import STRIPE_SIZE_UNIT, TraceRecord
+from common.lustre import STRIPE_SIZE_UNIT_BYTES
+from traces.format import TraceRecord
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -133,7 +134,7 @@ def ior(duration_s: float, seed: int, job_id: str | None = None, *,
     _check(transfer_size >= 1, "transfer_size", f"must be >= 1, got {transfer_size}")
     _check(block_size >= transfer_size, "block_size",
            f"must be >= transfer_size {transfer_size}, got {block_size}")
-    _check(stripe_size % STRIPE_SIZE_UNIT == 0 and stripe_size > 0, "stripe_size",
+    _check(stripe_size % STRIPE_SIZE_UNIT_BYTES == 0 and stripe_size > 0, "stripe_size",
            f"must be a positive multiple of 64 KiB, got {stripe_size}")
     _check(start_skew_s >= 0, "start_skew_s", f"must be >= 0, got {start_skew_s}")
     job = _job(job_id, "ior", seed)
@@ -293,7 +294,7 @@ def hacc(duration_s: float, seed: int, job_id: str | None = None, *,
     _check(ranks_per_file >= 1, "ranks_per_file", f"must be >= 1, got {ranks_per_file}")
     _check(records_per_file >= 1, "records_per_file", f"must be >= 1, got {records_per_file}")
     _check(keep_last >= 1, "keep_last", f"must be >= 1, got {keep_last}")
-    _check(stripe_size % STRIPE_SIZE_UNIT == 0 and stripe_size > 0, "stripe_size",
+    _check(stripe_size % STRIPE_SIZE_UNIT_BYTES == 0 and stripe_size > 0, "stripe_size",
            f"must be a positive multiple of 64 KiB, got {stripe_size}")
     jobs = load_hacc_jobs(hacc_csv)
     job = _job(job_id, "hacc", seed)
@@ -395,7 +396,7 @@ def tpa(duration_s: float, seed: int, job_id: str | None = None, *,
            f"must be in [0, 1], got {read_fraction}")
     _check(len(page_sizes) >= 1 and all(p >= 1 for p in page_sizes), "page_sizes",
            f"must be positive sizes, got {page_sizes}")
-    _check(stripe_size % STRIPE_SIZE_UNIT == 0 and stripe_size > 0, "stripe_size",
+    _check(stripe_size % STRIPE_SIZE_UNIT_BYTES == 0 and stripe_size > 0, "stripe_size",
            f"must be a positive multiple of 64 KiB, got {stripe_size}")
     job = _job(job_id, "tpa", seed)
     rng = np.random.default_rng(seed)

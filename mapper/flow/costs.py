@@ -37,63 +37,14 @@ from typing import Protocol
 
 import numpy as np
 
+from mapper.state.arrays import OstArrays
+from mapper.state.ost_health import enospc_reserve_bytes
+
 PERCENT_SCALE = 100
 """Integer cost units per percentage point."""
 PAPER_ALPHA = 0.5
 PAPER_BETA = 0.5
 """Weights of OSS CPU% and memory% (Section III-C1: "We assign both values as 0.5")."""
-
-
-@dataclass(frozen=True)
-class OstArrays:
-    """The state of the candidate OSTs of one round, as parallel arrays of shape (N,).
-
-    Attributes:
-        index: OST index.
-        oss: OSS number (position in the round's OSS list).
-        kbytes_total: KiB.
-        kbytes_avail: KiB usable by new objects.
-        pending_bytes: bytes this mapper already placed there that the statistics
-            do not show yet (decaying estimate; :class:`mapper.policies.mcmf.McmfPolicy`).
-        cpu_percent, mem_percent, lnet_load: the OSS's load, 0..100, per OST.
-        queue: write requests queued at the OST (``write_latency / base latency - 1``
-            plus stripes placed since the last sample), >= 0.
-        write_latency_s: brw_stats mean write RPC time, s (NaN: unknown); optional.
-        rate_bytes_s: smoothed measured write rate, bytes/s
-            (:class:`mapper.flow.rates.OstRateTracker`); optional.
-        extra_stripes: stripes this mapper placed since the OST's last sample, plus
-            stripes reserved by predicted lists (the part of ``queue`` the sample does
-            not show yet); optional.
-        degraded: ``OS_STATFS_DEGRADED`` set; optional.
-        oss_limit_bytes_s: measured link limit of the OST's OSS, bytes/s (inf:
-            unknown); optional.
-    """
-    index: np.ndarray
-    oss: np.ndarray
-    kbytes_total: np.ndarray
-    kbytes_avail: np.ndarray
-    pending_bytes: np.ndarray
-    cpu_percent: np.ndarray
-    mem_percent: np.ndarray
-    lnet_load: np.ndarray
-    queue: np.ndarray
-    write_latency_s: np.ndarray | None = None
-    rate_bytes_s: np.ndarray | None = None
-    extra_stripes: np.ndarray | None = None
-    degraded: np.ndarray | None = None
-    oss_limit_bytes_s: np.ndarray | None = None
-
-    def take(self, rows: np.ndarray) -> "OstArrays":
-        """The same arrays restricted to ``rows`` (positions, int64 (K,)); O(K)."""
-        return OstArrays(**{f.name: (None if (v := getattr(self, f.name)) is None else v[rows])
-                            for f in dataclasses.fields(self)})
-
-    @property
-    def used_fraction(self) -> np.ndarray:
-        """``(total - avail) * 1024 + pending`` over ``total * 1024``, in [0, 1]."""
-        total = np.maximum(self.kbytes_total.astype(float) * 1024, 1.0)
-        used = (self.kbytes_total - self.kbytes_avail) * 1024.0 + self.pending_bytes
-        return np.clip(used / total, 0.0, 1.0)
 
 
 class CostModel(Protocol):
@@ -385,15 +336,6 @@ class RateCost:
     def oss_unit_costs(self, osts: OstArrays, slots: int, bytes_per_stripe: float = 0.0) -> np.ndarray:
         t = self.oss_completion_s(osts, slots, bytes_per_stripe)
         return np.minimum(np.rint(t / TIME_UNIT_S), MAX_COST_UNITS).astype(np.int64)
-
-
-def enospc_reserve_bytes(kbytes_total: np.ndarray) -> np.ndarray:
-    """Lustre's OSP ENOSPC high watermark per OST, bytes: ``2 * low + 1 MiB`` with
-    ``low = max(1, kbytes_total >> 20)`` MiB (osp_precreate.c; the same rule the
-    simulator's MDS view applies): the free space an OST needs to take new objects
-    again once it was marked full."""
-    low = np.maximum(1, np.asarray(kbytes_total, dtype=np.int64) >> 20).astype(float) * (1 << 20)
-    return 2.0 * low + (1 << 20)
 
 
 COST_MODELS = {"paper": PaperCost, "convex": ConvexCost, "rate": RateCost}

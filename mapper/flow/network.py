@@ -44,7 +44,8 @@ from typing import Sequence
 
 import numpy as np
 
-from mapper.flow.costs import CostModel, OstArrays
+from mapper.state.arrays import OstArrays
+from mapper.flow.costs import CostModel
 
 SOURCE = 0
 SINK = 1

@@ -16,7 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from mapper.flow.costs import CostModel, OstArrays
+from mapper.state.arrays import OstArrays
+from mapper.flow.costs import CostModel
 from mapper.flow.network import RoundRequest, build_network
 from mapper.flow.solver import SOLVERS
 

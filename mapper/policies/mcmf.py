@@ -39,7 +39,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mapper.flow.costs import PERCENT_SCALE, TIME_UNIT_S, OstArrays, make_cost_model
+from mapper.state.arrays import OstArrays
+from mapper.flow.costs import PERCENT_SCALE, TIME_UNIT_S, make_cost_model
 from mapper.flow.rates import OstRateTracker
 from mapper.policies.regime import FLOW, ROUND_ROBIN, Regime, RegimeThresholds, classify
 from mapper.policies.round_robin import RoundRobin

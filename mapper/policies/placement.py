@@ -6,11 +6,16 @@ policies only through this interface.
 """
 from __future__ import annotations
 
-import errno
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
 from mapper.state.cluster_state import ClusterSnapshot
+from mapper.state.placement_errors import (AllocationError, InvalidRequestError, NoSpaceError,
+                                          PlacementCheckError, QosUnavailable)
+
+__all__ = ["AllocationError", "BatchPolicy", "CreateRequest", "InvalidRequestError",
+           "NoSpaceError", "Placement", "PlacementCheckError", "PlacementPolicy",
+           "QosUnavailable", "allocate_each"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,46 +50,6 @@ class Placement:
     policy: str
     note: str = ""
     fallback: str = ""
-
-
-class AllocationError(Exception):
-    """No layout could be allocated. ``errno`` is the code Lustre would return."""
-    errno: int = errno.EIO
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class NoSpaceError(AllocationError):
-    """No usable OST left (Lustre returns ENOSPC)."""
-    errno = errno.ENOSPC
-
-
-class InvalidRequestError(AllocationError):
-    """The request itself is wrong: bad stripe count, unknown pool (EINVAL)."""
-    errno = errno.EINVAL
-
-
-class PlacementCheckError(Exception):
-    """A layout breaks an invariant every policy guarantees (a duplicate, unknown,
-    unusable or out-of-pool OST): a bug in the policy that produced it, never a request
-    error. Raised by :func:`mapper.state.ost_health.check_placement`.
-
-    Attributes:
-        ost: the first offending OST index (None for an empty list).
-        reason: one line naming the violation.
-    """
-
-    def __init__(self, reason: str, ost: int | None = None):
-        super().__init__(reason)
-        self.reason = reason
-        self.ost = ost
-
-
-class QosUnavailable(AllocationError):
-    """QOS declined (EAGAIN in lod_qos.c): the caller falls back to round-robin."""
-    errno = errno.EAGAIN
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mapper.flow.costs import OstArrays
+from mapper.state.arrays import OstArrays
 from mapper.policies.lustre_qos import QOS_THRESHOLD_RR_DEFAULT_PCT, free_space_within_rr_band, pct_to_stored
 
 ROUND_ROBIN = "round_robin"

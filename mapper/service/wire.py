@@ -19,14 +19,14 @@ from typing import Any
 
 import msgpack
 
+from common.lustre import STRIPE_SIZE_UNIT_BYTES
+
 from mapper.policies.placement import CreateRequest
 
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 65_536
 """Largest request body accepted, bytes; a larger frame is refused undecoded (EMSGSIZE)."""
-STRIPE_SIZE_UNIT = 65_536
-"""``LOV_MIN_STRIPE_SIZE``: stripe sizes are multiples of 64 KiB."""
-MAX_STRIPE_SIZE = (1 << 32) - STRIPE_SIZE_UNIT
+MAX_STRIPE_SIZE = (1 << 32) - STRIPE_SIZE_UNIT_BYTES
 """Largest multiple of 64 KiB that fits ``lmm_stripe_size`` (u32)."""
 MAX_POOL_NAME = 15
 """``LOV_MAXPOOLNAME``: bytes in a pool name, without the NUL."""
@@ -138,7 +138,7 @@ def _decode_common(body: dict[Any, Any], ost_count: int | None) -> Request | Non
             or type(stripe_count) is not int or (stripe_count < 1 and stripe_count != -1)
             or (ost_count is not None and stripe_count > ost_count)
             or type(stripe_size) is not int or stripe_size <= 0
-            or stripe_size % STRIPE_SIZE_UNIT or stripe_size > _MAX_STRIPE_SIZE):
+            or stripe_size % STRIPE_SIZE_UNIT_BYTES or stripe_size > _MAX_STRIPE_SIZE):
         return None
     if expected is None:
         expected = 0
@@ -230,9 +230,9 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
         raise WireError(errno.EINVAL, f"stripe_count {stripe_count} exceeds the {ost_count} "
                         f"OSTs", request_id)
     stripe_size = _int(body, "stripe_size", request_id)
-    if stripe_size <= 0 or stripe_size % STRIPE_SIZE_UNIT or stripe_size > MAX_STRIPE_SIZE:
+    if stripe_size <= 0 or stripe_size % STRIPE_SIZE_UNIT_BYTES or stripe_size > MAX_STRIPE_SIZE:
         raise WireError(errno.EINVAL, f"stripe_size {stripe_size} is not a positive multiple of "
-                        f"{STRIPE_SIZE_UNIT} below 4 GiB", request_id)
+                        f"{STRIPE_SIZE_UNIT_BYTES} below 4 GiB", request_id)
     expected = body.get("expected_bytes", 0)
     if expected is None:
         expected = 0

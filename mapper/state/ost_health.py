@@ -19,13 +19,15 @@ so production and simulation cannot apply a rule differently
 """
 from __future__ import annotations
 
+import errno
 from typing import Sequence
 
-from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
-from mapper.policies.placement import InvalidRequestError, NoSpaceError, PlacementCheckError
+import numpy as np
 
-MAX_STRIPE_COUNT = 2000
-"""``LOV_MAX_STRIPE_COUNT`` (lustre_idl.h)."""
+from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
+from common.lustre import LOV_MAX_STRIPE_COUNT
+from mapper.state.placement_errors import InvalidRequestError, NoSpaceError, PlacementCheckError
+
 ENOINO_FILES = 32
 """``files_free`` below which OSP flags an OST ``OS_STATFS_ENOINO``."""
 
@@ -35,18 +37,74 @@ def enospc_watermarks_kib(kbytes_total: int) -> tuple[int, int]:
 
     ``reserved_mb_low = max(1, kbytes_total >> 20)`` MiB (about 0.1 % of the OST) and
     ``reserved_mb_high = 2 * low + 1`` MiB (osp_precreate.c; restated in
-    ``docs/reference/lustre-lod-allocator.md``).
+    ``docs/reference/lustre-lod-allocator.md``). Vectorised form:
+    :func:`enospc_watermarks_kib_array`.
     """
     low_mib = max(1, int(kbytes_total) >> 20)
     return low_mib * 1024, (2 * low_mib + 1) * 1024
 
 
+def enospc_watermarks_kib_array(kbytes_total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`enospc_watermarks_kib` over an array of OST sizes (KiB, shape (N,)): the
+    (low, high) watermarks in KiB, int64 arrays of shape (N,)."""
+    low_mib = np.maximum(1, np.asarray(kbytes_total, dtype=np.int64) >> 20)
+    return low_mib * 1024, (2 * low_mib + 1) * 1024
+
+
+def enospc_reserve_bytes(kbytes_total: np.ndarray) -> np.ndarray:
+    """The free space an OST needs to take new objects again once OSP marked it full: its
+    high watermark (:func:`enospc_watermarks_kib_array`) in bytes, float (N,). The rate
+    cost keeps a stripe's expected bytes above it (:class:`mapper.flow.costs.RateCost`)."""
+    return enospc_watermarks_kib_array(kbytes_total)[1].astype(float) * 1024.0
+
+
 def is_enospc(kbytes_avail: int, kbytes_total: int, was_enospc: bool) -> bool:
     """OSP's ``OS_STATFS_ENOSPC`` after a statfs: set when ``kbytes_avail`` (KiB) falls
     below the low watermark, kept while it stays at or below the high one (hysteresis, so
-    an OST at the edge does not flap)."""
+    an OST at the edge does not flap). Vectorised form: :func:`is_enospc_array`."""
     low, high = enospc_watermarks_kib(kbytes_total)
     return kbytes_avail <= high if was_enospc else kbytes_avail < low
+
+
+def is_enospc_array(kbytes_avail: np.ndarray, kbytes_total: np.ndarray,
+                    was_enospc: np.ndarray) -> np.ndarray:
+    """:func:`is_enospc` element-wise over arrays of shape (N,) (KiB, KiB, bool); bool (N,)."""
+    low, high = enospc_watermarks_kib_array(kbytes_total)
+    avail = np.asarray(kbytes_avail, dtype=np.int64)
+    return np.where(np.asarray(was_enospc, dtype=bool), avail <= high, avail < low)
+
+
+PREALLOC_ENOSPC = -errno.ENOSPC
+"""``osp.*.prealloc_status`` of an OST whose precreate found no space (negative errno,
+osp_precreate.c): full, but still active."""
+
+
+def osp_view(active: bool, flags: OstFlag, osp_active: bool, max_create_count: int | None,
+             prealloc_status: int) -> tuple[bool, OstFlag]:
+    """``(active, flags)`` of an OST after the MDS's own view of it (its OSP device):
+    inactive when the OSP is inactive or its last precreate failed with anything but
+    ENOSPC; ``NOPRECREATE`` when ``max_create_count`` is 0 (drained: ``lctl set_param
+    osp.*.max_create_count=0``, the Lustre manual's way to stop new objects on an OST);
+    ``ENOSPC`` when ``prealloc_status`` is ``-ENOSPC`` (lod_qos.c ``lod_statfs_and_check``
+    skips all three; restated in ``docs/reference/lustre-lod-allocator.md``)."""
+    if not osp_active or prealloc_status not in (0, PREALLOC_ENOSPC):
+        active = False
+    if max_create_count == 0:
+        flags |= OstFlag.NOPRECREATE
+    if prealloc_status == PREALLOC_ENOSPC:
+        flags |= OstFlag.ENOSPC
+    return active, flags
+
+
+def lnet_load_percent(send_bytes_s: np.ndarray | float, recv_bytes_s: np.ndarray | float,
+                      link_bytes_s: float) -> np.ndarray:
+    """LNet load of a server, 0..100 (float array of the inputs' shape): its busier link
+    direction over the link rate (a full-duplex link carries ``link_bytes_s`` each way).
+    Ours: the paper names the LNet statistic (Section III-C) but not its normalisation.
+    The state store applies it to the collectors' ``lnet_send/recv_bytes_per_s``, the
+    simulator to the bytes its OSSes sent and received."""
+    busier = np.maximum(np.asarray(send_bytes_s, dtype=float), np.asarray(recv_bytes_s, dtype=float))
+    return np.minimum(100.0, 100.0 * busier / link_bytes_s)
 
 
 def statfs_flags(previous: OstFlag, kbytes_avail: int, kbytes_total: int,
@@ -151,16 +209,16 @@ def resolve_stripe_count(requested: int, usable: int) -> int:
     Raises:
         InvalidRequestError: ``requested`` < -1 or > ``LOV_MAX_STRIPE_COUNT``.
     """
-    if requested < -1 or requested > MAX_STRIPE_COUNT:
+    if requested < -1 or requested > LOV_MAX_STRIPE_COUNT:
         raise InvalidRequestError(
-            f"stripe count {requested} outside -1..{MAX_STRIPE_COUNT}")
+            f"stripe count {requested} outside -1..{LOV_MAX_STRIPE_COUNT}")
     if requested == -1:
         count = usable
     elif requested == 0:
         count = 1
     else:
         count = requested
-    return max(0, min(count, usable, MAX_STRIPE_COUNT))
+    return max(0, min(count, usable, LOV_MAX_STRIPE_COUNT))
 
 
 def members_and_stripe_count(snapshot: ClusterSnapshot, pool: str | None, requested: int,

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mapper.flow.costs import OstArrays
+from mapper.state.arrays import OstArrays
 from mapper.state.arrays import OstTable
 
 DECAY_STEP = 1.0 - 1e-4

@@ -22,13 +22,13 @@ Rules (decisions where the paper is silent are marked as ours):
 * Write latency: brw_stats ``write_io_time_ms_mean`` (ms) else ``write_service_time_us_mean``
   (us), converted to seconds; None when neither is in the sample. Write rate:
   ``write_bytes_per_s`` (B/s, obdfilter ``stats``), the field the simulator fills too.
-* OSS load: ``cpu_percent``, ``mem_percent``; LNet load = (send + recv bytes/s) over
-  ``lnet_capacity_bytes_per_s`` in percent, clipped to 100 (ours: the paper names the LNet
-  statistic, Section III-C, but not its normalisation).
+* OSS load: ``cpu_percent``, ``mem_percent``; LNet load from ``lnet_send_bytes_per_s`` and
+  ``lnet_recv_bytes_per_s`` over ``lnet_capacity_bytes_per_s``
+  (:func:`mapper.state.ost_health.lnet_load_percent`, the simulator's rule too).
 * The MDS's own view (``osts`` and ``pools`` of an ``mds`` sample, collectors/mds_view.py),
   for this store's fsname: an OST whose OSP is inactive (``active`` false) or whose
   ``prealloc_status`` is a non-ENOSPC error is inactive; ``max_create_count`` 0 (drained)
-  sets ``NOPRECREATE``; ``prealloc_status`` -28 sets ``ENOSPC``. Applied on arrival, so a
+  sets ``NOPRECREATE``; ``prealloc_status`` ``-ENOSPC`` sets ``ENOSPC`` (:func:`mapper.state.ost_health.osp_view`). Applied on arrival, so a
   drained OST is out of every round that follows the MDS sample (within one stats
   interval); undone by the next MDS sample that says otherwise. Pools published by the MDS
   (``lod.*.pools.*``) replace the configured ones for this file system.
@@ -49,7 +49,7 @@ from typing import Any, Mapping
 from mapper.state.arrays import OstTable
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from common.fsname import target_fsname
-from mapper.state.ost_health import stale_servers_until, statfs_flags
+from mapper.state.ost_health import lnet_load_percent, osp_view, stale_servers_until, statfs_flags
 
 log = logging.getLogger("mapper.state.state_store")
 
@@ -177,9 +177,9 @@ class StateStore:
             oss = self.snapshot.osses[host] = OssState(host)
         oss.cpu_percent = _num(values, "cpu_percent") or 0.0
         oss.mem_percent = _num(values, "mem_percent") or 0.0
-        lnet = (_num(values, "lnet_send_bytes_per_s") or 0.0) + \
-            (_num(values, "lnet_recv_bytes_per_s") or 0.0)
-        oss.lnet_load = min(100.0, 100.0 * lnet / self.lnet_capacity_bytes_per_s)
+        oss.lnet_load = float(lnet_load_percent(_num(values, "lnet_send_bytes_per_s") or 0.0,
+                                                _num(values, "lnet_recv_bytes_per_s") or 0.0,
+                                                self.lnet_capacity_bytes_per_s))
         oss.sample_time_s = sample_time_s
         self.snapshot.ost_table.set_oss(oss)
         for index, target in mine:
@@ -262,13 +262,7 @@ class StateStore:
         active, flags = self._oss_view.get(ost.index, (ost.active, ost.flags))
         view = self.mds_view.get(ost.index)
         if view is not None:
-            osp_active, max_create, prealloc = view
-            if not osp_active or prealloc not in (0, -28):
-                active = False
-            if max_create == 0:
-                flags |= OstFlag.NOPRECREATE
-            if prealloc == -28:
-                flags |= OstFlag.ENOSPC
+            active, flags = osp_view(active, flags, *view)
         ost.active, ost.flags = active, flags
 
     def _apply_mds_view(self, server: Mapping[str, Any]) -> None:

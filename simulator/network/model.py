@@ -31,6 +31,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from mapper.state.ost_health import lnet_load_percent
+
 from simulator.models import transfer_rates
 from simulator.network.calibration import Calibration, load_calibration
 from simulator.network.maxmin import max_min_levels
@@ -87,7 +89,7 @@ class _EqualShare:
 
     def lnet_load_percent(self, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray) -> np.ndarray:
         ref = REFERENCE_LINK_GBIT_S * 1e9 / 8
-        return np.minimum(100.0, 100.0 * np.maximum(oss_in_bytes_s, oss_out_bytes_s) / ref)
+        return lnet_load_percent(oss_out_bytes_s, oss_in_bytes_s, ref)
 
 
 class NoNetwork(_EqualShare):
@@ -200,7 +202,7 @@ class MaxMinNetwork:
 
     def lnet_load_percent(self, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray) -> np.ndarray:
         ref = self.spec.link_bytes_s("oss")
-        return np.minimum(100.0, 100.0 * np.maximum(oss_in_bytes_s, oss_out_bytes_s) / ref)
+        return lnet_load_percent(oss_out_bytes_s, oss_in_bytes_s, ref)
 
 
 def _ns3_model(**params: float) -> NetworkModel:

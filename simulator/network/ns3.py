@@ -31,6 +31,8 @@ from typing import Sequence
 
 import numpy as np
 
+from mapper.state.ost_health import lnet_load_percent
+
 from simulator.network.maxmin import max_min_levels
 from simulator.network.topology import ClientMap, LnetSpec, NetworkSpecError, subflows
 from simulator.network.transfers import Storage, TransferSet
@@ -235,7 +237,7 @@ class Ns3Network:
 
     def lnet_load_percent(self, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray) -> np.ndarray:
         ref = self.spec.link_bytes_s("oss")
-        return np.minimum(100.0, 100.0 * np.maximum(oss_in_bytes_s, oss_out_bytes_s) / ref)
+        return lnet_load_percent(oss_out_bytes_s, oss_in_bytes_s, ref)
 
     def rates(self, ts: TransferSet, storage: Storage) -> np.ndarray:
         if ts.flow_count == 0:

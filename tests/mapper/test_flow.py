@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mapper.flow.costs import ConvexCost, OstArrays, PaperCost, make_cost_model
+from mapper.state.arrays import OstArrays
+from mapper.flow.costs import ConvexCost, PaperCost, make_cost_model
 from mapper.flow.network import RoundRequest, build_network, stripe_capacity
 from mapper.flow.solver import solve_networkx, solve_ortools
 

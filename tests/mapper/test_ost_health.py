@@ -12,7 +12,8 @@ import errno
 import pytest
 
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.state.ost_health import (MAX_STRIPE_COUNT, check_placement, is_usable, pool_members,
+from common.lustre import LOV_MAX_STRIPE_COUNT
+from mapper.state.ost_health import (check_placement, is_usable, pool_members,
                                resolve_stripe_count, unusable_reason)
 from mapper.policies.placement import InvalidRequestError, NoSpaceError, PlacementCheckError
 
@@ -79,14 +80,14 @@ def test_unusable_reason_follows_lod_check_order(kw, reason):
     (9, 7, 7),         # clipped to the usable OSTs
     (1, 0, 0),         # nothing usable -> 0 (the policy then raises NoSpaceError)
     (-1, 0, 0),
-    (MAX_STRIPE_COUNT, 3000, MAX_STRIPE_COUNT),
-    (-1, 3000, MAX_STRIPE_COUNT),  # -1 is also clipped to LOV_MAX_STRIPE_COUNT = 2000
+    (LOV_MAX_STRIPE_COUNT, 3000, LOV_MAX_STRIPE_COUNT),
+    (-1, 3000, LOV_MAX_STRIPE_COUNT),  # -1 is also clipped to LOV_MAX_STRIPE_COUNT = 2000
 ])
 def test_resolve_stripe_count(requested, usable, expected):
     assert resolve_stripe_count(requested, usable) == expected
 
 
-@pytest.mark.parametrize("requested", [-2, MAX_STRIPE_COUNT + 1])
+@pytest.mark.parametrize("requested", [-2, LOV_MAX_STRIPE_COUNT + 1])
 def test_stripe_count_outside_lustre_range_is_rejected(requested):
     with pytest.raises(InvalidRequestError) as info:
         resolve_stripe_count(requested, 10)

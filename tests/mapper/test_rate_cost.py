@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mapper.flow.costs import OstArrays, RateCost, enospc_reserve_bytes, make_cost_model
+from mapper.state.arrays import OstArrays
+from mapper.flow.costs import RateCost, make_cost_model
+from mapper.state.ost_health import enospc_reserve_bytes
 from mapper.flow.network import RoundRequest, build_network
 from mapper.flow.rates import OstRateTracker, sample_rate_bytes_s
 from mapper.flow.solver import solve_ortools

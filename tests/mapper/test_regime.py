@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper.flow.costs import OstArrays
+from mapper.state.arrays import OstArrays
 from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.placement import CreateRequest
 from mapper.policies.regime import FLOW, ROUND_ROBIN, RegimeThresholds, classify
