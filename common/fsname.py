@@ -35,3 +35,10 @@ def target_fsname(name: str, target: Mapping[str, Any]) -> str | None:
     if isinstance(fs, str) and fs:
         return fs
     return fsname_of(name)
+
+
+def target_name(fsname: str, index: int, kind: str = "OST") -> str:
+    """Lustre's name of a target: ``scratch-OST0004`` (the index in 4 hex digits, as
+    ``lctl dl`` and ``/proc/fs/lustre/obdfilter/*`` name it); the ``target`` label of the
+    metrics."""
+    return f"{fsname}-{kind}{index:04x}"

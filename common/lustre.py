@@ -1,4 +1,4 @@
-"""Lustre constants and names shared by the mapper, the simulator, the traces and the live
+"""Lustre constants shared by the mapper, the simulator, the traces and the live
 stack: each defined here once.
 
 Sources: ``lustre/include/uapi/linux/lustre/lustre_user.h`` and ``lustre_idl.h``
@@ -15,8 +15,3 @@ lustre_idl.h), also ``lfs setstripe``'s default."""
 STRIPE_SIZE_UNIT_BYTES = 1 << 16
 """A stripe size must be a multiple of this (``LOV_MIN_STRIPE_SIZE``, 64 KiB)."""
 
-
-def target_name(fsname: str, index: int, kind: str = "OST") -> str:
-    """Lustre's name of a target: ``scratch-OST0004`` (the index in 4 hex digits, as
-    ``lctl dl`` and ``/proc/fs/lustre/obdfilter/*`` name it)."""
-    return f"{fsname}-{kind}{index:04x}"

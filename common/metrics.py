@@ -33,11 +33,6 @@ def service_registry(service: str) -> CollectorRegistry:
     return registry
 
 
-def target_name(fsname: str, index: int, kind: str = "OST") -> str:
-    """Lustre's target name, the ``target`` label: ``scratch-OST0004`` (hex index)."""
-    return f"{fsname}-{kind}{index:04x}"
-
-
 def serve(registry: CollectorRegistry, port: int, addr: str = "0.0.0.0") -> int:
     """Expose ``/metrics`` in a daemon thread; returns the bound port (``port`` 0: any free
     one).

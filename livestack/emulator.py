@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.fsname import target_name
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from mapper.state.ost_health import statfs_flags
 from simulator.cluster import KIB, MIB, SimCluster
@@ -48,11 +49,6 @@ RPC_BYTES = MIB
 PAGE_BYTES = 4096
 FILES_TOTAL = 1 << 26
 """Inodes of an emulated OST (ldiskfs formats one per 64 KiB... plenty: never the limit)."""
-
-
-def target_name(index: int, fsname: str = FSNAME) -> str:
-    """``fsname-OSTxxxx`` with the index in 4 hex digits, as Lustre names targets."""
-    return f"{fsname}-OST{index:04x}"
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -126,7 +122,7 @@ class EmulatedOst:
 
     @property
     def name(self) -> str:
-        return target_name(self.index)
+        return target_name(FSNAME, self.index)
 
     def job(self, job_id: str) -> dict[str, _Counter]:
         return self.jobs.setdefault(job_id, defaultdict(_Counter))

@@ -53,7 +53,8 @@ from prometheus_client import Counter, Gauge
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import INF, floatToGoString
 
-from common.metrics import serve as serve_metrics, service_registry, target_name
+from common.fsname import target_name
+from common.metrics import serve as serve_metrics, service_registry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
