@@ -37,7 +37,8 @@ import numpy as np  # noqa: E402
 
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState  # noqa: E402
 from mapper.flow.costs import ConvexCost  # noqa: E402
-from mapper.flow.network import RoundRequest, build_network  # noqa: E402
+from mapper.flow.network import RoundRequest  # noqa: E402
+from mapper.flow.round_solve import build_network  # noqa: E402
 from mapper.flow.solver import solve_networkx, solve_ortools  # noqa: E402
 from mapper.policies.mcmf import McmfPolicy  # noqa: E402
 from mapper.policies.placement import CreateRequest  # noqa: E402

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from mapper.policies.gate import GatedPolicy
+from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.registry import make_policy
 from simulator.engine import Simulation
 from simulator.metrics import max_mean_ratio
@@ -91,8 +92,8 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     r = sim.run()
     inner = getattr(sim.policy, "primary", sim.policy)
     extra = {"policy_stats": dict(getattr(inner, "stats", {})),
-             "app_accuracy": {k: [round(v, 1) for v in hn]
-                              for k, hn in getattr(inner, "app_accuracy", {}).items()}}
+             "app_accuracy": ({k: [round(v, 1) for v in hn] for k, hn in inner.gate.accuracy.items()}
+                              if isinstance(inner, McmfPolicy) else {})}
     um = user_metrics(r)
     mine = {k: j for k, j in r.jobs.items() if not j.background}
     moved = sum(a.bytes_written + a.bytes_read for a in r.apps.values())

@@ -31,7 +31,6 @@ so 0.01 percentage point is the cost resolution (OR-Tools needs integer costs).
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,9 +46,30 @@ PAPER_BETA = 0.5
 """Weights of OSS CPU% and memory% (Section III-C1: "We assign both values as 0.5")."""
 
 
+STRAGGLERS_BY_LATENCY = "latency"
+"""A cost model that prices space and queues, not time: a straggler is an OST whose brw_stats
+RPC time is far above its peers' (:func:`mapper.flow.stragglers.straggler_indices`)."""
+STRAGGLERS_BY_RATE = "rate"
+"""A cost model that already prices each OST's current load in time: a straggler is an
+OST whose measured *rate* is far off, not one that is merely busy now
+(:func:`mapper.flow.stragglers.slowest_outliers` over seconds per byte)."""
+
+
 class CostModel(Protocol):
-    """Integer arc costs for one round."""
+    """Integer arc costs for one round, and the properties a policy needs to use them.
+
+    Attributes:
+        name: the model's name in configurations.
+        time_unit_s: seconds per integer cost unit when the costs are times (None when
+            they are points: percentages times :data:`PERCENT_SCALE`, or KiB).
+        straggler_rule: :data:`STRAGGLERS_BY_LATENCY` or :data:`STRAGGLERS_BY_RATE`.
+        has_oss_layer: the network gets OST -> OSS -> sink arcs priced by
+            :meth:`oss_unit_costs`.
+    """
     name: str
+    time_unit_s: float | None
+    straggler_rule: str
+    has_oss_layer: bool
 
     def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
         """Cost of request -> OST arcs, int64 shape (N,) (one per OST, same for every request)."""
@@ -60,6 +80,11 @@ class CostModel(Protocol):
         """OST -> sink unit cost of stripe slot ``k``, int64 shape (len(rows), K) with
         ``K <= slots``, non-decreasing along axis 1; ``K == 1`` is a linear cost for every
         slot. ``rows`` selects OSTs (default all); normalisations still use all N."""
+        ...
+
+    def oss_unit_costs(self, osts: OstArrays, slots: int, bytes_per_stripe: float = 0.0) -> np.ndarray:
+        """OSS slot ``k`` cost, int64 (n_oss, slots), non-decreasing along axis 1; only
+        called when :attr:`has_oss_layer`."""
         ...
 
 
@@ -83,6 +108,9 @@ class PaperCost:
     beta: float = PAPER_BETA
     lnet_weight: float = 1.0
     name: str = "paper"
+    time_unit_s = None
+    straggler_rule = STRAGGLERS_BY_LATENCY
+    has_oss_layer = False
 
     def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
         return oss_load_cost(osts, self.alpha, self.beta, self.lnet_weight)
@@ -92,6 +120,14 @@ class PaperCost:
         used_kib = osts.kbytes_total - osts.kbytes_avail + osts.pending_bytes // 1024
         used_kib = np.maximum(used_kib, 0).astype(np.int64)
         return (used_kib if rows is None else used_kib[rows]).reshape(-1, 1)
+
+    def oss_unit_costs(self, osts: OstArrays, slots: int, bytes_per_stripe: float = 0.0) -> np.ndarray:
+        """The paper's network has no OSS layer (:attr:`has_oss_layer` is False).
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError("the paper's cost model has no OSS layer")
 
 
 @dataclass(frozen=True)
@@ -130,6 +166,9 @@ class ConvexCost:
     oss_queue_weight: float = 20.0
     space_cap_points: float | None = None
     name: str = "convex"
+    time_unit_s = None
+    straggler_rule = STRAGGLERS_BY_LATENCY
+    has_oss_layer = True
 
     def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
         return oss_load_cost(osts, self.alpha, self.beta, self.lnet_weight)
@@ -245,6 +284,9 @@ class RateCost:
     watermark_bytes: float = 0.0
     link_share: bool = True
     name: str = "rate"
+    time_unit_s = TIME_UNIT_S
+    straggler_rule = STRAGGLERS_BY_RATE
+    has_oss_layer = True
 
     def request_arc_costs(self, osts: OstArrays) -> np.ndarray:
         return np.zeros(len(osts.index), dtype=np.int64)

@@ -45,7 +45,6 @@ from typing import Sequence
 import numpy as np
 
 from mapper.state.arrays import OstArrays
-from mapper.flow.costs import CostModel
 
 SOURCE = 0
 SINK = 1
@@ -137,74 +136,88 @@ def _prune_by_oss(rows: np.ndarray, rank: np.ndarray, oss: np.ndarray, oss_first
     return np.sort(rows[keep])
 
 
-def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: Sequence[np.ndarray],
-                  cost_model: CostModel, stripe_size: int, bytes_per_stripe: float,
-                  prune: bool = True,
-                  group_costs: Sequence[np.ndarray | None] | None = None,
-                  max_ost_slots: int | None = None) -> FlowNetwork:
-    """Build one round's network.
+@dataclass(frozen=True)
+class CandidateLayout:
+    """Which OSTs each request of a round may use, after pruning (the graph's first half).
+
+    Attributes:
+        candidates: per eligibility group, the OST rows it keeps (int64, ascending).
+        used_rows: OST rows some request may use (ascending): the OST nodes.
+        ost_node: per request -> OST arc, the position of its OST in ``used_rows``.
+        assign_request, assign_ost: per request -> OST arc, its request and OST row.
+        arc_cap: per request -> OST arc, its capacity (the request's ``per_ost``).
+        per_ost_requests: per OST node, stripes the requests may put there (slots).
+        slots_needed: the most slots any OST node has (columns of its unit costs).
+        capacity: per OST row, stripes of ``stripe_size`` it can hold.
+    """
+    candidates: list[np.ndarray]
+    used_rows: np.ndarray
+    ost_node: np.ndarray
+    assign_request: np.ndarray
+    assign_ost: np.ndarray
+    arc_cap: np.ndarray
+    per_ost_requests: np.ndarray
+    slots_needed: int
+    capacity: np.ndarray
+
+
+def check_requests(requests: Sequence[RoundRequest], groups: int) -> None:
+    """Raises ValueError for a request with ``stripes < 1``, ``per_ost < 1`` or an unknown
+    group (of ``groups`` eligibility masks)."""
+    for i, req in enumerate(requests):
+        if req.stripes < 1 or req.per_ost < 1 or not 0 <= req.group < groups:
+            raise ValueError(f"request {i}: stripes {req.stripes}, group {req.group}")
+
+
+def oss_slots(osts: OstArrays, requests: Sequence[RoundRequest],
+              max_ost_slots: int | None = None) -> int:
+    """Slots an OSS node needs: at most (its OSTs) x (stripes one request may put on an
+    OST, summed over requests), and never more than the round's stripes (an aggregated
+    plan's total can be thousands while an OSS takes a few dozen)."""
+    total = sum(req.stripes for req in requests)
+    if not len(osts.index):
+        return 1
+    most_osts = int(np.bincount(osts.oss.astype(np.int64)).max())
+    per_ost_sum = sum(req.per_ost for req in requests)
+    if max_ost_slots is not None:
+        per_ost_sum = min(per_ost_sum, max_ost_slots)
+    return max(1, min(total, most_osts * per_ost_sum))
+
+
+def select_candidates(osts: OstArrays, requests: Sequence[RoundRequest],
+                      eligible: Sequence[np.ndarray], first: np.ndarray,
+                      oss_first: np.ndarray | None, stripe_size: int, prune: bool = True,
+                      group_costs: Sequence[np.ndarray | None] | None = None,
+                      max_ost_slots: int | None = None) -> CandidateLayout:
+    """The request -> OST arcs of a round, pruned (module docstring).
 
     Args:
-        osts: the usable, non-straggling OSTs of the round (N rows).
-        requests: the round's requests (current and predicted).
-        eligible: boolean masks of shape (N,), indexed by ``RoundRequest.group``.
-        cost_model: the cost model.
-        stripe_size: bytes per stripe for the capacity of OST -> sink arcs (the
-            round's largest).
-        bytes_per_stripe: expected bytes a stripe of this round will hold.
-        prune: keep only each request's ``S`` cheapest candidates (exact; see the
-            module docstring). False builds the dense network (for tests and benches).
-        group_costs: optional extra request -> OST costs per group, int64 (N,) each
-            (None entries: no extra cost).
-        max_ost_slots: most stripes of the round on one OST (None: as many as the
-            requests allow). A bound on the plan, not exact: the planner's aggregated
-            rounds use it (:func:`mapper.flow.round_solve.slot_cap`).
-    Raises:
-        ValueError: a request with ``stripes < 1`` or an unknown group.
+        first: int64 (N,): each OST's first-stripe cost (request arc + first slot).
+        oss_first: int64 (n_oss,): each OSS's first slot cost, or None (no OSS layer).
+        other arguments: as :func:`mapper.flow.round_solve.build_network`.
     """
-    n = len(osts.index)
     r = len(requests)
-    for i, req in enumerate(requests):
-        if req.stripes < 1 or req.per_ost < 1 or not 0 <= req.group < len(eligible):
-            raise ValueError(f"request {i}: stripes {req.stripes}, group {req.group}")
     cap = stripe_capacity(osts, stripe_size)
-    req_cost = cost_model.request_arc_costs(osts)
     total = sum(req.stripes for req in requests)
     oss_of = osts.oss.astype(np.int64)
-    n_oss = int(oss_of.max()) + 1 if n else 0
-    oss_fn = getattr(cost_model, "oss_unit_costs", None)
-    oss_units = None
-    if oss_fn is not None and n:
-        # An OSS carries at most (its OSTs) x (stripes one request may put on an OST,
-        # summed over requests): slots beyond that can never be used (an aggregated
-        # plan's total can be thousands while an OSS takes a few dozen).
-        most_osts = int(np.bincount(oss_of).max())
-        per_ost_sum = sum(req.per_ost for req in requests)
-        if max_ost_slots is not None:
-            per_ost_sum = min(per_ost_sum, max_ost_slots)
-        oss_units = oss_fn(osts, max(1, min(total, most_osts * per_ost_sum)), bytes_per_stripe)
-    # Candidates per eligibility group.
-    first = req_cost + cost_model.unit_costs(osts, 1, bytes_per_stripe)[:, 0]
     extra = list(group_costs) if group_costs is not None else [None] * len(eligible)
     cand: list[np.ndarray] = []
     for mask, more in zip(eligible, extra):
         rows = np.nonzero(mask & (cap > 0))[0]
         if prune and len(rows) > total:
             rank = first[rows] if more is None else first[rows] + more[rows]
-            if oss_units is None:
+            if oss_first is None:
                 order = np.lexsort((rows, rank))
                 rows = np.sort(rows[order[:total]])
             else:
-                rows = _prune_by_oss(rows, rank, oss_of[rows], oss_units[:, 0], total)
+                rows = _prune_by_oss(rows, rank, oss_of[rows], oss_first, total)
         cand.append(rows)
-    # Request -> OST arcs.
     req_rows = [cand[req.group] for req in requests]
     lens = np.array([len(c) for c in req_rows], dtype=np.int64)
     assign_request = np.repeat(np.arange(r, dtype=np.int64), lens)
     assign_ost = np.concatenate(req_rows) if r else np.zeros(0, dtype=np.int64)
     used_rows, ost_node = np.unique(assign_ost, return_inverse=True)
     m = len(used_rows)
-    first_ost_node = 2 + r
     # OST -> sink (or -> its OSS) arcs: K_j = min(capacity, requests that may use it) slots.
     arc_cap = np.repeat(np.array([req.per_ost for req in requests], dtype=np.int64), lens)
     per_ost_requests = (np.bincount(ost_node, weights=arc_cap, minlength=m).astype(np.int64)
@@ -212,7 +225,24 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
     if max_ost_slots is not None:
         per_ost_requests = np.minimum(per_ost_requests, max(1, max_ost_slots))
     slots_needed = int(per_ost_requests.max()) if m else 0
-    units = cost_model.unit_costs(osts, slots_needed, bytes_per_stripe, rows=used_rows) if m else np.zeros((0, 1), dtype=np.int64)
+    return CandidateLayout(cand, used_rows, ost_node, assign_request, assign_ost, arc_cap,
+                           per_ost_requests, slots_needed, cap)
+
+
+def assemble(osts: OstArrays, requests: Sequence[RoundRequest], layout: CandidateLayout,
+             req_cost: np.ndarray, units: np.ndarray, oss_units: np.ndarray | None,
+             group_costs: Sequence[np.ndarray | None] | None = None) -> FlowNetwork:
+    """The network of a round from its arcs (``layout``) and costs: ``req_cost`` int64 (N,)
+    per request -> OST arc, ``units`` int64 (len(used_rows), K) the used OSTs' slot costs,
+    ``oss_units`` int64 (n_oss, K') the OSS slot costs or None (no OSS layer)."""
+    r = len(requests)
+    total = sum(req.stripes for req in requests)
+    used_rows, ost_node = layout.used_rows, layout.ost_node
+    assign_request, assign_ost = layout.assign_request, layout.assign_ost
+    cap, per_ost_requests = layout.capacity, layout.per_ost_requests
+    m = len(used_rows)
+    first_ost_node = 2 + r
+    oss_of = osts.oss.astype(np.int64)
     shift = int(units.min()) if m else 0
     units = units - shift
     if units.shape[1] == 1:
@@ -246,6 +276,7 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
         shift += oss_shift
         n_nodes = first_oss_node + len(used_oss)
     arc_cost = req_cost[assign_ost]
+    extra = list(group_costs) if group_costs is not None else []
     for g, more in enumerate(extra):
         if more is not None:
             sel = np.array([requests[i].group == g for i in range(r)], dtype=bool)[assign_request]
@@ -262,7 +293,7 @@ def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: S
                             first_ost_node + sink_tail, oss_tail])
     heads = np.concatenate([2 + np.arange(r, dtype=np.int64), first_ost_node + ost_node,
                             sink_head, oss_head])
-    capacities = np.concatenate([stripes, arc_cap, sink_cap, oss_cap])
+    capacities = np.concatenate([stripes, layout.arc_cap, sink_cap, oss_cap])
     costs = np.concatenate([src_cost, arc_cost, sink_cost, oss_cost]).astype(np.int64)
     supplies = np.zeros(n_nodes, dtype=np.int64)
     supplies[SOURCE] = total

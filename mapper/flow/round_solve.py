@@ -18,7 +18,8 @@ import numpy as np
 
 from mapper.state.arrays import OstArrays
 from mapper.flow.costs import CostModel
-from mapper.flow.network import RoundRequest, build_network
+from mapper.flow.network import (FlowNetwork, RoundRequest, assemble, check_requests, oss_slots,
+                                 select_candidates)
 from mapper.flow.solver import SOLVERS
 
 SHORTLIST_OSTS = 128
@@ -89,6 +90,53 @@ def slot_cap(stripes: int, eligible: int) -> int:
     return max(4, math.ceil(PLAN_SLOT_FACTOR * stripes / max(1, eligible)))
 
 
+def build_network(osts: OstArrays, requests: Sequence[RoundRequest], eligible: Sequence[np.ndarray],
+                  cost_model: CostModel, stripe_size: int, bytes_per_stripe: float,
+                  prune: bool = True,
+                  group_costs: Sequence[np.ndarray | None] | None = None,
+                  max_ost_slots: int | None = None) -> FlowNetwork:
+    """Build one round's network: the cost model prices, the graph module lays arcs.
+
+    The steps run one way (Firmament's split: cost model, graph, solver): the OSS slot
+    count from the requests (:func:`~mapper.flow.network.oss_slots`), the cost model's
+    request-arc, first-slot and OSS costs, the pruned candidates
+    (:func:`~mapper.flow.network.select_candidates`), the cost model's slot costs of the
+    OSTs kept, and the arcs (:func:`~mapper.flow.network.assemble`).
+
+    Args:
+        osts: the usable, non-straggling OSTs of the round (N rows).
+        requests: the round's requests (current and predicted).
+        eligible: boolean masks of shape (N,), indexed by ``RoundRequest.group``.
+        cost_model: the cost model.
+        stripe_size: bytes per stripe for the capacity of OST -> sink arcs (the
+            round's largest).
+        bytes_per_stripe: expected bytes a stripe of this round will hold.
+        prune: keep only each request's ``S`` cheapest candidates (exact; see
+            :mod:`mapper.flow.network`). False builds the dense network (tests, benches).
+        group_costs: optional extra request -> OST costs per group, int64 (N,) each
+            (None entries: no extra cost).
+        max_ost_slots: most stripes of the round on one OST (None: as many as the
+            requests allow). A bound on the plan, not exact: the planner's aggregated
+            rounds use it (:func:`slot_cap`).
+    Raises:
+        ValueError: a request with ``stripes < 1`` or an unknown group.
+    """
+    check_requests(requests, len(eligible))
+    req_cost = cost_model.request_arc_costs(osts)
+    oss_units = None
+    if cost_model.has_oss_layer and len(osts.index):
+        oss_units = cost_model.oss_unit_costs(osts, oss_slots(osts, requests, max_ost_slots),
+                                              bytes_per_stripe)
+    first = req_cost + cost_model.unit_costs(osts, 1, bytes_per_stripe)[:, 0]
+    layout = select_candidates(osts, requests, eligible, first,
+                               None if oss_units is None else oss_units[:, 0], stripe_size,
+                               prune, group_costs, max_ost_slots)
+    units = (cost_model.unit_costs(osts, layout.slots_needed, bytes_per_stripe,
+                                   rows=layout.used_rows)
+             if len(layout.used_rows) else np.zeros((0, 1), dtype=np.int64))
+    return assemble(osts, requests, layout, req_cost, units, oss_units, group_costs)
+
+
 def solve_rows(osts: OstArrays, requests: Sequence[RoundRequest], masks: Sequence[np.ndarray],
                cost_model: CostModel, stripe_size: int, bytes_per_stripe: float, *,
                prune: bool = True, solver: str = "ortools",
@@ -99,7 +147,7 @@ def solve_rows(osts: OstArrays, requests: Sequence[RoundRequest], masks: Sequenc
     cost (:meth:`~mapper.flow.network.FlowNetwork.placement_cost`).
 
     Raises:
-        ValueError: a malformed request (:func:`~mapper.flow.network.build_network`).
+        ValueError: a malformed request (:func:`build_network`).
         SolverError: the solver failed.
     """
     net = build_network(osts, requests, masks, cost_model, stripe_size, bytes_per_stripe,
@@ -194,5 +242,5 @@ def solve_plan(job: PlanJob) -> PlanSolution:
     return PlanSolution(tuple(out), cost, time.perf_counter() - t0, tuple(shortlists))
 
 
-__all__ = ["PLAN_SLOT_FACTOR", "PlanJob", "PlanSolution", "StripeOrder", "deal", "slot_cap",
+__all__ = ["PLAN_SLOT_FACTOR", "PlanJob", "build_network", "PlanSolution", "StripeOrder", "deal", "slot_cap",
            "solve_plan", "solve_rows"]

@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import stale_servers
-from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, Placement, PlacementPolicy,
-                              allocate_each)
+from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, Placement,
+                                       PlacementPolicy, allocate_each, decide_batch)
 
 log = logging.getLogger("mapper.policies.gate")
 
@@ -44,14 +44,6 @@ BUDGET_REST_MAX_S = 10.0
 FALLBACK_REASONS = ("mds_cpu", "stale", "budget", "error", "check")
 """Why the fallback decided; ``check`` is set by the service when its last-line check
 rejected the primary's answer for one request."""
-
-
-def _batch(policy: PlacementPolicy, snapshot: ClusterSnapshot,
-           requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
-    batch = getattr(policy, "allocate_batch", None)
-    if batch is not None:
-        return batch(snapshot, requests)
-    return allocate_each(policy, snapshot, requests)
 
 
 class GatedPolicy(BatchPolicy):
@@ -136,7 +128,7 @@ class GatedPolicy(BatchPolicy):
             t0 = self.clock()
             try:
                 try:
-                    results = _batch(self.primary, snapshot, requests)
+                    results = decide_batch(self.primary, snapshot, requests)
                 except AllocationError:
                     # a batch method that refuses the whole batch for one request:
                     # decide one by one, so the others still get their layouts
@@ -150,7 +142,7 @@ class GatedPolicy(BatchPolicy):
                 return results
         self.fallbacks[reason] += 1
         out: list[Placement | AllocationError] = []
-        for r in _batch(self.fallback, snapshot, requests):
+        for r in decide_batch(self.fallback, snapshot, requests):
             if isinstance(r, Placement):
                 r = Placement(r.osts, r.policy, r.note, fallback=reason)
             out.append(r)

@@ -7,7 +7,8 @@ policies only through this interface.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from pathlib import Path
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.placement_errors import (AllocationError, InvalidRequestError, NoSpaceError,
@@ -15,7 +16,8 @@ from mapper.state.placement_errors import (AllocationError, InvalidRequestError,
 
 __all__ = ["AllocationError", "BatchPolicy", "CreateRequest", "InvalidRequestError",
            "NoSpaceError", "Placement", "PlacementCheckError", "PlacementPolicy",
-           "QosUnavailable", "allocate_each"]
+           "QosUnavailable", "allocate_each", "decide_batch", "LearnsOffRequestPath", "PlansAhead",
+           "PersistsState", "ReportsLoad", "TracksJobids"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,15 +85,100 @@ def allocate_each(policy: PlacementPolicy, snapshot: ClusterSnapshot,
 
 
 class BatchPolicy:
-    """Mixin for policies that decide in rounds: ``allocate`` is a round of one.
+    """Base of policies that decide in rounds: ``allocate`` is a round of one.
 
-    Subclasses implement ``allocate_batch(snapshot, requests)`` returning a
-    :class:`Placement` or an :class:`AllocationError` per request.
+    Subclasses implement :meth:`allocate_batch`.
     """
+
+    def allocate_batch(self, snapshot: ClusterSnapshot,
+                       requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+        """One round: a :class:`Placement` or an :class:`AllocationError` per request."""
+        raise NotImplementedError
 
     def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
         """One request; raises the :class:`AllocationError` the round gave it."""
-        result = self.allocate_batch(snapshot, [request])[0]  # type: ignore[attr-defined]
+        result = self.allocate_batch(snapshot, [request])[0]
         if isinstance(result, AllocationError):
             raise result
         return result
+
+
+def decide_batch(policy: PlacementPolicy, snapshot: ClusterSnapshot,
+                 requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+    """A round of ``policy``: its own batch method when it decides in rounds
+    (:class:`BatchPolicy`), else :func:`allocate_each`."""
+    if isinstance(policy, BatchPolicy):
+        return policy.allocate_batch(snapshot, requests)
+    return allocate_each(policy, snapshot, requests)
+
+
+# -- what the mapper service needs of a policy beyond placing (issue #26) -----------------
+# The service asks a policy for these through the protocols below (isinstance), never by
+# probing attribute names; only the MCMF policy implements them today.
+
+@runtime_checkable
+class LearnsOffRequestPath(Protocol):
+    """Learns from the requests it answered later, in the planner's thread."""
+
+    def learn(self, most: int | None = None) -> int:
+        """Learn from at most ``most`` queued requests (None: all); how many."""
+        ...
+
+
+@runtime_checkable
+class PlansAhead(Protocol):
+    """Plans OST lists ahead of the requests (:mod:`mapper.policies.plan_queues`)."""
+
+    @property
+    def plans(self) -> Any:
+        """The plan queues (:class:`~mapper.policies.plan_queues.PlanQueues`), or None
+        when it plans nothing ahead."""
+        ...
+
+    def plan_in_background(self) -> None:
+        """A background thread calls :meth:`plan` from now on; rounds do not."""
+        ...
+
+    def stop_planning(self) -> None:
+        """Plan nothing ahead: every request is solved in its round."""
+        ...
+
+    def plan(self, snapshot: ClusterSnapshot, only: Any = None, lock: Any = None,
+             solve: Any = None) -> int:
+        """Refill the plan queues; the lists queued."""
+        ...
+
+
+@runtime_checkable
+class PersistsState(Protocol):
+    """Has learned state worth keeping across restarts."""
+
+    def save_state(self, path: str | Path) -> Path:
+        """Write the learned state to ``path`` atomically."""
+        ...
+
+    def load_state(self, path: str | Path) -> int:
+        """Replace the learned state with the one at ``path``; the records skipped.
+
+        Raises:
+            Exception: an unreadable file (the service moves it aside).
+        """
+        ...
+
+
+@runtime_checkable
+class ReportsLoad(Protocol):
+    """Knows per-OST load it placed that the statistics do not show yet."""
+
+    def predicted_load(self) -> dict[int, float]:
+        """OST index -> bytes placed or planned that the samples do not show yet."""
+        ...
+
+
+@runtime_checkable
+class TracksJobids(Protocol):
+    """Keeps per-jobid state (the service bounds how many jobids a client may create)."""
+
+    def tracks_jobid(self, jobid: str) -> bool:
+        """True when ``jobid`` already has state."""
+        ...

@@ -8,12 +8,14 @@ tuned in a scenario (``[policy_params.mcmf]``) runs the same way in production
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any, Callable, Mapping
 
 from mapper.policies.gate import GatedPolicy
 from mapper.policies.lustre_qos import LustreQos
 from mapper.policies.mcmf import McmfFlowOnly, McmfPolicy
+from mapper.policies.mcmf_params import McmfParams
 from mapper.policies.placement import PlacementPolicy
 from mapper.policies.random_policy import WeightedRandom
 from mapper.policies.round_robin import RoundRobin
@@ -25,6 +27,8 @@ POLICIES: dict[str, Callable[..., PlacementPolicy]] = {
     "mcmf": McmfPolicy,
     "mcmf_flow": McmfFlowOnly,
 }
+PARAMS: dict[str, type] = {"mcmf": McmfParams, "mcmf_flow": McmfParams}
+"""Policies whose parameters are a dataclass (the keys a ``[policy.<name>]`` table takes)."""
 BASELINES = ("round_robin", "lustre_qos", "random")
 DEFAULT_FALLBACK = "lustre_qos"
 """The gate's fallback unless told otherwise: Lustre's own allocator (Section III-D)."""
@@ -55,13 +59,16 @@ def _check_name(name: str) -> Callable[..., PlacementPolicy]:
 def policy_param_names(name: str) -> tuple[str, ...]:
     """The keyword parameters policy ``name`` takes (besides ``seed``), sorted.
 
-    A constructor that forwards ``**params`` to its base class (``mcmf_flow``) takes its
-    base's parameters too.
+    A policy of :data:`PARAMS` takes its dataclass's fields; any other, its constructor's
+    keywords (a constructor that forwards ``**params`` to its base class takes its
+    base's parameters too).
 
     Raises:
         UnknownPolicyError: unknown name.
     """
     factory = _check_name(name)
+    if name in PARAMS:
+        return tuple(sorted(f.name for f in dataclasses.fields(PARAMS[name])))
     names: set[str] = set()
     classes = factory.__mro__ if isinstance(factory, type) else (factory,)
     for cls in classes:

@@ -5,9 +5,9 @@ The request loop answers from lists planned ahead
 at once when the loop signals a miss) it
 
 1. teaches the primary's Markov chains the requests answered since its last turn
-   (:meth:`~mapper.policies.mcmf.McmfPolicy.learn`: the chain's update is 10-20 us of
+   (:meth:`~mapper.policies.mcmf_planner.McmfPlanner.learn`: the chain's update is 10-20 us of
    Python per request, kept off the request path);
-2. calls the primary's :meth:`~mapper.policies.mcmf.McmfPolicy.plan` on the state
+2. calls the primary's :meth:`~mapper.policies.mcmf_planner.McmfPlanner.plan` on the state
    store's snapshot. ``plan`` reads the state and queues its lists under the service's
    lock, but the flow is built and solved outside it, by default in a child process
    (:mod:`mapper.service.plan_worker`) so that it does not hold the interpreter lock
@@ -37,7 +37,7 @@ from typing import Any, Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from mapper.flow.round_solve import solve_plan
-from mapper.policies.mcmf import PREDICT_ROUND_S
+from mapper.policies.placement import LearnsOffRequestPath, PlansAhead
 from mapper.service.metrics import PREFIX
 from mapper.service.plan_worker import PlanWorker
 
@@ -124,11 +124,13 @@ class BackgroundPlanner:
 
     @staticmethod
     def supported(gate: Any) -> bool:
-        """True when the gate's primary plans ahead."""
-        return getattr(gate.primary, "plans", None) is not None and hasattr(gate.primary, "plan")
+        """True when the gate's primary plans ahead (and learns off the request path)."""
+        primary = gate.primary
+        return (isinstance(primary, PlansAhead) and isinstance(primary, LearnsOffRequestPath)
+                and primary.plans is not None)
 
     def start(self) -> "BackgroundPlanner":
-        self.primary.plan_inline = False        # this thread refills; rounds do not
+        self.primary.plan_in_background()       # this thread refills; rounds do not
         # The request loop must get the interpreter back quickly when a request arrives
         # while this thread runs Python code (default switch interval: 5 ms).
         sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -169,13 +171,9 @@ class BackgroundPlanner:
                 log.exception("planner process did not start; planning in the thread",
                               extra={"event": "plan_worker_failed"})
                 self.worker = None
-        t1 = time.perf_counter()
+        # (a prediction round's time spaces the next ones: mapper.policies.mcmf_planner)
         made = self.primary.plan(snap, lock=self.lock, solve=solve)
-        took = time.perf_counter() - t1
         self.seconds += time.perf_counter() - t0
-        if getattr(self.primary, "last_plan_predicted", False):
-            # predictions get at most a tenth of the planner's time (PREDICT_ROUND_S)
-            self.primary.predict_round_s = max(PREDICT_ROUND_S, 9.0 * took)
         self.rounds += 1
         self.lists += made
         return made

@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 from mapper.state.arrays import OstArrays
 from mapper.flow.costs import ConvexCost, PaperCost, make_cost_model
-from mapper.flow.network import RoundRequest, build_network, stripe_capacity
+from mapper.flow.network import RoundRequest, stripe_capacity
+from mapper.flow.round_solve import build_network
 from mapper.flow.solver import solve_networkx, solve_ortools
 
 GIB_KIB = 1 << 20
@@ -58,9 +59,8 @@ def brute_force_cost(arr, requests, model, stripe_size, bps):
                 load[j] += 1
         if (load > cap).any():
             continue
-        oss_fn = getattr(model, "oss_unit_costs", None)
-        if oss_fn is not None:
-            oss_units = oss_fn(arr, sum(r.stripes for r in requests))
+        if model.has_oss_layer:
+            oss_units = model.oss_unit_costs(arr, sum(r.stripes for r in requests))
             oss_load = np.bincount(arr.oss, load, minlength=oss_units.shape[0]).astype(int)
             cost += sum(int(oss_units[s_, :k].sum()) for s_, k in enumerate(oss_load))
         best = cost if best is None else min(best, cost)

@@ -131,7 +131,7 @@ def test_predicted_list_is_not_used_when_an_ost_became_unusable():
     snap = cluster()
     policy = McmfPolicy(predict_k=4)
     learn(policy, snap, "ior", 20)
-    cached = policy.predicted["ior"][0].osts
+    cached = policy.kept_lists["ior"][0].osts
     snap.osts[cached[0]].active = False
     snap.time_s = 20.0
     placement = policy.allocate(snap, CreateRequest("ior", 2, expected_bytes=8 * MIB))
@@ -215,7 +215,7 @@ def test_predicted_lists_reserve_their_osts_for_other_applications():
     # (a list planned before the kept lists existed may share their OSTs).
     policy = McmfPolicy(predict_k=4, plan_ahead=False)
     learn(policy, snap, "ior", 20, stripes=1)
-    kept = {i for entry in policy.predicted["ior"] for i in entry.osts}
+    kept = {i for entry in policy.kept_lists["ior"] for i in entry.osts}
     assert kept and all(policy.reserved_stripes[i] >= 1 for i in kept)
     assert set(policy.predicted_load()) >= kept
     # Another application's one-stripe file goes to an OST nobody has reserved.
@@ -238,14 +238,14 @@ def test_a_versioned_snapshot_is_rederived_only_when_its_version_moves():
     snap.version = 0
     policy = McmfPolicy(predict_k=0)
     policy.allocate(snap, CreateRequest("a", 1))
-    view = policy._view_cache
+    view = policy.views.view(snap)
     policy.allocate(snap, CreateRequest("a", 1))
-    assert policy._view_cache is view                 # same version: kept
+    assert policy.views.view(snap) is view                 # same version: kept
     for o in snap.osts[:7]:
         o.active = False
     snap.changed()                                    # the producer says so
     assert policy.allocate(snap, CreateRequest("a", 1)).osts == (7,)
-    assert policy._view_cache is not view
+    assert policy.views.view(snap) is not view
 
 
 def test_an_unversioned_snapshot_is_never_cached():

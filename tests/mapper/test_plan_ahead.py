@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapper.flow.costs import ConvexCost
-from mapper.flow.network import RoundRequest, build_network
+from mapper.flow.network import RoundRequest
+from mapper.flow.round_solve import build_network
 from mapper.flow.round_solve import SHORTLIST_OSTS
 from mapper.flow.solver import solve_ortools
 from mapper.policies.mcmf import McmfPolicy
@@ -85,7 +86,7 @@ def test_a_miss_after_planning_solves_a_small_flow_over_the_shortlist():
     policy = planner()
     policy.allocate(snap, CreateRequest("a", 2, expected_bytes=2 * MIB))
     policy.plan(snap)
-    shortlist = set(policy.shortlists[None].tolist())
+    shortlist = set(policy.planner.shortlists[None].tolist())
     assert len(shortlist) == SHORTLIST_OSTS < 160
     p = policy.allocate(snap, CreateRequest("b", 3, expected_bytes=3 * MIB))  # no class has 3
     assert policy.plans.stats["misses"] == 2 and policy.stats["shortlist_rounds"] == 1
@@ -102,7 +103,7 @@ def test_predicted_applications_and_classes_are_planned_in_separate_rounds():
     for k in range(8):
         policy.allocate(snap, CreateRequest("ior", 2, expected_bytes=(1 + k % 2) * MIB))
     policy.learn()
-    assert policy._want_predictions and policy.plans.demand(snap.time_s)
+    assert policy.planner.want_predictions and policy.plans.demand(snap.time_s)
     job, keys, _ = policy.plan_prepare(snap)
     assert all(r.tier > 0 for r in job.requests)      # predictions first
     job, keys, _ = policy.plan_prepare(snap)          # within PREDICT_ROUND_S: classes
@@ -136,7 +137,7 @@ def test_the_planner_plans_predicted_applications_lists():
         policy.allocate(snap, CreateRequest("ior", 2, expected_bytes=(1 + k % 2) * 8 * MIB))
         policy.plan(snap)
     assert policy.stats["predicted_hits"] > 0
-    assert policy.predicted.get("ior") is not None
+    assert policy.kept_lists.get("ior") is not None
 
 
 def test_planning_round_reaches_todays_optimum_on_the_same_input():

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from mapper.state.arrays import OstArrays
 from mapper.flow.costs import RateCost, make_cost_model
 from mapper.state.ost_health import enospc_reserve_bytes
-from mapper.flow.network import RoundRequest, build_network
+from mapper.flow.network import RoundRequest
+from mapper.flow.round_solve import build_network
 from mapper.flow.rates import OstRateTracker, sample_rate_bytes_s
 from mapper.flow.solver import solve_ortools
 from mapper.policies.placement import CreateRequest

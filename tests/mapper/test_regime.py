@@ -66,12 +66,12 @@ def test_mcmf_switches_between_round_robin_and_the_flow():
 
 def test_prediction_gate_follows_measured_accuracy_and_probes():
     pol = McmfPolicy(predict_min_accuracy=0.5, predict_min_trials=4, predict_window=8)
-    assert pol._may_predict("a")                     # no evidence yet: trusted
+    assert pol.gate.may_predict("a")                     # no evidence yet: trusted
     for _ in range(4):
-        pol._score("a", False)
+        pol.gate.score("a", False)
     for _ in range(4):
-        pol._score("b", True)
-    assert pol._may_predict("b")
-    allowed = [pol._may_predict("a") for _ in range(16)]
+        pol.gate.score("b", True)
+    assert pol.gate.may_predict("b")
+    allowed = [pol.gate.may_predict("a") for _ in range(16)]
     assert allowed.count(True) == 2                  # a probe every 8th round
-    assert McmfPolicy()._may_predict("a")            # threshold 0: always predict
+    assert McmfPolicy().gate.may_predict("a")            # threshold 0: always predict

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapper.flow.costs import ConvexCost, RateCost
-from mapper.flow.network import RoundRequest, build_network
+from mapper.flow.network import RoundRequest
+from mapper.flow.round_solve import build_network
 from mapper.flow.round_solve import PlanJob, deal, slot_cap, solve_plan
 from mapper.flow.solver import solve_ortools
 from mapper.state.arrays import OstTable, ost_arrays

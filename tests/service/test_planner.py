@@ -11,7 +11,7 @@ from tests.service.conftest import make_service
 def test_requests_are_answered_from_plans_the_background_thread_made():
     svc = make_service(static_cluster="4x2", policy="mcmf")
     try:
-        assert svc.planner is not None and not svc.policy.primary.plan_inline
+        assert svc.planner is not None and not svc.policy.primary.planner.inline
         seen = []
         with MapperClient(svc.endpoint) as c:
             for k in range(60):

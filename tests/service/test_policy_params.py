@@ -49,8 +49,8 @@ def test_policy_tables_reach_the_service_policies(tmp_path):
     gated = service_policy(config, build_store(config))
     assert isinstance(gated, GatedPolicy)
     assert isinstance(gated.primary, McmfPolicy) and isinstance(gated.fallback, LustreQos)
-    assert gated.primary.predict_k == 2
-    assert gated.primary.straggler_factor == 3.0
+    assert gated.primary.params.predict_k == 2
+    assert gated.primary.params.straggler_factor == 3.0
     assert gated.primary.cost_model.space_weight == 2.0
     assert gated.fallback.prio_free == LustreQos(qos_prio_free_pct=80).prio_free
 
@@ -68,7 +68,7 @@ def test_service_and_simulator_build_the_same_policy_from_the_same_params(tmp_pa
     assert isinstance(sim, GatedPolicy)
     for attr in ("predict_k", "straggler_factor", "straggler_min_excess_s", "prune",
                  "pending_half_life_s", "cache_ttl_s", "predict_mode"):
-        assert getattr(sim.primary, attr) == getattr(svc.primary, attr), attr
+        assert getattr(sim.primary.params, attr) == getattr(svc.primary.params, attr), attr
     assert sim.primary.cost_model == svc.primary.cost_model
     assert type(sim.fallback) is type(svc.fallback)
     assert sim.mds_cpu_limit_percent == svc.mds_cpu_limit_percent

@@ -1,0 +1,118 @@
+"""The parameters of the MCMF policy: one dataclass read from ``[policy.mcmf]`` (the
+mapper's TOML) or ``[policy_params.mcmf]`` (a scenario), checked once.
+
+Sources of the defaults: Paul et al. 2017 (Section III) for the predictor and the flow;
+issue #18/#19 measurements (``docs/placement.md``) for the rate cost and the plan queues.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mapper.flow.solver import SOLVERS
+from mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION,
+                                    STRAGGLER_MIN_EXCESS_S)
+
+PREDICT_MODES = ("joint", "after")
+
+
+@dataclass(frozen=True)
+class McmfParams:
+    """Every knob of :class:`mapper.policies.mcmf.McmfPolicy`.
+
+    Attributes:
+        cost_model: ``"rate"`` (default: expected completion time from measured rates),
+            ``"convex"`` (space and queue) or ``"paper"`` (:mod:`mapper.flow.costs`).
+        cost_params: parameters of the cost model (alpha, beta, weights).
+        predict_k: predicted requests per application per round (0 disables prediction).
+        markov: :class:`~mapper.predictor.markov.MarkovConfig` fields.
+        solver: ``"ortools"`` (default) or ``"networkx"`` (the paper's; slow).
+        prune: exact candidate pruning (:mod:`mapper.flow.network`).
+        straggler_factor, straggler_min_excess_s, straggler_max_fraction: the straggler
+            rule (:mod:`mapper.flow.stragglers`).
+        pending_half_life_s: half-life of the placed-but-not-yet-visible estimate, s.
+        cache_ttl_s: how long a predicted request's OST list stays valid, s (0: never
+            answer from predicted lists; predictions then only shape each round).
+        app_weight: points per stripe an application already has on an OST (recently),
+            added to its request arcs (:mod:`mapper.policies.app_spread`).
+        app_half_life_s: decay of that count, s.
+        predict_mode: ``"joint"`` (the paper: current and predicted requests in one
+            flow) or ``"after"`` (current requests first, then the predicted ones in a
+            second flow on the state the current ones left).
+        plan_ahead: keep per request class a queue of OST lists planned ahead
+            (:mod:`mapper.policies.plan_queues`).
+        plan_ttl_s, plan_horizon_s, plan_max_depth: the plan queues' TTL (s), planning
+            horizon (s) and depth cap.
+        plan_inline: run the planner at the end of a request round that missed (the
+            simulator); the service's background planner turns it off
+            (:meth:`~mapper.policies.mcmf.McmfPolicy.plan_in_background`).
+        plan_aggregate: plan every class's lists as one flow request dealt into lists
+            (off by default: on paper-32ost it balanced worse, docs/placement.md).
+        plan_aggregate_above: a class lacking more lists than this is planned as one
+            aggregated request with at most :func:`~mapper.flow.round_solve.slot_cap`
+            stripes per OST.
+        rate_smoothing: weight of a new sample in each OST's smoothed write rate
+            (:mod:`mapper.flow.rates`).
+        latency_smoothing: weight of a new sample in the smoothed brw_stats RPC time the
+            ``rate`` cost sees (1: the last sample).
+        regime: switch to Lustre's round-robin while load is uniform and space within
+            the band (:mod:`mapper.policies.regime`), the flow otherwise.
+        regime_params: :class:`~mapper.policies.regime.RegimeThresholds` fields.
+        space_cost_model, space_cost_params: with ``regime``, the cost model of every
+            round (planning and requests alike) while load is uniform but space is not
+            (None: ``cost_model`` always).
+        predict_min_accuracy: predict an application's requests only while the share of
+            its predicted lists that were used is at least this (0: always predict).
+        predict_min_trials: lists judged before the accuracy is trusted.
+        predict_window: outcomes after which the counts halve; also the probe period
+            of an application below the threshold.
+
+    Raises (on construction):
+        ValueError: a value out of range or an unknown name, naming the field.
+    """
+    cost_model: str = "rate"
+    cost_params: dict[str, float] | None = None
+    predict_k: int = 4
+    markov: dict[str, Any] | None = None
+    solver: str = "ortools"
+    prune: bool = True
+    straggler_factor: float = STRAGGLER_FACTOR
+    straggler_min_excess_s: float = STRAGGLER_MIN_EXCESS_S
+    straggler_max_fraction: float = STRAGGLER_MAX_FRACTION
+    pending_half_life_s: float = 300.0
+    cache_ttl_s: float = 5.0
+    app_weight: float = 0.0
+    app_half_life_s: float = 3600.0
+    predict_mode: str = "joint"
+    plan_ahead: bool = True
+    plan_ttl_s: float = 2.5
+    plan_horizon_s: float = 1.0
+    plan_max_depth: int = 1024
+    plan_inline: bool = True
+    plan_aggregate: bool = False
+    plan_aggregate_above: int = 8
+    rate_smoothing: float = 0.05
+    latency_smoothing: float = 1.0
+    regime: bool = False
+    regime_params: dict[str, float] | None = None
+    space_cost_model: str | None = None
+    space_cost_params: dict[str, float] | None = None
+    predict_min_accuracy: float = 0.0
+    predict_min_trials: int = 8
+    predict_window: int = 32
+
+    def __post_init__(self) -> None:
+        if self.solver not in SOLVERS:
+            raise ValueError(f"unknown solver {self.solver!r}; known: {', '.join(SOLVERS)}")
+        if type(self.predict_k) is not int or self.predict_k < 0:
+            raise ValueError(f"predict_k must be an integer >= 0, got {self.predict_k!r}")
+        if self.pending_half_life_s <= 0 or self.cache_ttl_s < 0:
+            raise ValueError("pending_half_life_s must be > 0 and cache_ttl_s >= 0")
+        if (not 0 <= self.predict_min_accuracy <= 1 or self.predict_min_trials < 0
+                or self.predict_window < 1):
+            raise ValueError("predict_min_accuracy must be in [0, 1], predict_min_trials >= 0, "
+                             "predict_window >= 1")
+        if self.predict_mode not in PREDICT_MODES:
+            raise ValueError(f"predict_mode must be 'joint' or 'after', got {self.predict_mode!r}")
+        if self.plan_aggregate_above < 1:
+            raise ValueError(f"plan_aggregate_above must be >= 1, got {self.plan_aggregate_above!r}")
