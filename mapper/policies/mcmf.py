@@ -165,6 +165,10 @@ class McmfPolicy(BatchPolicy):
         self.predictor = load_predictor(path, self.markov_config)
         return self.predictor.stats.skipped_on_load
 
+    def learned_predictor(self) -> MarkovPredictor:
+        """The predictor (the service saves it in slices, :mod:`mapper.service.persist`)."""
+        return self.predictor
+
     # -- the policy ------------------------------------------------------------------
     def allocate_batch(self, snapshot: ClusterSnapshot,
                        requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:

@@ -165,6 +165,12 @@ class PersistsState(Protocol):
         """
         ...
 
+    def learned_predictor(self) -> Any:
+        """The Markov predictor holding the learned state, which the service snapshots in
+        slices and writes in a writer thread (:mod:`mapper.service.persist`); None when
+        the state is saved by :meth:`save_state` alone."""
+        ...
+
 
 @runtime_checkable
 class ReportsLoad(Protocol):

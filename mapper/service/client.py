@@ -123,10 +123,15 @@ class MapperClient:
         return Layout(tuple(reply["osts"]), int(reply["stripe_size"]), str(reply["policy"]),
                       str(reply.get("fallback", "")))
 
-    def ping(self) -> str:
-        """Liveness check; returns the mapper's primary policy name."""
+    def ping(self, fsname: str | None = None) -> str:
+        """Liveness check; returns the primary policy name of the file system ``fsname``
+        (None: the mapper's only or first one).
+
+        Raises:
+            MapperError: the mapper refused (ENODEV: it does not serve ``fsname``).
+        """
         rid = next(self._ids)
-        reply = self.request(wire.encode_request(rid, "", 0, 0, op="ping"), rid)
+        reply = self.request(wire.encode_request(rid, "", 0, 0, op="ping", fsname=fsname), rid)
         if not reply.get("ok"):
             raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
         return str(reply["policy"])

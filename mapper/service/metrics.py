@@ -194,11 +194,12 @@ class MapperMetrics:
         self.check_violations = Counter(PREFIX + "check_violations",
                                         "Replies rejected by the last-line placement check",
                                         registry=r)
-        self.stale_servers = Gauge(PREFIX + "stale_servers", "OSSes with too old samples",
-                                   registry=r)
-        self.mds_cpu = Gauge(PREFIX + "mds_cpu_ratio", "MDS CPU seen by the gate, 0..1",
-                             registry=r)
-        self.osts = Gauge(PREFIX + "osts", "OSTs known", ["state"], registry=r)
+        self.stale_servers = Gauge(PREFIX + "stale_servers", "OSSes with too old samples, per "
+                                   "file system", ["fsname"], registry=r)
+        self.mds_cpu = Gauge(PREFIX + "mds_cpu_ratio", "MDS CPU seen by the gate, 0..1, per "
+                             "file system", ["fsname"], registry=r)
+        self.osts = Gauge(PREFIX + "osts", "OSTs known (all) and usable, per file system",
+                          ["fsname", "state"], registry=r)
         self.samples = Counter(PREFIX + "samples", "Collector samples applied", registry=r)
         self.samples_rejected = Counter(PREFIX + "samples_rejected",
                                         "Samples refused (undecodable, not schema 1)", registry=r)
@@ -214,8 +215,6 @@ class MapperMetrics:
             self.fallbacks.labels(reason)
         for result in ("ok", "error"):
             self.saves.labels(result)
-        for state in ("all", "usable"):
-            self.osts.labels(state)
         self.stripes: dict[str, Tally] = {}
         r.register(_PerOst(self.stripes, predicted))
 

@@ -15,17 +15,21 @@ A save has two halves:
    (:func:`mapper.predictor.markov_store.write_document`). No request waits on the disk.
 
 A save asked for while the previous one is still in progress is skipped (counted): the next
-period takes a fresher snapshot. Policies without a predictor but with ``save_state(path)``
-(test policies) are saved synchronously by the service, as before.
+period takes a fresher snapshot. Policies whose learned state is not a predictor
+(:meth:`~mapper.policies.placement.PersistsState.learned_predictor` None) are saved
+synchronously (:func:`save_learned_state`).
 """
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
-from mapper.predictor.markov_store import FORMAT, VERSION, write_document
+from mapper.policies.placement import PersistsState
+from mapper.predictor.markov_store import FORMAT, VERSION, remove_stale_temporaries, write_document
 
 log = logging.getLogger("mapper.service.persist")
 
@@ -55,10 +59,41 @@ class SlicedSnapshot:
         return {"format": FORMAT, "version": VERSION, "config": self.config, "apps": self.apps}
 
 
-def has_predictor(primary: Any) -> bool:
-    """True when ``primary``'s learned state is a Markov predictor (saved in the background)."""
-    predictor = getattr(primary, "predictor", None)
-    return predictor is not None and hasattr(predictor, "export_apps")
+def load_learned_state(path: str, primary: PersistsState) -> tuple[bool, int]:
+    """Restore ``primary``'s learned state from ``path`` if it exists; (restored, records
+    skipped as malformed). Stale temporaries of a crashed save are removed first. An
+    unreadable file is renamed ``<file>.bad`` (logged) and the primary starts fresh: a bad
+    file never stops the mapper."""
+    remove_stale_temporaries(path)
+    if not os.path.exists(path):
+        return False, 0
+    try:
+        skipped = primary.load_state(path)
+    except Exception as exc:  # noqa: BLE001 - a bad file must not stop the mapper
+        bad = path + ".bad"
+        os.replace(path, bad)
+        log.warning("learned state unreadable; starting fresh", extra={
+            "event": "state_load_failed", "path": path, "moved_to": bad, "error": str(exc)})
+        return False, 0
+    log.info("learned state restored", extra={"event": "state_loaded", "path": path,
+                                              "records_skipped": skipped})
+    return True, skipped
+
+
+def save_learned_state(path: str, primary: PersistsState) -> bool:
+    """Write ``primary``'s learned state to ``path`` now (atomically and durably: the
+    policy's ``save_state`` writes through
+    :func:`mapper.predictor.markov_store.write_document`); False when it failed (logged;
+    the old file is intact)."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        primary.save_state(path)
+    except Exception as exc:  # noqa: BLE001 - keep serving; the old file is intact
+        log.error("saving learned state failed", extra={"event": "state_save_failed",
+                                                       "path": path, "error": str(exc)})
+        return False
+    log.info("learned state saved", extra={"event": "state_saved", "path": path})
+    return True
 
 
 class BackgroundSaver:
@@ -81,11 +116,11 @@ class BackgroundSaver:
         return bool(self._snapshots) or not self._idle.is_set()
 
     def begin(self, jobs: list[tuple[str, Any]]) -> bool:
-        """Start saving ``jobs`` (path, primary policy); False (skipped) while busy."""
+        """Start saving ``jobs`` (path, Markov predictor); False (skipped) while busy."""
         if self.busy:
             self.skipped += 1
             return False
-        self._snapshots = [SlicedSnapshot(p.predictor, path) for path, p in jobs]
+        self._snapshots = [SlicedSnapshot(predictor, path) for path, predictor in jobs]
         return True
 
     @property

@@ -109,6 +109,21 @@ _unpackb = msgpack.unpackb
 _MAX_STRIPE_SIZE = MAX_STRIPE_SIZE
 
 
+def _fsname(body: dict[Any, Any], request_id: int) -> str | None:
+    """The request's ``fsname`` (None when absent or empty).
+
+    Raises:
+        WireError: EINVAL, not a string of at most :data:`MAX_FSNAME` bytes.
+    """
+    fsname = body.get("fsname")
+    if fsname is not None:
+        if not isinstance(fsname, str) or len(fsname.encode()) > MAX_FSNAME:
+            raise WireError(errno.EINVAL, f"field 'fsname' must be a string of at most "
+                            f"{MAX_FSNAME} bytes or nil", request_id)
+        fsname = fsname or None
+    return fsname
+
+
 def _decode_common(body: dict[Any, Any], ost_count: int | None) -> Request | None:
     """The request in ``body`` when it is a well-formed v1 request with every field of
     its plain type (what a client sends), else None: :func:`decode_request`'s full
@@ -122,7 +137,12 @@ def _decode_common(body: dict[Any, Any], ost_count: int | None) -> Request | Non
         return None
     op = get("op")
     if op == "ping":
-        return Request("ping", request_id)
+        fsname = get("fsname")
+        if fsname is None:
+            return Request("ping", request_id)
+        if type(fsname) is not str or len(fsname.encode()) > MAX_FSNAME:
+            return None
+        return Request("ping", request_id, fsname=fsname or None)
     if op != "alloc":
         return None
     job = get("job")
@@ -214,7 +234,7 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
         raise WireError(errno.EINVAL, f"field 'op' must be one of {', '.join(OPS)}, not "
                         f"{op!r}"[:200], request_id)
     if op == "ping":
-        return Request("ping", request_id)
+        return Request("ping", request_id, fsname=_fsname(body, request_id))
 
     job = _text(body, "job", request_id, required=True)
     if not job:
@@ -251,12 +271,7 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
             raise WireError(errno.EINVAL, f"pool name of {len(pool.encode())} bytes exceeds "
                             f"LOV_MAXPOOLNAME ({MAX_POOL_NAME})", request_id)
         pool = pool or None  # "" = no pool, as lfs setstripe -p ""
-    fsname = body.get("fsname")
-    if fsname is not None:
-        if not isinstance(fsname, str) or len(fsname.encode()) > MAX_FSNAME:
-            raise WireError(errno.EINVAL, f"field 'fsname' must be a string of at most "
-                            f"{MAX_FSNAME} bytes or nil", request_id)
-        fsname = fsname or None
+    fsname = _fsname(body, request_id)
     return Request("alloc", request_id,
                    CreateRequest(job_id=job, stripe_count=stripe_count, stripe_size=stripe_size,
                                  expected_bytes=expected, pool=pool, path=path), fsname)
@@ -288,10 +303,12 @@ def encode_error(request_id: int, err: int, reason: str) -> bytes:
                          "error": reason})
 
 
-def encode_pong(request_id: int, policy: str) -> bytes:
-    """Reply body of a ping: ``{v, id, ok: true, op: "pong", policy}``."""
+def encode_pong(request_id: int, policy: str, fsname: str = "") -> bytes:
+    """Reply body of a ping: ``{v, id, ok: true, op: "pong", policy, fsname}``: the policy
+    of the file system the ping named (or of the mapper's only or first one), and that
+    file system's name ("" before its first sample)."""
     return _pack({"v": PROTOCOL_VERSION, "id": request_id, "ok": True, "op": "pong",
-                         "policy": policy})
+                  "policy": policy, "fsname": fsname})
 
 
 def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: int,
@@ -299,7 +316,10 @@ def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: in
                    op: str = "alloc", fsname: str | None = None) -> bytes:
     """Request body as a client sends it (used by :mod:`mapper.service.client` and tests)."""
     if op == "ping":
-        return _pack({"v": PROTOCOL_VERSION, "op": "ping", "id": request_id})
+        ping: dict[str, Any] = {"v": PROTOCOL_VERSION, "op": "ping", "id": request_id}
+        if fsname is not None:
+            ping["fsname"] = fsname
+        return _pack(ping)
     body: dict[str, Any] = {"v": PROTOCOL_VERSION, "op": op, "id": request_id, "job": job,
                             "stripe_count": stripe_count, "stripe_size": stripe_size,
                             "expected_bytes": expected_bytes, "path": path}

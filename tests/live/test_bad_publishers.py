@@ -93,8 +93,8 @@ def test_garbage_from_a_collector_is_dropped_counted_and_harms_nobody(live):
     # the primary decides
     assert all(p.poll() is None for p in stack.procs.values())
     m = stack.metrics()
-    assert m['lustre_alloc_mapper_osts{state="all"}'] == 8
-    assert m["lustre_alloc_mapper_stale_servers"] == 0
+    assert m['lustre_alloc_mapper_osts{fsname="demofs",state="all"}'] == 8
+    assert m['lustre_alloc_mapper_stale_servers{fsname="demofs"}'] == 0
     wait_metric(stack, "lustre_alloc_mapper_samples_total", samples_before + 8)
     primary_serves(stack, "round_robin")
     hosts: set[str] = set()
@@ -137,8 +137,8 @@ def test_publishers_without_an_authorised_curve_key_are_refused(live, tmp_path):
             pub.close()
         ctx.destroy(linger=0)
     m = stack.metrics()
-    assert m['lustre_alloc_mapper_osts{state="all"}'] == 8   # OSTs 90/91 never seen
-    assert m["lustre_alloc_mapper_stale_servers"] == 0
+    assert m['lustre_alloc_mapper_osts{fsname="demofs",state="all"}'] == 8   # OSTs 90/91 never seen
+    assert m['lustre_alloc_mapper_stale_servers{fsname="demofs"}'] == 0
     assert all(p.poll() is None for p in stack.procs.values())
     primary_serves(stack, "round_robin")
     # and a heartbeat subscriber without a key learns nothing

@@ -42,4 +42,4 @@ def test_short_soak_samples_rss_and_stays_healthy(live, tmp_path):
     assert all(p.poll() is None for p in stack.procs.values())
     # a loose bound for a few seconds (warm-up included); the 10-minute soak prints the ratio
     assert samples[-1][0] < 2 * samples[0][0] and samples[-1][1] < 2 * samples[0][1]
-    assert stack.metrics()["lustre_alloc_mapper_stale_servers"] == 0
+    assert stack.metrics()['lustre_alloc_mapper_stale_servers{fsname="demofs"}'] == 0

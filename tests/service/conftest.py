@@ -15,6 +15,7 @@ import pytest
 
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
+from mapper.predictor.markov_store import write_document
 from mapper.policies.placement import CreateRequest, Placement
 from mapper.service.server import MapperService
 from mapper.service.config import load_config
@@ -62,11 +63,15 @@ class JobCounter:
         rot = n % len(usable)
         return Placement(tuple((usable[rot:] + usable[:rot])[:count]), self.name)
 
-    def save_state(self, path: str) -> None:
-        Path(path).write_text(json.dumps(self.counts))
+    def save_state(self, path: str) -> Path:
+        return write_document(self.counts, path)      # atomically, as PersistsState asks
 
-    def load_state(self, path: str) -> None:
+    def load_state(self, path: str) -> int:
         self.counts = json.loads(Path(path).read_text())
+        return 0
+
+    def learned_predictor(self) -> None:
+        return None                                     # saved by save_state alone
 
 
 def spawn_mapper(args: Sequence[str], log_path: Path, *, with_test_policy: bool = False

@@ -58,8 +58,9 @@ def test_static_cluster_cli_serves_and_logs_its_configuration(tmp_path):
     finally:
         assert stop_process(proc) == 0
     start = next(e for e in log_events(tmp_path / "m.log") if e["event"] == "mapper_start")
-    assert start["config"]["static_cluster"] == "4x2" and start["osts"] == 8
-    assert (start["policy"], start["fallback"]) == ("random", "round_robin")
+    fs = start["filesystems"]["static"]
+    assert start["config"]["static_cluster"] == "4x2" and fs["osts"] == 8
+    assert (fs["policy"], fs["fallback"]) == ("random", "round_robin")
 
 
 def test_metrics_endpoint_counts_requests_rounds_and_fallbacks():
@@ -88,8 +89,8 @@ def test_metrics_endpoint_counts_requests_rounds_and_fallbacks():
     assert float(lines[p + 'fallbacks_total{reason="mds_cpu"}']) == 1
     assert float(lines[p + "rounds_total"]) == 4
     assert float(lines[p + "request_seconds_count"]) == 6
-    assert float(lines[p + "mds_cpu_ratio"]) == 0.99
-    assert float(lines[p + 'osts{state="usable"}']) == 8
+    assert float(lines[p + 'mds_cpu_ratio{fsname="static"}']) == 0.99
+    assert float(lines[p + 'osts{fsname="static",state="usable"}']) == 8
     assert sum(float(v) for k, v in lines.items() if k.startswith(p + "ost_stripes_total")) == 8
 
 

@@ -3,6 +3,7 @@ one store and one learned state per file system; a request for a file system the
 not serve is refused (ENODEV), over a real broker and the real request socket."""
 from __future__ import annotations
 
+import dataclasses
 import errno
 import time
 
@@ -11,6 +12,8 @@ import zmq
 
 from collectors.publisher import Publisher
 from mapper.service.client import MapperClient, MapperError
+from mapper.service.fs_context import gated_policy
+from prometheus_client import generate_latest
 from mapper.state.state_store import StateStore
 
 from .conftest import make_service
@@ -69,7 +72,7 @@ def test_mapper_serves_its_file_systems_only():
             def ready():
                 pub.publish(time.time(), 0.2, sample)
                 return all(len(s.snapshot.osts) == n for s, n in
-                           ((svc.stores["scratch"], 2), (svc.stores["home"], 3)))
+                           ((svc.contexts["scratch"].store, 2), (svc.contexts["home"].store, 3)))
             wait_for(ready, what="both file systems' OSTs")
             for _ in range(6):
                 assert sorted(c.alloc("ior.1", -1, fsname="scratch").osts) == [0, 1]
@@ -81,6 +84,45 @@ def test_mapper_serves_its_file_systems_only():
                 c.alloc("ior.1", 1)
             assert exc.value.errno == errno.EINVAL and "fsname" in str(exc.value)
             assert c.ping()                      # the mapper keeps serving
+    finally:
+        pub.close()
+        svc.stop()
+        ctx.destroy(linger=0)
+
+
+def test_ping_and_gauges_report_each_file_system():
+    """A ping names its file system's policy (not the first one's whatever was asked), and
+    the MDS CPU / OST / stale gauges carry an ``fsname`` label each (issue #26)."""
+    svc = make_service(policy="round_robin", fsnames=["scratch", "home"], embed_broker=True,
+                       broker_frontend="tcp://127.0.0.1:*",
+                       broker_backend_bind="tcp://127.0.0.1:*",
+                       broker_snapshot_bind="tcp://127.0.0.1:*")
+    home = svc.contexts["home"]
+    home.gate = gated_policy(dataclasses.replace(svc.config, policy="random"), home.store)
+    ctx = zmq.Context()
+    pub = Publisher(svc.broker_endpoints[0], "oss", "oss0", context=ctx)
+    try:
+        sample = body(ost("scratch", 0, KIB // 2), ost("home", 0, KIB // 2),
+                      ost("home", 1, KIB // 2))
+        with MapperClient(svc.endpoint, timeout_s=2) as c:
+            def ready():
+                pub.publish(time.time(), 0.2, sample)
+                return svc.contexts["scratch"].store.ost_count == 1 and home.store.ost_count == 2
+            wait_for(ready, what="both file systems' OSTs")
+            assert c.ping(fsname="home") == "random"
+            assert c.ping(fsname="scratch") == "round_robin"
+            with pytest.raises(MapperError) as exc:
+                c.ping(fsname="work")
+            assert exc.value.errno == errno.ENODEV
+
+            def gauges():
+                text = generate_latest(svc.metrics.registry).decode()
+                want = ['lustre_alloc_mapper_osts{fsname="scratch",state="all"} 1.0',
+                        'lustre_alloc_mapper_osts{fsname="home",state="all"} 2.0',
+                        'lustre_alloc_mapper_mds_cpu_ratio{fsname="home"}',
+                        'lustre_alloc_mapper_stale_servers{fsname="scratch"}']
+                return all(w in text for w in want)
+            wait_for(gauges, what="per-file-system gauges")
     finally:
         pub.close()
         svc.stop()

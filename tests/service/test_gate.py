@@ -13,7 +13,7 @@ from mapper.state.ost_health import check_placement
 from mapper.policies.placement import (AllocationError, CreateRequest, InvalidRequestError, Placement,
                                        PlacementCheckError)
 from mapper.policies.registry import make_policy
-from mapper.service.server import PlacementGuard
+from mapper.service.fs_context import PlacementGuard
 from mapper.state.state_store import StateStore
 
 

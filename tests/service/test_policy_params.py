@@ -11,9 +11,9 @@ from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.registry import (PolicyParamError, UnknownPolicyError, build_policy,
                                       policy_param_names)
 from mapper.service.config import load_config
-from mapper.service.server import ServiceError
-from mapper.service.server import build_policy as service_policy
-from mapper.service.server import build_store
+from mapper.service.fs_context import FsContextError
+from mapper.service.fs_context import gated_policy as service_policy
+from mapper.service.fs_context import state_store as build_store
 from simulator import runner
 from simulator.scenario import ScenarioError, load_scenario
 
@@ -113,7 +113,7 @@ def test_mcmf_flow_takes_the_mcmf_parameters():
 def test_service_reports_a_bad_policy_as_a_service_error(tmp_path):
     config = load_config(_write(tmp_path, "[mapper]\nstatic_cluster = \"1x2\"\n"), {})
     config.policy = "nope"
-    with pytest.raises(ServiceError, match="unknown policy 'nope'"):
+    with pytest.raises(FsContextError, match="unknown policy 'nope'"):
         service_policy(config, build_store(config))
 
 

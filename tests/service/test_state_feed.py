@@ -113,7 +113,7 @@ def test_samples_build_state_and_gate_on_mds_cpu_and_staleness():
                 c.alloc("ior.1", 2)), what="stale fallback")
             assert layout.policy == "lustre_qos" and set(layout.osts) <= {0, 2, 3}
             assert svc.policy.last_stale == ["oss0", "oss1"]
-            wait_for(lambda: svc.metrics.stale_servers._value.get() == 2, what="stale gauge")
+            wait_for(lambda: svc.metrics.stale_servers.labels(svc.store.fsname)._value.get() == 2, what="stale gauge")
     finally:
         feeder.close()
         svc.stop()

@@ -1,0 +1,187 @@
+"""One file system served by the mapper, in one object: its state store, its gated policy
+(with its learned state and state file), its last-line placement guard, its expected-bytes
+clip and its background planner.
+
+State is keyed by (fsname, OST index), and a job's pattern on one file system says nothing
+about the OSTs of another, so everything here is per file system; the service holds one
+:class:`FsContext` per ``fsname`` it serves (issue #26: before, five parallel dicts plus
+"first file system" aliases made a ping report the first file system's policy and the MDS
+CPU gauge last-writer-wins).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence, cast
+
+from mapper.policies import registry
+from mapper.policies.gate import GatedPolicy
+from mapper.policies.placement import (InvalidRequestError, LearnsOffRequestPath, PersistsState,
+                                       PlacementCheckError, PlansAhead, ReportsLoad, TracksJobids)
+from mapper.policies.registry import PolicyParamError, UnknownPolicyError
+from mapper.service.config import MapperConfig
+from mapper.service.limits import ExpectedBytesClip
+from mapper.service.persist import load_learned_state, save_learned_state
+from mapper.service.planner import BackgroundPlanner
+from mapper.state.cluster_state import ClusterSnapshot
+from mapper.state.ost_health import check_placement, is_usable, pool_members
+from mapper.state.state_store import StateStore
+
+log = logging.getLogger("mapper.service.fs_context")
+
+
+class FsContextError(Exception):
+    """A file system's policy cannot be built (bad name or parameter)."""
+
+
+class PlacementGuard:
+    """The last line of defence: :func:`~mapper.state.ost_health.check_placement`'s rules with
+    the allowed set (usable OSTs of the pool) cached per state version and pool, so a
+    check costs O(stripes) instead of O(OSTs). On failure the full ``check_placement``
+    runs to name the violation."""
+
+    def __init__(self) -> None:
+        self._version = -1
+        self._allowed: dict[str | None, frozenset[int]] = {}
+
+    def violation(self, snapshot: ClusterSnapshot, version: int, osts: Sequence[int],
+                  pool: str | None) -> str | None:
+        """None when ``osts`` is a valid answer, else why not."""
+        if version != self._version:
+            self._allowed.clear()
+            self._version = version
+        allowed = self._allowed.get(pool)
+        if allowed is None:
+            try:
+                members = pool_members(snapshot, pool)
+            except InvalidRequestError as exc:
+                return exc.reason
+            allowed = self._allowed[pool] = frozenset(o.index for o in members if is_usable(o))
+        if osts and len(set(osts)) == len(osts) and allowed.issuperset(osts):
+            return None
+        if not osts:
+            return "empty OST list"
+        try:
+            check_placement(snapshot, osts, pool)
+        except PlacementCheckError as exc:
+            return exc.reason
+        return "placement check disagrees with the cached usable set"  # not reached
+
+
+def gated_policy(config: MapperConfig, store: StateStore) -> GatedPolicy:
+    """The gated primary/fallback pair of ``config`` for one file system, built by the one
+    policy factory (:func:`mapper.policies.registry.build_policy`) with
+    ``config.policy_params``; the gate reads the store's staleness.
+
+    Raises:
+        FsContextError: an unknown policy name or a bad policy parameter.
+    """
+    try:
+        policy = registry.build_policy(
+            config.policy, config.policy_params, seed=config.seed, gate=True,
+            fallback=config.fallback, mds_cpu_limit_percent=config.mds_cpu_limit_percent,
+            max_sample_age_s=None if store.static else store.max_age_s(),
+            round_budget_s=config.round_budget_s or None, stale_source=store.stale_servers)
+    except (UnknownPolicyError, PolicyParamError) as exc:
+        raise FsContextError(str(exc)) from exc
+    return cast(GatedPolicy, policy)    # gate=True always wraps
+
+
+def state_store(config: MapperConfig, fsname: str = "") -> StateStore:
+    """A static emulated cluster (``static_cluster``) or an empty store fed by samples, for
+    the file system ``fsname`` (``""``: adopt the first sample's)."""
+    if config.static_cluster:
+        osses, per = config.static_shape()
+        return StateStore.static_cluster(osses, per, config.static_kbytes_total, config.pools,
+                                         fsname=fsname or "static")
+    return StateStore(config.pools, lnet_capacity_bytes_per_s=config.lnet_capacity_bytes_per_s,
+                      stale_after_s=config.stale_after_s, fsname=fsname)
+
+
+def state_file_for(path: str, fsname: str, several: bool) -> str:
+    """The learned-state file of one file system: ``path`` itself when the mapper serves one,
+    else ``<stem>.<fsname><suffix>`` beside it."""
+    if not path or not several:
+        return path
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}.{fsname}{p.suffix}"))
+
+
+class FsContext:
+    """Everything the service keeps for one file system.
+
+    Args:
+        key: the configured name (``""`` for a mapper that adopts the first sample's).
+        store: its cluster state.
+        gate: its gated policy.
+        state_path: its learned-state file (``""``: none).
+    """
+
+    def __init__(self, key: str, store: StateStore, gate: GatedPolicy, state_path: str):
+        self.key = key
+        self.store = store
+        self.gate = gate
+        self.state_path = state_path
+        self.guard = PlacementGuard()
+        self.clip = ExpectedBytesClip()
+        self.planner: BackgroundPlanner | None = None
+
+    @property
+    def fsname(self) -> str:
+        """The file system's name as the samples give it ("" before the first sample)."""
+        return self.store.fsname
+
+    @property
+    def primary(self) -> Any:
+        return self.gate.primary
+
+    def tracked(self) -> Callable[[str], bool] | None:
+        """The primary's per-jobid membership test; None when it keeps no per-jobid state
+        (every jobid is then its own: the new-jobid bound has nothing to protect)."""
+        primary = self.gate.primary
+        return primary.tracks_jobid if isinstance(primary, TracksJobids) else None
+
+    def predicted_load(self) -> dict[int, float]:
+        """OST index -> bytes the primary placed or planned that samples do not show yet."""
+        primary = self.gate.primary
+        return primary.predicted_load() if isinstance(primary, ReportsLoad) else {}
+
+    # -- the planner -----------------------------------------------------------------
+    def start_planner(self, config: MapperConfig, lock: threading.Lock, registry: Any) -> None:
+        """Start the background planner when the primary plans ahead and ``plan_ahead`` is
+        on; with ``plan_ahead`` off, the primary plans nothing (every request is solved in
+        its round)."""
+        primary = self.gate.primary
+        if config.plan_ahead and BackgroundPlanner.supported(self.gate):
+            self.planner = BackgroundPlanner(self.gate, self.store, lock,
+                                             process=config.plan_process,
+                                             registry=registry).start()
+        elif not config.plan_ahead and isinstance(primary, PlansAhead):
+            primary.stop_planning()
+
+    def stop_planner(self) -> None:
+        """Stop the planner and teach the chains what it had not learned yet, so the state
+        saved on the way out is complete."""
+        if self.planner is not None:
+            self.planner.stop()
+            self.planner = None
+        primary = self.gate.primary
+        if isinstance(primary, LearnsOffRequestPath):
+            primary.learn()
+
+    # -- learned state ---------------------------------------------------------------
+    def load_state(self) -> tuple[bool, int]:
+        """Restore the primary's learned state (:func:`mapper.service.persist.load_learned_state`);
+        (restored, records skipped)."""
+        primary = self.gate.primary
+        if not self.state_path or not isinstance(primary, PersistsState):
+            return False, 0
+        return load_learned_state(self.state_path, primary)
+
+    def save_state(self) -> bool | None:
+        """Save the primary's learned state now; None when there is nothing to save."""
+        primary = self.gate.primary
+        if not self.state_path or not isinstance(primary, PersistsState):
+            return None
+        return save_learned_state(self.state_path, primary)
