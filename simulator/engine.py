@@ -24,14 +24,16 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.state.ost_health import statfs_flags
+from mapper.state.cluster_state import ClusterSnapshot
+from mapper.state.ost_health import lnet_load_percent
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from simulator.cluster import GIB, KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
 from simulator.network.model import NetworkModel
 from simulator.inflight import SimFile, SimTransfer
-from simulator.network.transfers import Storage, TransferSet
+from simulator.network.transfers import Storage
+from simulator.mds_view import MdsView
+from simulator.transfer_book import TransferBook
 from simulator.rebalance import REBALANCE_JOB, Rebalancer
 from simulator.scenario import Scenario
 from traces.format import TraceRecord
@@ -154,6 +156,12 @@ class RunResult:
 class Simulation:
     """One policy's run over one scenario.
 
+    Parts: the MDS's view of the OSTs and the sample path into it
+    (:class:`~simulator.mds_view.MdsView`), the transfers in flight
+    (:class:`~simulator.transfer_book.TransferBook`), and here the records, creates, jobs'
+    statistics and the step loop. :mod:`simulator.rebalance` drives migrations through the
+    public methods :meth:`start_record`, :meth:`add_transfer` and the two parts.
+
     Args:
         scenario: the validated scenario.
         cluster: the cluster at t=0 (not modified; the run copies what it changes).
@@ -161,6 +169,8 @@ class Simulation:
         records: the time-ordered records to replay.
         network: the network model (rate caps).
         progress: optional callback ``(simulated_s, total_s)``.
+        unmanaged_jobs: jobids whose creates go through Lustre's own allocator
+            (``scenario.unmanaged_allocator``), not ``policy``.
     """
 
     def __init__(self, scenario: Scenario, cluster: SimCluster, policy: PlacementPolicy,
@@ -183,10 +193,6 @@ class Simulation:
                                               seed=scenario.seed)
         self.jobs: dict[str, JobStats] = {}
         self.file_times: list[list[float]] = []
-        # Collector-style samples through the mapper's own sample -> state rules, when
-        # anything but today's static world is simulated.
-        self.samples_on = bool(scenario.events or unmanaged_jobs
-                               or any(w.kind == "background" for w in scenario.workloads))
         self.transitions = transition_times(scenario.events)
         self.present = np.arange(cluster.ost_count) < self.initial_osts
         self.policy = policy
@@ -198,166 +204,60 @@ class Simulation:
         self.capacity = cluster.capacity_bytes.astype(float)
         self.pos_of_index = {int(ix): p for p, ix in enumerate(cluster.ost_index)}
         self.files: dict[str, SimFile] = {}
-        self.transfers: list[SimTransfer] = []
-        self.dirty = True
         self.apps: dict[str, AppStats] = {}
         self.counters: Counter = Counter()
         self.notes: Counter = Counter()
         self.alloc_ns: list[int] = []
-        self.view: ClusterSnapshot = cluster.snapshot(self.used)
-        self.view_p = np.arange(n)      # engine position of each OST of the view
-        if not self.present.all():
-            keep = [p for p in range(n) if self.present[p]]
-            self.view.osts = [self.view.osts[p] for p in keep]
-            for name in cluster.oss_names[self.initial_osses:]:
-                self.view.osses.pop(name, None)
-            self.view_p = np.array(keep)
-        self.store = None
-        if self.samples_on:
-            from mapper.state.state_store import StateStore
-            self.store = StateStore()
-        self.base_storage = None
-        self.last_statfs_s = -math.inf
-        self.last_stats_s = -math.inf
-        self.oss_bytes_s = np.zeros(len(cluster.oss_names))
-        self.oss_ops_s = np.zeros(len(cluster.oss_names))
-        self.oss_in_bytes_s = np.zeros(len(cluster.oss_names))   # written (received), bytes/s
-        self.storage = Storage(ost_oss=cluster.ost_oss, oss_count=len(cluster.oss_names),
+        # Collector-style samples through the mapper's own sample -> state rules, when
+        # anything but today's static world is simulated.
+        samples = bool(scenario.events or unmanaged_jobs
+                       or any(w.kind == "background" for w in scenario.workloads))
+        self.mds = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
+                           network.oss_link_bytes_s, samples)
+        s = len(cluster.oss_names)
+        self.oss_bytes_s = np.zeros(s)
+        self.oss_ops_s = np.zeros(s)
+        self.oss_in_bytes_s = np.zeros(s)   # written (received), bytes/s
+        self.storage = Storage(ost_oss=cluster.ost_oss, oss_count=s,
                                ost_bandwidth_bytes_s=cluster.bandwidth_bytes_s,
                                ost_read_bandwidth_bytes_s=cluster.read_bandwidth_bytes_s,
                                oss_cap_bytes_s=cluster.oss_cap_bytes_s,
                                ost_latency_s=cluster.latency_s)
         self.base_storage = self.storage
         self.state = None               # simulator.events.EffectiveState when events exist
-        self.ost_read_bytes = np.zeros(n)      # bytes read per OST since the last stats sample
         self.creates_this_step = 0
         self.meta_this_step = 0
-        self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last stats sample
         self.mds_cpu_last = scenario.mds_model.cpu_idle_percent  # MDS CPU% of the last busy step
-        self._rem: np.ndarray | None = None
+        self.book = TransferBook(n, network, capped=scenario.rebalance is not None)
+        self.ost_served_bytes = np.zeros(n)
+        """Bytes each OST position served (read and written) so far."""
         self.rebal = Rebalancer(self, scenario.rebalance) if scenario.rebalance else None
 
+    @property
+    def view(self) -> ClusterSnapshot:
+        """The snapshot the policies see (:attr:`MdsView.view`)."""
+        return self.mds.view
+
     # -- MDS side --------------------------------------------------------------------
-    def _refresh_statfs(self, now: float) -> None:
-        avail = np.maximum(self.capacity - self.used, 0.0)
-        for p, ost in zip(self.view_p.tolist(), self.view.osts):
-            kb = int(avail[p] // KIB)
-            ost.kbytes_free = ost.kbytes_avail = kb
-            # The service's rule (OSP watermarks with hysteresis), on the statfs KiB.
-            ost.flags = statfs_flags(ost.flags, kb, ost.kbytes_total, ost.files_free)
-        self.view.changed()
-        self.last_statfs_s = now
+    def refresh_statfs(self, now: float) -> None:
+        """The MDS's statfs of every OST now."""
+        self.mds.refresh_statfs(now, self.used, self.capacity)
 
     def _refresh_stats(self, now: float) -> None:
         cpu = self.sc.oss_model.cpu_percent(self.oss_bytes_s, self.oss_ops_s)
         mem = self.sc.oss_model.mem_percent(self.oss_bytes_s)
         # LNet load between the clients/MDS and each OSS: its busier link direction.
-        lnet = self.network.lnet_load_percent(self.oss_in_bytes_s,
-                                              self.oss_bytes_s - self.oss_in_bytes_s)
-        for s, name in enumerate(self.cl.oss_names):
-            oss = self.view.osses.get(name)
-            if oss is None:     # an expansion's OSS the samples have not announced yet
-                continue
-            oss.cpu_percent = float(cpu[s])
-            oss.mem_percent = float(mem[s])
-            oss.lnet_load = float(lnet[s])
-            oss.sample_time_s = now
+        out = self.oss_bytes_s - self.oss_in_bytes_s
+        lnet = lnet_load_percent(out, self.oss_in_bytes_s, self.network.oss_link_bytes_s)
         # The simulator's brw_stats "I/O time": a 1 MiB write RPC queued behind the
         # transfers now sharing the OST's bandwidth (equal shares), seconds.
-        if self.dirty:
-            self._rebuild()
-        queued = np.bincount(self._entry_ost, minlength=self.cl.ost_count)
+        queued = self.book.queued_per_ost(self.storage)
         with np.errstate(divide="ignore"):
             latency = (queued + 1) * MIB / self.storage.ost_bandwidth_bytes_s
         if self.storage.ost_latency_s is not None:
             latency = latency + self.storage.ost_latency_s
-        if self.samples_on:
-            self._publish_samples(now, latency, cpu, mem)
-        for p, ost in zip(self.view_p.tolist(), self.view.osts):
-            ost.write_latency_s = float(latency[p])
-            ost.sample_time_s = now
-        # The collectors' per-OST write rate (obdfilter stats write_bytes over the
-        # interval), bytes/s.
-        span = now - self.last_stats_s
-        if self.samples_on and not math.isfinite(span):
-            span = now      # collectors sample from the start, not from the first create
-        if math.isfinite(span) and span > 0:
-            rate = self.ost_written_bytes / span
-            for p, ost in zip(self.view_p.tolist(), self.view.osts):
-                ost.write_bytes_per_s = float(rate[p])
-        self.ost_written_bytes = np.zeros(self.cl.ost_count)
-        self.ost_read_bytes = np.zeros(self.cl.ost_count)
-        self.view.changed()
-        self.last_stats_s = now
-
-    def _publish_samples(self, now: float, latency_s: np.ndarray, cpu: np.ndarray,
-                         mem: np.ndarray) -> None:
-        """What the collectors would publish now, folded into the mapper's state store
-        (:class:`mapper.state.state_store.StateStore`, the live stack's sample -> state
-        rules), then the rule outputs the statfs/stats refreshes do not cover (OST
-        ``active``, ``DEGRADED``, serving OSS, new OSTs) copied into the MDS view.
-
-        Per OST target: ``kbytes_total/free/avail``, brw_stats ``write_io_time_ms_mean``,
-        obdfilter ``write_bytes_per_s``/``read_bytes_per_s`` over the interval (all
-        traffic, managed or not), ``degraded``, ``available``.
-        """
-        span = now - self.last_stats_s
-        span = span if math.isfinite(span) and span > 0 else now
-        wrate = self.ost_written_bytes / span if span else np.zeros(self.cl.ost_count)
-        rrate = self.ost_read_bytes / span if span else np.zeros(self.cl.ost_count)
-        st = self.state
-        ost_oss = self.storage.ost_oss
-        avail = np.maximum(self.capacity - self.used, 0.0)
-        interval = self.sc.cluster.stats_interval_s
-        by_oss: dict[int, dict] = {}
-        for p in np.nonzero(self.present)[0].tolist():
-            kb_total = int(self.capacity[p] // KIB)
-            kb_free = int(avail[p] // KIB)
-            ok = True if st is None else bool(st.available[p])
-            target = {"kind": "ost", "index": int(self.cl.ost_index[p]), "available": ok,
-                      "values": {"kbytes_total": kb_total, "kbytes_free": kb_free,
-                                 "kbytes_avail": kb_free,
-                                 "write_io_time_ms_mean": float(latency_s[p]) * 1000.0,
-                                 "write_bytes_per_s": float(wrate[p]),
-                                 "read_bytes_per_s": float(rrate[p]),
-                                 "degraded": int(st is not None and st.degraded[p])}}
-            if not ok:
-                target["unavailable"] = {"ost": st.unavailable_reason[p] or "unavailable"}
-            by_oss.setdefault(int(ost_oss[p]), {})[f"OST{int(self.cl.ost_index[p]):04x}"] = target
-        for s_pos, targets in by_oss.items():
-            self.store.apply("oss", self.cl.oss_names[s_pos], now, interval,
-                             {"values": {"cpu_percent": float(cpu[s_pos]),
-                                         "mem_percent": float(mem[s_pos])}}, targets)
-        known = {o.index for o in self.view.osts}
-        seen = self.store.snapshot.ost_by_index()
-        new = [p for p in np.nonzero(self.present)[0].tolist() if int(self.cl.ost_index[p]) not in known
-               and int(self.cl.ost_index[p]) in seen]
-        if new:
-            order = sorted(list(zip(self.view_p.tolist(), self.view.osts))
-                           + [(p, seen[int(self.cl.ost_index[p])]) for p in new],
-                           key=lambda x: int(self.cl.ost_index[x[0]]))
-            self.view_p = np.array([p for p, _ in order])
-            fresh = set(new)
-            osts = []
-            for p, o in order:
-                if p in fresh:  # the view's own copy of the OST the samples introduced
-                    o = OstState(index=o.index, oss=o.oss, kbytes_total=o.kbytes_total,
-                                 kbytes_free=o.kbytes_free, kbytes_avail=o.kbytes_avail)
-                osts.append(o)
-            self.view.osts = osts
-            for o in osts:
-                if o.oss not in self.view.osses:
-                    self.view.osses[o.oss] = OssState(o.oss)
-        for p, ost in zip(self.view_p.tolist(), self.view.osts):
-            ruled = seen.get(ost.index)
-            if ruled is None:
-                continue
-            ost.active = ruled.active
-            ost.flags = (ost.flags & ~OstFlag.DEGRADED) | (ruled.flags & OstFlag.DEGRADED)
-            if ruled.oss != ost.oss:
-                ost.oss = ruled.oss
-                if ost.oss not in self.view.osses:
-                    self.view.osses[ost.oss] = OssState(ost.oss)
+        self.mds.refresh_stats(now, latency, cpu, mem, lnet, self.oss_in_bytes_s, out,
+                               self.used, self.capacity, self.present, self.state)
 
     def _apply_events(self, now: float) -> None:
         """Recompute the servers' state from the events active at ``now``."""
@@ -372,124 +272,122 @@ class Simulation:
         w = np.where(st.write_stalled, 0.0, w)
         r = np.where(st.read_stalled, 0.0, r)
         cap = None if base.oss_cap_bytes_s is None else base.oss_cap_bytes_s * st.oss_factor
-        self._sync()
+        self.book.sync()
         self.storage = Storage(ost_oss=st.ost_oss, oss_count=len(cl.oss_names),
                                ost_bandwidth_bytes_s=w, ost_read_bandwidth_bytes_s=r,
                                oss_cap_bytes_s=cap, ost_latency_s=base.ost_latency_s)
-        self.dirty = True
+        self.book.dirty = True
         self.counters["event_transitions"] += 1
 
     def _create(self, rec: TraceRecord, now: float) -> SimFile | None:
-        if now - self.last_statfs_s >= self.sc.cluster.statfs_interval_s:
-            self._refresh_statfs(now)
-        if now - self.last_stats_s >= self.sc.cluster.stats_interval_s:
+        """A file's first write: the MDS asks the policy (or, for a job that does not
+        preload the shim, Lustre's own allocator, which the mapper never hears of) for
+        its layout on the MDS's view."""
+        mds = self.mds
+        if mds.statfs_due(now):
+            self.refresh_statfs(now)
+        if mds.stats_due(now):
             self._refresh_stats(now)
-        self.view.time_s = now
-        self.view.mds_cpu_percent = self.mds_cpu_last
+        view = mds.view
+        view.time_s = now
+        view.mds_cpu_percent = self.mds_cpu_last
         app = self.apps.setdefault(app_name(rec.job_id), AppStats())
         req = CreateRequest(job_id=rec.job_id, stripe_count=rec.stripe_count,
                             stripe_size=rec.stripe_size, expected_bytes=rec.bytes)
-        if self.unmanaged and rec.job_id in self.unmanaged:
-            return self._create_unmanaged(rec, req, app, now)
+        managed = not (self.unmanaged and rec.job_id in self.unmanaged)
+        policy = self.policy if managed else self.lustre_policy
         t0 = time.perf_counter_ns()
         try:
-            placement = self.policy.allocate(self.view, req)
+            placement = policy.allocate(view, req)
         except AllocationError as e:
+            if managed:
+                self.alloc_ns.append(time.perf_counter_ns() - t0)
+            app.failed_creates += 1
+            self.counters[f"create_failed_{type(e).__name__}"] += 1
+            return None
+        if managed:
             self.alloc_ns.append(time.perf_counter_ns() - t0)
-            app.failed_creates += 1
-            self.counters[f"create_failed_{type(e).__name__}"] += 1
-            return None
-        self.alloc_ns.append(time.perf_counter_ns() - t0)
-        if placement.note:
-            self.notes[placement.note.split(":")[0]] += 1
-        if placement.fallback:
-            self.notes[f"fallback {placement.fallback}"] += 1
+            if placement.note:
+                self.notes[placement.note.split(":")[0]] += 1
+            if placement.fallback:
+                self.notes[f"fallback {placement.fallback}"] += 1
+        else:
+            self.counters["creates_unmanaged"] += 1
         app.creates += 1
         self.counters["creates"] += 1
         self.creates_this_step += 1
         osts = np.array([self.pos_of_index[i] for i in placement.osts], dtype=np.int64)
         return SimFile(job=rec.job_id, osts=osts, stripe_size=rec.stripe_size,
-                     landed=np.zeros(len(osts)), last_write_s=now)
-
-    def _create_unmanaged(self, rec: TraceRecord, req: CreateRequest, app: AppStats,
-                          now: float) -> SimFile | None:
-        """A create of a job that does not preload the shim: Lustre's own allocator
-        (QOS/RR as restated in mapper/policies) places it on the MDS's statfs view; the
-        mapper never hears of it, only of its traffic in the next samples."""
-        try:
-            placement = self.lustre_policy.allocate(self.view, req)
-        except AllocationError as e:
-            app.failed_creates += 1
-            self.counters[f"create_failed_{type(e).__name__}"] += 1
-            return None
-        app.creates += 1
-        self.counters["creates"] += 1
-        self.counters["creates_unmanaged"] += 1
-        self.creates_this_step += 1
-        osts = np.array([self.pos_of_index[i] for i in placement.osts], dtype=np.int64)
-        return SimFile(job=rec.job_id, osts=osts, stripe_size=rec.stripe_size,
-                     landed=np.zeros(len(osts)), last_write_s=now)
+                       landed=np.zeros(len(osts)), last_write_s=now)
 
     # -- records ---------------------------------------------------------------------
-    def _start(self, rec: TraceRecord, now: float) -> None:
+    def start_record(self, rec: TraceRecord, now: float) -> None:
+        """Replay one trace record at ``now``: background load, a write (creating the
+        file first), a read or a delete."""
         if rec.op == "write" and rec.ost is not None:
             # Background traffic (an LMT replay): loads the OST, lands no bytes.
             pos = self.pos_of_index.get(rec.ost)
-            self._add(SimTransfer(True, rec.job_id, None, np.array([pos]),
-                                np.array([float(rec.bytes)]), float(rec.bytes),
-                                float(rec.bytes), rec.ops, now, lands=False))
+            self.add_transfer(SimTransfer(True, rec.job_id, None, np.array([pos]),
+                                          np.array([float(rec.bytes)]), float(rec.bytes),
+                                          float(rec.bytes), rec.ops, now, lands=False))
             return
         if rec.op == "write":
-            f = self.files.get(rec.file_id)
-            if f is None:
-                f = self._create(rec, now)
-                if f is None:
-                    self.counters["bytes_not_written"] += rec.bytes
-                    return
-                self.files[rec.file_id] = f
-            elif self.rebal is not None and self.rebal.migrating(rec.file_id):
-                self.rebal.hold(rec.file_id, rec, now)   # blocking lfs migrate: writer waits
-                return
-            if rec.bytes == 0:
-                return
-            f.recent_bytes += rec.bytes
-            k = len(f.osts)
-            before = raid0_bytes_per_ost(f.size, f.stripe_size, k)
-            f.size += rec.bytes
-            delta = (raid0_bytes_per_ost(f.size, f.stripe_size, k) - before).astype(float)
-            nz = np.nonzero(delta)[0]
-            f.last_write_s = now
-            f.transfers += 1
-            self._add(SimTransfer(True, rec.job_id, f, f.osts[nz], delta[nz], float(rec.bytes),
-                                float(rec.bytes), rec.ops, now, stripe_pos=nz))
+            self._write(rec, now)
         elif rec.op == "read":
-            self.meta_this_step += 1
-            if rec.file_id:
-                f = self.files.get(rec.file_id)
-                if f is None or f.size == 0:
-                    self.counters["reads_of_missing_files"] += 1
-                    return
-                f.recent_bytes += rec.bytes
-                share = f.landed if f.landed.sum() > 0 else np.ones(len(f.osts))
-                nz = np.nonzero(share)[0]
-                per = share[nz] / share[nz].sum() * rec.bytes
-                self._add(SimTransfer(False, rec.job_id, None, f.osts[nz], per, float(rec.bytes),
-                                    float(rec.bytes), rec.ops, now, rfile=f))
-            else:
-                pos = self.pos_of_index.get(rec.ost)
-                self._add(SimTransfer(False, rec.job_id, None, np.array([pos]),
-                                    np.array([float(rec.bytes)]), float(rec.bytes),
-                                    float(rec.bytes), rec.ops, now))
+            self._read(rec, now)
         else:
             self.meta_this_step += 1
             self._delete(rec.file_id)
 
-    def _add(self, tr: SimTransfer) -> None:
+    def _write(self, rec: TraceRecord, now: float) -> None:
+        f = self.files.get(rec.file_id)
+        if f is None:
+            f = self._create(rec, now)
+            if f is None:
+                self.counters["bytes_not_written"] += rec.bytes
+                return
+            self.files[rec.file_id] = f
+        elif self.rebal is not None and self.rebal.migrating(rec.file_id):
+            self.rebal.hold(rec.file_id, rec, now)   # blocking lfs migrate: writer waits
+            return
+        if rec.bytes == 0:
+            return
+        f.recent_bytes += rec.bytes
+        k = len(f.osts)
+        before = raid0_bytes_per_ost(f.size, f.stripe_size, k)
+        f.size += rec.bytes
+        delta = (raid0_bytes_per_ost(f.size, f.stripe_size, k) - before).astype(float)
+        nz = np.nonzero(delta)[0]
+        f.last_write_s = now
+        f.transfers += 1
+        self.add_transfer(SimTransfer(True, rec.job_id, f, f.osts[nz], delta[nz], float(rec.bytes),
+                                      float(rec.bytes), rec.ops, now, stripe_pos=nz))
+
+    def _read(self, rec: TraceRecord, now: float) -> None:
+        self.meta_this_step += 1
+        if rec.file_id:
+            f = self.files.get(rec.file_id)
+            if f is None or f.size == 0:
+                self.counters["reads_of_missing_files"] += 1
+                return
+            f.recent_bytes += rec.bytes
+            share = f.landed if f.landed.sum() > 0 else np.ones(len(f.osts))
+            nz = np.nonzero(share)[0]
+            per = share[nz] / share[nz].sum() * rec.bytes
+            self.add_transfer(SimTransfer(False, rec.job_id, None, f.osts[nz], per, float(rec.bytes),
+                                          float(rec.bytes), rec.ops, now, rfile=f))
+        else:
+            pos = self.pos_of_index.get(rec.ost)
+            self.add_transfer(SimTransfer(False, rec.job_id, None, np.array([pos]),
+                                          np.array([float(rec.bytes)]), float(rec.bytes),
+                                          float(rec.bytes), rec.ops, now))
+
+    def add_transfer(self, tr: SimTransfer) -> None:
+        """Start a transfer; a job's (not a migration's) also enters its job statistics."""
         if tr.nbytes <= 0:
             return
         tr.client = self.network.client_of(tr.job)
-        self.transfers.append(tr)
-        self.dirty = True
+        self.book.add(tr)
         if tr.job == REBALANCE_JOB:          # a migration: not a job's I/O
             return
         job = self.jobs.get(tr.job)
@@ -503,7 +401,14 @@ class Simulation:
             job.close_phase()
             job.ph_first = tr.start_s
         job.inflight += 1
-        # Alone on the idle cluster (no events): the slowest stripe at full bandwidth.
+        self._alone_bound(job, tr)
+        if tr.write and tr.file is not None:
+            tr.file.times[0] = min(tr.file.times[0], tr.start_s)
+        elif tr.rfile is not None:
+            tr.rfile.times[2] = min(tr.rfile.times[2], tr.start_s)
+
+    def _alone_bound(self, job: JobStats, tr: SimTransfer) -> None:
+        """Alone on the idle cluster (no events): the slowest stripe at full bandwidth."""
         base = self.base_storage
         bw = base.ost_bandwidth_bytes_s if tr.write or base.ost_read_bandwidth_bytes_s is None \
             else base.ost_read_bandwidth_bytes_s
@@ -521,10 +426,6 @@ class Simulation:
                 base.oss_cap_bytes_s[:oss.max() + 1], 1e-9)).max()))
         job.alone_s = max(job.alone_s, tr.start_s - job.first_io_s + ideal)
         job.ph_alone = max(job.ph_alone, tr.start_s - job.ph_first + ideal)
-        if tr.write and tr.file is not None:
-            tr.file.times[0] = min(tr.file.times[0], tr.start_s)
-        elif tr.rfile is not None:
-            tr.rfile.times[2] = min(tr.rfile.times[2], tr.start_s)
 
     def _delete(self, file_id: str) -> bool:
         if self.rebal is not None:
@@ -534,17 +435,9 @@ class Simulation:
             self.counters["deletes_of_missing_files"] += 1
             return False
         if f.transfers:
-            self._sync()
-            keep = []
-            for tr in self.transfers:
-                if tr.file is f:
-                    done = (tr.nbytes - tr.remaining) / tr.nbytes
-                    f.landed[tr.stripe_pos] += tr.per_ost * done
-                    self.counters["transfers_cancelled"] += 1
-                else:
-                    keep.append(tr)
-            self.transfers = keep
-            self.dirty = True
+            for tr, done in self.book.cancel(lambda tr: tr.file is f):
+                f.landed[tr.stripe_pos] += tr.per_ost * done
+                self.counters["transfers_cancelled"] += 1
         np.subtract.at(self.used, f.osts, f.landed)
         np.maximum(self.used, 0.0, out=self.used)
         self.counters["files_deleted"] += 1
@@ -552,120 +445,54 @@ class Simulation:
         return True
 
     # -- transfers -------------------------------------------------------------------
-    def _sync(self) -> None:
-        """Write the remaining bytes held in ``_rem`` back into the transfer objects.
-
-        ``_rem`` is aligned with the first ``len(_rem)`` transfers (later ones were
-        appended since the last rebuild and hold their own ``remaining``). Afterwards
-        the objects are authoritative until the next rebuild.
-        """
-        if self._rem is not None:
-            for tr, rem in zip(self.transfers, self._rem):
-                tr.remaining = float(rem)
-            self._rem = None
-            self.dirty = True
-
-    def _rebuild(self) -> None:
-        self._sync()
-        trs = self.transfers
-        f = len(trs)
-        if f == 0:
-            self._rem = np.zeros(0)
-            self._rate = np.zeros(0)
-            self._entry_flow = np.zeros(0, dtype=np.int64)
-            self._entry_ost = np.zeros(0, dtype=np.int64)
-            self._entry_frac = np.zeros(0)
-            self._entry_write = np.zeros(0, dtype=bool)
-            self._entry_lands = self._entry_write
-            self._ops_per_byte = np.zeros(0)
-            self.dirty = False
-            return
-        lens = [len(t.osts) for t in trs]
-        self._entry_flow = np.repeat(np.arange(f), lens)
-        self._entry_ost = np.concatenate([t.osts for t in trs])
-        self._entry_frac = np.concatenate([t.per_ost / t.nbytes for t in trs])
-        self._entry_write = np.repeat(np.array([t.write for t in trs]), lens)
-        self._entry_lands = (self._entry_write if all(t.lands for t in trs)
-                             else np.repeat(np.array([t.write and t.lands for t in trs]), lens))
-        self._rem = np.array([t.remaining for t in trs])
-        self._ops_per_byte = np.array([t.ops / t.nbytes for t in trs])
-        ts = TransferSet(self._entry_flow, self._entry_ost, self._entry_frac, f,
-                         np.array([t.write for t in trs]), np.array([t.client for t in trs]),
-                         self._ops_per_byte)
-        self._rate = self.network.rates(ts, self.storage)
-        if self.rebal is not None:
-            # Migration transfers never take more than their budget (their unused share
-            # is not handed to others: the equal-share model never redistributes).
-            self._rate = np.minimum(self._rate, np.array([t.cap_bytes_s for t in trs]))
-        self.dirty = False
-
     def _advance(self, now: float, dt: float) -> None:
         """Move every transfer forward by ``dt`` seconds; land bytes; finish transfers."""
-        if self.dirty:
-            self._rebuild()
-        n = self.cl.ost_count
         s = len(self.cl.oss_names)
-        if not len(self._rem):
+        step = self.book.advance(now, dt, self.storage, track_reads=self.mds.samples)
+        if step is None:
             self.oss_bytes_s = np.zeros(s)
             self.oss_ops_s = np.zeros(s)
             self.oss_in_bytes_s = np.zeros(s)
             return
-        progress = np.minimum(self._rate * dt, self._rem)
-        self._rem -= progress
-        entry_bytes = progress[self._entry_flow] * self._entry_frac
-        written = np.bincount(self._entry_ost, entry_bytes * self._entry_write, minlength=n)
-        if self._entry_lands is self._entry_write:
-            self.used += written
-        else:
-            self.used += np.bincount(self._entry_ost, entry_bytes * self._entry_lands, minlength=n)
-        self.ost_written_bytes += written
-        if self.samples_on:
-            self.ost_read_bytes += np.bincount(self._entry_ost, entry_bytes * ~self._entry_write,
-                                               minlength=n)
+        self.used += step.landed
+        self.mds.ost_written_bytes += step.written
+        if step.read is not None:
+            self.mds.ost_read_bytes += step.read
         over = self.used - self.capacity
         if (over > 0).any():
             self.counters["bytes_lost_enospc"] += float(over[over > 0].sum())
             np.minimum(self.used, self.capacity, out=self.used)
-        ost_bytes = np.bincount(self._entry_ost, entry_bytes, minlength=n)
-        ost_ops = np.bincount(self._entry_ost, entry_bytes * self._ops_per_byte[self._entry_flow],
-                              minlength=n)
+        self.ost_served_bytes += step.ost_bytes
         ost_oss = self.storage.ost_oss
-        self.oss_bytes_s = np.bincount(ost_oss, ost_bytes, minlength=s) / dt
-        self.oss_ops_s = np.bincount(ost_oss, ost_ops, minlength=s) / dt
-        self.oss_in_bytes_s = np.bincount(ost_oss, written, minlength=s) / dt
-        done = np.nonzero(self._rem <= 1e-6 * np.maximum(1.0, self._rem + progress))[0]
-        if len(done):
-            keep_mask = np.ones(len(self.transfers), dtype=bool)
-            for i in done:
-                tr = self.transfers[i]
-                rate = self._rate[i]
-                finish = now + (progress[i] / rate if rate > 0 else dt)
-                keep_mask[i] = False
-                if tr.job == REBALANCE_JOB:      # not an application's I/O
-                    self.rebal.transfer_done(tr, finish)
-                    continue
-                app = self.apps.setdefault(app_name(tr.job), AppStats())
-                app.io_time_s += finish - tr.start_s
-                app.transfers += 1
-                job = self.jobs[tr.job]
-                job.last_byte_s = max(job.last_byte_s, finish)
-                job.ph_last = max(job.ph_last, finish)
-                job.inflight -= 1
-                job.bytes += tr.nbytes
-                job.transfers += 1
-                if tr.write:
-                    app.bytes_written += tr.nbytes
-                    if tr.file is not None:
-                        tr.file.landed[tr.stripe_pos] += tr.per_ost
-                        tr.file.transfers -= 1
-                        tr.file.times[1] = max(tr.file.times[1], finish)
-                else:
-                    app.bytes_read += tr.nbytes
-                    if tr.rfile is not None:
-                        tr.rfile.times[3] = max(tr.rfile.times[3], finish)
-            self.transfers = [t for t, k in zip(self.transfers, keep_mask) if k]
-            self._rem = self._rem[keep_mask]
-            self.dirty = True
+        self.oss_bytes_s = np.bincount(ost_oss, step.ost_bytes, minlength=s) / dt
+        self.oss_ops_s = np.bincount(ost_oss, step.ost_ops, minlength=s) / dt
+        self.oss_in_bytes_s = np.bincount(ost_oss, step.written, minlength=s) / dt
+        for tr, finish in step.finished:
+            self._finished(tr, finish)
+
+    def _finished(self, tr: SimTransfer, finish: float) -> None:
+        if tr.job == REBALANCE_JOB:      # not an application's I/O
+            self.rebal.transfer_done(tr, finish)
+            return
+        app = self.apps.setdefault(app_name(tr.job), AppStats())
+        app.io_time_s += finish - tr.start_s
+        app.transfers += 1
+        job = self.jobs[tr.job]
+        job.last_byte_s = max(job.last_byte_s, finish)
+        job.ph_last = max(job.ph_last, finish)
+        job.inflight -= 1
+        job.bytes += tr.nbytes
+        job.transfers += 1
+        if tr.write:
+            app.bytes_written += tr.nbytes
+            if tr.file is not None:
+                tr.file.landed[tr.stripe_pos] += tr.per_ost
+                tr.file.transfers -= 1
+                tr.file.times[1] = max(tr.file.times[1], finish)
+        else:
+            app.bytes_read += tr.nbytes
+            if tr.rfile is not None:
+                tr.rfile.times[3] = max(tr.rfile.times[3], finish)
 
     def _purge(self, now: float) -> None:
         p = self.sc.purge
@@ -704,7 +531,7 @@ class Simulation:
         while k < steps:
             now = k * dt
             # Skip idle steps in bulk: nothing in flight, next record later.
-            if not self.transfers and not self.dirty:
+            if not len(self.book) and not self.book.dirty:
                 nxt = pending.timestamp_s if pending is not None else math.inf
                 if transitions:
                     nxt = min(nxt, transitions[0])
@@ -721,10 +548,10 @@ class Simulation:
                     transitions.pop(0)
                 self._apply_events(now)
             while pending is not None and pending.timestamp_s < end:
-                self._start(pending, now)
+                self.start_record(pending, now)
                 records += 1
                 pending = next(self.records, None)
-            if self.transfers or self.dirty:
+            if len(self.book) or self.book.dirty:
                 self._advance(now, dt)
                 cpu = sc.oss_model.cpu_percent(self.oss_bytes_s, self.oss_ops_s)
                 mean = float(cpu.mean())
@@ -754,8 +581,8 @@ class Simulation:
                 last_progress = k
         if self.progress:
             self.progress(sc.duration_s, sc.duration_s)
-        self.counters["transfers_unfinished"] = len(self.transfers)
-        for tr in self.transfers:
+        self.counters["transfers_unfinished"] = len(self.book)
+        for tr in self.book.transfers:
             if tr.job == REBALANCE_JOB:
                 self.counters["rebalance_transfers_unfinished"] += 1
             else:

@@ -186,14 +186,10 @@ class Rebalancer:
             self.queue = [m for m in self.queue if m.key != key]
             return
         sim = self.sim
-        sim._sync()
         live = {id(t) for t in mig.transfers}
-        for tr in sim.transfers:
-            if id(tr) in live and tr.write:
-                done = (tr.nbytes - tr.remaining) / tr.nbytes
+        for tr, done in sim.book.cancel(lambda t: id(t) in live):
+            if tr.write:
                 mig.volatile.landed[tr.stripe_pos] += tr.per_ost * done
-        sim.transfers = [t for t in sim.transfers if id(t) not in live]
-        sim.dirty = True
         np.subtract.at(sim.used, mig.new_osts, mig.volatile.landed)
         np.maximum(sim.used, 0.0, out=sim.used)
         self._release(mig)
@@ -242,7 +238,7 @@ class Rebalancer:
     def _ost_table(self) -> OstTable:
         """The OSTs the MDS knows (its view: flags from the mapper's state rules)."""
         sim = self.sim
-        p = sim.view_p
+        p = sim.mds.view_p
         table = OstTable.from_snapshot(sim.view, sim.cl.bandwidth_bytes_s[p])
         table.kbytes_total = sim.capacity[p] / 1024
         table.kbytes_used = sim.used[p] / 1024
@@ -322,7 +318,7 @@ class Rebalancer:
         sim = self.sim
         if self._qos is None:
             self._qos = make_policy("lustre_qos", seed=sim.sc.seed)
-        sim._refresh_statfs(now)
+        sim.refresh_statfs(now)
         sim.view.time_s = now
         req = CreateRequest(job_id="lfs_migrate", stripe_count=len(f.osts),
                             stripe_size=f.stripe_size, expected_bytes=int(f.landed.sum()))
@@ -359,8 +355,8 @@ class Rebalancer:
         self.busy[old] = True
         self.busy[new] = True
         self.streams += 1
-        sim._add(rd)
-        sim._add(wr)
+        sim.add_transfer(rd)
+        sim.add_transfer(wr)
         sim.counters["rebalance_moves_started"] += 1
 
     def _release(self, mig: _Migration) -> None:
@@ -383,4 +379,4 @@ class Rebalancer:
         sim.counters["rebalance_moves_done"] += 1
         sim.counters["rebalance_bytes_moved"] += float(f.landed.sum())
         for rec, t0 in self.held.pop(key, []):
-            sim._start(rec, t0)
+            sim.start_record(rec, t0)

@@ -151,18 +151,6 @@ class StudyRow:
     world: str = "uniform"
 
 
-class _StudySimulation(Simulation):
-    """A simulation that also counts the bytes each OST serves (reads and writes)."""
-
-    def _advance(self, now: float, dt: float) -> None:
-        if self.dirty:
-            self._rebuild()
-        if len(self._rem):
-            moved = np.minimum(self._rate * dt, self._rem)[self._entry_flow] * self._entry_frac
-            self.ost_served += np.bincount(self._entry_ost, moved, minlength=self.cl.ost_count)
-        super()._advance(now, dt)
-
-
 def _run_one(toml_text: str, osts: int, osses: int, policy: str, world: str = "uniform") -> StudyRow:
     from simulator.network.model import make_network
     from simulator.runner import build_policy, prepare
@@ -173,14 +161,13 @@ def _run_one(toml_text: str, osts: int, osses: int, policy: str, world: str = "u
         p.write_text(toml_text)
         sc = load_scenario(p)
         cluster = prepare(sc)
-        sim = _StudySimulation(sc, cluster, build_policy(sc, policy), scenario_records(sc),
-                               make_network(sc.network, **sc.network_params))
-        sim.ost_served = np.zeros(cluster.ost_count)
+        sim = Simulation(sc, cluster, build_policy(sc, policy), scenario_records(sc),
+                         make_network(sc.network, **sc.network_params))
         r = sim.run()
     moved = sum(a.bytes_written + a.bytes_read for a in r.apps.values())
     io_time = sum(a.io_time_s for a in r.apps.values())
     alloc = r.alloc_ns / 1e3 if len(r.alloc_ns) else np.zeros(1)
-    oss_served = np.bincount(cluster.ost_oss, sim.ost_served, minlength=len(cluster.oss_names))
+    oss_served = np.bincount(cluster.ost_oss, sim.ost_served_bytes, minlength=len(cluster.oss_names))
     return StudyRow(
         osts=osts, osses=osses, policy=policy,
         mean_io_bandwidth_mib_s=round(moved / io_time / MIB, 2) if io_time > 0 else 0.0,
@@ -191,7 +178,7 @@ def _run_one(toml_text: str, osts: int, osses: int, policy: str, world: str = "u
         ost_max_mean_end=round(float(max_mean_ratio(sim.used)), 4),
         ost_jain_end=round(float(jain_index(sim.used)), 4),
         oss_cpu_max_mean_mean=round(float(r.oss_cpu_max_mean.mean()), 3),
-        ost_served_max_mean=round(float(max_mean_ratio(sim.ost_served)), 3),
+        ost_served_max_mean=round(float(max_mean_ratio(sim.ost_served_bytes)), 3),
         oss_served_max_mean=round(float(max_mean_ratio(oss_served)), 3),
         records=r.records, wall_s=round(r.wall_s, 1), world=world)
 

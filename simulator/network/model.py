@@ -31,7 +31,6 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from mapper.state.ost_health import lnet_load_percent
 
 from simulator.models import transfer_rates
 from simulator.network.calibration import Calibration, load_calibration
@@ -57,8 +56,10 @@ class NetworkModel(Protocol):
         """Rate of each transfer, bytes/s, shape (F,)."""
         ...
 
-    def lnet_load_percent(self, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray) -> np.ndarray:
-        """Normalised LNet load (0..100) per OSS from its received/sent bytes/s, shape (S,)."""
+    @property
+    def oss_link_bytes_s(self) -> float:
+        """An OSS's LNet link rate, bytes/s: what its LNet load is normalised to
+        (:func:`mapper.state.ost_health.lnet_load_percent`)."""
         ...
 
 
@@ -87,9 +88,9 @@ class _EqualShare:
                                   ost_oss=storage.ost_oss, oss_cap_bytes_s=storage.oss_cap_bytes_s,
                                   latency_s=storage.ost_latency_s, ops_per_byte=ts.flow_ops_per_byte)
 
-    def lnet_load_percent(self, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray) -> np.ndarray:
-        ref = REFERENCE_LINK_GBIT_S * 1e9 / 8
-        return lnet_load_percent(oss_out_bytes_s, oss_in_bytes_s, ref)
+    @property
+    def oss_link_bytes_s(self) -> float:
+        return REFERENCE_LINK_GBIT_S * 1e9 / 8
 
 
 class NoNetwork(_EqualShare):
@@ -200,9 +201,9 @@ class MaxMinNetwork:
         ef, er, ec, cap, weight, _, _ = self.problem(ts, storage)
         return max_min_levels(ef, er, ec, ts.flow_count, cap) * weight
 
-    def lnet_load_percent(self, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray) -> np.ndarray:
-        ref = self.spec.link_bytes_s("oss")
-        return lnet_load_percent(oss_out_bytes_s, oss_in_bytes_s, ref)
+    @property
+    def oss_link_bytes_s(self) -> float:
+        return self.spec.link_bytes_s("oss")
 
 
 def _ns3_model(**params: float) -> NetworkModel:

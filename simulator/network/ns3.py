@@ -31,7 +31,6 @@ from typing import Sequence
 
 import numpy as np
 
-from mapper.state.ost_health import lnet_load_percent
 
 from simulator.network.maxmin import max_min_levels
 from simulator.network.topology import ClientMap, LnetSpec, NetworkSpecError, subflows
@@ -235,9 +234,9 @@ class Ns3Network:
     def client_of(self, job: str) -> int:
         return self._clients.assign(job)
 
-    def lnet_load_percent(self, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray) -> np.ndarray:
-        ref = self.spec.link_bytes_s("oss")
-        return lnet_load_percent(oss_out_bytes_s, oss_in_bytes_s, ref)
+    @property
+    def oss_link_bytes_s(self) -> float:
+        return self.spec.link_bytes_s("oss")
 
     def rates(self, ts: TransferSet, storage: Storage) -> np.ndarray:
         if ts.flow_count == 0:

@@ -3,7 +3,7 @@ Lustre rules to the same state (issue #16: each rule defined once).
 
 The same fills are driven through the three paths a rule can take:
 
-* simulator: :meth:`simulator.engine.Simulation._refresh_statfs` (the MDS's statfs view);
+* simulator: :meth:`simulator.mds_view.MdsView.refresh_statfs` (the MDS's statfs view);
 * live stack: :meth:`livestack.emulator.EmulatedCluster.snapshot` (the emulated MDS);
 * service: :meth:`mapper.state.state_store.StateStore.apply` (the collectors' samples).
 
@@ -79,7 +79,7 @@ def test_watermark_hysteresis_and_usability_agree_on_every_path(tmp_path):
         avail = [walk[(step + k) % len(walk)] for k in range(cluster.ost_count)]
         used = cluster.capacity_bytes - np.array(avail, dtype=float) * KIB
         sim.used[:] = used
-        sim._refresh_statfs(float(step))
+        sim.refresh_statfs(float(step))
         for o, u in zip(emu.osts, used):
             o.used_bytes = float(u)
         emu_view = emu.snapshot()
@@ -105,7 +105,7 @@ def test_enoino_agrees_between_simulator_view_and_service():
     for ost, f, pre in zip(sim.view.osts, files, precreated):
         ost.files_free = f
         ost.files_precreated = pre
-    sim._refresh_statfs(0.0)
+    sim.refresh_statfs(0.0)
     _feed(store, cluster, [OST_BYTES // KIB] * 4, files, 0.0)
     svc = store.current(0.0)
     for ost, pre in zip(svc.osts, precreated):
@@ -123,7 +123,7 @@ def test_stale_servers_agree_between_gate_function_and_store():
     cluster = _cluster()
     sim = _simulation(cluster)
     store = StateStore()
-    sim._refresh_statfs(0.0)
+    sim.refresh_statfs(0.0)
     sim._refresh_stats(100.0)
     sim.view.osses["oss1"].sample_time_s = 90.0
     for ost in sim.view.osts:

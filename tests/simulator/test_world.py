@@ -50,8 +50,8 @@ class Spy:
         sim = self.sim_ref[0]
         self.seen.append((view.time_s, {o.index: (o.active, o.flags, o.oss, o.write_bytes_per_s)
                                          for o in view.osts},
-                          {o.index: o.write_bytes_per_s for o in sim.store.snapshot.osts}
-                          if sim.store else {}))
+                          {o.index: o.write_bytes_per_s for o in sim.mds.store.snapshot.osts}
+                          if sim.mds.store else {}))
         return self.inner.allocate(view, req)
 
 

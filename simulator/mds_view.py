@@ -1,0 +1,199 @@
+"""The MDS's view of the OSTs in the simulator: what the placement policies see.
+
+Two sources, refreshed lazily at a create when due, as on a real MDS:
+
+* **statfs** (every ``statfs_interval_s``): kbytes free/avail per OST and the OSP flags
+  (:func:`mapper.state.ost_health.statfs_flags`, watermarks with hysteresis); LOD refreshes
+  a stale cache before allocating.
+* **the collectors' samples** (every ``stats_interval_s``): what each OSS's collector would
+  publish (per OST kbytes, brw_stats write RPC time, obdfilter write/read rates, degraded,
+  available; per OSS CPU, memory and LNet bytes), folded by the mapper's own
+  :class:`~mapper.state.state_store.StateStore`; the view's load fields (RPC time, write
+  rate, OSS CPU/memory/LNet load, ``active``, ``DEGRADED``, serving OSS, new OSTs) are
+  copied from the store's rule outputs, never written by the engine directly.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from mapper.state.ost_health import statfs_flags
+from mapper.state.state_store import StateStore
+from simulator.cluster import KIB, MIB, SimCluster
+from simulator.scenario import Scenario
+
+
+class MdsView:
+    """The policies' snapshot (``view``) and the sample path into it.
+
+    Args:
+        scenario: the scenario (intervals, OSS model).
+        cluster: the (expanded) simulated cluster.
+        used: initial used bytes per OST position.
+        present: OST positions present at t=0 (expansions add the rest later).
+        initial_osses: OSSes present at t=0.
+        lnet_link_bytes_s: the OSS link rate LNet load is normalised to, bytes/s.
+        samples: route the collectors' samples through the mapper's state store.
+    """
+
+    def __init__(self, scenario: Scenario, cluster: SimCluster, used: np.ndarray,
+                 present: np.ndarray, initial_osses: int, lnet_link_bytes_s: float,
+                 samples: bool):
+        self.sc = scenario
+        self.cl = cluster
+        n = cluster.ost_count
+        self.view: ClusterSnapshot = cluster.snapshot(used)
+        self.view_p = np.arange(n)      # engine position of each OST of the view
+        if not present.all():
+            keep = [p for p in range(n) if present[p]]
+            self.view.osts = [self.view.osts[p] for p in keep]
+            for name in cluster.oss_names[initial_osses:]:
+                self.view.osses.pop(name, None)
+            self.view_p = np.array(keep)
+        self.samples = samples
+        self.store = (StateStore(lnet_capacity_bytes_per_s=lnet_link_bytes_s)
+                      if samples else None)
+        self.last_statfs_s = -math.inf
+        self.last_stats_s = -math.inf
+        self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last sample
+        self.ost_read_bytes = np.zeros(n)      # bytes read per OST since the last sample
+
+    # -- statfs --------------------------------------------------------------------------
+    def refresh_statfs(self, now: float, used: np.ndarray, capacity: np.ndarray) -> None:
+        """The MDS's statfs of every OST now (bytes used and capacity per position)."""
+        avail = np.maximum(capacity - used, 0.0)
+        for p, ost in zip(self.view_p.tolist(), self.view.osts):
+            kb = int(avail[p] // KIB)
+            ost.kbytes_free = ost.kbytes_avail = kb
+            # The service's rule (OSP watermarks with hysteresis), on the statfs KiB.
+            ost.flags = statfs_flags(ost.flags, kb, ost.kbytes_total, ost.files_free)
+        self.view.changed()
+        self.last_statfs_s = now
+
+    def statfs_due(self, now: float) -> bool:
+        return now - self.last_statfs_s >= self.sc.cluster.statfs_interval_s
+
+    def stats_due(self, now: float) -> bool:
+        return now - self.last_stats_s >= self.sc.cluster.stats_interval_s
+
+    # -- samples -------------------------------------------------------------------------
+    def refresh_stats(self, now: float, latency_s: np.ndarray, cpu: np.ndarray, mem: np.ndarray,
+                      lnet: np.ndarray, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray,
+                      used: np.ndarray, capacity: np.ndarray, present: np.ndarray,
+                      state) -> None:
+        """One sample interval ends at ``now``.
+
+        Args:
+            latency_s: per OST position, the brw_stats mean write RPC time, s.
+            cpu, mem: per OSS, percent.
+            lnet: per OSS, the LNet load 0..100 (without the store: written directly).
+            oss_in_bytes_s, oss_out_bytes_s: per OSS, bytes/s received and sent.
+            used, capacity: per OST position, bytes.
+            present: OST positions that exist now.
+            state: the events' effective state (None without events).
+        """
+        for s, name in enumerate(self.cl.oss_names):
+            oss = self.view.osses.get(name)
+            if oss is None:     # an expansion's OSS the samples have not announced yet
+                continue
+            oss.cpu_percent = float(cpu[s])
+            oss.mem_percent = float(mem[s])
+            oss.lnet_load = float(lnet[s])
+            oss.sample_time_s = now
+        if self.samples:
+            self._publish(now, latency_s, cpu, mem, used, capacity, present, state)
+        for p, ost in zip(self.view_p.tolist(), self.view.osts):
+            ost.write_latency_s = float(latency_s[p])
+            ost.sample_time_s = now
+        # The collectors' per-OST write rate (obdfilter stats write_bytes over the
+        # interval), bytes/s.
+        span = now - self.last_stats_s
+        if self.samples and not math.isfinite(span):
+            span = now      # collectors sample from the start, not from the first create
+        if math.isfinite(span) and span > 0:
+            rate = self.ost_written_bytes / span
+            for p, ost in zip(self.view_p.tolist(), self.view.osts):
+                ost.write_bytes_per_s = float(rate[p])
+        self.ost_written_bytes = np.zeros(self.cl.ost_count)
+        self.ost_read_bytes = np.zeros(self.cl.ost_count)
+        self.view.changed()
+        self.last_stats_s = now
+
+    def _publish(self, now: float, latency_s: np.ndarray, cpu: np.ndarray, mem: np.ndarray,
+                 used: np.ndarray, capacity: np.ndarray, present: np.ndarray, st) -> None:
+        """What the collectors would publish now, folded into the mapper's state store
+        (:class:`mapper.state.state_store.StateStore`, the live stack's sample -> state
+        rules), then the rule outputs the statfs/stats refreshes do not cover (OST
+        ``active``, ``DEGRADED``, serving OSS, new OSTs) copied into the view.
+
+        Per OST target: ``kbytes_total/free/avail``, brw_stats ``write_io_time_ms_mean``,
+        obdfilter ``write_bytes_per_s``/``read_bytes_per_s`` over the interval (all
+        traffic, managed or not), ``degraded``, ``available``.
+        """
+        span = now - self.last_stats_s
+        span = span if math.isfinite(span) and span > 0 else now
+        n = self.cl.ost_count
+        wrate = self.ost_written_bytes / span if span else np.zeros(n)
+        rrate = self.ost_read_bytes / span if span else np.zeros(n)
+        ost_oss = self.cl.ost_oss if st is None else st.ost_oss
+        avail = np.maximum(capacity - used, 0.0)
+        interval = self.sc.cluster.stats_interval_s
+        by_oss: dict[int, dict] = {}
+        for p in np.nonzero(present)[0].tolist():
+            kb_total = int(capacity[p] // KIB)
+            kb_free = int(avail[p] // KIB)
+            ok = True if st is None else bool(st.available[p])
+            target = {"kind": "ost", "index": int(self.cl.ost_index[p]), "available": ok,
+                      "values": {"kbytes_total": kb_total, "kbytes_free": kb_free,
+                                 "kbytes_avail": kb_free,
+                                 "write_io_time_ms_mean": float(latency_s[p]) * 1000.0,
+                                 "write_bytes_per_s": float(wrate[p]),
+                                 "read_bytes_per_s": float(rrate[p]),
+                                 "degraded": int(st is not None and st.degraded[p])}}
+            if not ok:
+                target["unavailable"] = {"ost": st.unavailable_reason[p] or "unavailable"}
+            by_oss.setdefault(int(ost_oss[p]), {})[f"OST{int(self.cl.ost_index[p]):04x}"] = target
+        for s_pos, targets in by_oss.items():
+            self.store.apply("oss", self.cl.oss_names[s_pos], now, interval,
+                             {"values": {"cpu_percent": float(cpu[s_pos]),
+                                         "mem_percent": float(mem[s_pos])}}, targets)
+        self._adopt_store(present)
+
+    def _adopt_store(self, present: np.ndarray) -> None:
+        """Copy the store's rule outputs into the view (and add OSTs it introduced)."""
+        known = {o.index for o in self.view.osts}
+        seen = self.store.snapshot.ost_by_index()
+        idx = self.cl.ost_index
+        new = [p for p in np.nonzero(present)[0].tolist() if int(idx[p]) not in known
+               and int(idx[p]) in seen]
+        if new:
+            order = sorted(list(zip(self.view_p.tolist(), self.view.osts))
+                           + [(p, seen[int(idx[p])]) for p in new],
+                           key=lambda x: int(idx[x[0]]))
+            self.view_p = np.array([p for p, _ in order])
+            fresh = set(new)
+            osts = []
+            for p, o in order:
+                if p in fresh:  # the view's own copy of the OST the samples introduced
+                    o = OstState(index=o.index, oss=o.oss, kbytes_total=o.kbytes_total,
+                                 kbytes_free=o.kbytes_free, kbytes_avail=o.kbytes_avail)
+                osts.append(o)
+            self.view.osts = osts
+            for o in osts:
+                if o.oss not in self.view.osses:
+                    self.view.osses[o.oss] = OssState(o.oss)
+        for ost in self.view.osts:
+            ruled = seen.get(ost.index)
+            if ruled is None:
+                continue
+            ost.active = ruled.active
+            ost.flags = (ost.flags & ~OstFlag.DEGRADED) | (ruled.flags & OstFlag.DEGRADED)
+            if ruled.oss != ost.oss:
+                ost.oss = ruled.oss
+                if ost.oss not in self.view.osses:
+                    self.view.osses[ost.oss] = OssState(ost.oss)
+
+
+__all__ = ["MdsView", "MIB"]
