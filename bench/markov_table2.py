@@ -79,10 +79,10 @@ def generator_requests(duration_s: float, seed: int) -> list[Request]:
     stripe: dict[str, int] = {}
     for r in merge_traces(streams):
         if r.op == "write":
-            stripe[r.job_id] = r.stripe_size
-            out.append((r.job_id, r.bytes, r.stripe_size))
+            stripe[r.jobid] = r.stripe_size
+            out.append((r.jobid, r.bytes, r.stripe_size))
         elif r.op == "read":
-            out.append((r.job_id, 0, stripe.get(r.job_id, 1 << 20)))
+            out.append((r.jobid, 0, stripe.get(r.jobid, 1 << 20)))
     return out
 
 

@@ -282,13 +282,13 @@ class Collector:
             return
         rows = []
         resets = 0
-        for job_id, job in cur.jobs.items():
-            before = prev.jobs.get(job_id)
+        for jobid, job in cur.jobs.items():
+            before = prev.jobs.get(jobid)
             try:
                 def d(counter: str, attr: str) -> int:
                     a = getattr(before.counters.get(counter), attr, 0) if before else 0
                     b = getattr(job.counters.get(counter), attr, 0)
-                    return delta(f"{job_id}.{counter}", a or 0, b or 0)
+                    return delta(f"{jobid}.{counter}", a or 0, b or 0)
                 rb, wb = d("read_bytes", "sum"), d("write_bytes", "sum")
                 ops = sum(d(n, "samples") for n in set(job.counters) | set(before.counters if before else ())
                           if n not in _RW_TIME)
@@ -296,7 +296,7 @@ class Collector:
                 resets += 1
                 continue
             if rb or wb or ops:
-                rows.append({"job_id": job_id, "read_bytes_per_s": rb / local_dt,
+                rows.append({"job_id": jobid, "read_bytes_per_s": rb / local_dt,
                              "write_bytes_per_s": wb / local_dt, "ops_per_s": ops / local_dt})
         rows.sort(key=lambda r: (-(r["read_bytes_per_s"] + r["write_bytes_per_s"]), -r["ops_per_s"],
                                  r["job_id"]))

@@ -96,10 +96,10 @@ def build_plans(scenario: Scenario, data_dir: Path, time_scale: float, size_scal
             first = plan is None
             if first:
                 rank = zlib.crc32(r.file_id.encode()) % ranks
-                key = (r.job_id, r.stripe_count, r.stripe_size, r.bytes, rank)
+                key = (r.jobid, r.stripe_count, r.stripe_size, r.bytes, rank)
                 plan = plans.get(key)
                 if plan is None:
-                    plan = plans[key] = WriterPlan(r.job_id, r.stripe_count, r.stripe_size,
+                    plan = plans[key] = WriterPlan(r.jobid, r.stripe_count, r.stripe_size,
                                                    r.bytes, rank)
                 owner[r.file_id] = plan
                 creates += 1

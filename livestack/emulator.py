@@ -124,8 +124,8 @@ class EmulatedOst:
     def name(self) -> str:
         return target_name(FSNAME, self.index)
 
-    def job(self, job_id: str) -> dict[str, _Counter]:
-        return self.jobs.setdefault(job_id, defaultdict(_Counter))
+    def job(self, jobid: str) -> dict[str, _Counter]:
+        return self.jobs.setdefault(jobid, defaultdict(_Counter))
 
 
 class EmulatedCluster:
@@ -307,8 +307,8 @@ class EmulatedCluster:
     def _job_stats_text(ost: EmulatedOst, stamp: str, start: str, elapsed: str) -> str:
         # lprocfs_jobstats_seq_show (2.15): YAML, snapshot/start/elapsed in secs.nsecs.
         lines = ["job_stats:"]
-        for job_id, counters in sorted(ost.jobs.items()):
-            lines.append(f"- job_id:          {job_id}")
+        for jobid, counters in sorted(ost.jobs.items()):
+            lines.append(f"- job_id:          {jobid}")
             lines.append(f"  snapshot_time:   {stamp} secs.nsecs")
             lines.append(f"  start_time:      {start} secs.nsecs")
             lines.append(f"  elapsed_time:    {elapsed} secs.nsecs")
@@ -424,7 +424,7 @@ class RecordFeed:
         count = int(rec.get("req_count") or 1)
         try:
             placed = self._default.allocate(self.cluster.snapshot(), CreateRequest(
-                job_id=rec.get("job", ""), stripe_count=count, stripe_size=size))
+                jobid=rec.get("job", ""), stripe_count=count, stripe_size=size))
         except AllocationError:
             return [], size
         return list(placed.osts), size

@@ -41,9 +41,9 @@ from traces.format import TraceRecord
 HOUR_S = 3600.0
 
 
-def app_name(job_id: str) -> str:
+def app_name(jobid: str) -> str:
     """The application a job id belongs to: replays ``job#k`` count as ``job``."""
-    return job_id.split("#", 1)[0]
+    return jobid.split("#", 1)[0]
 
 
 @dataclass
@@ -291,10 +291,10 @@ class Simulation:
         view = mds.view
         view.time_s = now
         view.mds_cpu_percent = self.mds_cpu_last
-        app = self.apps.setdefault(app_name(rec.job_id), AppStats())
-        req = CreateRequest(job_id=rec.job_id, stripe_count=rec.stripe_count,
+        app = self.apps.setdefault(app_name(rec.jobid), AppStats())
+        req = CreateRequest(jobid=rec.jobid, stripe_count=rec.stripe_count,
                             stripe_size=rec.stripe_size, expected_bytes=rec.bytes)
-        managed = not (self.unmanaged and rec.job_id in self.unmanaged)
+        managed = not (self.unmanaged and rec.jobid in self.unmanaged)
         policy = self.policy if managed else self.lustre_policy
         t0 = time.perf_counter_ns()
         try:
@@ -317,7 +317,7 @@ class Simulation:
         self.counters["creates"] += 1
         self.creates_this_step += 1
         osts = np.array([self.pos_of_index[i] for i in placement.osts], dtype=np.int64)
-        return SimFile(job=rec.job_id, osts=osts, stripe_size=rec.stripe_size,
+        return SimFile(job=rec.jobid, osts=osts, stripe_size=rec.stripe_size,
                        landed=np.zeros(len(osts)), last_write_s=now)
 
     # -- records ---------------------------------------------------------------------
@@ -327,7 +327,7 @@ class Simulation:
         if rec.op == "write" and rec.ost is not None:
             # Background traffic (an LMT replay): loads the OST, lands no bytes.
             pos = self.pos_of_index.get(rec.ost)
-            self.add_transfer(SimTransfer(True, rec.job_id, None, np.array([pos]),
+            self.add_transfer(SimTransfer(True, rec.jobid, None, np.array([pos]),
                                           np.array([float(rec.bytes)]), float(rec.bytes),
                                           float(rec.bytes), rec.ops, now, lands=False))
             return
@@ -360,7 +360,7 @@ class Simulation:
         nz = np.nonzero(delta)[0]
         f.last_write_s = now
         f.transfers += 1
-        self.add_transfer(SimTransfer(True, rec.job_id, f, f.osts[nz], delta[nz], float(rec.bytes),
+        self.add_transfer(SimTransfer(True, rec.jobid, f, f.osts[nz], delta[nz], float(rec.bytes),
                                       float(rec.bytes), rec.ops, now, stripe_pos=nz))
 
     def _read(self, rec: TraceRecord, now: float) -> None:
@@ -374,11 +374,11 @@ class Simulation:
             share = f.landed if f.landed.sum() > 0 else np.ones(len(f.osts))
             nz = np.nonzero(share)[0]
             per = share[nz] / share[nz].sum() * rec.bytes
-            self.add_transfer(SimTransfer(False, rec.job_id, None, f.osts[nz], per, float(rec.bytes),
+            self.add_transfer(SimTransfer(False, rec.jobid, None, f.osts[nz], per, float(rec.bytes),
                                           float(rec.bytes), rec.ops, now, rfile=f))
         else:
             pos = self.pos_of_index.get(rec.ost)
-            self.add_transfer(SimTransfer(False, rec.job_id, None, np.array([pos]),
+            self.add_transfer(SimTransfer(False, rec.jobid, None, np.array([pos]),
                                           np.array([float(rec.bytes)]), float(rec.bytes),
                                           float(rec.bytes), rec.ops, now))
 

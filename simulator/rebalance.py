@@ -320,7 +320,7 @@ class Rebalancer:
             self._qos = make_policy("lustre_qos", seed=sim.sc.seed)
         sim.refresh_statfs(now)
         sim.view.time_s = now
-        req = CreateRequest(job_id="lfs_migrate", stripe_count=len(f.osts),
+        req = CreateRequest(jobid="lfs_migrate", stripe_count=len(f.osts),
                             stripe_size=f.stripe_size, expected_bytes=int(f.landed.sum()))
         try:
             placement = self._qos.allocate(sim.view, req)

@@ -120,7 +120,7 @@ def scale_scenario_toml(osts: int, osses: int, *, duration_s: float = DEFAULT_DU
         first_ckpt = 30 + (g * 97) % max(1, int(duration_s // 2))
         for k, app in enumerate(("ior", "hacc", "tpa")):
             lines += ["", "[[workload]]", f'generator = "{app}"', f"seed = {1000 * g + 11 + k}",
-                      f'job_id = "{app}.g{g}"']
+                      f'jobid = "{app}.g{g}"']
             if app == "ior":
                 lines.append(f"params = {{ num_procs = {IOR_PROCS}, block_size = {IOR_BLOCK} }}")
             elif app == "hacc":

@@ -102,7 +102,7 @@ class WorkloadSpec:
         kind: ``trace`` | ``generator`` | ``darshan``.
         source: the path, generator name, or log path/name.
         seed: generator seed.
-        job_id: override of the job id (generators).
+        jobid: override of the jobid (generators).
         params: generator parameters.
         repeat_every_s: replay the workload every this many seconds (Darshan logs are
             short; a repeat gets a fresh job id suffix ``#k`` and file namespace).
@@ -117,7 +117,7 @@ class WorkloadSpec:
     kind: str
     source: str
     seed: int = 0
-    job_id: str | None = None
+    jobid: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     repeat_every_s: float | None = None
     start_s: float = 0.0
@@ -431,7 +431,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             p = _expand(path, source)
             source = str(p) if p.is_file() else source  # else: a shipped example log's name
         ws = WorkloadSpec(kind=kind, source=source, seed=t.get("seed", int, seed),
-                          job_id=t.get("job_id", str, None),
+                          jobid=t.get("jobid", str, None),
                           params=dict(t.get("params", dict, {})),
                           repeat_every_s=t.get("repeat_every_s", float, None, minimum=1.0),
                           start_s=t.get("start_s", float, 0.0, minimum=0.0),

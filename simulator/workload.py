@@ -20,8 +20,8 @@ BACKGROUND_JOB = "lmt-background"
 """Job id of replayed background traffic (never managed)."""
 
 
-def is_managed(job_id: str, fraction: float, seed: int) -> bool:
-    """Whether job ``job_id`` of a workload with ``managed = fraction`` goes through the mapper.
+def is_managed(jobid: str, fraction: float, seed: int) -> bool:
+    """Whether job ``jobid`` of a workload with ``managed = fraction`` goes through the mapper.
 
     A seeded CRC32 of the job id against the fraction, so every policy's run and every
     replay of the same job agree, and about ``fraction`` of the jobs are managed."""
@@ -29,7 +29,7 @@ def is_managed(job_id: str, fraction: float, seed: int) -> bool:
         return True
     if fraction <= 0.0:
         return False
-    return zlib.crc32(f"{seed}:{job_id}".encode()) / 2**32 < fraction
+    return zlib.crc32(f"{seed}:{jobid}".encode()) / 2**32 < fraction
 
 
 def _background_records(spec: WorkloadSpec) -> Iterator[TraceRecord]:
@@ -41,7 +41,7 @@ def _background_records(spec: WorkloadSpec) -> Iterator[TraceRecord]:
         rows = read_background(spec.source)
     except LmtError as e:
         raise ScenarioError(str(e)) from None
-    job = spec.job_id or BACKGROUND_JOB
+    job = spec.jobid or BACKGROUND_JOB
     for t, ost, rb, wb in rows:
         if rb:
             yield TraceRecord(t, "read", job, "", rb, 0, 0, ost, max(1, rb >> 20))
@@ -61,7 +61,7 @@ def _read_back_records(spec: WorkloadSpec, scenario: Scenario) -> list[TraceReco
         if r.op == "write":
             size[r.file_id] = size.get(r.file_id, 0) + r.bytes
             last[r.file_id] = r.timestamp_s
-            job[r.file_id] = r.job_id
+            job[r.file_id] = r.jobid
         elif r.op == "delete":
             gone[r.file_id] = r.timestamp_s
     out = []
@@ -71,7 +71,7 @@ def _read_back_records(spec: WorkloadSpec, scenario: Scenario) -> list[TraceReco
             continue
         if not is_managed(fid, spec.reads_fraction, spec.seed):   # the seeded selection
             continue
-        out.append(TraceRecord(when, "read", spec.job_id or f"{job[fid]}.read", fid, size[fid],
+        out.append(TraceRecord(when, "read", spec.jobid or f"{job[fid]}.read", fid, size[fid],
                                0, 0, None, max(1, size[fid] >> 20)))
     out.sort(key=lambda r: r.timestamp_s)
     return out
@@ -89,15 +89,15 @@ def _base_records(spec: WorkloadSpec, duration_s: float) -> Iterable[TraceRecord
         except KeyError:
             raise ScenarioError(f"workload generator {spec.source!r} unknown "
                                 f"(known: {', '.join(sorted(GENERATORS))})") from None
-        return gen(duration_s, spec.seed, spec.job_id, **spec.params)
+        return gen(duration_s, spec.seed, spec.jobid, **spec.params)
     from traces.darshan_import import import_darshan, resolve_log
-    return import_darshan(resolve_log(spec.source), job_id=spec.job_id, **spec.params).records
+    return import_darshan(resolve_log(spec.source), jobid=spec.jobid, **spec.params).records
 
 
 def _replay(base: list[TraceRecord], k: int, offset: float) -> Iterator[TraceRecord]:
     """Replay ``k`` of ``base``: shifted by ``offset`` s, job ``<job>#k``, files ``r<k>/...``."""
     for r in base:
-        yield r._replace(timestamp_s=r.timestamp_s + offset, job_id=f"{r.job_id}#{k}",
+        yield r._replace(timestamp_s=r.timestamp_s + offset, jobid=f"{r.jobid}#{k}",
                          file_id=f"r{k}/{r.file_id}" if r.file_id else "")
 
 
@@ -140,8 +140,8 @@ def unmanaged_jobs(scenario: Scenario) -> frozenset[str]:
         if spec.managed >= 1.0:
             continue
         for r in _records(spec, scenario):
-            if not is_managed(r.job_id, spec.managed, spec.seed):
-                out.add(r.job_id)
+            if not is_managed(r.jobid, spec.managed, spec.seed):
+                out.add(r.jobid)
     return frozenset(out)
 
 

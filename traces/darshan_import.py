@@ -71,7 +71,7 @@ class DarshanImport:
     path; ``notes`` says which modules were used, missing or skipped.
     """
     path: str
-    job_id: str
+    jobid: str
     records: list[TraceRecord]
     layouts: dict[str, LustreLayout]
     notes: list[str] = field(default_factory=list)
@@ -183,7 +183,7 @@ def _opened(src: str | Path | Any) -> Iterator[Any]:
         report._cleanup()  # what DarshanReport.__exit__ calls
 
 
-def darshan_job_id(report: Any) -> str:
+def darshan_jobid(report: Any) -> str:
     """``<exe basename>.<jobid>``, e.g. ``ior.6909118``; ``darshan.<jobid>`` if exe is empty."""
     exe = str(report.metadata.get("exe", "") or "").split()
     name = os.path.basename(exe[0]) if exe else ""
@@ -276,7 +276,7 @@ def _aggregate(segs: Iterable[dict], window_s: float) -> list[tuple[float, int, 
     return runs
 
 
-def import_darshan(path: str | Path, *, job_id: str | None = None,
+def import_darshan(path: str | Path, *, jobid: str | None = None,
                    aggregate_s: float = 1.0,
                    default_stripe_count: int = 1,
                    default_stripe_size: int = DEFAULT_STRIPE_SIZE_BYTES) -> DarshanImport:
@@ -284,8 +284,8 @@ def import_darshan(path: str | Path, *, job_id: str | None = None,
 
     Args:
         path: the ``.darshan`` log.
-        job_id: job identity; default :func:`darshan_job_id`. File ids are
-            ``<job_id>:<file path>``.
+        jobid: job identity; default :func:`darshan_jobid`. File ids are
+            ``<jobid>:<file path>``.
         aggregate_s: DXT segments of one (rank, file, op) starting within this many
             seconds of a run's first segment become one record; 0 keeps one record per
             segment. Default 1 s, as the trace format's ``ops`` column describes.
@@ -298,13 +298,13 @@ def import_darshan(path: str | Path, *, job_id: str | None = None,
         FileNotFoundError, DarshanImportError: as :func:`open_report`.
     """
     with _opened(path) as report:
-        return _import_report(report, path, job_id, aggregate_s, default_stripe_count,
+        return _import_report(report, path, jobid, aggregate_s, default_stripe_count,
                               default_stripe_size)
 
 
-def _import_report(report: Any, path: str | Path, job_id: str | None, aggregate_s: float,
+def _import_report(report: Any, path: str | Path, jobid: str | None, aggregate_s: float,
                    default_stripe_count: int, default_stripe_size: int) -> DarshanImport:
-    job = job_id or darshan_job_id(report)
+    job = jobid or darshan_jobid(report)
     names = report.name_records
     notes: list[str] = []
     modules = set(report.modules)

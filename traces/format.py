@@ -58,7 +58,7 @@ class TraceRecord(NamedTuple):
     """One trace entry. Units: seconds, bytes. ``ost`` is None unless a read names it."""
     timestamp_s: float
     op: str
-    job_id: str
+    jobid: str
     file_id: str
     bytes: int
     stripe_count: int
@@ -113,7 +113,7 @@ def _parse_row(row: list[str], path: str, line: int, last_ts: float) -> TraceRec
     if len(row) != len(COLUMNS):
         raise TraceFormatError(path, line, "row",
                                f"expected {len(COLUMNS)} fields, got {len(row)}")
-    ts_raw, op, job_id, file_id, b_raw, sc_raw, ss_raw, ost_raw, ops_raw = row
+    ts_raw, op, jobid, file_id, b_raw, sc_raw, ss_raw, ost_raw, ops_raw = row
     try:
         ts = float(ts_raw)
     except ValueError:
@@ -125,13 +125,13 @@ def _parse_row(row: list[str], path: str, line: int, last_ts: float) -> TraceRec
                                f"goes backwards ({ts} < previous {last_ts})")
     if op not in OPS:
         raise TraceFormatError(path, line, "op", f"unknown op {op!r} (expected one of {', '.join(OPS)})")
-    if not job_id:
+    if not jobid:
         raise TraceFormatError(path, line, "job_id", "empty")
     ops = _int_field(ops_raw, path, line, "ops", default=1, minimum=1)
     if op == "delete":
         if not file_id:
             raise TraceFormatError(path, line, "file_id", "a delete needs a file_id")
-        return TraceRecord(ts, op, job_id, file_id, 0, 0, 0, None, ops)
+        return TraceRecord(ts, op, jobid, file_id, 0, 0, 0, None, ops)
     nbytes = _int_field(b_raw, path, line, "bytes", default=None, minimum=0)
     if nbytes is None:
         raise TraceFormatError(path, line, "bytes", f"a {op} needs bytes")
@@ -139,7 +139,7 @@ def _parse_row(row: list[str], path: str, line: int, last_ts: float) -> TraceRec
         ost = _int_field(ost_raw, path, line, "ost", default=None, minimum=0)
         if not file_id and ost is None:
             raise TraceFormatError(path, line, "file_id", "a read needs a file_id or an ost")
-        return TraceRecord(ts, op, job_id, file_id, nbytes, 0, 0, ost, ops)
+        return TraceRecord(ts, op, jobid, file_id, nbytes, 0, 0, ost, ops)
     # write
     if not file_id:
         raise TraceFormatError(path, line, "file_id", "a write needs a file_id")
@@ -156,7 +156,7 @@ def _parse_row(row: list[str], path: str, line: int, last_ts: float) -> TraceRec
     if stripe_size % STRIPE_SIZE_UNIT_BYTES:
         raise TraceFormatError(path, line, "stripe_size",
                                f"{stripe_size} is not a multiple of 64 KiB")
-    return TraceRecord(ts, op, job_id, file_id, nbytes, stripe_count, stripe_size, None, ops)
+    return TraceRecord(ts, op, jobid, file_id, nbytes, stripe_count, stripe_size, None, ops)
 
 
 def read_trace(path: str | Path) -> Iterator[TraceRecord]:
@@ -227,7 +227,7 @@ def validate_trace(path: str | Path) -> TraceSummary:
             first = rec.timestamp_s
         n += 1
         last = rec.timestamp_s
-        jobs.add(rec.job_id)
+        jobs.add(rec.jobid)
         if rec.op == "write":
             writes += 1
             bw += rec.bytes
@@ -284,7 +284,7 @@ def format_record(r: TraceRecord) -> str:
     Raises:
         ValueError: a job_id or file_id holds a line break.
     """
-    job = _text_field(r.job_id, "job_id")
+    job = _text_field(r.jobid, "job_id")
     fid = _text_field(r.file_id, "file_id")
     if r.op == "delete":
         return f"{r.timestamp_s:.6f},delete,{job},{fid},,,,,{r.ops}\n"

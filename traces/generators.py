@@ -12,13 +12,13 @@ application stays at or below ~60,000 records.
 
 Every generator has the signature::
 
-    fn(duration_s: float, seed: int, job_id: str | None = None, **params)
+    fn(duration_s: float, seed: int, jobid: str | None = None, **params)
         -> Iterator[TraceRecord]
 
 yields time-ordered records with ``0 <= timestamp_s < duration_s`` (rounded to the
 microsecond the trace writer keeps, so a written trace reads back equal), is deterministic
 for a given seed (``numpy.random.default_rng(seed)``), names every file
-``<job_id>/...`` so merged traces never collide, and deletes what the application
+``<jobid>/...`` so merged traces never collide, and deletes what the application
 deletes. Each parameter's docstring line gives its source: the paper, the IOR or
 HACC-IO documentation, the NERSC pytokio data file, or "our choice, because ...".
 
@@ -73,15 +73,15 @@ def _check(cond: bool, name: str, reason: str) -> None:
         raise GeneratorParameterError(f"{name}: {reason}")
 
 
-def _job(job_id: str | None, app: str, seed: int) -> str:
-    return job_id if job_id else f"{app}.{seed}"
+def _job(jobid: str | None, app: str, seed: int) -> str:
+    return jobid if jobid else f"{app}.{seed}"
 
 
 # ---------------------------------------------------------------------------------------
 # IOR
 # ---------------------------------------------------------------------------------------
 
-def ior(duration_s: float, seed: int, job_id: str | None = None, *,
+def ior(duration_s: float, seed: int, jobid: str | None = None, *,
         ops_rate: float = 20_000.0,
         num_procs: int = 64,
         block_size: int = 1 * GiB,
@@ -106,7 +106,7 @@ def ior(duration_s: float, seed: int, job_id: str | None = None, *,
     Args:
         duration_s: trace length, seconds.
         seed: random seed (process start skew).
-        job_id: job identity; default ``ior.<seed>``.
+        jobid: job identity; default ``ior.<seed>``.
         ops_rate: POSIX operations/s; paper IV-A3: IOR "generates around 20000 events
             per second".
         num_procs: MPI processes = files per iteration (``-F``); our choice, because 64
@@ -137,7 +137,7 @@ def ior(duration_s: float, seed: int, job_id: str | None = None, *,
     _check(stripe_size % STRIPE_SIZE_UNIT_BYTES == 0 and stripe_size > 0, "stripe_size",
            f"must be a positive multiple of 64 KiB, got {stripe_size}")
     _check(start_skew_s >= 0, "start_skew_s", f"must be >= 0, got {start_skew_s}")
-    job = _job(job_id, "ior", seed)
+    job = _job(jobid, "ior", seed)
     rng = np.random.default_rng(seed)
     ops_per_file = math.ceil(block_size / transfer_size)
     ops_per_iter = num_procs * ops_per_file * (2 if read_back else 1)
@@ -233,7 +233,7 @@ def load_hacc_jobs(path: str | Path | None = None) -> list[HaccJob]:
     return jobs
 
 
-def hacc(duration_s: float, seed: int, job_id: str | None = None, *,
+def hacc(duration_s: float, seed: int, jobid: str | None = None, *,
          ops_rate: float = 12_000.0,
          checkpoint_interval_s: float = 3600.0,
          first_checkpoint_s: float = 600.0,
@@ -260,7 +260,7 @@ def hacc(duration_s: float, seed: int, job_id: str | None = None, *,
     Args:
         duration_s: trace length, seconds.
         seed: random seed (which real job each checkpoint copies).
-        job_id: job identity; default ``hacc.<seed>``.
+        jobid: job identity; default ``hacc.<seed>``.
         ops_rate: POSIX operations/s; paper IV-A3: HACC I/O "generating around 12000
             file events per second".
         checkpoint_interval_s: seconds between checkpoint starts; our choice, hourly,
@@ -297,7 +297,7 @@ def hacc(duration_s: float, seed: int, job_id: str | None = None, *,
     _check(stripe_size % STRIPE_SIZE_UNIT_BYTES == 0 and stripe_size > 0, "stripe_size",
            f"must be a positive multiple of 64 KiB, got {stripe_size}")
     jobs = load_hacc_jobs(hacc_csv)
-    job = _job(job_id, "hacc", seed)
+    job = _job(jobid, "hacc", seed)
     rng = np.random.default_rng(seed)
     first = min(first_checkpoint_s, duration_s / 2)
     n_ckpt = max(1, math.ceil((duration_s - first) / checkpoint_interval_s))
@@ -339,7 +339,7 @@ def hacc(duration_s: float, seed: int, job_id: str | None = None, *,
 # TPA
 # ---------------------------------------------------------------------------------------
 
-def tpa(duration_s: float, seed: int, job_id: str | None = None, *,
+def tpa(duration_s: float, seed: int, jobid: str | None = None, *,
         ops_rate: float = 15_000.0,
         num_files: int = 32,
         db_file_size: int = 16 * GiB,
@@ -364,7 +364,7 @@ def tpa(duration_s: float, seed: int, job_id: str | None = None, *,
     Args:
         duration_s: trace length, seconds.
         seed: random seed (file popularity order, per-window operation counts, times).
-        job_id: job identity; default ``tpa.<seed>``.
+        jobid: job identity; default ``tpa.<seed>``.
         ops_rate: POSIX operations/s; paper IV-A3: the TPA trace "generates about
             15000 file events per second".
         num_files: database files; our choice, 32, one per OST of the paper's system.
@@ -398,7 +398,7 @@ def tpa(duration_s: float, seed: int, job_id: str | None = None, *,
            f"must be positive sizes, got {page_sizes}")
     _check(stripe_size % STRIPE_SIZE_UNIT_BYTES == 0 and stripe_size > 0, "stripe_size",
            f"must be a positive multiple of 64 KiB, got {stripe_size}")
-    job = _job(job_id, "tpa", seed)
+    job = _job(jobid, "tpa", seed)
     rng = np.random.default_rng(seed)
     files = [f"{job}/db/{i:04d}" for i in range(num_files)]
     load_ops = max(1, math.ceil(db_file_size / load_transfer_size))

@@ -55,7 +55,7 @@ class JobEntry:
         counters: name -> :class:`Counter` (``read_bytes``/``write_bytes`` in bytes, ops in
             ``reqs`` or ``usecs``).
     """
-    job_id: str
+    jobid: str
     snapshot_time: float | None = None
     start_time: float | None = None
     elapsed_time: float | None = None
@@ -104,11 +104,11 @@ def parse_job_stats(text: str, source: str = "<text>") -> JobStats:
         if not isinstance(job_node, ScalarNode):
             result.skipped.append((line_of(entry), "entry without a job_id"))
             continue
-        job_id = job_node.value
-        if job_id in result.jobs:
-            result.skipped.append((line_of(entry), f"repeated job {job_id!r}"))
+        jobid = job_node.value
+        if jobid in result.jobs:
+            result.skipped.append((line_of(entry), f"repeated job {jobid!r}"))
             continue
-        job = result.jobs[job_id] = JobEntry(job_id)
+        job = result.jobs[jobid] = JobEntry(jobid)
         for name, node in mapping_items(entry):
             if name == "job_id":
                 continue

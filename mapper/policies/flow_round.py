@@ -131,7 +131,7 @@ class FlowRound:
             if len(chosen) < c.count:
                 self.count("clipped", 1)
                 note = f"clipped: stripe count {c.count} -> {len(chosen)} (space)"
-            self.books.book(ordered, expected[k], c.request.job_id, view.table)
+            self.books.book(ordered, expected[k], c.request.jobid, view.table)
             out[c.pos] = Placement(ordered, self.name, note=note)
         if predicted and not joint:
             # The predicted requests get their own round, on the state the current
@@ -149,7 +149,7 @@ class FlowRound:
         predicted = []
         seen: set[str] = set()
         for c in current:
-            job = c.request.job_id
+            job = c.request.jobid
             if job in seen:
                 continue
             seen.add(job)
@@ -171,7 +171,7 @@ class FlowRound:
             if len(chosen) < round_reqs[j].stripes:
                 self.count("predicted_dropped", 1)
                 continue
-            fresh.setdefault(pr.job_id, []).append((pr.step, KeptList(
+            fresh.setdefault(pr.jobid, []).append((pr.step, KeptList(
                 now, round_reqs[j].stripes, c.request.stripe_size or DEFAULT_STRIPE_SIZE_BYTES,
                 c.request.pool, order(chosen), pr.probability,
                 pr.bytes / round_reqs[j].stripes)))
@@ -179,8 +179,8 @@ class FlowRound:
             items.sort(key=lambda sp: sp[0])
             self.kept.replace(job, [e for _, e in items])
         for c in current:
-            if c.request.job_id not in fresh:
-                self.kept.drop(c.request.job_id)
+            if c.request.jobid not in fresh:
+                self.kept.drop(c.request.jobid)
 
     def _solve(self, view: RoundView, osts: OstArrays, reqs: list[RoundRequest],
                masks: list[np.ndarray], stripe_size: int, bytes_per_stripe: float,

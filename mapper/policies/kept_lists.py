@@ -58,13 +58,13 @@ class KeptLists:
         for e in entries:
             self.pending.reserve(e.osts, -1.0)
 
-    def take(self, job_id: str, count: int, stripe_size: int, pool: str | None,
+    def take(self, jobid: str, count: int, stripe_size: int, pool: str | None,
              table: OstTable, stragglers: set[int], now: float) -> tuple[KeptList | None, bool]:
         """The head of ``job_id``'s queue if it fits the request and is still usable
         (its reservation released), else None. The flag is True when a head existed
         but did not match the request's shape (a prediction miss); the queue is then
         dropped, as it is when an OST of the head is no longer usable."""
-        queue = self.by_job.get(job_id)
+        queue = self.by_job.get(jobid)
         if not queue:
             return None, False
         while queue and now - queue[0].made_s >= self.ttl_s:
@@ -83,16 +83,16 @@ class KeptLists:
         self.release([queue.popleft()])
         return head, False
 
-    def replace(self, job_id: str, lists: list[KeptList]) -> None:
+    def replace(self, jobid: str, lists: list[KeptList]) -> None:
         """``job_id``'s new queue (the old one is released); reserves the new lists."""
-        self.release(self.by_job.get(job_id, ()))
-        self.by_job[job_id] = deque(lists)
+        self.release(self.by_job.get(jobid, ()))
+        self.by_job[jobid] = deque(lists)
         for entry in lists:
             self.pending.reserve(entry.osts, 1.0)
 
-    def drop(self, job_id: str) -> None:
+    def drop(self, jobid: str) -> None:
         """Forget ``job_id``'s queue (released)."""
-        self.release(self.by_job.pop(job_id, ()))
+        self.release(self.by_job.pop(jobid, ()))
 
     def expire(self, now: float) -> None:
         """Drop lists past their TTL (at most once per second of clock)."""
@@ -106,8 +106,8 @@ class KeptLists:
             if not queue:
                 del self.by_job[job]
 
-    def __getitem__(self, job_id: str) -> deque[KeptList]:
-        return self.by_job[job_id]
+    def __getitem__(self, jobid: str) -> deque[KeptList]:
+        return self.by_job[jobid]
 
     def values(self):
         return self.by_job.values()

@@ -220,10 +220,10 @@ class McmfPolicy(BatchPolicy):
         planner = self.planner
         if planner is not None and not planner.inline:
             # The chain learns in the planner's thread (off the request path).
-            planner.queue_learning(req.job_id, req.expected_bytes, req.pool, count, size,
+            planner.queue_learning(req.jobid, req.expected_bytes, req.pool, count, size,
                                    n_usable)
         elif req.expected_bytes > 0:
-            self.predictor.observe(req.job_id, req.expected_bytes)
+            self.predictor.observe(req.jobid, req.expected_bytes)
         hit = self._take_kept(req, count, view, now)
         if hit is not None:
             return hit
@@ -232,14 +232,14 @@ class McmfPolicy(BatchPolicy):
         # An application whose chain predicts gets its own lists: the planner plans its
         # next requests; this request takes its class's list meanwhile.
         if planner.inline:
-            planner.want_if_predicts(req.job_id, req.pool, count, size, n_usable)
+            planner.want_if_predicts(req.jobid, req.pool, count, size, n_usable)
         bps = bytes_per_stripe(req, count)
         key = (req.pool, count, stripe_size_band(size), bytes_band(bps))
         planner.plans.note(key, now, size, bps)
         osts = planner.plans.take(key, view.table, view.stragglers, now)
         if osts is None:
             return None
-        self.books.book(osts, bps, req.job_id, view.table)
+        self.books.book(osts, bps, req.jobid, view.table)
         return Placement(osts, self.name, note="planned")
 
     def _join_round(self, view: RoundView, snapshot: ClusterSnapshot, req: CreateRequest,
@@ -249,26 +249,26 @@ class McmfPolicy(BatchPolicy):
         per-application costs differ."""
         n_usable, mask = view.pool(snapshot, req.pool)
         count = resolve_stripe_count(req.stripe_count, n_usable)
-        key = (req.pool, req.job_id if self.params.app_weight else "")
+        key = (req.pool, req.jobid if self.params.app_weight else "")
         if key not in groups:
             groups[key] = len(masks)
             masks.append(mask)
-            group_apps.append(req.job_id)
+            group_apps.append(req.jobid)
         current.append(CurrentRequest(pos, req, count, groups[key]))
 
     def _take_kept(self, req: CreateRequest, count: int, view: RoundView,
                    now: float) -> Placement | None:
         """The head of ``req``'s application's kept predicted lists, if it matches."""
-        head, missed = self.kept.take(req.job_id, count, req.stripe_size or DEFAULT_STRIPE_SIZE_BYTES,
+        head, missed = self.kept.take(req.jobid, count, req.stripe_size or DEFAULT_STRIPE_SIZE_BYTES,
                                       req.pool, view.table, view.stragglers, now)
         if missed:
             self.stats["predicted_misses"] += 1
-            self.gate.score(req.job_id, False)
+            self.gate.score(req.jobid, False)
         if head is None:
             return None
         self.stats["predicted_hits"] += 1
-        self.gate.score(req.job_id, True)
-        self.books.book(head.osts, bytes_per_stripe(req, count), req.job_id, view.table)
+        self.gate.score(req.jobid, True)
+        self.books.book(head.osts, bytes_per_stripe(req, count), req.jobid, view.table)
         return Placement(head.osts, self.name, note="predicted")
 
     def _round_robin(self, snapshot: ClusterSnapshot, view: RoundView,
@@ -284,9 +284,9 @@ class McmfPolicy(BatchPolicy):
                 out.append(e)
                 continue
             if req.expected_bytes > 0:
-                self.predictor.observe(req.job_id, req.expected_bytes)
+                self.predictor.observe(req.jobid, req.expected_bytes)
             self.stats["regime_rr_requests"] += 1
-            self.books.book(got.osts, bytes_per_stripe(req, len(got.osts)), req.job_id,
+            self.books.book(got.osts, bytes_per_stripe(req, len(got.osts)), req.jobid,
                             view.table)
             out.append(Placement(got.osts, self.name, note="regime round_robin"))
         return out

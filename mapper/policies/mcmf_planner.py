@@ -163,7 +163,7 @@ class McmfPlanner:
             else:
                 p, pool, size = keys[k]
                 stripes = job.requests[k].stripes
-                kept.setdefault(p.job_id, []).append((p.step, KeptList(
+                kept.setdefault(p.jobid, []).append((p.step, KeptList(
                     now, stripes, size, pool, made[0][1], p.probability, p.bytes / stripes)))
         for key, items in ranked.items():
             if parts[key] > 1:      # a class planned as several requests: merge by rank
@@ -173,10 +173,10 @@ class McmfPlanner:
             if req.group < len(solution.shortlists):
                 pool = keys[k][0] if req.tier == 0 else keys[k][1]
                 self.shortlists[pool] = solution.shortlists[req.group]
-        for job_id, items in kept.items():
-            if not self.kept.by_job.get(job_id):
+        for jobid, items in kept.items():
+            if not self.kept.by_job.get(jobid):
                 items.sort(key=lambda sp: sp[0])
-                self.kept.replace(job_id, [e for _, e in items])
+                self.kept.replace(jobid, [e for _, e in items])
         return sum(len(v) for v in ranked.values()) + sum(len(v) for v in kept.values())
 
     def plan_prepare(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None = None

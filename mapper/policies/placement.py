@@ -32,7 +32,7 @@ class CreateRequest:
         pool: OST pool name, or None for all OSTs.
         path: file path (informational; the mapper logs it).
     """
-    job_id: str
+    jobid: str
     stripe_count: int
     stripe_size: int = 1 << 20
     expected_bytes: int = 0

@@ -178,7 +178,7 @@ class PredictedRequest(NamedTuple):
         probability: probability of the predicted path up to and including this step,
             in (0, 1]; non-increasing in ``step``.
     """
-    job_id: str
+    jobid: str
     step: int
     state: int
     bytes: int
@@ -300,7 +300,7 @@ class MarkovPredictor:
         self._apps: OrderedDict[str, _AppModel] = OrderedDict()
 
     # ------------------------------------------------------------------ learning
-    def observe(self, job_id: str, write_bytes: int | float) -> bool:
+    def observe(self, jobid: str, write_bytes: int | float) -> bool:
         """Learn one request of ``job_id`` that writes ``write_bytes`` bytes (0 for a read).
 
         Updates mu/sd, assigns the request its state, adds its transition to every
@@ -314,26 +314,26 @@ class MarkovPredictor:
             PredictorUsageError: ``job_id`` is not a non-empty str, or ``write_bytes`` is
                 not a real number.
         """
-        if type(job_id) is not str or not job_id:
-            raise PredictorUsageError(f"job_id must be a non-empty str, got {job_id!r}")
+        if type(jobid) is not str or not jobid:
+            raise PredictorUsageError(f"job_id must be a non-empty str, got {jobid!r}")
         if type(write_bytes) is int:
             x = write_bytes
             if x < 0:
-                return self._reject(job_id, write_bytes)
+                return self._reject(jobid, write_bytes)
         else:
             x = _coerce_bytes(write_bytes)
             if x is None:
-                return self._reject(job_id, write_bytes)
+                return self._reject(jobid, write_bytes)
         apps = self._apps
-        app = apps.get(job_id)
+        app = apps.get(jobid)
         if app is None:
-            app = apps[job_id] = self._new_app()
+            app = apps[jobid] = self._new_app()
             if len(apps) > self.config.max_apps:
                 evicted, _ = apps.popitem(last=False)
                 self.stats.evicted += 1
                 log.debug("event=markov_evict job_id=%s apps=%d", evicted, len(apps))
         else:
-            apps.move_to_end(job_id)
+            apps.move_to_end(jobid)
         self._learn(app, x)
         self.stats.observed += 1
         return True
@@ -342,10 +342,10 @@ class MarkovPredictor:
         return _AppModel(self.config.history, len(self._lengths), len(self._level_mods),
                          self._windows[-1] + 1)
 
-    def _reject(self, job_id: str, value: Any) -> bool:
+    def _reject(self, jobid: str, value: Any) -> bool:
         self.stats.rejected += 1
         log.debug("event=markov_reject job_id=%s write_bytes=%r reason=not_finite_or_negative",
-                  job_id, value)
+                  jobid, value)
         return False
 
     def _learn(self, app: _AppModel, x: int) -> None:
@@ -435,7 +435,7 @@ class MarkovPredictor:
             app.best = best
 
     # ---------------------------------------------------------------- prediction
-    def predict(self, job_id: str, k: int, stripe_size: int, max_stripe_count: int,
+    def predict(self, jobid: str, k: int, stripe_size: int, max_stripe_count: int,
                 usable_osts: int) -> list[PredictedRequest]:
         """The next ``k`` requests of ``job_id`` as the chain predicts them (predictModel).
 
@@ -460,10 +460,10 @@ class MarkovPredictor:
             raise PredictorUsageError(f"max_stripe_count must be an integer >= 1, got {max_stripe_count!r}")
         if type(usable_osts) is not int or usable_osts < 0:
             raise PredictorUsageError(f"usable_osts must be an integer >= 0, got {usable_osts!r}")
-        app = self._apps.get(job_id)
+        app = self._apps.get(jobid)
         if app is None or app.n_obs <= self._order or k == 0 or usable_osts == 0:
-            if type(job_id) is not str or not job_id:
-                raise PredictorUsageError(f"job_id must be a non-empty str, got {job_id!r}")
+            if type(jobid) is not str or not jobid:
+                raise PredictorUsageError(f"job_id must be a non-empty str, got {jobid!r}")
             return []
         ceiling = min(max_stripe_count, usable_osts)
         c = app.best
@@ -481,29 +481,29 @@ class MarkovPredictor:
             p *= count / row[_TOTAL]
             nbytes = predicted_write_bytes(s, mu, sd)
             stripes = -(-nbytes // stripe_size) if nbytes > stripe_size else 1
-            out.append(PredictedRequest(job_id, step, s - 2, nbytes,
+            out.append(PredictedRequest(jobid, step, s - 2, nbytes,
                                         stripes if stripes < ceiling else ceiling, p))
             ctx = (ctx * N_STATES + s) % mod
         return out
 
     # ------------------------------------------------------------ bookkeeping
-    def forget(self, job_id: str) -> bool:
+    def forget(self, jobid: str) -> bool:
         """Drop what was learned about ``job_id`` (e.g. the job ended). True if it was known."""
-        return self._apps.pop(job_id, None) is not None
+        return self._apps.pop(jobid, None) is not None
 
     def __len__(self) -> int:
         return len(self._apps)
 
-    def __contains__(self, job_id: object) -> bool:
-        return job_id in self._apps
+    def __contains__(self, jobid: object) -> bool:
+        return jobid in self._apps
 
-    def job_ids(self) -> list[str]:
+    def jobids(self) -> list[str]:
         """Tracked applications, least recently observed first (the eviction order)."""
         return list(self._apps)
 
-    def app_info(self, job_id: str) -> AppModelInfo | None:
+    def app_info(self, jobid: str) -> AppModelInfo | None:
         """What is known about ``job_id``, or None if it is not tracked."""
-        app = self._apps.get(job_id)
+        app = self._apps.get(jobid)
         if app is None:
             return None
         digits = []
@@ -518,17 +518,17 @@ class MarkovPredictor:
             last_states=tuple(reversed(digits)))
 
     # ------------------------------------------------------- persistence hooks
-    def export_apps(self, job_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    def export_apps(self, jobids: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """The learned state of every application (or of those of ``job_ids`` still tracked,
         in that order), least recently observed first, as plain values (what
         :mod:`mapper.predictor.markov_store` writes)."""
         apps = self._apps
-        items = apps.items() if job_ids is None else \
-            ((j, apps[j]) for j in job_ids if j in apps)
-        return [{"job_id": job_id, "n_obs": app.n_obs, "ctx": app.ctx,
+        items = apps.items() if jobids is None else \
+            ((j, apps[j]) for j in jobids if j in apps)
+        return [{"job_id": jobid, "n_obs": app.n_obs, "ctx": app.ctx,
                  "hist": list(app.hist), "trans": list(app.trans),
                  "mse": list(app.mse), "mse_n": app.mse_n}
-                for job_id, app in items]
+                for jobid, app in items]
 
     def import_app(self, rec: dict[str, Any]) -> None:
         """Restore one application exported by :meth:`export_apps` (as most recently used).
@@ -541,15 +541,15 @@ class MarkovPredictor:
                 predictor's configuration (the message says which field).
         """
         try:
-            job_id, n_obs, ctx = rec["job_id"], rec["n_obs"], rec["ctx"]
+            jobid, n_obs, ctx = rec["job_id"], rec["n_obs"], rec["ctx"]
             hist, trans, mse, mse_n = rec["hist"], rec["trans"], rec["mse"], rec["mse_n"]
         except (KeyError, TypeError) as exc:
             raise PredictorUsageError(f"application record lacks field {exc}") from None
         order, n_len = self._order, len(self._lengths)
         trans_cap = self._windows[-1] + 1
-        if type(job_id) is not str or not job_id:
-            raise PredictorUsageError(f"job_id: not a non-empty str: {job_id!r}")
-        where = f"application {job_id!r}"
+        if type(jobid) is not str or not jobid:
+            raise PredictorUsageError(f"job_id: not a non-empty str: {jobid!r}")
+        where = f"application {jobid!r}"
 
         def ints(name: str, values: Any, limit: int | None, max_len: int) -> None:
             if not isinstance(values, list) or len(values) > max_len:
@@ -601,8 +601,8 @@ class MarkovPredictor:
                     r[_LAST] = s
         if n_obs > order:
             self._refresh_predictions(app)
-        self._apps[job_id] = app
-        self._apps.move_to_end(job_id)
+        self._apps[jobid] = app
+        self._apps.move_to_end(jobid)
         while len(self._apps) > self.config.max_apps:
             self._apps.popitem(last=False)
             self.stats.evicted += 1

@@ -174,10 +174,10 @@ class Intake:
             return out
         job_for = self.limits.job_for
         for create, peer in zip(creates, peers):
-            job = job_for(peer, create.job_id, tracked)
+            job = job_for(peer, create.jobid, tracked)
             expected = clip(snap, version, create.pool, create.expected_bytes)
-            out.append(create if job == create.job_id and expected == create.expected_bytes
-                       else dataclasses.replace(create, job_id=job, expected_bytes=expected))
+            out.append(create if job == create.jobid and expected == create.expected_bytes
+                       else dataclasses.replace(create, jobid=job, expected_bytes=expected))
         return out
 
 

@@ -43,17 +43,17 @@ class SlicedSnapshot:
     def __init__(self, predictor: Any, path: str):
         self.predictor = predictor
         self.path = path
-        self.job_ids = predictor.job_ids()
+        self.jobids = predictor.jobids()
         self.apps: list[dict[str, Any]] = []
         self.pos = 0
         self.config = predictor.config.as_dict()
 
     def step(self, n: int = SLICE_APPS) -> bool:
         """Copy the next ``n`` records; True when all are copied."""
-        part = self.job_ids[self.pos:self.pos + n]
+        part = self.jobids[self.pos:self.pos + n]
         self.pos += len(part)
         self.apps.extend(self.predictor.export_apps(part))
-        return self.pos >= len(self.job_ids)
+        return self.pos >= len(self.jobids)
 
     def document(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "config": self.config, "apps": self.apps}

@@ -574,7 +574,7 @@ class MapperService:
         self.metrics.check_violations.inc()
         log.error("policy returned an invalid layout; the fallback answers", extra={
             "event": "check_violation", "policy": bad.policy, "osts": list(bad.osts),
-            "pool": create.pool, "job": create.job_id, "problem": problem})
+            "pool": create.pool, "job": create.jobid, "problem": problem})
         try:
             placed = ctx.gate.fallback.allocate(snap, create)
         except AllocationError as exc:

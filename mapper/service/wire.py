@@ -273,7 +273,7 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
         pool = pool or None  # "" = no pool, as lfs setstripe -p ""
     fsname = _fsname(body, request_id)
     return Request("alloc", request_id,
-                   CreateRequest(job_id=job, stripe_count=stripe_count, stripe_size=stripe_size,
+                   CreateRequest(jobid=job, stripe_count=stripe_count, stripe_size=stripe_size,
                                  expected_bytes=expected, pool=pool, path=path), fsname)
 
 

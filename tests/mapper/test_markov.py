@@ -180,7 +180,7 @@ def test_least_recently_observed_application_is_evicted_at_the_cap():
     p = MarkovPredictor(max_apps=2)
     for job in ("a", "b", "a", "c"):
         p.observe(job, MiB)
-    assert p.job_ids() == ["a", "c"]
+    assert p.jobids() == ["a", "c"]
     assert "b" not in p and p.predict("b", 1, **PREDICT) == []
     assert p.stats.evicted == 1
 
@@ -191,7 +191,7 @@ def test_predict_does_not_refresh_an_application_for_eviction():
     p.observe("b", MiB)
     p.predict("a", 1, **PREDICT)
     p.observe("c", MiB)
-    assert p.job_ids() == ["b", "c"]
+    assert p.jobids() == ["b", "c"]
 
 
 def test_forget_drops_an_application():

@@ -26,8 +26,8 @@ def trained() -> MarkovPredictor:
 
 
 def same_behaviour(a: MarkovPredictor, b: MarkovPredictor) -> None:
-    assert a.job_ids() == b.job_ids()
-    for job in a.job_ids():
+    assert a.jobids() == b.jobids()
+    for job in a.jobids():
         assert a.app_info(job) == b.app_info(job)
         assert a.predict(job, 8, **PREDICT) == b.predict(job, 8, **PREDICT)
 
@@ -113,7 +113,7 @@ def test_an_inconsistent_application_record_is_skipped_counted_and_named(tmp_pat
     assert loaded.stats.skipped_on_load == 1
     assert len(loaded) == len(original) - 1
     if field != "job_id":
-        assert bad_job not in loaded and set(loaded.job_ids()) < set(original.job_ids())
+        assert bad_job not in loaded and set(loaded.jobids()) < set(original.jobids())
     assert "apps[1]" in caplog.text
 
 
@@ -149,7 +149,7 @@ def test_operational_settings_may_change_across_a_restart(tmp_path):
     p = trained()
     path = save_predictor(p, tmp_path / "m.json")
     q = load_predictor(path, MarkovConfig(max_apps=2, history=16, mse_decay=0.5))
-    assert q.job_ids() == p.job_ids()[-2:]
+    assert q.jobids() == p.jobids()[-2:]
     assert q.app_info("ior.1").requests == p.app_info("ior.1").requests
 
 

@@ -181,7 +181,7 @@ def test_flow_round_never_slower_than_round_robin(case):
               for i in range(n)],
         osses={f"oss{s}": OssState(f"oss{s}") for s in range(n_oss)})
     rr = RoundRobin(seed=start)
-    rr_rows = [list(rr.allocate(snap, CreateRequest(job_id="j", stripe_count=s,
+    rr_rows = [list(rr.allocate(snap, CreateRequest(jobid="j", stripe_count=s,
                                                     stripe_size=MIB)).osts)
                for s in stripes]
     t_flow = total_completion_s(model, osts, flow, bps)

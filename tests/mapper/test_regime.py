@@ -54,7 +54,7 @@ def _snapshot(latency):
 
 def test_mcmf_switches_between_round_robin_and_the_flow():
     pol = McmfPolicy(cost_model="rate", predict_k=0, regime=True)
-    req = CreateRequest(job_id="a", stripe_count=2, stripe_size=MIB, expected_bytes=64 * MIB)
+    req = CreateRequest(jobid="a", stripe_count=2, stripe_size=MIB, expected_bytes=64 * MIB)
     even = pol.allocate_batch(_snapshot([MIB / 500e6] * 8), [req])[0]
     assert even.note == "regime round_robin"
     # Two OSTs at a fifth of the others' rate: the flow, which leaves them out.

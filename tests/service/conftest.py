@@ -57,8 +57,8 @@ class JobCounter:
 
     def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
         usable = [o.index for o in pool_members(snapshot, request.pool) if is_usable(o)]
-        n = self.counts.get(request.job_id, 0)
-        self.counts[request.job_id] = n + 1
+        n = self.counts.get(request.jobid, 0)
+        self.counts[request.jobid] = n + 1
         count = resolve_stripe_count(request.stripe_count, len(usable))
         rot = n % len(usable)
         return Placement(tuple((usable[rot:] + usable[:rot])[:count]), self.name)

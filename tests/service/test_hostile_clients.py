@@ -168,11 +168,11 @@ peer_request_burst = 4000
     # old apps evicted
     budget = 60 + int(attack_s + 2)
     after = load_predictor(state)
-    evil = [j for j in after.job_ids() if j.startswith(("evil.", "overflow:", "greedy."))]
+    evil = [j for j in after.jobids() if j.startswith(("evil.", "overflow:", "greedy."))]
     assert len(evil) <= budget + 1
     for job in VICTIMS:
         assert job in after and after.app_info(job).requests >= before.app_info(job).requests
-    old_left = sum(1 for j in after.job_ids() if j.startswith("old."))
+    old_left = sum(1 for j in after.jobids() if j.startswith("old."))
     assert old_left >= APPS - len(VICTIMS) - len(evil)
     # every answered evil request past the budget was learned under the overflow id
     assert samples['lustre_alloc_mapper_peer_limited_total{"limit": "new_apps"}'] >= \

@@ -81,7 +81,7 @@ def test_expected_bytes_is_clipped_to_the_pools_usable_free_space():
 def test_job_ids_longer_than_the_shims_255_bytes_are_refused(job, ok):
     frame = wire.encode_request(7, job, 1, 1 << 20)
     if ok:
-        assert wire.decode_request(frame).create.job_id == job
+        assert wire.decode_request(frame).create.jobid == job
     else:
         with pytest.raises(wire.WireError) as exc:
             wire.decode_request(frame)

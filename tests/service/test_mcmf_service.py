@@ -44,7 +44,7 @@ def test_concurrent_clients_get_mcmf_layouts_and_predicted_requests_hit():
         assert len(layout.osts) == 2 and len(set(layout.osts)) == 2
         assert set(layout.osts) <= set(range(8))
     mcmf = svc.policy.primary
-    assert sorted(mcmf.predictor.job_ids()) == ["app0", "app1", "app2", "app3"]
+    assert sorted(mcmf.predictor.jobids()) == ["app0", "app1", "app2", "app3"]
     assert mcmf.stats["predicted_hits"] > 0          # answered from a kept list
 
 
@@ -60,7 +60,7 @@ def test_restart_restores_the_markov_model(tmp_path):
     second = make_service(static_cluster="4x2", state_file=str(state), round_budget_s=0)
     try:
         predictor = second.policy.primary.predictor
-        assert predictor.job_ids() == ["ior.9"]
+        assert predictor.jobids() == ["ior.9"]
         assert predictor.predict("ior.9", 4, 1 << 20, 8, 8) == before
         with MapperClient(second.endpoint) as c:
             assert c.alloc("ior.9", 2, 1 << 20, PATTERN[0]).policy == "mcmf"
@@ -80,4 +80,4 @@ def test_sigterm_saves_the_markov_model_of_a_mapper_process(tmp_path):
                 assert c.alloc("hacc.3", 2, 1 << 20, PATTERN[i % 4]).policy == "mcmf"
     finally:
         assert stop_process(proc) == 0
-    assert load_predictor(state).job_ids() == ["hacc.3"]
+    assert load_predictor(state).jobids() == ["hacc.3"]

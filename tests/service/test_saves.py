@@ -50,7 +50,7 @@ def test_service_removes_stale_temporaries_saves_in_the_writer_thread_and_skips_
     svc = make_service(static_cluster="2x2", state_file=str(state), save_interval_s=0.2)
     writers = []
     try:
-        assert sorted(svc.policy.primary.predictor.job_ids()) == ["good.1", "good.3"]
+        assert sorted(svc.policy.primary.predictor.jobids()) == ["good.1", "good.3"]
         assert svc.metrics.records_skipped._value.get() == 1
         assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
         real = markov_store.write_document
@@ -70,4 +70,4 @@ def test_service_removes_stale_temporaries_saves_in_the_writer_thread_and_skips_
         persist.write_document = markov_store.write_document
         svc.stop()
     assert svc.saves >= 2 and writers and set(writers) == {"lustre-alloc-save"}
-    assert set(markov_store.load_predictor(state).job_ids()) == {"good.1", "good.3"}
+    assert set(markov_store.load_predictor(state).jobids()) == {"good.1", "good.3"}

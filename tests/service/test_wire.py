@@ -30,14 +30,14 @@ def refused(frame: bytes, ost_count: int | None = 8) -> wire.WireError:
 def test_valid_request_decodes_to_create_request():
     req = wire.decode_request(body(), 8)
     assert req.op == "alloc" and req.id == 42
-    assert req.create == CreateRequest(job_id="ior.1000", stripe_count=4, stripe_size=1 << 20,
+    assert req.create == CreateRequest(jobid="ior.1000", stripe_count=4, stripe_size=1 << 20,
                                        expected_bytes=1 << 30, pool=None, path="/lustre/a")
 
 
 def test_optional_fields_default_and_bin_job_is_accepted():
     req = wire.decode_request(body(expected_bytes=..., path=..., pool=..., job=b"job\xff"), 8)
     assert req.create.expected_bytes == 0 and req.create.path == "" and req.create.pool is None
-    assert req.create.job_id == "job\\xff"
+    assert req.create.jobid == "job\\xff"
     assert wire.decode_request(body(stripe_count=-1), 8).create.stripe_count == -1
     assert wire.decode_request(body(pool=""), 8).create.pool is None
     assert wire.decode_request(body(unknown_key=[1, 2]), 8).id == 42
@@ -134,7 +134,7 @@ def _check_result(frame: bytes) -> None:
     assert req.op in ("alloc", "ping")
     if req.op == "alloc":
         c = req.create
-        assert c.job_id and (c.stripe_count == -1 or 1 <= c.stripe_count <= 8)
+        assert c.jobid and (c.stripe_count == -1 or 1 <= c.stripe_count <= 8)
         assert c.stripe_size > 0 and c.stripe_size % 65536 == 0 and c.expected_bytes >= 0
 
 
@@ -163,7 +163,7 @@ def test_decoder_refuses_any_msgpack_object_that_is_not_a_request(obj):
 def test_client_encoding_round_trips_through_the_decoder(rid, job, count, units, nbytes, pool):
     frame = wire.encode_request(rid, job, count, units * 65536, nbytes, "/p", pool)
     req = wire.decode_request(frame, 8)
-    assert (req.id, req.create.job_id, req.create.stripe_count, req.create.stripe_size,
+    assert (req.id, req.create.jobid, req.create.stripe_count, req.create.stripe_size,
             req.create.expected_bytes, req.create.pool) == (rid, job, count, units * 65536,
                                                             nbytes, pool or None)
 

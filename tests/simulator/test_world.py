@@ -273,7 +273,7 @@ def test_repeated_workload_replays_at_each_offset_with_its_own_job_and_files(mak
     sc = load_scenario(make_scenario(cluster(duration=350, workloads=wl),
                                      [rec(0, "write", "a", "f", MIB), rec(5, "delete", "a", "f")]))
     recs = list(scenario_records(sc))
-    assert [(r.timestamp_s, r.job_id, r.file_id) for r in recs if r.op == "write"] == [
+    assert [(r.timestamp_s, r.jobid, r.file_id) for r in recs if r.op == "write"] == [
         (0.0, "a#0", "r0/f"), (100.0, "a#1", "r1/f"), (200.0, "a#2", "r2/f"), (300.0, "a#3", "r3/f")]
 
 

@@ -22,7 +22,7 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_generate_writes_the_generators_records_with_provenance(tmp_path, capsys):
     out = tmp_path / "ior.csv.gz"
     code, stdout, err = _run(capsys, "generate", "ior", "--duration", "1800", "--seed", "4",
-                             "--job-id", "ior.A", "--out", str(out))
+                             "--jobid", "ior.A", "--out", str(out))
     assert (code, err) == (0, "")
     assert load_trace(out) == list(ior(1800.0, 4, "ior.A"))
     assert "ops/s" in stdout

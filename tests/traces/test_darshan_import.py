@@ -38,7 +38,7 @@ def test_example_log_path_lists_available_logs_when_missing():
 def test_goodost_ior_log_gives_one_write_per_file_matching_posix_counters():
     report, c = _posix("sample-goodost.darshan")
     res = import_darshan(example_log_path("sample-goodost.darshan"))
-    assert res.job_id == "ior.6909118"
+    assert res.jobid == "ior.6909118"
     assert len(res.records) == 48 == len(c)
     assert all(r.op == "write" for r in res.records)
     assert sum(r.bytes for r in res.records) == int(c["POSIX_BYTES_WRITTEN"].sum())
@@ -76,7 +76,7 @@ def test_ior_hdf5_log_uses_dxt_segments_matching_posix_operation_counts():
     n_r = sum(len(s["read_segments"]) for s in segs)
     assert (n_w, n_r) == (int(c["POSIX_WRITES"].sum()), int(c["POSIX_READS"].sum()))
     res = import_darshan(example_log_path("ior_hdf5_example.darshan"))
-    assert res.job_id == "ior.32324925"
+    assert res.jobid == "ior.32324925"
     assert sum(r.ops for r in res.records if r.op == "write") == n_w
     assert sum(r.ops for r in res.records if r.op == "read") == n_r
     assert sum(r.bytes for r in res.records if r.op == "write") == int(c["POSIX_BYTES_WRITTEN"].sum())
@@ -117,7 +117,7 @@ def test_reads_of_files_not_written_and_without_layout_are_skipped_and_counted()
     assert any("LUSTRE: module absent" in n for n in res.notes)
     skipped = [n for n in res.notes if n.startswith("reads:")]
     assert skipped and int(skipped[0].split()[1]) > 0
-    assert res.job_id == "darshan.1537455"  # the log's exe line is empty
+    assert res.jobid == "darshan.1537455"  # the log's exe line is empty
 
 
 def test_reads_of_preexisting_files_name_their_osts_from_lustre():

@@ -76,13 +76,13 @@ def test_same_seed_gives_identical_trace_and_other_seed_differs(name):
     fn = GENERATORS[name]
     a = list(fn(7200.0, 11))
     assert a == list(fn(7200.0, 11))
-    b = list(fn(7200.0, 12, job_id=f"{name}.11"))
+    b = list(fn(7200.0, 12, jobid=f"{name}.11"))
     assert a != b
 
 
 def test_job_id_names_job_and_prefixes_files():
-    recs = list(tpa(600.0, 1, job_id="bank.7"))
-    assert {r.job_id for r in recs} == {"bank.7"}
+    recs = list(tpa(600.0, 1, jobid="bank.7"))
+    assert {r.jobid for r in recs} == {"bank.7"}
     assert all(r.file_id.startswith("bank.7/") for r in recs)
 
 
