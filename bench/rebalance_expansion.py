@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from lustre_alloc_data import resource_path  # noqa: E402
-from mapper.rebalance.planner import FileTable, OstTable, PlanTargets, plan_migration  # noqa: E402
+from mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration  # noqa: E402
 from traces.lfs_df import read_lfs_df  # noqa: E402
 
 GIB = float(1 << 30)
@@ -42,7 +42,7 @@ BW = 700 * MIB
 NEW = 6
 
 
-def build(seed: int = 2018) -> tuple[OstTable, FileTable]:
+def build(seed: int = 2018) -> tuple[MigrationOsts, FileTable]:
     df = read_lfs_df(resource_path("pkg:lustre_alloc_data/nersc-pytokio/sample_ost-fullness.txt.gz"))
     fs = df.snapshots[0].filesystems["snx11025"]
     total = np.array([t.kbytes_total for t in fs.osts] + [fs.osts[0].kbytes_total] * NEW, float)
@@ -59,7 +59,7 @@ def build(seed: int = 2018) -> tuple[OstTable, FileTable]:
     size = np.concatenate(sizes)
     ost = np.concatenate(osts)
     m = len(size)
-    table = OstTable(index=np.arange(n), kbytes_total=total, kbytes_used=used_kib,
+    table = MigrationOsts(index=np.arange(n), kbytes_total=total, kbytes_used=used_kib,
                      rate_bytes_s=np.full(n, BW), can_receive=np.ones(n, bool),
                      can_read=np.ones(n, bool), draining=np.zeros(n, bool))
     files = FileTable(ids=[""] * m, size_bytes=size, ost_ptr=np.arange(m + 1), ost_index=ost,
@@ -67,7 +67,7 @@ def build(seed: int = 2018) -> tuple[OstTable, FileTable]:
     return table, files
 
 
-def naive(table: OstTable, files: FileTable, tol: float) -> tuple[float, int]:
+def naive(table: MigrationOsts, files: FileTable, tol: float) -> tuple[float, int]:
     """Bytes and files the largest-first lfs_migrate moves."""
     cap = table.kbytes_total * 1024
     used = table.kbytes_used * 1024

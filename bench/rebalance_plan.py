@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from mapper.rebalance.planner import FileTable, OstTable, PlanTargets, plan_migration  # noqa: E402
+from mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration  # noqa: E402
 
 TIB_KIB = 100 * (1 << 30)          # 100 TiB in KiB
 
 
-def build(n_files: int, n_osts: int, seed: int = 7) -> tuple[OstTable, FileTable]:
+def build(n_files: int, n_osts: int, seed: int = 7) -> tuple[MigrationOsts, FileTable]:
     rng = np.random.default_rng(seed)
     old = int(n_osts * 0.9)
     k = rng.choice([1, 4, 16], size=n_files, p=[0.90, 0.08, 0.02])
@@ -41,7 +41,7 @@ def build(n_files: int, n_osts: int, seed: int = 7) -> tuple[OstTable, FileTable
     used = np.bincount(osts, np.repeat(sizes / k, k), minlength=n_osts) / 1024
     hot = rng.choice(old, size=old // 10, replace=False)
     used[hot] *= 1.10
-    table = OstTable(index=np.arange(n_osts), kbytes_total=np.full(n_osts, float(TIB_KIB)),
+    table = MigrationOsts(index=np.arange(n_osts), kbytes_total=np.full(n_osts, float(TIB_KIB)),
                      kbytes_used=used, rate_bytes_s=np.full(n_osts, float(1 << 30)),
                      can_receive=np.ones(n_osts, bool), can_read=np.ones(n_osts, bool),
                      draining=np.zeros(n_osts, bool))

@@ -32,10 +32,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 
 from common.fsname import target_name
+from livestack.record_file import RecordTail
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from mapper.state.ost_health import statfs_flags
 from simulator.cluster import KIB, MIB, SimCluster
@@ -378,43 +380,21 @@ class RecordFeed:
         record: the shim's record file.
         bytes_scale: emulated bytes per real byte written (the demo writes small files that
             stand for large ones).
+        policy_params: ``[policy.lustre_qos]``-style tables for the emulated allocator.
     """
 
     def __init__(self, cluster: EmulatedCluster, record: str | os.PathLike[str],
-                 bytes_scale: float = 1.0):
-        from mapper.policies.registry import make_policy
+                 bytes_scale: float = 1.0, policy_params: Mapping[str, Mapping[str, Any]] | None = None):
+        from mapper.policies.registry import build_policy
         self.cluster = cluster
         self.record = Path(record)
         self.bytes_scale = bytes_scale
         self.files: dict[str, _Tracked] = {}
         self.lines: list[dict[str, str]] = []
-        self._offset = 0
-        self._default = make_policy("lustre_qos")
+        self._tail = RecordTail(self.record)
+        # the emulated MDS's own allocator, with the site's LOD settings if given
+        self._default = build_policy("lustre_qos", policy_params, gate=False)
         self.deleted = 0
-
-    def _read_new_lines(self) -> list[dict[str, str]]:
-        from urllib.parse import unquote
-        try:
-            with open(self.record, "rb") as fh:
-                fh.seek(self._offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return []
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []
-        self._offset += end + 1
-        out = []
-        for raw in data[: end + 1].decode("utf-8", "replace").splitlines():
-            try:
-                rec = dict(kv.split("=", 1) for kv in raw.split("\t"))
-            except ValueError:
-                continue
-            for key in ("path", "job", "pool", "policy", "mapper_fallback", "reason"):
-                if key in rec:
-                    rec[key] = unquote(rec[key])
-            out.append(rec)
-        return out
 
     def _layout(self, rec: dict[str, str]) -> tuple[list[int], int]:
         if rec.get("result") == "layout" and rec.get("osts"):
@@ -431,7 +411,7 @@ class RecordFeed:
 
     def poll(self) -> list[dict[str, str]]:
         """Read new record lines, charge growth and deletions; returns the new lines."""
-        new = self._read_new_lines()
+        new = self._tail.read()
         for rec in new:
             path = rec.get("path", "")
             osts, stripe = self._layout(rec)

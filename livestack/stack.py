@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from livestack.emulator import EmulatedCluster, RecordFeed
+from livestack.emulator import FSNAME, EmulatedCluster, RecordFeed
 
 log = logging.getLogger("livestack.stack")
 
@@ -343,8 +343,9 @@ class LiveStack:
                     raise LiveStackError(f"{name} exited with {proc.returncode}; "
                                          f"see {self.log_path(name)}")
             m = self.metrics(0.5)
-            if (m.get('lustre_alloc_mapper_osts{state="usable"}') == want
-                    and m.get("lustre_alloc_mapper_stale_servers") == 0.0):
+            fs = f'fsname="{FSNAME}"'
+            if (m.get(f'lustre_alloc_mapper_osts{{{fs},state="usable"}}') == want
+                    and m.get(f"lustre_alloc_mapper_stale_servers{{{fs}}}") == 0.0):
                 return time.monotonic() - t0
             time.sleep(0.1)
         raise LiveStackError(f"mapper not ready with {int(want)} usable OSTs within "

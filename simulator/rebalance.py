@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from mapper.policies.placement import AllocationError, CreateRequest
-from mapper.policies.registry import make_policy
-from mapper.rebalance.planner import FileTable, OstTable, PlanTargets, plan_migration
+from mapper.policies.registry import build_policy
+from mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration
 from simulator.inflight import SimFile, SimTransfer
 from simulator.metrics import max_mean_ratio
 
@@ -235,11 +235,11 @@ class Rebalancer:
         sim.counters["rebalance_plans"] += 1
         sim.counters["rebalance_moves_planned"] += len(moves)
 
-    def _ost_table(self) -> OstTable:
+    def _ost_table(self) -> MigrationOsts:
         """The OSTs the MDS knows (its view: flags from the mapper's state rules)."""
         sim = self.sim
         p = sim.mds.view_p
-        table = OstTable.from_snapshot(sim.view, sim.cl.bandwidth_bytes_s[p])
+        table = MigrationOsts.from_snapshot(sim.view, sim.cl.bandwidth_bytes_s[p])
         table.kbytes_total = sim.capacity[p] / 1024
         table.kbytes_used = sim.used[p] / 1024
         return table
@@ -317,7 +317,8 @@ class Rebalancer:
         """The naive path: Lustre's allocator picks the new layout (lfs_migrate)."""
         sim = self.sim
         if self._qos is None:
-            self._qos = make_policy("lustre_qos", seed=sim.sc.seed)
+            # the site's LOD settings, if the scenario gives them for this allocator
+            self._qos = build_policy("lustre_qos", sim.sc.policy_params, seed=sim.sc.seed, gate=False)
         sim.refresh_statfs(now)
         sim.view.time_s = now
         req = CreateRequest(jobid="lfs_migrate", stripe_count=len(f.osts),

@@ -43,7 +43,7 @@ def prepare(scenario: Scenario) -> SimCluster:
     return cluster
 
 
-def build_policy(scenario: Scenario, policy: str) -> PlacementPolicy:
+def scenario_policy(scenario: Scenario, policy: str) -> PlacementPolicy:
     """The policy instance for one run, from the mapper's own factory
     (:func:`mapper.policies.registry.build_policy`): a policy that asks for it
     (``needs_gate``, the mapper's MCMF) runs behind the MDS CPU gate (Section III-D) with
@@ -55,7 +55,7 @@ def build_policy(scenario: Scenario, policy: str) -> PlacementPolicy:
 def run_policy(scenario: Scenario, cluster: SimCluster, policy: str,
                progress: Progress | None = None) -> RunResult:
     """One policy's run (in this process)."""
-    pol = build_policy(scenario, policy)
+    pol = scenario_policy(scenario, policy)
     net = make_network(scenario.network, **scenario.network_params)
     cb = (lambda done, total: progress(policy, done, total)) if progress else None
     return Simulation(scenario, cluster, pol, scenario_records(scenario), net, cb,

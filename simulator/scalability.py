@@ -153,7 +153,7 @@ class StudyRow:
 
 def _run_one(toml_text: str, osts: int, osses: int, policy: str, world: str = "uniform") -> StudyRow:
     from simulator.network.model import make_network
-    from simulator.runner import build_policy, prepare
+    from simulator.runner import prepare, scenario_policy
     from simulator.scenario import load_scenario
     from simulator.workload import scenario_records
     with tempfile.TemporaryDirectory() as d:
@@ -161,7 +161,7 @@ def _run_one(toml_text: str, osts: int, osses: int, policy: str, world: str = "u
         p.write_text(toml_text)
         sc = load_scenario(p)
         cluster = prepare(sc)
-        sim = Simulation(sc, cluster, build_policy(sc, policy), scenario_records(sc),
+        sim = Simulation(sc, cluster, scenario_policy(sc, policy), scenario_records(sc),
                          make_network(sc.network, **sc.network_params))
         r = sim.run()
     moved = sum(a.bytes_written + a.bytes_read for a in r.apps.values())

@@ -10,7 +10,7 @@ alone). Prediction rounds run at most every ``predict_round_s``.
 
 Inline (the simulator) the policy calls :meth:`McmfPlanner.plan` at the end of a request
 round that missed; in the service a background thread does
-(:mod:`mapper.service.planner`), and the Markov chains learn there too, off the request
+(:mod:`mapper.service.background_planner`), and the Markov chains learn there too, off the request
 path, from the requests the rounds queued (:meth:`McmfPlanner.learn`).
 """
 from __future__ import annotations

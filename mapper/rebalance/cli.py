@@ -21,7 +21,7 @@ from typing import TextIO
 
 from common.cli import EXIT_USAGE, OneLineParser, command_parser, fail
 from mapper.rebalance.inputs import PRINTF_FORMAT, build_file_table, read_state
-from mapper.rebalance.planner import (FileTable, OstTable, Plan, PlanInputError, PlanTargets,
+from mapper.rebalance.planner import (FileTable, MigrationOsts, Plan, PlanInputError, PlanTargets,
                                       plan_migration)
 
 PROG = "lustre-alloc-rebalance"
@@ -87,7 +87,7 @@ def write_script(plan: Plan, files: FileTable, targets: PlanTargets, out: TextIO
                   f"end {_hms(plan.est_end_s[i])}\n")
 
 
-def plan_json(plan: Plan, files: FileTable, table: OstTable, targets: PlanTargets) -> dict:
+def plan_json(plan: Plan, files: FileTable, table: MigrationOsts, targets: PlanTargets) -> dict:
     """The plan as a JSON-ready dict: ``summary``, ``targets``, ordered ``moves``."""
     moves = []
     for i, f in enumerate(plan.files):

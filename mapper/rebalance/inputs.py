@@ -24,7 +24,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from mapper.rebalance.planner import FileTable, OstTable, PlanInputError
+from mapper.rebalance.planner import FileTable, MigrationOsts, PlanInputError
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from traces.lfs_df import LustreDumpFormatError, read_lfs_df
 
@@ -166,7 +166,7 @@ _OST_FIELDS = ("index", "kbytes_total", "kbytes_free", "kbytes_avail")
 
 
 def read_state(path: str | Path, ost_rate_bytes_s: float | None = None,
-               fsname: str | None = None) -> OstTable:
+               fsname: str | None = None) -> MigrationOsts:
     """The cluster from a state JSON or an ``lfs df`` snapshot.
 
     ``ost_rate_bytes_s`` gives every OST's bandwidth when the file has none (``lfs df``
@@ -201,10 +201,10 @@ def read_state(path: str | Path, ost_rate_bytes_s: float | None = None,
                      kbytes_free=t.kbytes_total - t.kbytes_used, kbytes_avail=t.kbytes_avail)
             for t in fs.osts]
     snap = ClusterSnapshot(osts=osts, osses={"?": OssState("?")})
-    return OstTable.from_snapshot(snap, ost_rate_bytes_s)
+    return MigrationOsts.from_snapshot(snap, ost_rate_bytes_s)
 
 
-def _read_state_json(p: Path, text: str, rate: float | None) -> OstTable:
+def _read_state_json(p: Path, text: str, rate: float | None) -> MigrationOsts:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
@@ -235,5 +235,5 @@ def _read_state_json(p: Path, text: str, rate: float | None) -> OstTable:
         snap = ClusterSnapshot(osts=osts, osses={})
     except ValueError as e:
         raise PlanInputError(f"{p}: {e}") from None
-    return OstTable.from_snapshot(snap, rates)
+    return MigrationOsts.from_snapshot(snap, rates)
 

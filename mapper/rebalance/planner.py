@@ -64,7 +64,7 @@ class PlanInputError(ValueError):
 
 
 @dataclass
-class OstTable:
+class MigrationOsts:
     """The OSTs as the planner sees them, all arrays of shape (N,), index order.
 
     Attributes:
@@ -110,7 +110,7 @@ class OstTable:
 
     @classmethod
     def from_snapshot(cls, snapshot: ClusterSnapshot,
-                      rate_bytes_s: float | Mapping[int, float] | np.ndarray) -> "OstTable":
+                      rate_bytes_s: float | Mapping[int, float] | np.ndarray) -> "MigrationOsts":
         """From the mapper's :class:`ClusterSnapshot`.
 
         ``rate_bytes_s``: one bandwidth for every OST, a map OST index -> bytes/s, or an
@@ -177,7 +177,7 @@ class FileTable:
         return cls(ids=list(ids), size_bytes=np.asarray(sizes, dtype=float), ost_ptr=ptr,
                    ost_index=flat, access_bytes_s=acc, stripe_size=ss)
 
-    def validate(self, osts: OstTable) -> np.ndarray:
+    def validate(self, osts: MigrationOsts) -> np.ndarray:
         """Check shapes and values against ``osts``; return each entry's OST position.
 
         Raises:
@@ -331,11 +331,11 @@ def _csr_rows(ptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
             + np.repeat(ptr[rows], lens))
 
 
-def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Plan:
+def plan_migration(osts: MigrationOsts, files: FileTable, targets: PlanTargets) -> Plan:
     """Plan the moves that bring fill (and load) within the targets.
 
     Args:
-        osts: the cluster (:class:`OstTable`).
+        osts: the cluster (:class:`MigrationOsts`).
         files: the candidate files (:class:`FileTable`).
         targets: :class:`PlanTargets`.
 
@@ -543,7 +543,7 @@ def plan_migration(osts: OstTable, files: FileTable, targets: PlanTargets) -> Pl
                    int(len(cand) - placed.sum()), int(m))
 
 
-def _finish(osts: OstTable, files: FileTable, t: PlanTargets, pos: np.ndarray,
+def _finish(osts: MigrationOsts, files: FileTable, t: PlanTargets, pos: np.ndarray,
             entry_file: np.ndarray, entry_bytes: np.ndarray, cand: np.ndarray,
             mrows: np.ndarray, cand_ptr: np.ndarray, new_slots: np.ndarray, norm: np.ndarray,
             used0: np.ndarray, load0: np.ndarray, d_t: float, fill_before: np.ndarray,

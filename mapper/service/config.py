@@ -73,7 +73,7 @@ class MapperConfig:
         max_batch: most requests in one round.
         plan_ahead: a background thread keeps the primary's plan queues full (a primary
             that plans ahead: mcmf); requests are answered from them in O(stripe count)
-            (:mod:`mapper.service.planner`). False: every request is solved in a round.
+            (:mod:`mapper.service.background_planner`). False: every request is solved in a round.
         plan_process: the planner solves its flows in a child process
             (:mod:`mapper.service.plan_worker`), so they never hold the request loop's
             interpreter lock. False: in the planner thread (one process, for debugging).

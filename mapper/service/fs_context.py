@@ -23,7 +23,7 @@ from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
 from mapper.service.limits import ExpectedBytesClip
 from mapper.service.persist import load_learned_state, save_learned_state
-from mapper.service.planner import BackgroundPlanner
+from mapper.service.background_planner import BackgroundPlanner
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import check_placement, is_usable, pool_members
 from mapper.state.state_store import StateStore

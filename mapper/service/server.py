@@ -42,7 +42,7 @@ from mapper.service.intake import Alloc, Intake
 from mapper.service.limits import PeerLimits
 from mapper.service.metrics import MapperMetrics
 from mapper.service.persist import BackgroundSaver
-from mapper.service.planner import BackgroundPlanner
+from mapper.service.background_planner import BackgroundPlanner
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import is_usable
 from mapper.state.state_store import StateStore

@@ -11,11 +11,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote
 
 import msgpack
 import pytest
 import zmq
+
+from livestack.record_file import RECORD_KEYS, read_records
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LIBDIR = PROJECT_ROOT / "liblustre_alloc"
@@ -23,13 +24,6 @@ VENV_BIN = Path(sys.executable).parent
 STANDIN = Path(__file__).resolve().parent / "standin_mapper.py"
 STATIC_CLUSTER = "4x2"
 N_OSTS = 8  # 4 OSSes x 2 OSTs
-
-RECORD_KEYS = [
-    "v", "ts", "pid", "tid", "op", "backend", "job", "path", "result", "osts",
-    "stripe_count", "stripe_size", "pool", "req_count", "req_size", "policy",
-    "mapper_fallback", "reason", "mapper_us", "total_us",
-]
-
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -39,14 +33,9 @@ def free_port() -> int:
 
 def parse_records(path: Path) -> list[dict[str, str]]:
     """The record file (docs/client.md "Record format") as dicts."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        fields = dict(kv.split("=", 1) for kv in line.split("\t"))
-        assert list(fields) == RECORD_KEYS, line
-        fields["path"] = unquote(fields["path"])
-        out.append(fields)
+    out = read_records(path)
+    for fields in out:
+        assert tuple(fields) == RECORD_KEYS, fields
     return out
 
 

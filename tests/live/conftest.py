@@ -11,10 +11,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import unquote
 
 import numpy as np
 import pytest
+
+from livestack.record_file import read_records
 
 from simulator.cluster import GIB, SimCluster
 from livestack.stack import EmulatorPump, LiveStack, child_env, spawn
@@ -94,12 +95,7 @@ class Live:
         return {"returncode": proc.returncode, **json.loads(text.splitlines()[-1])}
 
     def records(self) -> list[dict[str, str]]:
-        out = []
-        for line in self.record.read_text().splitlines():
-            rec = dict(kv.split("=", 1) for kv in line.split("\t"))
-            rec["path"] = unquote(rec["path"])
-            out.append(rec)
-        return out
+        return read_records(self.record)
 
 
 @pytest.fixture(scope="session")

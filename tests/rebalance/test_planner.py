@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mapper.state.cluster_state import OstFlag, make_uniform_cluster
-from mapper.rebalance.planner import (FileTable, OstTable, PlanInputError, PlanTargets,
+from mapper.rebalance.planner import (FileTable, MigrationOsts, PlanInputError, PlanTargets,
                                       plan_migration)
 
 GIB = 1 << 30
@@ -44,7 +44,7 @@ def _apply(files: FileTable, plan, n: int) -> np.ndarray:
 
 def test_expansion_fills_new_osts_to_the_mean():
     snap, files = _cluster(24, 8)
-    table = OstTable.from_snapshot(snap, 1e9)
+    table = MigrationOsts.from_snapshot(snap, 1e9)
     plan = plan_migration(table, files, PlanTargets(budget_fraction=0.25))
     used = _apply(files, plan, 32)
     fill = used / used.mean()
@@ -60,7 +60,7 @@ def test_expansion_fills_new_osts_to_the_mean():
 
 def test_balanced_cluster_needs_no_move():
     snap, files = _cluster(16, 0)
-    plan = plan_migration(OstTable.from_snapshot(snap, 1e9), files,
+    plan = plan_migration(MigrationOsts.from_snapshot(snap, 1e9), files,
                           PlanTargets(0.5, fill_tolerance=0.5, load_tolerance=1.0))
     assert plan.summary.files_moved == 0 and len(plan.files) == 0
     assert plan.summary.duration_s == 0.0
@@ -72,7 +72,7 @@ def test_never_targets_unusable_or_draining_osts_and_drains():
     snap.osts[26].flags = OstFlag.READONLY
     snap.osts[27].active = False
     snap.osts[3].flags = OstFlag.NOPRECREATE        # being drained: must end empty
-    plan = plan_migration(OstTable.from_snapshot(snap, 1e9), files, PlanTargets(0.25))
+    plan = plan_migration(MigrationOsts.from_snapshot(snap, 1e9), files, PlanTargets(0.25))
     assert not set(plan.new_osts.tolist()) & {25, 26, 27, 3}
     on3 = [f for f in range(files.count)
            if 3 in files.ost_index[files.ost_ptr[f]:files.ost_ptr[f + 1]]]
@@ -81,7 +81,7 @@ def test_never_targets_unusable_or_draining_osts_and_drains():
 
 def test_striped_files_keep_their_stripe_count_on_distinct_osts():
     snap, files = _cluster(12, 4, files_per_ost=60, stripe_counts=(1, 2, 4))
-    plan = plan_migration(OstTable.from_snapshot(snap, 1e9), files, PlanTargets(0.25))
+    plan = plan_migration(MigrationOsts.from_snapshot(snap, 1e9), files, PlanTargets(0.25))
     assert plan.summary.files_moved > 0
     for i, f in enumerate(plan.files):
         new = plan.osts_of(i)
@@ -91,7 +91,7 @@ def test_striped_files_keep_their_stripe_count_on_distinct_osts():
 
 def test_max_duration_cuts_the_plan():
     snap, files = _cluster(24, 8)
-    table = OstTable.from_snapshot(snap, 1e9)
+    table = MigrationOsts.from_snapshot(snap, 1e9)
     full = plan_migration(table, files, PlanTargets(0.25))
     half = plan_migration(table, files, PlanTargets(0.25, max_duration_s=full.summary.duration_s / 2))
     assert 0 < half.summary.files_moved < full.summary.files_moved
@@ -101,7 +101,7 @@ def test_max_duration_cuts_the_plan():
 
 def test_a_smaller_budget_takes_longer():
     snap, files = _cluster(24, 8)
-    table = OstTable.from_snapshot(snap, 1e9)
+    table = MigrationOsts.from_snapshot(snap, 1e9)
     fast = plan_migration(table, files, PlanTargets(0.5)).summary.duration_s
     slow = plan_migration(table, files, PlanTargets(0.1)).summary.duration_s
     assert slow == pytest.approx(5 * fast, rel=1e-6)
@@ -117,12 +117,12 @@ def test_unknown_ost_names_the_file():
     snap, _ = _cluster(4, 0, files_per_ost=2)
     files = FileTable.from_lists(["/a", "/b"], [GIB, GIB], [[0], [9]])
     with pytest.raises(PlanInputError, match=r"file /b: unknown OST 9"):
-        plan_migration(OstTable.from_snapshot(snap, 1e9), files, PlanTargets(0.5))
+        plan_migration(MigrationOsts.from_snapshot(snap, 1e9), files, PlanTargets(0.5))
 
 
 def test_file_without_ost_and_duplicate_ost_are_refused():
     snap, _ = _cluster(4, 0, files_per_ost=2)
-    table = OstTable.from_snapshot(snap, 1e9)
+    table = MigrationOsts.from_snapshot(snap, 1e9)
     with pytest.raises(PlanInputError, match="file /a: has no OST"):
         plan_migration(table, FileTable.from_lists(["/a"], [GIB], [[]]), PlanTargets(0.5))
     with pytest.raises(PlanInputError, match="file /a: an OST appears twice"):
@@ -131,7 +131,7 @@ def test_file_without_ost_and_duplicate_ost_are_refused():
 
 def test_move_largest_moves_fewer_files_for_the_same_balance():
     snap, files = _cluster(24, 8)
-    table = OstTable.from_snapshot(snap, 1e9)
+    table = MigrationOsts.from_snapshot(snap, 1e9)
     paper = plan_migration(table, files, PlanTargets(0.25)).summary
     big = plan_migration(table, files, PlanTargets(0.25, move_largest=True)).summary
     assert big.files_moved < paper.files_moved / 3

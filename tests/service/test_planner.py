@@ -1,4 +1,4 @@
-"""The service's background planner (mapper/service/planner.py): requests are answered
+"""The service's background planner (mapper/service/background_planner.py): requests are answered
 from lists it planned, over real sockets, and every answer is a valid layout."""
 from __future__ import annotations
 

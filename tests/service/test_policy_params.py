@@ -64,7 +64,7 @@ def test_service_and_simulator_build_the_same_policy_from_the_same_params(tmp_pa
     svc = service_policy(config, build_store(config))
     sc = load_scenario("paper-32ost")
     from dataclasses import replace
-    sim = runner.build_policy(replace(sc, policy_params=params, seed=3), "mcmf")
+    sim = runner.scenario_policy(replace(sc, policy_params=params, seed=3), "mcmf")
     assert isinstance(sim, GatedPolicy)
     for attr in ("predict_k", "straggler_factor", "straggler_min_excess_s", "prune",
                  "pending_half_life_s", "cache_ttl_s", "predict_mode"):

@@ -7,7 +7,7 @@ import pytest
 from simulator.engine import Simulation
 from simulator.inflight import SimFile
 from simulator.network.model import make_network
-from simulator.runner import build_policy, prepare
+from simulator.runner import prepare, scenario_policy
 from simulator.scenario import ScenarioError, load_scenario
 from simulator.workload import scenario_records
 from tests.simulator.conftest import rec, small
@@ -27,7 +27,7 @@ def _sim(make_scenario, records, trigger="at_s = 10", budget=0.5, bw=100):
     body = small(duration=3600, bw=bw) + EVENT.format(trigger=trigger, budget=budget)
     sc = load_scenario(make_scenario(body, records))
     cl = prepare(sc)
-    return Simulation(sc, cl, build_policy(sc, "round_robin"), scenario_records(sc),
+    return Simulation(sc, cl, scenario_policy(sc, "round_robin"), scenario_records(sc),
                       make_network(sc.network))
 
 

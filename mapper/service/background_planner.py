@@ -41,7 +41,7 @@ from mapper.policies.placement import LearnsOffRequestPath, PlansAhead
 from mapper.service.metrics import PREFIX
 from mapper.service.plan_worker import PlanWorker
 
-log = logging.getLogger("mapper.service.planner")
+log = logging.getLogger("mapper.service.background_planner")
 
 PLAN_INTERVAL_S = 0.02
 """Longest wait between two refills, s: a class drained by a burst is refilled within
