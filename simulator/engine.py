@@ -25,7 +25,6 @@ from typing import Callable, Iterable
 import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot
-from mapper.state.ost_health import lnet_load_percent
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from simulator.cluster import GIB, KIB, MIB, SimCluster
 from simulator.models import raid0_bytes_per_ost
@@ -208,12 +207,8 @@ class Simulation:
         self.counters: Counter = Counter()
         self.notes: Counter = Counter()
         self.alloc_ns: list[int] = []
-        # Collector-style samples through the mapper's own sample -> state rules, when
-        # anything but today's static world is simulated.
-        samples = bool(scenario.events or unmanaged_jobs
-                       or any(w.kind == "background" for w in scenario.workloads))
         self.mds = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
-                           network.oss_link_bytes_s, samples)
+                           network.oss_link_bytes_s)
         s = len(cluster.oss_names)
         self.oss_bytes_s = np.zeros(s)
         self.oss_ops_s = np.zeros(s)
@@ -246,9 +241,7 @@ class Simulation:
     def _refresh_stats(self, now: float) -> None:
         cpu = self.sc.oss_model.cpu_percent(self.oss_bytes_s, self.oss_ops_s)
         mem = self.sc.oss_model.mem_percent(self.oss_bytes_s)
-        # LNet load between the clients/MDS and each OSS: its busier link direction.
         out = self.oss_bytes_s - self.oss_in_bytes_s
-        lnet = lnet_load_percent(out, self.oss_in_bytes_s, self.network.oss_link_bytes_s)
         # The simulator's brw_stats "I/O time": a 1 MiB write RPC queued behind the
         # transfers now sharing the OST's bandwidth (equal shares), seconds.
         queued = self.book.queued_per_ost(self.storage)
@@ -256,7 +249,7 @@ class Simulation:
             latency = (queued + 1) * MIB / self.storage.ost_bandwidth_bytes_s
         if self.storage.ost_latency_s is not None:
             latency = latency + self.storage.ost_latency_s
-        self.mds.refresh_stats(now, latency, cpu, mem, lnet, self.oss_in_bytes_s, out,
+        self.mds.refresh_stats(now, latency, cpu, mem, self.oss_in_bytes_s, out,
                                self.used, self.capacity, self.present, self.state)
 
     def _apply_events(self, now: float) -> None:
@@ -448,7 +441,7 @@ class Simulation:
     def _advance(self, now: float, dt: float) -> None:
         """Move every transfer forward by ``dt`` seconds; land bytes; finish transfers."""
         s = len(self.cl.oss_names)
-        step = self.book.advance(now, dt, self.storage, track_reads=self.mds.samples)
+        step = self.book.advance(now, dt, self.storage)
         if step is None:
             self.oss_bytes_s = np.zeros(s)
             self.oss_ops_s = np.zeros(s)
@@ -456,8 +449,7 @@ class Simulation:
             return
         self.used += step.landed
         self.mds.ost_written_bytes += step.written
-        if step.read is not None:
-            self.mds.ost_read_bytes += step.read
+        self.mds.ost_read_bytes += step.read
         over = self.used - self.capacity
         if (over > 0).any():
             self.counters["bytes_lost_enospc"] += float(over[over > 0].sum())

@@ -8,9 +8,10 @@ Two sources, refreshed lazily at a create when due, as on a real MDS:
 * **the collectors' samples** (every ``stats_interval_s``): what each OSS's collector would
   publish (per OST kbytes, brw_stats write RPC time, obdfilter write/read rates, degraded,
   available; per OSS CPU, memory and LNet bytes), folded by the mapper's own
-  :class:`~mapper.state.state_store.StateStore`; the view's load fields (RPC time, write
-  rate, OSS CPU/memory/LNet load, ``active``, ``DEGRADED``, serving OSS, new OSTs) are
-  copied from the store's rule outputs, never written by the engine directly.
+  :class:`~mapper.state.state_store.StateStore`, in every world; the view's load fields
+  (RPC time, write rate, OSS CPU/memory/LNet load, ``active``, ``DEGRADED``, serving OSS,
+  new OSTs) are copied from the store's outputs: the engine has no way to hand the
+  policies a number that did not come through the store (issue #26).
 """
 from __future__ import annotations
 
@@ -34,13 +35,12 @@ class MdsView:
         used: initial used bytes per OST position.
         present: OST positions present at t=0 (expansions add the rest later).
         initial_osses: OSSes present at t=0.
-        lnet_link_bytes_s: the OSS link rate LNet load is normalised to, bytes/s.
-        samples: route the collectors' samples through the mapper's state store.
+        lnet_link_bytes_s: the OSS link rate LNet load is normalised to, bytes/s (the
+            state store's ``lnet_capacity_bytes_per_s``).
     """
 
     def __init__(self, scenario: Scenario, cluster: SimCluster, used: np.ndarray,
-                 present: np.ndarray, initial_osses: int, lnet_link_bytes_s: float,
-                 samples: bool):
+                 present: np.ndarray, initial_osses: int, lnet_link_bytes_s: float):
         self.sc = scenario
         self.cl = cluster
         n = cluster.ost_count
@@ -52,9 +52,7 @@ class MdsView:
             for name in cluster.oss_names[initial_osses:]:
                 self.view.osses.pop(name, None)
             self.view_p = np.array(keep)
-        self.samples = samples
-        self.store = (StateStore(lnet_capacity_bytes_per_s=lnet_link_bytes_s)
-                      if samples else None)
+        self.store = StateStore(lnet_capacity_bytes_per_s=lnet_link_bytes_s)
         self.last_statfs_s = -math.inf
         self.last_stats_s = -math.inf
         self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last sample
@@ -80,73 +78,41 @@ class MdsView:
 
     # -- samples -------------------------------------------------------------------------
     def refresh_stats(self, now: float, latency_s: np.ndarray, cpu: np.ndarray, mem: np.ndarray,
-                      lnet: np.ndarray, oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray,
+                      oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray,
                       used: np.ndarray, capacity: np.ndarray, present: np.ndarray,
                       state) -> None:
-        """One sample interval ends at ``now``.
+        """One sample interval ends at ``now``: what the collectors would publish is folded
+        into the mapper's state store (:class:`mapper.state.state_store.StateStore`, the
+        live stack's sample -> state rules) and the view takes the store's outputs.
+
+        Per OST target: ``kbytes_total/free/avail``, brw_stats ``write_io_time_ms_mean``,
+        obdfilter ``write_bytes_per_s``/``read_bytes_per_s`` over the interval (all traffic,
+        managed or not), ``degraded``, ``available``. Per OSS: ``cpu_percent``,
+        ``mem_percent``, ``lnet_send_bytes_per_s``, ``lnet_recv_bytes_per_s``.
 
         Args:
             latency_s: per OST position, the brw_stats mean write RPC time, s.
             cpu, mem: per OSS, percent.
-            lnet: per OSS, the LNet load 0..100 (without the store: written directly).
             oss_in_bytes_s, oss_out_bytes_s: per OSS, bytes/s received and sent.
             used, capacity: per OST position, bytes.
             present: OST positions that exist now.
             state: the events' effective state (None without events).
         """
-        for s, name in enumerate(self.cl.oss_names):
-            oss = self.view.osses.get(name)
-            if oss is None:     # an expansion's OSS the samples have not announced yet
-                continue
-            oss.cpu_percent = float(cpu[s])
-            oss.mem_percent = float(mem[s])
-            oss.lnet_load = float(lnet[s])
-            oss.sample_time_s = now
-        if self.samples:
-            self._publish(now, latency_s, cpu, mem, used, capacity, present, state)
-        for p, ost in zip(self.view_p.tolist(), self.view.osts):
-            ost.write_latency_s = float(latency_s[p])
-            ost.sample_time_s = now
-        # The collectors' per-OST write rate (obdfilter stats write_bytes over the
-        # interval), bytes/s.
         span = now - self.last_stats_s
-        if self.samples and not math.isfinite(span):
-            span = now      # collectors sample from the start, not from the first create
-        if math.isfinite(span) and span > 0:
-            rate = self.ost_written_bytes / span
-            for p, ost in zip(self.view_p.tolist(), self.view.osts):
-                ost.write_bytes_per_s = float(rate[p])
-        self.ost_written_bytes = np.zeros(self.cl.ost_count)
-        self.ost_read_bytes = np.zeros(self.cl.ost_count)
-        self.view.changed()
-        self.last_stats_s = now
-
-    def _publish(self, now: float, latency_s: np.ndarray, cpu: np.ndarray, mem: np.ndarray,
-                 used: np.ndarray, capacity: np.ndarray, present: np.ndarray, st) -> None:
-        """What the collectors would publish now, folded into the mapper's state store
-        (:class:`mapper.state.state_store.StateStore`, the live stack's sample -> state
-        rules), then the rule outputs the statfs/stats refreshes do not cover (OST
-        ``active``, ``DEGRADED``, serving OSS, new OSTs) copied into the view.
-
-        Per OST target: ``kbytes_total/free/avail``, brw_stats ``write_io_time_ms_mean``,
-        obdfilter ``write_bytes_per_s``/``read_bytes_per_s`` over the interval (all
-        traffic, managed or not), ``degraded``, ``available``.
-        """
-        span = now - self.last_stats_s
-        span = span if math.isfinite(span) and span > 0 else now
+        span = span if math.isfinite(span) and span > 0 else now   # collectors sample from t=0
         n = self.cl.ost_count
         wrate = self.ost_written_bytes / span if span else np.zeros(n)
         rrate = self.ost_read_bytes / span if span else np.zeros(n)
+        st = state
         ost_oss = self.cl.ost_oss if st is None else st.ost_oss
         avail = np.maximum(capacity - used, 0.0)
         interval = self.sc.cluster.stats_interval_s
         by_oss: dict[int, dict] = {}
         for p in np.nonzero(present)[0].tolist():
-            kb_total = int(capacity[p] // KIB)
             kb_free = int(avail[p] // KIB)
             ok = True if st is None else bool(st.available[p])
             target = {"kind": "ost", "index": int(self.cl.ost_index[p]), "available": ok,
-                      "values": {"kbytes_total": kb_total, "kbytes_free": kb_free,
+                      "values": {"kbytes_total": int(capacity[p] // KIB), "kbytes_free": kb_free,
                                  "kbytes_avail": kb_free,
                                  "write_io_time_ms_mean": float(latency_s[p]) * 1000.0,
                                  "write_bytes_per_s": float(wrate[p]),
@@ -158,11 +124,20 @@ class MdsView:
         for s_pos, targets in by_oss.items():
             self.store.apply("oss", self.cl.oss_names[s_pos], now, interval,
                              {"values": {"cpu_percent": float(cpu[s_pos]),
-                                         "mem_percent": float(mem[s_pos])}}, targets)
+                                         "mem_percent": float(mem[s_pos]),
+                                         "lnet_send_bytes_per_s": float(oss_out_bytes_s[s_pos]),
+                                         "lnet_recv_bytes_per_s": float(oss_in_bytes_s[s_pos])}},
+                             targets)
         self._adopt_store(present)
+        self.ost_written_bytes = np.zeros(n)
+        self.ost_read_bytes = np.zeros(n)
+        self.view.changed()
+        self.last_stats_s = now
 
     def _adopt_store(self, present: np.ndarray) -> None:
-        """Copy the store's rule outputs into the view (and add OSTs it introduced)."""
+        """Copy the store's outputs into the view: per OSS its load and sample time; per OST
+        its RPC time, write rate, sample time, ``active``, ``DEGRADED`` and serving OSS (the
+        statfs fields stay the MDS's own); OSTs the samples introduced join the view."""
         known = {o.index for o in self.view.osts}
         seen = self.store.snapshot.ost_by_index()
         idx = self.cl.ost_index
@@ -184,10 +159,21 @@ class MdsView:
             for o in osts:
                 if o.oss not in self.view.osses:
                     self.view.osses[o.oss] = OssState(o.oss)
+        for name, oss in self.view.osses.items():
+            ruled_oss = self.store.snapshot.osses.get(name)
+            if ruled_oss is None:   # an expansion's OSS the samples have not announced yet
+                continue
+            oss.cpu_percent = ruled_oss.cpu_percent
+            oss.mem_percent = ruled_oss.mem_percent
+            oss.lnet_load = ruled_oss.lnet_load
+            oss.sample_time_s = ruled_oss.sample_time_s
         for ost in self.view.osts:
             ruled = seen.get(ost.index)
             if ruled is None:
                 continue
+            ost.write_latency_s = ruled.write_latency_s
+            ost.write_bytes_per_s = ruled.write_bytes_per_s
+            ost.sample_time_s = ruled.sample_time_s
             ost.active = ruled.active
             ost.flags = (ost.flags & ~OstFlag.DEGRADED) | (ruled.flags & OstFlag.DEGRADED)
             if ruled.oss != ost.oss:

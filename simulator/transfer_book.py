@@ -24,7 +24,7 @@ class Step:
     transfers finished: ``(transfer, finish time s, bytes it moved this step)``."""
     written: np.ndarray
     landed: np.ndarray
-    read: np.ndarray | None
+    read: np.ndarray
     ost_bytes: np.ndarray
     ost_ops: np.ndarray
     finished: list[tuple[SimTransfer, float]]
@@ -124,9 +124,8 @@ class TransferBook:
             self.rebuild(storage)
         return np.bincount(self._entry_ost, minlength=self.n)
 
-    def advance(self, now: float, dt: float, storage: Storage, track_reads: bool) -> Step | None:
-        """Move every transfer forward by ``dt`` seconds; None when nothing is in flight.
-        ``track_reads``: also tally the bytes read per OST."""
+    def advance(self, now: float, dt: float, storage: Storage) -> Step | None:
+        """Move every transfer forward by ``dt`` seconds; None when nothing is in flight."""
         if self.dirty:
             self.rebuild(storage)
         n = self.n
@@ -138,8 +137,7 @@ class TransferBook:
         written = np.bincount(self._entry_ost, entry_bytes * self._entry_write, minlength=n)
         landed = (written if self._entry_lands is self._entry_write else
                   np.bincount(self._entry_ost, entry_bytes * self._entry_lands, minlength=n))
-        read = (np.bincount(self._entry_ost, entry_bytes * ~self._entry_write, minlength=n)
-                if track_reads else None)
+        read = np.bincount(self._entry_ost, entry_bytes * ~self._entry_write, minlength=n)
         ost_bytes = np.bincount(self._entry_ost, entry_bytes, minlength=n)
         ost_ops = np.bincount(self._entry_ost, entry_bytes * self._ops_per_byte[self._entry_flow],
                               minlength=n)
