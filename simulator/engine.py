@@ -25,100 +25,21 @@ from typing import Callable, Iterable
 import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot
-from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
-from simulator.cluster import GIB, KIB, MIB, SimCluster
-from simulator.models import raid0_bytes_per_ost
+from mapper.policies.placement import PlacementPolicy
+from simulator.cluster import GIB, MIB, SimCluster
 from simulator.network.model import NetworkModel
 from simulator.inflight import SimFile, SimTransfer
 from simulator.network.transfers import Storage
 from simulator.mds_view import MdsView
 from simulator.transfer_book import TransferBook
+from simulator.client_ops import ClientOps
+from simulator.create_path import CreatePath
+from simulator.job_io import AppIo, JobBook, JobIo
 from simulator.rebalance import REBALANCE_JOB, Rebalancer
 from simulator.scenario import Scenario
 from traces.format import TraceRecord
 
 HOUR_S = 3600.0
-
-
-def app_name(jobid: str) -> str:
-    """The application a job id belongs to: replays ``job#k`` count as ``job``."""
-    return jobid.split("#", 1)[0]
-
-
-@dataclass
-class AppStats:
-    """Per-application totals. Bytes; seconds of transfer time (sum over transfers)."""
-    bytes_written: float = 0.0
-    bytes_read: float = 0.0
-    io_time_s: float = 0.0
-    transfers: int = 0
-    creates: int = 0
-    failed_creates: int = 0
-
-    @property
-    def mean_bandwidth_bytes_s(self) -> float:
-        """Bytes moved / summed transfer time (0 when nothing moved)."""
-        moved = self.bytes_written + self.bytes_read
-        return moved / self.io_time_s if self.io_time_s > 0 else 0.0
-
-
-PHASE_GAP_S = 60.0
-"""A job with nothing in flight for this long starts a new I/O phase (ours: trace jobs of
-the generators run all day; their checkpoints and iterations are the phases)."""
-
-
-@dataclass
-class JobStats:
-    """One job's I/O (the user's metric). Seconds on the simulation clock.
-
-    Attributes:
-        first_io_s: start of its first transfer.
-        last_byte_s: end of its last finished transfer.
-        alone_s: lower bound of its I/O time alone on the idle cluster (no events, no
-            other load): ``max(max over transfers (start - first_io + ideal), max over
-            OSTs of its bytes there / that OST's bandwidth)``, ``ideal`` = the
-            transfer's slowest stripe (with request latency and OSS limit) at full speed.
-        managed: its creates went through the policy (else Lustre's allocator).
-        background: replayed background traffic, not a user's job.
-        unfinished: transfers still in flight (or stalled) at the end.
-        phases: ``(first_io_s, last_byte_s, alone_s)`` of each I/O phase (phases are
-            separated by >= :data:`PHASE_GAP_S` with nothing in flight).
-    """
-    first_io_s: float
-    last_byte_s: float = -math.inf
-    alone_s: float = 0.0
-    managed: bool = True
-    background: bool = False
-    bytes: float = 0.0
-    transfers: int = 0
-    unfinished: int = 0
-    inflight: int = 0
-    phases: list = field(default_factory=list)
-    busy_s: np.ndarray | None = None        # per OST: seconds at full bandwidth (job)
-    ph_first: float = 0.0
-    ph_last: float = -math.inf
-    ph_alone: float = 0.0
-    ph_busy_s: np.ndarray | None = None     # the same, current phase
-
-    def close_phase(self) -> None:
-        """End the current phase (if any byte of it landed)."""
-        if self.ph_last > -math.inf:
-            alone = max(self.ph_alone, float(self.ph_busy_s.max()))
-            self.phases.append((self.ph_first, self.ph_last, alone))
-        self.ph_busy_s[:] = 0.0
-        self.ph_alone = 0.0
-        self.ph_last = -math.inf
-
-    @property
-    def io_time_s(self) -> float:
-        """First I/O to last byte (0 if nothing finished)."""
-        return max(0.0, self.last_byte_s - self.first_io_s)
-
-    @property
-    def slowdown(self) -> float:
-        """I/O time / alone time (1 = as if alone on the idle cluster)."""
-        alone = max(self.alone_s, float(self.busy_s.max()) if self.busy_s is not None else 0.0)
-        return self.io_time_s / alone if alone > 0 else 1.0
 
 
 @dataclass
@@ -141,13 +62,13 @@ class RunResult:
     oss_cpu_mean: np.ndarray
     mds_cpu: np.ndarray
     alloc_ns: np.ndarray
-    apps: dict[str, AppStats]
+    apps: dict[str, AppIo]
     counters: Counter
     notes: Counter
     wall_s: float = 0.0
     records: int = 0
     rebalance_log: list = field(default_factory=list)
-    jobs: dict[str, JobStats] = field(default_factory=dict)
+    jobs: dict[str, JobIo] = field(default_factory=dict)
     file_write_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     file_read_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
@@ -184,14 +105,13 @@ class Simulation:
             cluster = _expanded(cluster, scenario)
         self.cl = cluster
         self.unmanaged = unmanaged_jobs
-        self.lustre_policy: PlacementPolicy | None = None
+        lustre_policy = None
         if unmanaged_jobs:
             # The site's LOD settings, if the scenario gives them for this allocator.
             from mapper.policies.registry import build_policy
-            self.lustre_policy = build_policy(scenario.unmanaged_allocator, scenario.policy_params,
-                                              seed=scenario.seed)
-        self.jobs: dict[str, JobStats] = {}
-        self.file_times: list[list[float]] = []
+            lustre_policy = build_policy(scenario.unmanaged_allocator, scenario.policy_params,
+                                         seed=scenario.seed)
+        self.io = JobBook(cluster.ost_count, cluster.ost_oss, unmanaged_jobs)
         self.transitions = transition_times(scenario.events)
         self.present = np.arange(cluster.ost_count) < self.initial_osts
         self.policy = policy
@@ -202,11 +122,8 @@ class Simulation:
         self.used = cluster.used_bytes.astype(float).copy()
         self.capacity = cluster.capacity_bytes.astype(float)
         self.pos_of_index = {int(ix): p for p, ix in enumerate(cluster.ost_index)}
-        self.files: dict[str, SimFile] = {}
-        self.apps: dict[str, AppStats] = {}
         self.counters: Counter = Counter()
-        self.notes: Counter = Counter()
-        self.alloc_ns: list[int] = []
+        self.creates = CreatePath(policy, lustre_policy, unmanaged_jobs, self.counters)
         self.mds = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
                            network.oss_link_bytes_s)
         s = len(cluster.oss_names)
@@ -221,12 +138,17 @@ class Simulation:
         self.base_storage = self.storage
         self.state = None               # simulator.events.EffectiveState when events exist
         self.creates_this_step = 0
-        self.meta_this_step = 0
         self.mds_cpu_last = scenario.mds_model.cpu_idle_percent  # MDS CPU% of the last busy step
         self.book = TransferBook(n, network, capped=scenario.rebalance is not None)
         self.ost_served_bytes = np.zeros(n)
         """Bytes each OST position served (read and written) so far."""
+        self.ops = ClientOps(scenario, self.used, self.capacity, lambda: self.present,
+                             self.pos_of_index, self.book, self._create, self.add_transfer,
+                             self.counters)
+        self.files = self.ops.files
+        """Path -> file, the files that exist now (the same dict as ``ops.files``)."""
         self.rebal = Rebalancer(self, scenario.rebalance) if scenario.rebalance else None
+        self.ops.rebal = self.rebal
 
     @property
     def view(self) -> ClusterSnapshot:
@@ -254,21 +176,13 @@ class Simulation:
 
     def _apply_events(self, now: float) -> None:
         """Recompute the servers' state from the events active at ``now``."""
-        from simulator.events import effective_state
-        cl, base = self.cl, self.base_storage
+        from simulator.events import effective_state, storage_under
+        cl = self.cl
         st = effective_state(self.sc.events, now, cl.ost_oss, len(cl.oss_names), self.initial_osts)
         self.state = st
         self.present = st.present
-        w = cl.bandwidth_bytes_s * st.bw_factor
-        r = (cl.read_bandwidth_bytes_s if cl.read_bandwidth_bytes_s is not None
-             else cl.bandwidth_bytes_s) * st.bw_factor
-        w = np.where(st.write_stalled, 0.0, w)
-        r = np.where(st.read_stalled, 0.0, r)
-        cap = None if base.oss_cap_bytes_s is None else base.oss_cap_bytes_s * st.oss_factor
         self.book.sync()
-        self.storage = Storage(ost_oss=st.ost_oss, oss_count=len(cl.oss_names),
-                               ost_bandwidth_bytes_s=w, ost_read_bandwidth_bytes_s=r,
-                               oss_cap_bytes_s=cap, ost_latency_s=base.ost_latency_s)
+        self.storage = storage_under(st, cl, self.base_storage)
         self.book.dirty = True
         self.counters["event_transitions"] += 1
 
@@ -284,96 +198,21 @@ class Simulation:
         view = mds.view
         view.time_s = now
         view.mds_cpu_percent = self.mds_cpu_last
-        app = self.apps.setdefault(app_name(rec.jobid), AppStats())
-        req = CreateRequest(jobid=rec.jobid, stripe_count=rec.stripe_count,
-                            stripe_size=rec.stripe_size, expected_bytes=rec.bytes)
-        managed = not (self.unmanaged and rec.jobid in self.unmanaged)
-        policy = self.policy if managed else self.lustre_policy
-        t0 = time.perf_counter_ns()
-        try:
-            placement = policy.allocate(view, req)
-        except AllocationError as e:
-            if managed:
-                self.alloc_ns.append(time.perf_counter_ns() - t0)
-            app.failed_creates += 1
-            self.counters[f"create_failed_{type(e).__name__}"] += 1
+        app = self.io.app(rec.jobid)
+        placed = self.creates.place(view, rec, app)
+        if placed is None:
             return None
-        if managed:
-            self.alloc_ns.append(time.perf_counter_ns() - t0)
-            if placement.note:
-                self.notes[placement.note.split(":")[0]] += 1
-            if placement.fallback:
-                self.notes[f"fallback {placement.fallback}"] += 1
-        else:
-            self.counters["creates_unmanaged"] += 1
         app.creates += 1
         self.counters["creates"] += 1
         self.creates_this_step += 1
-        osts = np.array([self.pos_of_index[i] for i in placement.osts], dtype=np.int64)
+        osts = np.array([self.pos_of_index[i] for i in placed], dtype=np.int64)
         return SimFile(job=rec.jobid, osts=osts, stripe_size=rec.stripe_size,
                        landed=np.zeros(len(osts)), last_write_s=now)
 
     # -- records ---------------------------------------------------------------------
     def start_record(self, rec: TraceRecord, now: float) -> None:
-        """Replay one trace record at ``now``: background load, a write (creating the
-        file first), a read or a delete."""
-        if rec.op == "write" and rec.ost is not None:
-            # Background traffic (an LMT replay): loads the OST, lands no bytes.
-            pos = self.pos_of_index.get(rec.ost)
-            self.add_transfer(SimTransfer(True, rec.jobid, None, np.array([pos]),
-                                          np.array([float(rec.bytes)]), float(rec.bytes),
-                                          float(rec.bytes), rec.ops, now, lands=False))
-            return
-        if rec.op == "write":
-            self._write(rec, now)
-        elif rec.op == "read":
-            self._read(rec, now)
-        else:
-            self.meta_this_step += 1
-            self._delete(rec.file_id)
-
-    def _write(self, rec: TraceRecord, now: float) -> None:
-        f = self.files.get(rec.file_id)
-        if f is None:
-            f = self._create(rec, now)
-            if f is None:
-                self.counters["bytes_not_written"] += rec.bytes
-                return
-            self.files[rec.file_id] = f
-        elif self.rebal is not None and self.rebal.migrating(rec.file_id):
-            self.rebal.hold(rec.file_id, rec, now)   # blocking lfs migrate: writer waits
-            return
-        if rec.bytes == 0:
-            return
-        f.recent_bytes += rec.bytes
-        k = len(f.osts)
-        before = raid0_bytes_per_ost(f.size, f.stripe_size, k)
-        f.size += rec.bytes
-        delta = (raid0_bytes_per_ost(f.size, f.stripe_size, k) - before).astype(float)
-        nz = np.nonzero(delta)[0]
-        f.last_write_s = now
-        f.transfers += 1
-        self.add_transfer(SimTransfer(True, rec.jobid, f, f.osts[nz], delta[nz], float(rec.bytes),
-                                      float(rec.bytes), rec.ops, now, stripe_pos=nz))
-
-    def _read(self, rec: TraceRecord, now: float) -> None:
-        self.meta_this_step += 1
-        if rec.file_id:
-            f = self.files.get(rec.file_id)
-            if f is None or f.size == 0:
-                self.counters["reads_of_missing_files"] += 1
-                return
-            f.recent_bytes += rec.bytes
-            share = f.landed if f.landed.sum() > 0 else np.ones(len(f.osts))
-            nz = np.nonzero(share)[0]
-            per = share[nz] / share[nz].sum() * rec.bytes
-            self.add_transfer(SimTransfer(False, rec.jobid, None, f.osts[nz], per, float(rec.bytes),
-                                          float(rec.bytes), rec.ops, now, rfile=f))
-        else:
-            pos = self.pos_of_index.get(rec.ost)
-            self.add_transfer(SimTransfer(False, rec.jobid, None, np.array([pos]),
-                                          np.array([float(rec.bytes)]), float(rec.bytes),
-                                          float(rec.bytes), rec.ops, now))
+        """Replay one trace record at ``now`` (:meth:`ClientOps.record`)."""
+        self.ops.record(rec, now)
 
     def add_transfer(self, tr: SimTransfer) -> None:
         """Start a transfer; a job's (not a migration's) also enters its job statistics."""
@@ -381,61 +220,8 @@ class Simulation:
             return
         tr.client = self.network.client_of(tr.job)
         self.book.add(tr)
-        if tr.job == REBALANCE_JOB:          # a migration: not a job's I/O
-            return
-        job = self.jobs.get(tr.job)
-        if job is None:
-            n = self.cl.ost_count
-            job = self.jobs[tr.job] = JobStats(first_io_s=tr.start_s,
-                                               managed=tr.job not in self.unmanaged and tr.lands,
-                                               background=not tr.lands, busy_s=np.zeros(n),
-                                               ph_first=tr.start_s, ph_busy_s=np.zeros(n))
-        elif job.inflight == 0 and tr.start_s - job.ph_last >= PHASE_GAP_S:
-            job.close_phase()
-            job.ph_first = tr.start_s
-        job.inflight += 1
-        self._alone_bound(job, tr)
-        if tr.write and tr.file is not None:
-            tr.file.times[0] = min(tr.file.times[0], tr.start_s)
-        elif tr.rfile is not None:
-            tr.rfile.times[2] = min(tr.rfile.times[2], tr.start_s)
-
-    def _alone_bound(self, job: JobStats, tr: SimTransfer) -> None:
-        """Alone on the idle cluster (no events): the slowest stripe at full bandwidth."""
-        base = self.base_storage
-        bw = base.ost_bandwidth_bytes_s if tr.write or base.ost_read_bandwidth_bytes_s is None \
-            else base.ost_read_bandwidth_bytes_s
-        t = tr.per_ost / bw[tr.osts]
-        if base.ost_latency_s is not None:
-            t = t + tr.per_ost * (tr.ops / tr.nbytes) * base.ost_latency_s[tr.osts] / 8.0
-        # A transfer's OSTs are distinct (a layout never repeats an OST): plain fancy-index
-        # adds, much cheaper than np.add.at on these short arrays.
-        job.busy_s[tr.osts] += t
-        job.ph_busy_s[tr.osts] += t
-        ideal = float(t.max())
-        if base.oss_cap_bytes_s is not None:
-            oss = self.cl.ost_oss[tr.osts]
-            ideal = max(ideal, float((np.bincount(oss, tr.per_ost) / np.maximum(
-                base.oss_cap_bytes_s[:oss.max() + 1], 1e-9)).max()))
-        job.alone_s = max(job.alone_s, tr.start_s - job.first_io_s + ideal)
-        job.ph_alone = max(job.ph_alone, tr.start_s - job.ph_first + ideal)
-
-    def _delete(self, file_id: str) -> bool:
-        if self.rebal is not None:
-            self.rebal.on_delete(file_id)
-        f = self.files.pop(file_id, None)
-        if f is None:
-            self.counters["deletes_of_missing_files"] += 1
-            return False
-        if f.transfers:
-            for tr, done in self.book.cancel(lambda tr: tr.file is f):
-                f.landed[tr.stripe_pos] += tr.per_ost * done
-                self.counters["transfers_cancelled"] += 1
-        np.subtract.at(self.used, f.osts, f.landed)
-        np.maximum(self.used, 0.0, out=self.used)
-        self.counters["files_deleted"] += 1
-        self.file_times.append(f.times)
-        return True
+        if tr.job != REBALANCE_JOB:          # a migration is not a job's I/O
+            self.io.started(tr, self.base_storage)
 
     # -- transfers -------------------------------------------------------------------
     def _advance(self, now: float, dt: float) -> None:
@@ -465,39 +251,8 @@ class Simulation:
     def _finished(self, tr: SimTransfer, finish: float) -> None:
         if tr.job == REBALANCE_JOB:      # not an application's I/O
             self.rebal.transfer_done(tr, finish)
-            return
-        app = self.apps.setdefault(app_name(tr.job), AppStats())
-        app.io_time_s += finish - tr.start_s
-        app.transfers += 1
-        job = self.jobs[tr.job]
-        job.last_byte_s = max(job.last_byte_s, finish)
-        job.ph_last = max(job.ph_last, finish)
-        job.inflight -= 1
-        job.bytes += tr.nbytes
-        job.transfers += 1
-        if tr.write:
-            app.bytes_written += tr.nbytes
-            if tr.file is not None:
-                tr.file.landed[tr.stripe_pos] += tr.per_ost
-                tr.file.transfers -= 1
-                tr.file.times[1] = max(tr.file.times[1], finish)
         else:
-            app.bytes_read += tr.nbytes
-            if tr.rfile is not None:
-                tr.rfile.times[3] = max(tr.rfile.times[3], finish)
-
-    def _purge(self, now: float) -> None:
-        p = self.sc.purge
-        cap = self.capacity.sum() if self.present.all() else self.capacity[self.present].sum()
-        if self.used.sum() / cap <= p.when_used_above:
-            return
-        old = [fid for fid, f in self.files.items()
-               if f.transfers == 0 and now - f.last_write_s >= p.age_s]
-        for fid in old:
-            before = self.used.sum()
-            self._delete(fid)
-            self.counters["files_purged"] += 1
-            self.counters["bytes_purged"] += before - self.used.sum()
+            self.io.finished(tr, finish)
 
     # -- main loop -------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -506,96 +261,132 @@ class Simulation:
         sc = self.sc
         dt = sc.step_s
         steps = int(math.ceil(sc.duration_s / dt))
-        hours = int(sc.duration_s // HOUR_S)
-        n = self.cl.ost_count
-        used_h = np.zeros((hours + 1, n))
-        used_h[0] = self.used if self.present.all() else np.where(self.present, self.used, np.nan)
-        cpu_ratio = np.ones(steps, dtype=np.float32)
-        cpu_mean = np.full(steps, sc.oss_model.cpu_idle_percent, dtype=np.float32)
-        mds_cpu = np.full(steps, sc.mds_model.cpu_idle_percent, dtype=np.float32)
-        next_hour = 1
-        next_purge = sc.purge.interval_s if sc.purge.enabled else math.inf
-        transitions = list(self.transitions)
+        series = _Series.new(steps, int(sc.duration_s // HOUR_S), self._used_now(), sc)
+        wake = _Wakeups(next_purge=sc.purge.interval_s if sc.purge.enabled else math.inf,
+                        transitions=list(self.transitions))
         pending = next(self.records, None)
         records = 0
         k = 0
         last_progress = 0
         while k < steps:
-            now = k * dt
-            # Skip idle steps in bulk: nothing in flight, next record later.
             if not len(self.book) and not self.book.dirty:
-                nxt = pending.timestamp_s if pending is not None else math.inf
-                if transitions:
-                    nxt = min(nxt, transitions[0])
-                target = min(nxt, next_hour * HOUR_S, next_purge, sc.duration_s,
-                             self.rebal.next_wake_s() if self.rebal is not None else math.inf)
-                skip = int(target // dt) - k
-                if skip > 1:
-                    k += skip - 1
-                    now = k * dt
-            self.creates_this_step = self.meta_this_step = 0
+                k = self._skip_idle(k, dt, pending, wake)
+            now = k * dt
+            self.creates_this_step = self.ops.meta_this_step = 0
             end = now + dt
-            if transitions and transitions[0] < end:
-                while transitions and transitions[0] < end:
-                    transitions.pop(0)
+            if wake.transitions and wake.transitions[0] < end:
+                while wake.transitions and wake.transitions[0] < end:
+                    wake.transitions.pop(0)
                 self._apply_events(now)
             while pending is not None and pending.timestamp_s < end:
                 self.start_record(pending, now)
                 records += 1
                 pending = next(self.records, None)
-            if len(self.book) or self.book.dirty:
-                self._advance(now, dt)
-                cpu = sc.oss_model.cpu_percent(self.oss_bytes_s, self.oss_ops_s)
-                mean = float(cpu.mean())
-                cpu_mean[k] = mean
-                cpu_ratio[k] = float(cpu.max()) / mean if mean > 0 else 1.0
-            else:
-                self.oss_bytes_s[:] = 0.0
-                self.oss_ops_s[:] = 0.0
-                self.oss_in_bytes_s[:] = 0.0
-            if self.creates_this_step or self.meta_this_step:
-                mds_cpu[k] = sc.mds_model.cpu_percent(self.creates_this_step / dt,
-                                                      self.meta_this_step / dt)
-            # What a monitor on the MDS would read at the next create: the last step's load.
-            self.mds_cpu_last = float(mds_cpu[k])
-            if end >= next_purge:
-                self._purge(end)
-                next_purge += sc.purge.interval_s
+            self._step(k, now, dt, series)
+            if end >= wake.next_purge:
+                self.ops.purge(end)
+                wake.next_purge += sc.purge.interval_s
             if self.rebal is not None:
                 self.rebal.tick(end)
-            while next_hour <= hours and end >= next_hour * HOUR_S:
-                used_h[next_hour] = self.used if self.present.all() else \
-                    np.where(self.present, self.used, np.nan)
-                next_hour += 1
+            while wake.next_hour <= series.hours and end >= wake.next_hour * HOUR_S:
+                series.used_hourly[wake.next_hour] = self._used_now()
+                wake.next_hour += 1
             k += 1
             if self.progress and k - last_progress >= 3600:
                 self.progress(min(k * dt, sc.duration_s), sc.duration_s)
                 last_progress = k
         if self.progress:
             self.progress(sc.duration_s, sc.duration_s)
+        return self._result(series, records, time.perf_counter() - wall0)
+
+    def _used_now(self) -> np.ndarray:
+        """Used bytes per OST position, NaN where an OST does not exist yet."""
+        return self.used if self.present.all() else np.where(self.present, self.used, np.nan)
+
+    def _skip_idle(self, k: int, dt: float, pending: TraceRecord | None, wake: "_Wakeups") -> int:
+        """Nothing in flight: the step of the next thing that happens (a record, an event,
+        an hour boundary, a purge, a rebalance wake-up or the end), skipped to in bulk
+        (the idle steps' metrics keep their idle values)."""
+        sc = self.sc
+        nxt = pending.timestamp_s if pending is not None else math.inf
+        if wake.transitions:
+            nxt = min(nxt, wake.transitions[0])
+        target = min(nxt, wake.next_hour * HOUR_S, wake.next_purge, sc.duration_s,
+                     self.rebal.next_wake_s() if self.rebal is not None else math.inf)
+        skip = int(target // dt) - k
+        return k + skip - 1 if skip > 1 else k
+
+    def _step(self, k: int, now: float, dt: float, series: "_Series") -> None:
+        """Advance the transfers one step and record the step's OSS and MDS load."""
+        sc = self.sc
+        if len(self.book) or self.book.dirty:
+            self._advance(now, dt)
+            cpu = sc.oss_model.cpu_percent(self.oss_bytes_s, self.oss_ops_s)
+            mean = float(cpu.mean())
+            series.cpu_mean[k] = mean
+            series.cpu_ratio[k] = float(cpu.max()) / mean if mean > 0 else 1.0
+        else:
+            self.oss_bytes_s[:] = 0.0
+            self.oss_ops_s[:] = 0.0
+            self.oss_in_bytes_s[:] = 0.0
+        meta = self.ops.meta_this_step
+        if self.creates_this_step or meta:
+            series.mds_cpu[k] = sc.mds_model.cpu_percent(self.creates_this_step / dt, meta / dt)
+        # What a monitor on the MDS would read at the next create: the last step's load.
+        self.mds_cpu_last = float(series.mds_cpu[k])
+
+    def _result(self, series: "_Series", records: int, wall_s: float) -> RunResult:
+        sc = self.sc
         self.counters["transfers_unfinished"] = len(self.book)
+        jobs_left = []
         for tr in self.book.transfers:
             if tr.job == REBALANCE_JOB:
                 self.counters["rebalance_transfers_unfinished"] += 1
             else:
-                self.jobs[tr.job].unfinished += 1
-        for job in self.jobs.values():
-            if not job.inflight:
-                job.close_phase()
-        self.file_times.extend(f.times for f in self.files.values())
-        ft = np.array(self.file_times, dtype=float).reshape(-1, 4)
+                jobs_left.append(tr)
+        self.io.close(jobs_left)
+        ft = self.ops.times()
         wt = ft[:, 1] - ft[:, 0]
         rt = ft[:, 3] - ft[:, 2]
-        return RunResult(policy=self.policy.name, scenario=sc.name, step_s=dt,
+        used_h = series.used_hourly
+        return RunResult(policy=self.policy.name, scenario=sc.name, step_s=sc.step_s,
                          ost_capacity_bytes=self.capacity.copy(),
-                         hours=np.arange(hours + 1, dtype=float), ost_used_hourly=used_h,
+                         hours=np.arange(series.hours + 1, dtype=float), ost_used_hourly=used_h,
                          ost_free_hourly=self.capacity[None, :] - used_h,
-                         oss_cpu_max_mean=cpu_ratio, oss_cpu_mean=cpu_mean, mds_cpu=mds_cpu,
-                         alloc_ns=np.array(self.alloc_ns, dtype=np.int64), apps=self.apps,
-                         counters=self.counters, notes=self.notes,
-                         wall_s=time.perf_counter() - wall0, records=records, jobs=self.jobs,
+                         oss_cpu_max_mean=series.cpu_ratio, oss_cpu_mean=series.cpu_mean,
+                         mds_cpu=series.mds_cpu,
+                         alloc_ns=np.array(self.creates.alloc_ns, dtype=np.int64), apps=self.io.apps,
+                         counters=self.counters, notes=self.creates.notes, wall_s=wall_s,
+                         records=records, jobs=self.io.jobs,
                          file_write_s=wt[np.isfinite(wt)], file_read_s=rt[np.isfinite(rt)],
                          rebalance_log=self.rebal.log if self.rebal is not None else [])
+
+
+@dataclass
+class _Series:
+    """A run's time series: used bytes per OST at each hour boundary (hour 0 = start),
+    and per step the OSS CPU max/mean and mean, and the MDS CPU."""
+    hours: int
+    used_hourly: np.ndarray
+    cpu_ratio: np.ndarray
+    cpu_mean: np.ndarray
+    mds_cpu: np.ndarray
+
+    @classmethod
+    def new(cls, steps: int, hours: int, used0: np.ndarray, sc: Scenario) -> "_Series":
+        used_h = np.zeros((hours + 1, len(used0)))
+        used_h[0] = used0
+        return cls(hours, used_h, np.ones(steps, dtype=np.float32),
+                   np.full(steps, sc.oss_model.cpu_idle_percent, dtype=np.float32),
+                   np.full(steps, sc.mds_model.cpu_idle_percent, dtype=np.float32))
+
+
+@dataclass
+class _Wakeups:
+    """When the loop must stop skipping: the next hour boundary, purge and event."""
+    next_purge: float
+    transitions: list[float]
+    next_hour: int = 1
 
 
 def _expanded(cl: SimCluster, sc: Scenario) -> SimCluster:
@@ -603,7 +394,7 @@ def _expanded(cl: SimCluster, sc: Scenario) -> SimCluster:
     order), so that arrays keep their shape through the run. New OST indices follow the
     highest existing one; new OSSes are named ``oss<k>`` after the existing ones."""
     from dataclasses import replace
-    n, s = cl.ost_count, len(cl.oss_names)
+    n = cl.ost_count
     cap = [cl.capacity_bytes]
     bw = [cl.bandwidth_bytes_s]
     rbw = [cl.read_bandwidth_bytes_s if cl.read_bandwidth_bytes_s is not None else cl.bandwidth_bytes_s]

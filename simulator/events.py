@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from simulator.network.transfers import Storage
+
 KINDS = ("degrade", "ost_state", "add_osts", "failover")
 OST_STATES = ("inactive", "deactivated", "readonly", "failed", "active")
 
@@ -297,3 +299,19 @@ def transition_times(events: tuple[Event, ...]) -> list[float]:
         if e.kind == "failover" and e.recovery_s > 0:
             times.add(e.at_s + e.recovery_s)
     return sorted(times)
+
+
+def storage_under(st: "EffectiveState", cl: Any, base: Storage) -> Storage:
+    """What the servers deliver under the events' effective state ``st``: each OST's write
+    and read bandwidth scaled by its factor (0 where stalled), each OSS's limit by its
+    factor, the serving OSS of each OST (failover); ``cl`` is the simulated cluster and
+    ``base`` its storage without events."""
+    w = cl.bandwidth_bytes_s * st.bw_factor
+    r = (cl.read_bandwidth_bytes_s if cl.read_bandwidth_bytes_s is not None
+         else cl.bandwidth_bytes_s) * st.bw_factor
+    w = np.where(st.write_stalled, 0.0, w)
+    r = np.where(st.read_stalled, 0.0, r)
+    cap = None if base.oss_cap_bytes_s is None else base.oss_cap_bytes_s * st.oss_factor
+    return Storage(ost_oss=st.ost_oss, oss_count=len(cl.oss_names), ost_bandwidth_bytes_s=w,
+                   ost_read_bandwidth_bytes_s=r, oss_cap_bytes_s=cap,
+                   ost_latency_s=base.ost_latency_s)

@@ -38,7 +38,7 @@ from common.lustre import DEFAULT_STRIPE_SIZE_BYTES
 from mapper.flow.costs import CostModel, make_cost_model
 from mapper.flow.round_solve import PlanJob, PlanSolution, solve_plan
 from mapper.policies.flow_round import CurrentRequest, FlowRound, bytes_per_stripe, shortlist_rows
-from mapper.policies.kept_lists import KeptList, KeptLists
+from mapper.policies.kept_lists import KeptLists
 from mapper.policies.mcmf_params import McmfParams
 from mapper.policies.mcmf_planner import PREDICT_ROUND_S, McmfPlanner
 from mapper.policies.placed_books import PlacedBooks

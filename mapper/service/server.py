@@ -504,7 +504,7 @@ class MapperService:
     def _round(self, ctx: FsContext, allocs: list[Alloc]) -> list[tuple[bytes, bytes]]:
         """One file system's round: bound the requests, let the gated policy decide, check
         every answer, encode the replies and count them."""
-        store, gate, m = ctx.store, ctx.gate, self.metrics
+        store, gate = ctx.store, ctx.gate
         snap = store.current()
         # one CreateRequest per request: the bounded one goes to the policy, the client's
         # own (its pool, its stripe size) shapes the check and the reply

@@ -1,0 +1,67 @@
+"""A create on the simulated MDS: which allocator places the new file, what it decided and
+what that decision cost.
+
+A job that preloads the shim asks the placement policy under test (the mapper's real
+code); one that does not (``managed = false`` or a fraction) goes to Lustre's own
+allocator (QOS/RR as restated in ``mapper/policies``), which the mapper never hears of: it
+sees that job's traffic only in the next samples.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
+from mapper.state.cluster_state import ClusterSnapshot
+from simulator.job_io import AppIo
+from traces.format import TraceRecord
+
+
+class CreatePath:
+    """Places new files and counts the decisions.
+
+    Args:
+        policy: the policy under test.
+        lustre_policy: Lustre's allocator for unmanaged jobs (None when there are none).
+        unmanaged: jobids whose creates go to ``lustre_policy``.
+        counters: the run's counters (``create_failed_<error>``, ``creates_unmanaged``).
+
+    Attributes:
+        alloc_ns: the policy's decision time per managed create, ns.
+        notes: managed creates per placement note and per fallback reason.
+    """
+
+    def __init__(self, policy: PlacementPolicy, lustre_policy: PlacementPolicy | None,
+                 unmanaged: frozenset[str], counters: Counter):
+        self.policy = policy
+        self.lustre_policy = lustre_policy
+        self.unmanaged = unmanaged
+        self.counters = counters
+        self.alloc_ns: list[int] = []
+        self.notes: Counter = Counter()
+
+    def place(self, view: ClusterSnapshot, rec: TraceRecord, app: AppIo) -> tuple[int, ...] | None:
+        """The OST indices of the file ``rec`` creates, in stripe order; None when the
+        allocator refused (counted on ``app`` and in the counters)."""
+        req = CreateRequest(jobid=rec.jobid, stripe_count=rec.stripe_count,
+                            stripe_size=rec.stripe_size, expected_bytes=rec.bytes)
+        managed = not (self.unmanaged and rec.jobid in self.unmanaged)
+        policy = self.policy if managed else self.lustre_policy
+        t0 = time.perf_counter_ns()
+        try:
+            placement = policy.allocate(view, req)
+        except AllocationError as e:
+            if managed:
+                self.alloc_ns.append(time.perf_counter_ns() - t0)
+            app.failed_creates += 1
+            self.counters[f"create_failed_{type(e).__name__}"] += 1
+            return None
+        if managed:
+            self.alloc_ns.append(time.perf_counter_ns() - t0)
+            if placement.note:
+                self.notes[placement.note.split(":")[0]] += 1
+            if placement.fallback:
+                self.notes[f"fallback {placement.fallback}"] += 1
+        else:
+            self.counters["creates_unmanaged"] += 1
+        return placement.osts
