@@ -190,10 +190,10 @@ def start_mapper(osts: int, policy: str) -> tuple[MapperService, Callable[[], fl
     serve = svc._serve_queued
     spent = [0.0]
 
-    def timed() -> None:
+    def timed(router: zmq.Socket) -> None:
         t0 = time.thread_time()
         try:
-            serve()
+            serve(router)
         finally:
             spent[0] += time.thread_time() - t0
 

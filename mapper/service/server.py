@@ -34,20 +34,20 @@ from typing import Any
 import zmq
 
 from mapper.service import wire
-from mapper.policies.placement import AllocationError, CreateRequest, PersistsState, Placement
+from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service.config import MapperConfig
 from mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard, gated_policy,
                                        state_file_for, state_store)
 from mapper.service.intake import Alloc, Intake
 from mapper.service.limits import PeerLimits
 from mapper.service.metrics import MapperMetrics
-from mapper.service.persist import BackgroundSaver
+from mapper.service.gauges import ServiceGauges, predicted_load
+from mapper.service.learned_states import LearnedStates
+from mapper.service.sockets import ServiceSockets, SocketError
 from mapper.service.background_planner import BackgroundPlanner
 from mapper.state.cluster_state import ClusterSnapshot
-from mapper.state.ost_health import is_usable
 from mapper.state.state_store import StateStore
 from mapper.policies.gate import GatedPolicy
-from common.curve import expand
 from common.errors import ConfigError
 
 log = logging.getLogger("mapper.service.server")
@@ -57,9 +57,6 @@ POLL_MS = 50
 SAMPLE_DRAIN_S = 0.02
 """Samples are applied at most this often while requests keep the loop busy, s."""
 GAUGE_REFRESH_S = 1.0
-MAX_SOCKET_MSG = 1 << 20
-"""ZMQ_MAXMSGSIZE: a peer sending more than this is disconnected (frames between
-64 KiB and this get an EMSGSIZE reply)."""
 MAX_SAMPLES_PER_DRAIN = 2000
 _NOBLOCK = int(zmq.NOBLOCK)
 _NOBLOCK_SNDMORE = int(zmq.NOBLOCK | zmq.SNDMORE)
@@ -68,10 +65,6 @@ _NOBLOCK_SNDMORE = int(zmq.NOBLOCK | zmq.SNDMORE)
 
 class ServiceError(Exception):
     """The service cannot start (bad policy, endpoint in use, broker unreachable...)."""
-
-
-def _connectable(endpoint: str) -> str:
-    return endpoint.replace("://0.0.0.0:", "://127.0.0.1:").replace("://*:", "://127.0.0.1:")
 
 
 class MapperService:
@@ -107,30 +100,26 @@ class MapperService:
             raise ServiceError(str(exc)) from exc
         self._own_context = context is None
         self.context = context or zmq.Context()
-        self.metrics = MapperMetrics(predicted=self._predicted_load)
+        self.metrics = MapperMetrics(predicted=lambda: predicted_load(self.contexts))
         self.limits = PeerLimits(config.peer_requests_per_s, config.peer_request_burst,
                                  config.peer_new_apps_per_min, config.peer_max_apps)
         self.intake = Intake(config, self.limits, self.contexts)
-        self.saver = BackgroundSaver(self._saved)
+        self.learned = LearnedStates(self.contexts, self.metrics)
+        self.gauges = ServiceGauges(self.contexts, self.metrics, self.limits, self.learned.saver)
+        self.sockets = ServiceSockets(config, self.context)
         self._state_loaded = False
         self.metrics_port = 0
-        self.metrics.register_limits(self._limit_counts)
         self.endpoint = ""
-        self.broker_endpoints: tuple[str, str, str] | None = None
         self.stop_event = threading.Event()
         self.ready = threading.Event()
         self.lock = threading.Lock()
         """Held by the loop while it applies samples or runs a round, and by the planner
         threads while they read the state or queue lists (never during a flow solve)."""
-        self.rounds = 0
-        self.check_violations = 0
-        self.saves = 0
+        self.rounds = Rounds(self.intake, self.lock, self.metrics)
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._router: zmq.Socket | None = None
         self._subscriber: Any = None
-        self._broker: Any = None
-        self._auth: Any = None
         self._rejected_counted = 0
 
     # ------------------------------------------------------------------ one file system
@@ -213,11 +202,15 @@ class MapperService:
                     keys.check()
                 except ConfigError as exc:
                     raise ServiceError(str(exc)) from exc
-        self.load_state()
+        self.learned.load()
         self._state_loaded = True   # from here on, saving on the way out keeps what was learned
         if any(not ctx.store.static for ctx in self.contexts.values()):
-            self._open_state_feed()
-        self._router = self._bind()
+            self._subscriber = self.sockets.open_feed()
+            self._drain_samples()
+        try:
+            self._router = self.sockets.bind()
+        except SocketError as exc:
+            raise ServiceError(str(exc)) from exc
         self.endpoint = self._router.getsockopt(zmq.LAST_ENDPOINT).decode()
         if cfg.metrics_port:
             try:
@@ -237,145 +230,44 @@ class MapperService:
                 "policy": ctx.gate.primary.name, "fallback": ctx.gate.fallback.name,
                 "static": ctx.store.static, "osts": ctx.store.ost_count}
                 for key, ctx in self.contexts.items()},
-            "broker": self.broker_endpoints, "config": dataclasses.asdict(cfg)})
-
-    def _bind(self) -> zmq.Socket:
-        """The request socket, bound (CURVE server when configured).
-
-        Raises:
-            ServiceError: the endpoint cannot be bound.
-        """
-        cfg = self.config
-        router = self.context.socket(zmq.ROUTER)
-        router.linger = 0
-        router.setsockopt(zmq.MAXMSGSIZE, MAX_SOCKET_MSG)
-        router.rcvhwm = router.sndhwm = 10_000
-        serve_curve = cfg.serve_curve()
-        if serve_curve is not None:
-            from zmq.auth.thread import ThreadAuthenticator
-            serve_curve.check()
-            self._auth = ThreadAuthenticator(self.context, log=logging.getLogger("mapper.auth"))
-            self._auth.start()
-            self._auth.configure_curve(domain="*", location=expand(serve_curve.authorized_keys_dir))
-            serve_curve.apply(router)
-        try:
-            router.bind(cfg.bind)
-        except zmq.ZMQError as exc:
-            router.close(0)
-            raise ServiceError(f"cannot bind {cfg.bind}: {exc}") from exc
-        return router
-
-    def _open_state_feed(self) -> None:
-        from collectors.broker import Broker
-        from collectors.subscriber import Subscriber
-        cfg = self.config
-        backend, snapshot = cfg.broker_backend, cfg.broker_snapshot
-        if cfg.embed_broker:
-            from common.config import BrokerConfig
-            self._broker = Broker(cfg.broker_frontend, cfg.broker_backend_bind,
-                                  cfg.broker_snapshot_bind,
-                                  curve=BrokerConfig(curve_secret_key=cfg.serve_curve_secret_key,
-                                                     curve_authorized_keys=cfg.serve_curve_authorized_keys
-                                                     ).curve()).start()
-            ends = self._broker.endpoints
-            backend, snapshot = _connectable(ends.backend), _connectable(ends.snapshot)
-            self.broker_endpoints = (ends.frontend, ends.backend, ends.snapshot)
-        else:
-            self.broker_endpoints = ("", backend, snapshot)
-        self._subscriber = Subscriber(backend, snapshot, curve=cfg.curve(), context=self.context,
-                                      snapshot_timeout_s=2.0).start()
-        self._drain_samples()
+            "broker": self.sockets.broker_endpoints, "config": dataclasses.asdict(cfg)})
 
     def _close(self) -> None:
         for ctx in self.contexts.values():
             ctx.stop_planner()        # what the planner had not learned yet is saved too
         try:
-            self.saver.finish_now()
             if self._state_loaded:        # a failed start must not overwrite the saved state
-                self.save_state()
+                self.learned.save_now()
+            else:
+                self.learned.saver.finish_now()
         finally:
-            if self._router is not None:
-                self._router.close(0)
-                self._router = None
-            if self._subscriber is not None:
-                self._subscriber.close()
-                self._subscriber = None
-            if self._broker is not None:
-                self._broker.stop()
-                self._broker = None
-            if self._auth is not None:
-                self._auth.stop()
-                self._auth = None
+            self.sockets.close()
+            self._router = self._subscriber = None
             if self._own_context:
                 self.context.term()
-            log.info("mapper stopped", extra={"event": "mapper_stop", "rounds": self.rounds,
-                                              "check_violations": self.check_violations})
+            log.info("mapper stopped", extra={"event": "mapper_stop", "rounds": self.rounds.count,
+                                              "check_violations": self.rounds.check_violations})
 
     # ------------------------------------------------------------------ persistence
-    def load_state(self) -> bool:
-        """Restore each file system's learned state (its context's state file; stale
-        temporaries of a crashed save are removed first); True when at least one was
-        restored."""
-        restored = False
-        for ctx in self.contexts.values():
-            ok, skipped = ctx.load_state()
-            if skipped:
-                self.metrics.records_skipped.inc(skipped)
-            restored = restored or ok
-        return restored
+    @property
+    def saves(self) -> int:
+        """Learned-state saves that succeeded."""
+        return self.learned.saves
 
-    def save_state_background(self) -> bool:
-        """Snapshot every file system's learned predictor now and write it in the writer
-        thread (:mod:`mapper.service.persist`); other learned state is saved here. False
-        when the previous background save is still running (skipped)."""
-        jobs = []
-        for ctx in self.contexts.values():
-            if not ctx.state_path or not isinstance(ctx.primary, PersistsState):
-                continue
-            predictor = ctx.primary.learned_predictor()
-            if predictor is not None:
-                jobs.append((ctx.state_path, predictor))
-            else:
-                self._count_save(ctx.save_state())
-        return self.saver.begin(jobs) if jobs else True
-
-    def _saved(self, path: str, ok: bool, error: str, seconds: float) -> None:
-        """Writer thread: count and log one finished save."""
-        if ok:
-            log.info("learned state saved", extra={"event": "state_saved", "path": path,
-                                                   "seconds": round(seconds, 4)})
-        else:
-            log.error("saving learned state failed", extra={"event": "state_save_failed",
-                                                           "path": path, "error": error})
-        self._count_save(ok)
-
-    def _count_save(self, ok: bool | None) -> None:
-        if ok is None:
-            return
-        if ok:
-            self.saves += 1
-        self.metrics.saves.labels("ok" if ok else "error").inc()
+    @property
+    def broker_endpoints(self) -> tuple[str, str, str] | None:
+        """(frontend, backend, snapshot) of the broker the samples come through."""
+        return self.sockets.broker_endpoints
 
     def save_state(self) -> bool:
         """Save each file system's learned state now; True when all were saved."""
-        results = [ctx.save_state() for ctx in self.contexts.values()]
-        for ok in results:
-            self._count_save(ok)
-        return all(bool(ok) for ok in results)
+        return self.learned.save_now()
 
     # ------------------------------------------------------------------ loop
-    def _started_router(self) -> zmq.Socket:
-        """The request socket.
-
-        Raises:
-            ServiceError: the service has not been started (or has stopped).
-        """
-        if self._router is None:
-            raise ServiceError("the mapper is not started: no request socket")
-        return self._router
-
     def _loop(self) -> None:
-        router = self._started_router()
+        router = self._router
+        if router is None:
+            raise ServiceError("the mapper is not started: no request socket")
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         now = time.monotonic()
@@ -383,19 +275,19 @@ class MapperService:
         next_save = now + self.config.save_interval_s
         while not self.stop_event.is_set():
             if poller.poll(POLL_MS):
-                self._serve_queued()
+                self._serve_queued(router)
             now = time.monotonic()
             if self._subscriber is not None and now >= next_drain:
                 self._drain_samples()
                 next_drain = now + SAMPLE_DRAIN_S
             if now >= next_gauges:
-                self._refresh_gauges()
+                self.gauges.refresh()
                 next_gauges = now + GAUGE_REFRESH_S
-            if self.saver.copying:
+            if self.learned.saver.copying:
                 with self.lock:     # the planner thread teaches the chains under it
-                    self.saver.step()
+                    self.learned.saver.step()
             if now >= next_save:
-                self.save_state_background()
+                self.learned.save_background()
                 next_save = now + self.config.save_interval_s
 
     def _drain_samples(self) -> int:
@@ -420,44 +312,13 @@ class MapperService:
             self._rejected_counted = sub.undecodable
         return n
 
-    def _refresh_gauges(self) -> None:
-        """Per file system (label ``fsname``): MDS CPU, OSTs known and usable, stale OSSes."""
-        m = self.metrics
-        for ctx in self.contexts.values():
-            store = ctx.store
-            snap = store.current()
-            fsname = store.fsname
-            m.mds_cpu.labels(fsname).set(snap.mds_cpu_percent / 100.0)
-            m.osts.labels(fsname, "all").set(len(snap.osts))
-            m.osts.labels(fsname, "usable").set(sum(1 for o in snap.osts if is_usable(o)))
-            stale = [] if store.static else store.stale_servers(snap, store.max_age_s())
-            m.stale_servers.labels(fsname).set(len(stale))
-
-    def _limit_counts(self) -> dict[str, float]:
-        """Scrape time: the client bounds' counters (mapper.service.limits)."""
-        return {"rate": self.limits.rate_limited, "new_apps": self.limits.overflowed,
-                "expected_bytes_clipped": sum(c.clip.clipped for c in self.contexts.values()),
-                "saves_skipped": self.saver.skipped}
-
-    def _predicted_load(self) -> dict[tuple[str, int], float] | None:
-        """The primaries' per-OST load estimate for the metrics, keyed (fsname, index)."""
-        out: dict[tuple[str, int], float] = {}
-        for ctx in self.contexts.values():
-            try:
-                loads = ctx.predicted_load()
-            except Exception:  # noqa: BLE001 - metrics must not break on a policy bug
-                continue
-            out.update(((ctx.fsname, i), float(v)) for i, v in loads.items())
-        return out or None
-
     # ------------------------------------------------------------------ requests
-    def _serve_queued(self) -> None:
+    def _serve_queued(self, router: zmq.Socket) -> None:
         # Hot path (one call per batch). pyzmq's sugar costs more than the work here: flags
         # are plain ints (no enum arithmetic), frames are read one by one (no getsockopt
         # RCVMORE, which builds a SocketOption enum per call), the routing id as bytes and
         # the rest as Frames (they carry ``more`` and, for a routing id not seen yet, the
         # User-Id/Peer-Address properties), replies are sent part by part.
-        router = self._started_router()
         cfg = self.config
         received = time.perf_counter()
         recv = router.recv
@@ -484,7 +345,7 @@ class MapperService:
         batch = self.intake.sort(messages)
         replies = batch.replies
         for key, group in batch.allocs.items():
-            replies.extend(self._round(self.contexts[key], group))
+            replies.extend(self.rounds.run(self.contexts[key], group))
         m = self.metrics                 # counted before replying: a client that saw its
         if batch.bad:                    # reply sees it in the metrics too
             m.result("bad_request", batch.bad)
@@ -501,7 +362,27 @@ class MapperService:
             except zmq.ZMQError:
                 pass  # peer gone or its queue full: it times out and uses Lustre's allocator
 
-    def _round(self, ctx: FsContext, allocs: list[Alloc]) -> list[tuple[bytes, bytes]]:
+class Rounds:
+    """One file system's round at a time: bound the requests, let the gated policy decide
+    under the service lock, check every answer (a failing one is replaced by the fallback's,
+    reason ``check``), encode the replies, count everything.
+
+    Args:
+        intake: the request intake (its client bounds).
+        lock: the service lock (the planner threads hold it while they touch the policy).
+        metrics: the service's metrics.
+    """
+
+    def __init__(self, intake: Intake, lock: threading.Lock, metrics: MapperMetrics):
+        self.intake = intake
+        self.lock = lock
+        self.metrics = metrics
+        self.count = 0
+        """Rounds run."""
+        self.check_violations = 0
+        """Answers the placement check rejected."""
+
+    def run(self, ctx: FsContext, allocs: list[Alloc]) -> list[tuple[bytes, bytes]]:
         """One file system's round: bound the requests, let the gated policy decide, check
         every answer, encode the replies and count them."""
         store, gate = ctx.store, ctx.gate
@@ -546,17 +427,17 @@ class MapperService:
             else:
                 out.append((identity, wire.encode_error(req.id, result.errno, result.reason)))
                 errors += 1
-        self._count_round(store.fsname, time.perf_counter() - t0, len(allocs), stripes, ok,
+        self._count(store.fsname, time.perf_counter() - t0, len(allocs), stripes, ok,
                           fallbacks, errors)
         return out
 
-    def _count_round(self, fsname: str, took_s: float, requests: int, stripes: list[int],
+    def _count(self, fsname: str, took_s: float, requests: int, stripes: list[int],
                      ok: int, fallbacks: dict[str, int], errors: int) -> None:
         m = self.metrics
         m.count_stripes(fsname, stripes)
         for reason, n in fallbacks.items():
             m.fallbacks.labels(reason).inc(n)
-        self.rounds += 1
+        self.count += 1
         m.rounds.inc()
         m.round_seconds.observe(took_s)
         m.round_requests.observe(requests)
@@ -585,4 +466,4 @@ class MapperService:
         return Placement(placed.osts, placed.policy, placed.note, fallback="check")
 
 
-__all__ = ["MapperService", "PlacementGuard", "ServiceError"]
+__all__ = ["MapperService", "PlacementGuard", "Rounds", "ServiceError"]

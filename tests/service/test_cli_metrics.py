@@ -76,7 +76,7 @@ def test_metrics_endpoint_counts_requests_rounds_and_fallbacks():
             c.send_frames([b"", b"\xc1"])
             c.recv_reply(None)
             c.ping()
-        svc._refresh_gauges()
+        svc.gauges.refresh()
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     finally:
         svc.stop()
