@@ -269,6 +269,107 @@ class _AppModel:
         self.best = n_lengths - 1
 
 
+class _Learner:
+    """The learning step of every application's chain: the constants derived from a
+    :class:`MarkovConfig` (candidate lengths' windows, context moduli) and the update."""
+
+    def __init__(self, config: "MarkovConfig"):
+        self.mse_decay = config.mse_decay
+        self.order = config.order
+        self.windows = tuple(n - config.order for n in config.lengths)  # transitions per length
+        self.ctx_mod = N_STATES ** config.order
+        # context lengths tables are kept for, longest (the order) first
+        levels = range(config.order, 0, -1) if config.backoff else (config.order,)
+        self.level_mods = tuple(N_STATES ** j for j in levels)
+
+    def learn(self, app: _AppModel, x: int) -> None:
+        """Teach ``app`` one request of ``x`` bytes (Algorithm 1's update, incremental)."""
+        # Score the pending one-step predictions (Section III-B: least mean square error).
+        pend = app.pend
+        if pend is not None:
+            mse = app.mse
+            if app.mse_n == 0:
+                for i, p in enumerate(pend):
+                    mse[i] = (p - x) * (p - x)
+            else:
+                a = self.mse_decay
+                for i, p in enumerate(pend):
+                    e = p - x
+                    mse[i] += a * (e * e - mse[i])
+            app.mse_n += 1
+        # mu and sd over the last `history` requests, including this one (Algorithm 1).
+        hist = app.hist
+        if len(hist) == hist.maxlen:
+            old = hist[0]
+            app.s1 -= old
+            app.s2 -= old * old
+        hist.append(x)
+        app.s1 += x
+        app.s2 += x * x
+        n = len(hist)
+        s1 = app.s1
+        mu = app.mu = s1 / n
+        sd = app.sd = math.sqrt(n * app.s2 - s1 * s1) / n
+        s = state_index(x, mu, sd)
+        # trainModel, incrementally: add this transition, drop the one leaving each window.
+        order = self.order
+        ctx = app.ctx
+        if app.n_obs >= order:
+            trans = app.trans
+            trans.append(ctx * N_STATES + s)
+            nt = len(trans)
+            tables = app.tables
+            margs = app.margs
+            mods = self.level_mods
+            for c, window in enumerate(self.windows):
+                levels = tables[c]
+                for table, mod in zip(levels, mods):
+                    key = ctx % mod
+                    row = table.get(key)
+                    if row is None:
+                        row = table[key] = _new_row()
+                    row[s] += 1
+                    row[_TOTAL] += 1
+                    row[_LAST] = s
+                marg = margs[c]
+                marg[s] += 1
+                marg[_TOTAL] += 1
+                marg[_LAST] = s
+                if nt > window:
+                    old_ctx, old_s = divmod(trans[-window - 1], N_STATES)
+                    for table, mod in zip(levels, mods):
+                        key = old_ctx % mod
+                        old_row = table[key]
+                        old_row[old_s] -= 1
+                        old_row[_TOTAL] -= 1
+                        if old_row[_TOTAL] == 0:
+                            del table[key]
+                    marg[old_s] -= 1
+                    marg[_TOTAL] -= 1
+        ctx = app.ctx = (ctx * N_STATES + s) % self.ctx_mod
+        app.n_obs += 1
+        if app.n_obs > order:
+            self.refresh_predictions(app)
+
+    def refresh_predictions(self, app: _AppModel) -> None:
+        """Each candidate's one-step prediction (bytes) and the least-MSE candidate."""
+        ctx, mu, sd = app.ctx, app.mu, app.sd
+        margs = app.margs
+        mods = self.level_mods
+        pend = []
+        for c, levels in enumerate(app.tables):
+            s, _ = _most_likely(_lookup(levels, mods, margs[c], ctx))
+            pend.append(predicted_write_bytes(s, mu, sd))
+        app.pend = pend
+        if app.mse_n:
+            mse = app.mse
+            best = len(mse) - 1
+            for c in range(best - 1, -1, -1):
+                if mse[c] < mse[best]:
+                    best = c
+            app.best = best
+
+
 class MarkovPredictor:
     """Per-application online Markov chain request predictor (Section III-B, Algorithm 1).
 
@@ -278,7 +379,10 @@ class MarkovPredictor:
         p.observe("ior.4242", 64 << 20)
         p.predict("ior.4242", k=4, stripe_size=1 << 20, max_stripe_count=16, usable_osts=40)
 
-    Not thread-safe: the mapper calls it from its one request loop.
+    Not thread-safe: its callers serialise the changes. In the service the planner thread
+    teaches it under the service lock (off the request path), and the request loop reads
+    only membership (``jobid in p``, one dict lookup) and, inline, predictions under that
+    lock.
     """
 
     def __init__(self, config: MarkovConfig | None = None, **fields: Any):
@@ -290,18 +394,15 @@ class MarkovPredictor:
             raise PredictorUsageError(f"config must be a MarkovConfig, got {type(config).__name__}")
         self.config = config
         self.stats = PredictorStats()
-        self._order = config.order
+        self._learner = learner = _Learner(config)
         self._lengths = config.lengths
-        self._windows = tuple(n - config.order for n in self._lengths)   # transitions per length
-        self._ctx_mod = N_STATES ** config.order
-        # context lengths tables are kept for, longest (the order) first
-        levels = range(config.order, 0, -1) if config.backoff else (config.order,)
-        self._level_mods = tuple(N_STATES ** j for j in levels)
+        self._order, self._windows = learner.order, learner.windows
+        self._ctx_mod, self._level_mods = learner.ctx_mod, learner.level_mods
         self._apps: OrderedDict[str, _AppModel] = OrderedDict()
 
     # ------------------------------------------------------------------ learning
     def observe(self, jobid: str, write_bytes: int | float) -> bool:
-        """Learn one request of ``job_id`` that writes ``write_bytes`` bytes (0 for a read).
+        """Learn one request of ``jobid`` that writes ``write_bytes`` bytes (0 for a read).
 
         Updates mu/sd, assigns the request its state, adds its transition to every
         candidate training sequence (dropping the one that fell out) and scores each
@@ -334,7 +435,7 @@ class MarkovPredictor:
                 log.debug("event=markov_evict job_id=%s apps=%d", evicted, len(apps))
         else:
             apps.move_to_end(jobid)
-        self._learn(app, x)
+        self._learner.learn(app, x)
         self.stats.observed += 1
         return True
 
@@ -347,92 +448,6 @@ class MarkovPredictor:
         log.debug("event=markov_reject job_id=%s write_bytes=%r reason=not_finite_or_negative",
                   jobid, value)
         return False
-
-    def _learn(self, app: _AppModel, x: int) -> None:
-        # Score the pending one-step predictions (Section III-B: least mean square error).
-        pend = app.pend
-        if pend is not None:
-            mse = app.mse
-            if app.mse_n == 0:
-                for i, p in enumerate(pend):
-                    mse[i] = (p - x) * (p - x)
-            else:
-                a = self.config.mse_decay
-                for i, p in enumerate(pend):
-                    e = p - x
-                    mse[i] += a * (e * e - mse[i])
-            app.mse_n += 1
-        # mu and sd over the last `history` requests, including this one (Algorithm 1).
-        hist = app.hist
-        if len(hist) == hist.maxlen:
-            old = hist[0]
-            app.s1 -= old
-            app.s2 -= old * old
-        hist.append(x)
-        app.s1 += x
-        app.s2 += x * x
-        n = len(hist)
-        s1 = app.s1
-        mu = app.mu = s1 / n
-        sd = app.sd = math.sqrt(n * app.s2 - s1 * s1) / n
-        s = state_index(x, mu, sd)
-        # trainModel, incrementally: add this transition, drop the one leaving each window.
-        order = self._order
-        ctx = app.ctx
-        if app.n_obs >= order:
-            trans = app.trans
-            trans.append(ctx * N_STATES + s)
-            nt = len(trans)
-            tables = app.tables
-            margs = app.margs
-            mods = self._level_mods
-            for c, window in enumerate(self._windows):
-                levels = tables[c]
-                for table, mod in zip(levels, mods):
-                    key = ctx % mod
-                    row = table.get(key)
-                    if row is None:
-                        row = table[key] = _new_row()
-                    row[s] += 1
-                    row[_TOTAL] += 1
-                    row[_LAST] = s
-                marg = margs[c]
-                marg[s] += 1
-                marg[_TOTAL] += 1
-                marg[_LAST] = s
-                if nt > window:
-                    old_ctx, old_s = divmod(trans[-window - 1], N_STATES)
-                    for table, mod in zip(levels, mods):
-                        key = old_ctx % mod
-                        old_row = table[key]
-                        old_row[old_s] -= 1
-                        old_row[_TOTAL] -= 1
-                        if old_row[_TOTAL] == 0:
-                            del table[key]
-                    marg[old_s] -= 1
-                    marg[_TOTAL] -= 1
-        ctx = app.ctx = (ctx * N_STATES + s) % self._ctx_mod
-        app.n_obs += 1
-        if app.n_obs > order:
-            self._refresh_predictions(app)
-
-    def _refresh_predictions(self, app: _AppModel) -> None:
-        """Each candidate's one-step prediction (bytes) and the least-MSE candidate."""
-        ctx, mu, sd = app.ctx, app.mu, app.sd
-        margs = app.margs
-        mods = self._level_mods
-        pend = []
-        for c, levels in enumerate(app.tables):
-            s, _ = _most_likely(_lookup(levels, mods, margs[c], ctx))
-            pend.append(predicted_write_bytes(s, mu, sd))
-        app.pend = pend
-        if app.mse_n:
-            mse = app.mse
-            best = len(mse) - 1
-            for c in range(best - 1, -1, -1):
-                if mse[c] < mse[best]:
-                    best = c
-            app.best = best
 
     # ---------------------------------------------------------------- prediction
     def predict(self, jobid: str, k: int, stripe_size: int, max_stripe_count: int,
@@ -600,7 +615,7 @@ class MarkovPredictor:
                     r[_TOTAL] += 1
                     r[_LAST] = s
         if n_obs > order:
-            self._refresh_predictions(app)
+            self._learner.refresh_predictions(app)
         self._apps[jobid] = app
         self._apps.move_to_end(jobid)
         while len(self._apps) > self.config.max_apps:
