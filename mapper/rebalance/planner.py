@@ -54,7 +54,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag
-from mapper.state.ost_health import enospc_watermarks_kib, unusable_reason
+from mapper.state.ost_health import enospc_reserve_bytes, unusable_reason
 
 KIB = 1024
 
@@ -345,52 +345,131 @@ def plan_migration(osts: MigrationOsts, files: FileTable, targets: PlanTargets) 
     Raises:
         PlanInputError: inconsistent input (see :meth:`FileTable.validate`).
     """
-    pos = files.validate(osts)
-    n, m = osts.count, files.count
-    t = targets
-    cap = osts.kbytes_total * KIB
-    used0 = osts.kbytes_used.astype(float) * KIB
-    rate = osts.rate_bytes_s * t.budget_fraction         # migration bandwidth, bytes/s
-    keep = ~osts.draining
-    k = np.diff(files.ost_ptr)
-    entry_file = np.repeat(np.arange(m), k)
-    entry_bytes = (files.size_bytes / k)[entry_file]
-    entry_load = (files.access_bytes_s / k)[entry_file]
-    listed = np.bincount(pos, entry_bytes, minlength=n)
-    unlisted = np.maximum(used0 - listed, 0.0)
-    used0 = unlisted + listed
-    load0 = np.bincount(pos, entry_load, minlength=n)
-    # Targets (Eq. 8, 9): means over the OSTs that stay, per unit of size / bandwidth.
-    # An OST that stays but cannot receive (full, read-only, inactive) keeps what it
-    # has: it is left out of both sums so the target is what the receivers can reach.
-    receivers = osts.can_receive & osts.can_read
-    if not receivers.any():
-        raise PlanInputError("no OST can receive objects (all unusable or draining)")
-    fixed = keep & ~receivers
-    d_t = (used0.sum() - used0[fixed].sum()) / cap[receivers].sum()
-    total_load = load0.sum() if t.weight_load > 0 else 0.0    # W_L = 0: space only
-    l_t = ((total_load - load0[fixed].sum()) / osts.rate_bytes_s[receivers].sum()
-           if total_load > 0 else 0.0)
-    fill_before = used0 / cap
-    loadn_before = load0 / osts.rate_bytes_s
-    # Algorithm 1: keep the highest-norm files (Eq. 20) while within the targets.
-    s_size = max(files.size_bytes.sum(), 1.0)
-    s_load = max(total_load, 1e-300)
-    norm = np.hypot(t.weight_load * files.access_bytes_s / s_load,
-                    t.weight_space * files.size_bytes / s_size)
-    # An OST within tolerance keeps everything (no churn for small drift); one above
-    # sheds down to the target itself, as Algorithm 1 does.
-    fill_ok = used0 <= d_t * (1.0 + t.fill_tolerance) * cap
-    keep_bytes = np.where(keep, np.where(fill_ok, np.inf, d_t * cap - unlisted), 0.0)
-    if l_t > 0:
-        load_ok = load0 <= l_t * (1.0 + t.load_tolerance) * osts.rate_bytes_s
-        keep_load = np.where(keep, np.where(load_ok, np.inf, l_t * osts.rate_bytes_s), 0.0)
+    w = _Work.of(osts, files, targets)
+    movable = _movable(w)
+    # Take the movable files off their OSTs (they may come back: Algorithm 2's choice).
+    moving_entry = movable[w.entry_file]
+    off = np.bincount(w.pos[moving_entry], w.entry_bytes[moving_entry], minlength=w.n)
+    w.used = w.used0 - off
+    w.load = w.load0 - np.bincount(w.pos[moving_entry], w.entry_load[moving_entry], minlength=w.n)
+    w.busy = off / w.rate
+    cand = np.nonzero(movable)[0]
+    cand = cand[np.argsort(-w.norm[cand], kind="stable")]
+    placing = _Placing.of(w, cand)
+    _place_batches(w, placing)
+    _drain_the_rest(w, placing)
+    # Files that found no destination stay where they are.
+    back = cand[~placing.placed & ~placing.returned]
+    if len(back):
+        be = np.isin(w.entry_file, back)
+        w.used += np.bincount(w.pos[be], w.entry_bytes[be], minlength=w.n)
+        w.load += np.bincount(w.pos[be], w.entry_load[be], minlength=w.n)
+    return _finish(osts, files, targets, w.pos, w.entry_file, w.entry_bytes, cand,
+                   _moved_rows(w, placing), placing.cand_ptr, placing.new_slots, w.norm,
+                   w.used0, w.load0, w.d_t, w.fill_before, w.loadn_before, w.rate,
+                   int(len(cand) - placing.placed.sum()), int(w.m))
+
+
+@dataclass
+class _Work:
+    """What :func:`plan_migration` works on: per OST position (n), per file (m) and per
+    file x OST entry; bytes, bytes/s, fractions. ``used``, ``load`` and ``busy`` change as
+    files are placed."""
+    osts: MigrationOsts
+    files: FileTable
+    t: PlanTargets
+    pos: np.ndarray
+    n: int
+    m: int
+    cap: np.ndarray
+    rate: np.ndarray
+    keep: np.ndarray
+    receivers: np.ndarray
+    k: np.ndarray
+    entry_file: np.ndarray
+    entry_bytes: np.ndarray
+    entry_load: np.ndarray
+    unlisted: np.ndarray
+    used0: np.ndarray
+    load0: np.ndarray
+    d_t: float
+    l_t: float
+    fill_before: np.ndarray
+    loadn_before: np.ndarray
+    norm: np.ndarray
+    reserve: np.ndarray
+    hard_cap: np.ndarray
+    t_t: float
+    used: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    load: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    busy: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @classmethod
+    def of(cls, osts: MigrationOsts, files: FileTable, t: PlanTargets) -> "_Work":
+        """The targets and norms (Pufferscale Eq. 8, 9, 20, 22).
+
+        Raises:
+            PlanInputError: inconsistent input, or no OST can receive.
+        """
+        pos = files.validate(osts)
+        n, m = osts.count, files.count
+        cap = osts.kbytes_total * KIB
+        used0 = osts.kbytes_used.astype(float) * KIB
+        rate = osts.rate_bytes_s * t.budget_fraction         # migration bandwidth, bytes/s
+        keep = ~osts.draining
+        k = np.diff(files.ost_ptr)
+        entry_file = np.repeat(np.arange(m), k)
+        entry_bytes = (files.size_bytes / k)[entry_file]
+        entry_load = (files.access_bytes_s / k)[entry_file]
+        listed = np.bincount(pos, entry_bytes, minlength=n)
+        unlisted = np.maximum(used0 - listed, 0.0)
+        used0 = unlisted + listed
+        load0 = np.bincount(pos, entry_load, minlength=n)
+        # Targets (Eq. 8, 9): means over the OSTs that stay, per unit of size / bandwidth.
+        # An OST that stays but cannot receive (full, read-only, inactive) keeps what it
+        # has: it is left out of both sums so the target is what the receivers can reach.
+        receivers = osts.can_receive & osts.can_read
+        if not receivers.any():
+            raise PlanInputError("no OST can receive objects (all unusable or draining)")
+        fixed = keep & ~receivers
+        d_t = (used0.sum() - used0[fixed].sum()) / cap[receivers].sum()
+        total_load = load0.sum() if t.weight_load > 0 else 0.0    # W_L = 0: space only
+        l_t = ((total_load - load0[fixed].sum()) / osts.rate_bytes_s[receivers].sum()
+               if total_load > 0 else 0.0)
+        # Algorithm 1 keeps the highest-norm files (Eq. 20) while within the targets.
+        norm = np.hypot(t.weight_load * files.access_bytes_s / max(total_load, 1e-300),
+                        t.weight_space * files.size_bytes / max(files.size_bytes.sum(), 1.0))
+        # Never fill a destination past the fill target or into OSP's reserve (its high
+        # ENOSPC watermark: the mapper's own rule, mapper.state.ost_health).
+        reserve = enospc_reserve_bytes(osts.kbytes_total)
+        hard_cap = np.where(receivers, np.minimum(d_t * (1.0 + t.fill_tolerance) * cap,
+                                                  cap - reserve), -np.inf)
+        # Duration target (Eq. 22 with each OST's own bandwidth): the time to read an
+        # overfull OST's excess or write an underfull one's deficit at the budget.
+        t_t = max(float((np.abs(used0 - d_t * cap) / rate)[keep | (used0 > 0)].max()), 1.0)
+        return cls(osts, files, t, pos, n, m, cap, rate, keep, receivers, k, entry_file,
+                   entry_bytes, entry_load, unlisted, used0, load0, d_t, l_t, used0 / cap,
+                   load0 / osts.rate_bytes_s, norm, reserve, hard_cap, t_t)
+
+
+def _movable(w: _Work) -> np.ndarray:
+    """Files that leave an OST above its target (Algorithm 1), bool (m,): an OST within
+    tolerance keeps everything (no churn for small drift); one above sheds down to the
+    target itself. Unreadable, too small, empty or too wide files stay."""
+    t, osts, files = w.t, w.osts, w.files
+    keep, cap, pos = w.keep, w.cap, w.pos
+    fill_ok = w.used0 <= w.d_t * (1.0 + t.fill_tolerance) * cap
+    keep_bytes = np.where(keep, np.where(fill_ok, np.inf, w.d_t * cap - w.unlisted), 0.0)
+    if w.l_t > 0:
+        load_ok = w.load0 <= w.l_t * (1.0 + t.load_tolerance) * osts.rate_bytes_s
+        keep_load = np.where(keep, np.where(load_ok, np.inf, w.l_t * osts.rate_bytes_s), 0.0)
     else:
         keep_load = np.where(keep, np.inf, 0.0)
-    order = np.lexsort((norm[entry_file] if t.move_largest else -norm[entry_file], pos))
+    norm_e = w.norm[w.entry_file]
+    order = np.lexsort((norm_e if t.move_largest else -norm_e, pos))
     pos_s = pos[order]
-    excess_s = ((_group_cumsum(pos_s, entry_bytes[order]) > keep_bytes[pos_s] * (1 + 1e-12))
-                | (_group_cumsum(pos_s, entry_load[order]) > keep_load[pos_s] * (1 + 1e-12)))
+    excess_s = ((_group_cumsum(pos_s, w.entry_bytes[order]) > keep_bytes[pos_s] * (1 + 1e-12))
+                | (_group_cumsum(pos_s, w.entry_load[order]) > keep_load[pos_s] * (1 + 1e-12)))
     # A file larger than its OST's target stays (Algorithm 1 would move it, but moving a
     # file bigger than the target only moves the peak) unless the OST is draining.
     first = np.ones(len(pos_s), dtype=bool)
@@ -398,149 +477,157 @@ def plan_migration(osts: MigrationOsts, files: FileTable, targets: PlanTargets) 
     excess_s &= ~(first & keep[pos_s])
     excess = np.zeros(len(pos), dtype=bool)
     excess[order] = excess_s
-    file_excess = np.bincount(entry_file, excess, minlength=m) > 0
-    unreadable = np.bincount(entry_file, ~osts.can_read[pos], minlength=m) > 0
-    movable = file_excess & ~unreadable & (files.size_bytes >= t.min_file_bytes) \
-        & (files.size_bytes > 0) & (k <= int(osts.can_receive.sum()))
-    # Take the movable files off their OSTs (they may come back: Algorithm 2's choice).
-    moving_entry = movable[entry_file]
-    used = used0 - np.bincount(pos[moving_entry], entry_bytes[moving_entry], minlength=n)
-    load = load0 - np.bincount(pos[moving_entry], entry_load[moving_entry], minlength=n)
-    busy = np.bincount(pos[moving_entry], entry_bytes[moving_entry], minlength=n) / rate
-    # Duration target (Eq. 22 with each OST's own bandwidth): the time to read an
-    # overfull OST's excess or write an underfull one's deficit at the budget.
-    t_t = max(float((np.abs(used0 - d_t * cap) / rate)[keep | (used0 > 0)].max()), 1.0)
-    # Never fill a destination past the fill target or into OSP's reserve (its high
-    # ENOSPC watermark: the mapper's own rule, mapper.state.ost_health).
-    reserve = np.array([enospc_watermarks_kib(int(kb))[1] for kb in osts.kbytes_total],
-                       dtype=float) * KIB
-    hard_cap = np.where(receivers, np.minimum(d_t * (1.0 + t.fill_tolerance) * cap, cap - reserve),
-                        -np.inf)
-    cand = np.nonzero(movable)[0]
-    cand = cand[np.argsort(-norm[cand], kind="stable")]
-    ck = k[cand]
-    cum_k = np.cumsum(ck)
-    new_slots = np.full(int(ck.sum()), -1, dtype=np.int64)  # OST positions, per cand stripe
-    cand_ptr = np.concatenate(([0], cum_k))
-    placed = np.zeros(len(cand), dtype=bool)
-    returned = np.zeros(len(cand), dtype=bool)
-    n_recv = int(receivers.sum())
-    batch_stripes = max(1, n_recv // 2)
-    wl, wd, wt = t.weight_load, t.weight_space, t.weight_duration
+    file_excess = np.bincount(w.entry_file, excess, minlength=w.m) > 0
+    unreadable = np.bincount(w.entry_file, ~osts.can_read[pos], minlength=w.m) > 0
+    return (file_excess & ~unreadable & (files.size_bytes >= t.min_file_bytes)
+            & (files.size_bytes > 0) & (w.k <= int(osts.can_receive.sum())))
+
+
+@dataclass
+class _Placing:
+    """The candidates (file rows, highest norm first) and where their stripes go:
+    ``new_slots`` OST positions per candidate stripe (-1: none), ``cand_ptr`` its CSR
+    pointer; ``placed`` and ``returned`` (refused, back on its OSTs) per candidate."""
+    cand: np.ndarray
+    ck: np.ndarray
+    cum_k: np.ndarray
+    cand_ptr: np.ndarray
+    new_slots: np.ndarray
+    placed: np.ndarray
+    returned: np.ndarray
+
+    @classmethod
+    def of(cls, w: _Work, cand: np.ndarray) -> "_Placing":
+        ck = w.k[cand]
+        cum_k = np.cumsum(ck)
+        return cls(cand, ck, cum_k, np.concatenate(([0], cum_k)),
+                   np.full(int(ck.sum()), -1, dtype=np.int64),
+                   np.zeros(len(cand), dtype=bool), np.zeros(len(cand), dtype=bool))
+
+
+def _place_batches(w: _Work, pl: _Placing) -> None:
+    """Algorithm 2: candidates in batches of about half the receivers' stripes, each
+    stripe on the OST with the lowest penalty (Eq. 15) after an average stripe of the
+    batch lands there."""
+    t, files = w.t, w.files
+    cand, ck, cum_k = pl.cand, pl.ck, pl.cum_k
+    batch_stripes = max(1, int(w.receivers.sum()) // 2)
     start = 0
     while start < len(cand):
-        lo = int(cand_ptr[start])
-        end = int(np.searchsorted(cum_k, lo + batch_stripes, side="right"))
-        end = max(end, start + 1)
+        lo = int(pl.cand_ptr[start])
+        end = max(int(np.searchsorted(cum_k, lo + batch_stripes, side="right")), start + 1)
         b = slice(start, end)
-        per_stripe = (files.size_bytes[cand[b]] / ck[b])
-        per_load = (files.access_bytes_s[cand[b]] / ck[b])
-        mean_b, mean_l = float(per_stripe.mean()), float(per_load.mean())
+        per_stripe = files.size_bytes[cand[b]] / ck[b]
+        mean_b = float(per_stripe.mean())
         # Eq. 15 after one average stripe of this batch lands on each OST.
-        pen = wd * ((used + mean_b) / (d_t * cap)) ** 3 \
-            + wt * ((busy + mean_b / rate) / t_t) ** 3
-        if l_t > 0:
-            pen += wl * ((load + mean_l) / (l_t * osts.rate_bytes_s)) ** 3
-        ok = receivers & (used + mean_b <= hard_cap)
+        pen = t.weight_space * ((w.used + mean_b) / (w.d_t * w.cap)) ** 3 \
+            + t.weight_duration * ((w.busy + mean_b / w.rate) / w.t_t) ** 3
+        if w.l_t > 0:
+            mean_l = float((files.access_bytes_s[cand[b]] / ck[b]).mean())
+            pen += t.weight_load * ((w.load + mean_l) / (w.l_t * w.osts.rate_bytes_s)) ** 3
+        ok = w.receivers & (w.used + mean_b <= w.hard_cap)
         if not ok.any():
             # No OST can take this batch within the target (files larger than the
             # headroom): any OST with room that stays below the fullest source.
-            src_max = float(((used + np.bincount(pos[_csr_rows(files.ost_ptr, cand[b])],
-                                                 np.repeat(per_stripe, ck[b]), minlength=n))
-                             / cap).max())
-            ok = receivers & (used + mean_b <= cap - reserve) & ((used + mean_b) / cap < src_max)
+            src_max = float(((w.used + np.bincount(w.pos[_csr_rows(files.ost_ptr, cand[b])],
+                                                   np.repeat(per_stripe, ck[b]), minlength=w.n))
+                             / w.cap).max())
+            ok = (w.receivers & (w.used + mean_b <= w.cap - w.reserve)
+                  & ((w.used + mean_b) / w.cap < src_max))
         n_ok = int(ok.sum())
         if n_ok == 0:
             break
-        pen = np.where(ok, pen, np.inf)
         need = int(ck[b].sum())
         if need > n_ok:               # fewer OSTs left than stripes: shrink the batch
             end = start + max(1, int(np.searchsorted(cum_k[b] - lo, n_ok, side="right")))
-            b = slice(start, end)
-            need = int(ck[b].sum())
-            per_stripe = files.size_bytes[cand[b]] / ck[b]
-            per_load = files.access_bytes_s[cand[b]] / ck[b]
+            need = int(ck[start:end].sum())
             if need > n_ok:           # a single file wider than the usable OSTs
                 start = end
                 continue
-        slots = np.argpartition(pen, need - 1)[:need] if need < n else np.arange(n)
-        slots = slots[np.argsort(pen[slots], kind="stable")]
-        sb = np.repeat(per_stripe, ck[b])
-        sl = np.repeat(per_load, ck[b])
-        fid = np.repeat(np.arange(end - start), ck[b])
-        # A stripe may land where the fill stays within the target, or anywhere it ends
-        # lower than its file's fullest old OST would be with the file back (the move
-        # still lowers the maximum). Else the file stays (Algorithm 2 may choose the
-        # bucket's own server).
-        old_rows = _csr_rows(files.ost_ptr, cand[b])
-        old_pos = pos[old_rows]
-        old_fid = np.repeat(np.arange(end - start), ck[b])
-        # (All of this batch's files back on their OSTs: they are judged together.)
-        back_used = used + np.bincount(old_pos, sb, minlength=n)
-        back_fill = np.zeros(end - start)
-        np.maximum.at(back_fill, old_fid, back_used[old_pos] / cap[old_pos])
-        after = used[slots] + sb
-        fits = (after <= cap[slots] - reserve[slots]) & (
-            (after <= hard_cap[slots]) | (after / cap[slots] < back_fill[fid] - 1e-12))
-        file_ok = np.bincount(fid, ~fits, minlength=end - start) == 0
-        stripe_ok = file_ok[fid]
-        s_ok = slots[stripe_ok]
-        np.add.at(used, s_ok, sb[stripe_ok])
-        np.add.at(load, s_ok, sl[stripe_ok])
-        np.add.at(busy, s_ok, sb[stripe_ok] / rate[s_ok])
-        new_slots[lo:lo + need] = np.where(stripe_ok, slots, -1)
-        placed[start:end] = file_ok
-        # Refused files go back to their OSTs now, so later batches see them.
-        back_e = ~file_ok[old_fid]
-        np.add.at(used, old_pos[back_e], sb[back_e])
-        np.add.at(load, old_pos[back_e], sl[back_e])
-        returned[start:end] = ~file_ok
+        _place_batch(w, pl, start, end, lo, need, np.where(ok, pen, np.inf))
         start = end
-    # Files leaving a draining OST must go somewhere: those the fill target refused go,
-    # one by one, to the least-filled receivers that still have room (Eq. 7).
-    drained = np.bincount(entry_file, osts.draining[pos], minlength=m) > 0
-    for c in np.nonzero(~placed & drained[cand])[0]:
-        if returned[c]:
+
+
+def _place_batch(w: _Work, pl: _Placing, start: int, end: int, lo: int, need: int,
+                 pen: np.ndarray) -> None:
+    """Place candidates ``start:end`` (``need`` stripes from stripe ``lo``) on the
+    ``need`` OSTs of lowest penalty, or send each refused file back to its OSTs."""
+    files, n = w.files, w.n
+    cand, ck = pl.cand, pl.ck
+    b = slice(start, end)
+    per_stripe = files.size_bytes[cand[b]] / ck[b]
+    per_load = files.access_bytes_s[cand[b]] / ck[b]
+    slots = np.argpartition(pen, need - 1)[:need] if need < n else np.arange(n)
+    slots = slots[np.argsort(pen[slots], kind="stable")]
+    sb = np.repeat(per_stripe, ck[b])
+    sl = np.repeat(per_load, ck[b])
+    fid = np.repeat(np.arange(end - start), ck[b])
+    # A stripe may land where the fill stays within the target, or anywhere it ends
+    # lower than its file's fullest old OST would be with the file back (the move
+    # still lowers the maximum). Else the file stays (Algorithm 2 may choose the
+    # bucket's own server).
+    old_pos = w.pos[_csr_rows(files.ost_ptr, cand[b])]
+    # (All of this batch's files back on their OSTs: they are judged together.)
+    back_used = w.used + np.bincount(old_pos, sb, minlength=n)
+    back_fill = np.zeros(end - start)
+    np.maximum.at(back_fill, fid, back_used[old_pos] / w.cap[old_pos])
+    after = w.used[slots] + sb
+    fits = (after <= w.cap[slots] - w.reserve[slots]) & (
+        (after <= w.hard_cap[slots]) | (after / w.cap[slots] < back_fill[fid] - 1e-12))
+    file_ok = np.bincount(fid, ~fits, minlength=end - start) == 0
+    stripe_ok = file_ok[fid]
+    s_ok = slots[stripe_ok]
+    np.add.at(w.used, s_ok, sb[stripe_ok])
+    np.add.at(w.load, s_ok, sl[stripe_ok])
+    np.add.at(w.busy, s_ok, sb[stripe_ok] / w.rate[s_ok])
+    pl.new_slots[lo:lo + need] = np.where(stripe_ok, slots, -1)
+    pl.placed[start:end] = file_ok
+    # Refused files go back to their OSTs now, so later batches see them.
+    back_e = ~file_ok[fid]
+    np.add.at(w.used, old_pos[back_e], sb[back_e])
+    np.add.at(w.load, old_pos[back_e], sl[back_e])
+    pl.returned[start:end] = ~file_ok
+
+
+def _drain_the_rest(w: _Work, pl: _Placing) -> None:
+    """Files leaving a draining OST must go somewhere: those the fill target refused go,
+    one by one, to the least-filled receivers that still have room (Eq. 7)."""
+    files, pos, cand, ck = w.files, w.pos, pl.cand, pl.ck
+    drained = np.bincount(w.entry_file, w.osts.draining[pos], minlength=w.m) > 0
+    for c in np.nonzero(~pl.placed & drained[cand])[0]:
+        if pl.returned[c]:
             ob = _csr_rows(files.ost_ptr, cand[c:c + 1])
-            used[pos[ob]] -= files.size_bytes[cand[c]] / ck[c]
-            load[pos[ob]] -= files.access_bytes_s[cand[c]] / ck[c]
-            returned[c] = False
+            w.used[pos[ob]] -= files.size_bytes[cand[c]] / ck[c]
+            w.load[pos[ob]] -= files.access_bytes_s[cand[c]] / ck[c]
+            pl.returned[c] = False
         kk = int(ck[c])
         sz = files.size_bytes[cand[c]] / kk
-        room = receivers & (used + sz <= cap - reserve)
+        room = w.receivers & (w.used + sz <= w.cap - w.reserve)
         if room.sum() < kk:
             continue
-        fillv = np.where(room, used / cap, np.inf)
+        fillv = np.where(room, w.used / w.cap, np.inf)
         dest = np.argsort(fillv, kind="stable")[:kk]
-        used[dest] += sz
-        load[dest] += files.access_bytes_s[cand[c]] / kk
-        new_slots[cand_ptr[c]:cand_ptr[c + 1]] = dest
-        placed[c] = True
-    # Files that found no destination stay where they are.
-    back = cand[~placed & ~returned]
-    if len(back):
-        be = np.isin(entry_file, back)
-        used += np.bincount(pos[be], entry_bytes[be], minlength=n)
-        load += np.bincount(pos[be], entry_load[be], minlength=n)
-    # A placed file whose new OST set equals its old one does not move.
+        w.used[dest] += sz
+        w.load[dest] += files.access_bytes_s[cand[c]] / kk
+        pl.new_slots[pl.cand_ptr[c]:pl.cand_ptr[c + 1]] = dest
+        pl.placed[c] = True
+
+
+def _moved_rows(w: _Work, pl: _Placing) -> np.ndarray:
+    """Candidate rows that move: placed, and not onto the OST set they already have."""
+    files, pos, cand, ck = w.files, w.pos, pl.cand, pl.ck
     moved_rows = []
-    pc = np.nonzero(placed)[0]
+    pc = np.nonzero(pl.placed)[0]
     k1 = pc[ck[pc] == 1]
     if len(k1):
-        f1 = cand[k1]
-        dest = new_slots[cand_ptr[k1]]
-        change = dest != pos[files.ost_ptr[f1]]
-        moved_rows.append(k1[change])
-    kn = pc[ck[pc] > 1]
-    for c in kn:
+        dest = pl.new_slots[pl.cand_ptr[k1]]
+        moved_rows.append(k1[dest != pos[files.ost_ptr[cand[k1]]]])
+    for c in pc[ck[pc] > 1]:
         f = cand[c]
         old = np.sort(pos[files.ost_ptr[f]:files.ost_ptr[f + 1]])
-        if not np.array_equal(old, np.sort(new_slots[cand_ptr[c]:cand_ptr[c + 1]])):
+        if not np.array_equal(old, np.sort(pl.new_slots[pl.cand_ptr[c]:pl.cand_ptr[c + 1]])):
             moved_rows.append(np.array([c]))
-    mrows = np.sort(np.concatenate(moved_rows)) if moved_rows else np.zeros(0, dtype=np.int64)
-    return _finish(osts, files, targets, pos, entry_file, entry_bytes, cand, mrows, cand_ptr,
-                   new_slots, norm, used0, load0, d_t, fill_before, loadn_before, rate,
-                   int(len(cand) - placed.sum()), int(m))
+    return np.sort(np.concatenate(moved_rows)) if moved_rows else np.zeros(0, dtype=np.int64)
 
 
 def _finish(osts: MigrationOsts, files: FileTable, t: PlanTargets, pos: np.ndarray,
