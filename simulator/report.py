@@ -39,13 +39,13 @@ MIB = float(1 << 20)
 
 
 def user_jobs(result: RunResult) -> list:
-    """The users' jobs of a run (background replay left out), each a JobStats."""
+    """The users' jobs of a run (background replay left out), each a :class:`simulator.job_io.JobIo`."""
     return [j for j in result.jobs.values() if not j.background]
 
 
 def phase_times_s(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
     """I/O time and alone lower bound of every I/O phase of every user job, seconds
-    (phases: :class:`simulator.engine.JobStats`)."""
+    (phases: :class:`simulator.job_io.JobIo`)."""
     ph = [(last - first, alone) for j in user_jobs(result) for first, last, alone in j.phases]
     a = np.array(ph, dtype=float).reshape(-1, 2)
     return a[:, 0], a[:, 1]
@@ -54,7 +54,7 @@ def phase_times_s(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
 def user_metrics(result: RunResult) -> dict:
     """The user's metric (issue 17). Per job: I/O time (first I/O to last byte) and
     slowdown against a lower bound of the same job alone on the idle cluster
-    (:class:`simulator.engine.JobStats`); the same per I/O phase (a generator's job runs all
+    (:class:`simulator.job_io.JobIo`); the same per I/O phase (a generator's job runs all
     day, its checkpoints and iterations are its phases); per file: write and read time
     (first byte issued to last byte landed). Jobs with transfers stalled or in flight at
     the end are counted, not timed."""

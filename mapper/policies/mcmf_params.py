@@ -34,7 +34,7 @@ class McmfParams:
         cache_ttl_s: how long a predicted request's OST list stays valid, s (0: never
             answer from predicted lists; predictions then only shape each round).
         app_weight: points per stripe an application already has on an OST (recently),
-            added to its request arcs (:mod:`mapper.policies.app_spread`).
+            added to its request arcs (:mod:`mapper.policies.placed_books`).
         app_half_life_s: decay of that count, s.
         predict_mode: ``"joint"`` (the paper: current and predicted requests in one
             flow) or ``"after"`` (current requests first, then the predicted ones in a

@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--state", required=True,
                     help="lfs df output, or a cluster-state JSON (write_state_json)")
     pl.add_argument("--files", required=True,
-                    help=f"lfs find ... -printf '{PRINTF_FORMAT}' output (size bytes, path)")
+                    # argparse %-formats help strings: the printf format's % must be doubled
+                    help=f"lfs find ... -printf '{PRINTF_FORMAT.replace('%', '%%')}' output "
+                         "(size bytes, path)")
     pl.add_argument("--layouts", required=True, help="lfs getstripe output for those files")
     pl.add_argument("--access", help="optional '<bytes/s> <path>' lines (recent access rate)")
     pl.add_argument("--budget", required=True, type=float,

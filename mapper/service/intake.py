@@ -3,7 +3,7 @@ system and apply the client bounds, before any round runs.
 
 Bad requests are answered here at once (one error reply each, the loop keeps serving),
 pings with a pong naming the file system's policy; what is left is grouped per file system
-for :meth:`mapper.service.server.MapperService._round`.
+for :meth:`mapper.service.server.Rounds.run`.
 """
 from __future__ import annotations
 

@@ -135,3 +135,13 @@ def test_usage_error_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["plan", "--budget", "0.2"])
     assert e.value.code == 2
+
+
+def test_plan_help_prints_the_lfs_find_format_without_a_traceback():
+    """A ``%`` in a help string once made ``plan --help`` crash (argparse %-formats help)."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "mapper.rebalance", "plan", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    assert "-printf '%s %p\\n'" in done.stdout
