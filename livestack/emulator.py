@@ -20,8 +20,8 @@ What drives them is the simulator's model of an OST (:mod:`simulator.cluster`,
 cluster (:func:`simulator.cluster.build_cluster`); a file of ``size`` bytes striped over
 ``k`` OSTs holds :func:`simulator.models.raid0_bytes_per_ost` on each; a write RPC of 1 MiB
 on an OST with ``w`` files growing on it in an interval takes ``w * 1 MiB / bandwidth``
-(the engine's write latency, ``(queued + 1) * MiB / bandwidth`` in
-``Simulation._refresh_stats``, seen from inside the queue). Not emulated: reads, CPU and
+(the engine's write latency, ``(queued + 1) * MiB / bandwidth``, published by
+:meth:`simulator.mds_view.MdsView.refresh_stats`, seen from inside the queue). Not emulated: reads, CPU and
 memory (the collectors read the real host's), MDTs.
 """
 from __future__ import annotations
