@@ -243,37 +243,7 @@ class Collector:
 
     def _reduce_stats(self, name: str, prev: StatsSnapshot | None, cur: StatsSnapshot,
                       local_dt: float, ts: TargetSample) -> None:
-        if prev is None or local_dt <= 0:
-            ts.unavailable[f"{name}_rates"] = "warming_up"
-            return
-        dt = choose_interval(prev.snapshot_time, cur.snapshot_time, local_dt)
-        try:
-            if (prev.start_time is not None and cur.start_time is not None
-                    and abs(cur.start_time - prev.start_time) > 1e-3):
-                raise CounterReset(f"{name}.start_time", prev.start_time, cur.start_time)
-            d_samples = {n: delta(n, prev.counters[n].samples if n in prev.counters else 0,
-                                  cur.counters[n].samples if n in cur.counters else 0)
-                         for n in set(prev.counters) | set(cur.counters)}
-            d_sum = {n: delta(f"{n}.sum", prev.counters[n].sum or 0 if n in prev.counters else 0,
-                              cur.counters[n].sum or 0 if n in cur.counters else 0)
-                     for n in set(prev.counters) | set(cur.counters)}
-        except CounterReset as exc:
-            ts.unavailable[f"{name}_rates"] = _reason(exc)
-            return
-        v = ts.values
-        if self.kind == "ost":
-            for direction in ("read", "write"):
-                v[f"{direction}_bytes_per_s"] = d_sum.get(f"{direction}_bytes", 0) / dt
-                v[f"{direction}_ops_per_s"] = d_samples.get(f"{direction}_bytes", 0) / dt
-                timed = cur.counters.get(direction)
-                if timed is not None and timed.unit.startswith("usec") and d_samples.get(direction):
-                    v[f"{direction}_service_time_us_mean"] = d_sum[direction] / d_samples[direction]
-            other = sum(c for n, c in d_samples.items() if n not in _RW_BYTES + _RW_TIME)
-            v["other_ops_per_s"] = other / dt
-        else:
-            ops = {n: c / dt for n, c in d_samples.items() if n not in _RW_BYTES and c}
-            v["md_ops_per_s"] = sum(ops.values(), 0.0)
-            v.update({f"md_{n}_per_s": r for n, r in sorted(ops.items())})
+        reduce_stats(self.kind, name, prev, cur, local_dt, ts.values, ts.unavailable)
 
     def _reduce_jobs(self, prev: JobStats | None, cur: JobStats, local_dt: float,
                      ts: TargetSample) -> None:
@@ -306,32 +276,7 @@ class Collector:
             ts.values["jobs_reset"] = resets
 
     def _reduce_brw(self, prev: BrwStats | None, cur: BrwStats, ts: TargetSample) -> None:
-        if prev is None:
-            ts.unavailable["brw_stats_rates"] = "warming_up"
-            return
-        try:
-            if (prev.start_time is not None and cur.start_time is not None
-                    and abs(cur.start_time - prev.start_time) > 1e-3):
-                raise CounterReset("brw_stats.start_time", prev.start_time, cur.start_time)
-            for block, unit, scale in ((IO_TIME, "io_time_ms", 1.0), (DISK_IO_SIZE, "io_size_bytes", 1.0)):
-                h_cur, h_prev = cur.histograms.get(block), prev.histograms.get(block)
-                if h_cur is None:
-                    ts.unavailable[f"brw_stats.{block}"] = "missing: block not in brw_stats"
-                    continue
-                for direction in ("read", "write"):
-                    before = h_prev.as_dict(direction) if h_prev else {}
-                    summary = summarize_log2(histogram_delta(f"{block}.{direction}", before,
-                                                             h_cur.as_dict(direction)))
-                    if block == IO_TIME:
-                        ts.values[f"{direction}_ios"] = summary.count if summary else 0
-                    if summary is None:
-                        continue
-                    ts.values[f"{direction}_{unit}_mean"] = summary.mean * scale
-                    if block == IO_TIME:
-                        ts.values[f"{direction}_{unit}_p50"] = summary.p50
-                        ts.values[f"{direction}_{unit}_p99"] = summary.p99
-        except CounterReset as exc:
-            ts.unavailable["brw_stats_rates"] = _reason(exc)
+        reduce_brw(prev, cur, ts.values, ts.unavailable)
 
     # ----------------------------------------------------------------------------- sample
     def collect(self) -> dict[str, Any]:
@@ -360,3 +305,82 @@ class Collector:
                                          unavailable={"target": "missing: no longer listed"}).as_dict()
             del self._targets[gone]  # reported once; the mapper ages it out from there
         return {"server": server, "targets": targets}
+
+
+def reduce_stats(kind: str, name: str, prev: StatsSnapshot | None, cur: StatsSnapshot,
+                 local_dt: float, values: dict[str, Any], unavailable: dict[str, str]) -> None:
+    """Rates of a target's lprocfs counters file (obdfilter ``stats`` on an OST, ``md_stats``
+    on an MDT) over the interval from ``prev`` to ``cur`` (``local_dt`` s by this host's
+    clock; :func:`collectors.reduce.choose_interval` decides), into ``values``
+    (docs/protocol.md: ``read/write_bytes_per_s``, ``read/write_ops_per_s``,
+    ``*_service_time_us_mean``, ``other_ops_per_s``; ``md_*_per_s``). The first reading, or
+    a counter reset, marks ``<name>_rates`` unavailable instead. The collector and the
+    simulator's collector readings (:mod:`simulator.ost_readings`) both reduce with it."""
+    if prev is None or local_dt <= 0:
+        unavailable[f"{name}_rates"] = "warming_up"
+        return
+    dt = choose_interval(prev.snapshot_time, cur.snapshot_time, local_dt)
+    try:
+        if (prev.start_time is not None and cur.start_time is not None
+                and abs(cur.start_time - prev.start_time) > 1e-3):
+            raise CounterReset(f"{name}.start_time", prev.start_time, cur.start_time)
+        d_samples = {n: delta(n, prev.counters[n].samples if n in prev.counters else 0,
+                              cur.counters[n].samples if n in cur.counters else 0)
+                     for n in set(prev.counters) | set(cur.counters)}
+        d_sum = {n: delta(f"{n}.sum", prev.counters[n].sum or 0 if n in prev.counters else 0,
+                          cur.counters[n].sum or 0 if n in cur.counters else 0)
+                 for n in set(prev.counters) | set(cur.counters)}
+    except CounterReset as exc:
+        unavailable[f"{name}_rates"] = _reason(exc)
+        return
+    v = values
+    if kind == "ost":
+        for direction in ("read", "write"):
+            v[f"{direction}_bytes_per_s"] = d_sum.get(f"{direction}_bytes", 0) / dt
+            v[f"{direction}_ops_per_s"] = d_samples.get(f"{direction}_bytes", 0) / dt
+            timed = cur.counters.get(direction)
+            if timed is not None and timed.unit.startswith("usec") and d_samples.get(direction):
+                v[f"{direction}_service_time_us_mean"] = d_sum[direction] / d_samples[direction]
+        other = sum(c for n, c in d_samples.items() if n not in _RW_BYTES + _RW_TIME)
+        v["other_ops_per_s"] = other / dt
+    else:
+        ops = {n: c / dt for n, c in d_samples.items() if n not in _RW_BYTES and c}
+        v["md_ops_per_s"] = sum(ops.values(), 0.0)
+        v.update({f"md_{n}_per_s": r for n, r in sorted(ops.items())})
+
+
+def reduce_brw(prev: BrwStats | None, cur: BrwStats, values: dict[str, Any],
+               unavailable: dict[str, str]) -> None:
+    """An OST's brw_stats over the interval from ``prev`` to ``cur``: per direction the
+    RPCs that ran (``read_ios``, ``write_ios``) and, when any ran, their I/O time mean,
+    p50 and p99 (ms) and disk I/O size mean (bytes), from the deltas of the cumulative
+    histograms (:func:`collectors.reduce.summarize_log2`). An interval with no RPC has no
+    I/O time: nothing in Lustre says what an idle OST could deliver. The first reading or
+    a reset marks ``brw_stats_rates`` unavailable. The collector and the simulator's
+    collector readings (:mod:`simulator.ost_readings`) both reduce with it."""
+    if prev is None:
+        unavailable["brw_stats_rates"] = "warming_up"
+        return
+    try:
+        if (prev.start_time is not None and cur.start_time is not None
+                and abs(cur.start_time - prev.start_time) > 1e-3):
+            raise CounterReset("brw_stats.start_time", prev.start_time, cur.start_time)
+        for block, unit, scale in ((IO_TIME, "io_time_ms", 1.0), (DISK_IO_SIZE, "io_size_bytes", 1.0)):
+            h_cur, h_prev = cur.histograms.get(block), prev.histograms.get(block)
+            if h_cur is None:
+                unavailable[f"brw_stats.{block}"] = "missing: block not in brw_stats"
+                continue
+            for direction in ("read", "write"):
+                before = h_prev.as_dict(direction) if h_prev else {}
+                summary = summarize_log2(histogram_delta(f"{block}.{direction}", before,
+                                                         h_cur.as_dict(direction)))
+                if block == IO_TIME:
+                    values[f"{direction}_ios"] = summary.count if summary else 0
+                if summary is None:
+                    continue
+                values[f"{direction}_{unit}_mean"] = summary.mean * scale
+                if block == IO_TIME:
+                    values[f"{direction}_{unit}_p50"] = summary.p50
+                    values[f"{direction}_{unit}_p99"] = summary.p99
+    except CounterReset as exc:
+        unavailable["brw_stats_rates"] = _reason(exc)

@@ -8,6 +8,7 @@ no rate is produced for that interval, never a negative one.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -97,3 +98,13 @@ def summarize_log2(counts: Mapping[int, int]) -> Log2Summary | None:
             p99 = bucket
             break
     return Log2Summary(total, mean, p50, p99, items[-1][0])
+
+
+def log2_bucket(value: float) -> int:
+    """The ``lprocfs_oh_tally_log2`` bucket of ``value``: the smallest power of two >= it
+    (lustre/obdclass/lprocfs_status.c); 0 and 1 land in bucket 1. Vectorised form:
+    :func:`simulator.ost_readings.log2_bucket_index`."""
+    if value <= 1:
+        return 1
+    return 1 << math.ceil(math.log2(value))
+

@@ -36,18 +36,16 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from collectors.reduce import log2_bucket
 from common.fsname import target_name
 from livestack.record_file import RecordTail
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from mapper.state.ost_health import statfs_flags
 from simulator.cluster import KIB, MIB, SimCluster
-from simulator.models import raid0_bytes_per_ost
+from simulator.models import RPC_BYTES, raid0_bytes_per_ost, rpc_io_time_s
 
 FSNAME = "demofs"
 LUSTRE_VERSION = "2.15.3"
-RPC_BYTES = MIB
-"""Bytes per emulated bulk write RPC (1 MiB: 256 pages of 4 KiB, Lustre's default
-``max_pages_per_rpc`` before 2.9 and the stripe size used by the bundled workloads)."""
 PAGE_BYTES = 4096
 FILES_TOTAL = 1 << 26
 """Inodes of an emulated OST (ldiskfs formats one per 64 KiB... plenty: never the limit)."""
@@ -59,14 +57,6 @@ def write_atomic(path: Path, text: str) -> None:
     with open(tmp, "w", encoding="ascii") as fh:
         fh.write(text)
     os.replace(tmp, path)
-
-
-def log2_bucket(value: float) -> int:
-    """The ``lprocfs_oh_tally_log2`` bucket of ``value``: the smallest power of two >= it
-    (lustre/obdclass/lprocfs_status.c); 0 and 1 land in bucket 1."""
-    if value <= 1:
-        return 1
-    return 1 << math.ceil(math.log2(value))
 
 
 def bucket_label(bucket: int) -> str:
@@ -238,7 +228,7 @@ class EmulatedCluster:
                 continue
             rpcs = max(1, math.ceil(ost.pending_bytes / RPC_BYTES))
             writers = max(1, len(ost.pending_writers))
-            io_ms = writers * RPC_BYTES / ost.bandwidth_bytes_s * 1000.0
+            io_ms = rpc_io_time_s(writers, ost.bandwidth_bytes_s) * 1000.0
             ost.write_bytes.add(rpcs, int(ost.pending_bytes // rpcs))
             ost.write_usecs.add(rpcs, int(io_ms * 1000))
             ost.ops["preprw"] += rpcs

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Mapping
 
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from mapper.state.cluster_state import ClusterSnapshot
@@ -25,6 +26,8 @@ class CreatePath:
         lustre_policy: Lustre's allocator for unmanaged jobs (None when there are none).
         unmanaged: jobids whose creates go to ``lustre_policy``.
         counters: the run's counters (``create_failed_<error>``, ``creates_unmanaged``).
+        size_hints: jobid -> what its creates say of the file's size
+            (:attr:`simulator.scenario.WorkloadSpec.size_hint`); absent: nothing (0).
 
     Attributes:
         alloc_ns: the policy's decision time per managed create, ns.
@@ -32,19 +35,29 @@ class CreatePath:
     """
 
     def __init__(self, policy: PlacementPolicy, lustre_policy: PlacementPolicy | None,
-                 unmanaged: frozenset[str], counters: Counter):
+                 unmanaged: frozenset[str], counters: Counter,
+                 size_hints: Mapping[str, str | int] | None = None):
         self.policy = policy
         self.lustre_policy = lustre_policy
         self.unmanaged = unmanaged
         self.counters = counters
+        self.size_hints = size_hints or {}
         self.alloc_ns: list[int] = []
         self.notes: Counter = Counter()
+
+    def request(self, rec: TraceRecord) -> CreateRequest:
+        """The create request of the file ``rec`` creates: what the shim would send for it
+        (docs/client.md): the jobid, the layout the application asked for, and
+        ``expected_bytes`` only as its workload hints it (0 by default: the shim's)."""
+        hint = self.size_hints.get(rec.jobid, "none")
+        expected = rec.bytes if hint == "per_file" else (hint if isinstance(hint, int) else 0)
+        return CreateRequest(jobid=rec.jobid, stripe_count=rec.stripe_count,
+                             stripe_size=rec.stripe_size, expected_bytes=expected)
 
     def place(self, view: ClusterSnapshot, rec: TraceRecord, app: AppIo) -> tuple[int, ...] | None:
         """The OST indices of the file ``rec`` creates, in stripe order; None when the
         allocator refused (counted on ``app`` and in the counters)."""
-        req = CreateRequest(jobid=rec.jobid, stripe_count=rec.stripe_count,
-                            stripe_size=rec.stripe_size, expected_bytes=rec.bytes)
+        req = self.request(rec)
         managed = not (self.unmanaged and rec.jobid in self.unmanaged)
         policy = self.policy if managed else self.lustre_policy
         t0 = time.perf_counter_ns()

@@ -20,7 +20,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -91,12 +91,15 @@ class Simulation:
         progress: optional callback ``(simulated_s, total_s)``.
         unmanaged_jobs: jobids whose creates go through Lustre's own allocator
             (``scenario.unmanaged_allocator``), not ``policy``.
+        size_hints: jobid -> what its creates say of a file's size
+            (:func:`simulator.workload.size_hints`; absent: ``expected_bytes`` 0).
     """
 
     def __init__(self, scenario: Scenario, cluster: SimCluster, policy: PlacementPolicy,
                  records: Iterable[TraceRecord], network: NetworkModel,
                  progress: Callable[[float, float], None] | None = None,
-                 unmanaged_jobs: frozenset[str] = frozenset()):
+                 unmanaged_jobs: frozenset[str] = frozenset(),
+                 size_hints: Mapping[str, str | int] | None = None):
         from simulator.events import added_osts, transition_times
         self.sc = scenario
         self.initial_osts = cluster.ost_count
@@ -123,7 +126,7 @@ class Simulation:
         self.capacity = cluster.capacity_bytes.astype(float)
         self.pos_of_index = {int(ix): p for p, ix in enumerate(cluster.ost_index)}
         self.counters: Counter = Counter()
-        self.creates = CreatePath(policy, lustre_policy, unmanaged_jobs, self.counters)
+        self.creates = CreatePath(policy, lustre_policy, unmanaged_jobs, self.counters, size_hints)
         self.mds = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
                            network.oss_link_bytes_s)
         s = len(cluster.oss_names)
@@ -164,14 +167,7 @@ class Simulation:
         cpu = self.sc.oss_model.cpu_percent(self.oss_bytes_s, self.oss_ops_s)
         mem = self.sc.oss_model.mem_percent(self.oss_bytes_s)
         out = self.oss_bytes_s - self.oss_in_bytes_s
-        # The simulator's brw_stats "I/O time": a 1 MiB write RPC queued behind the
-        # transfers now sharing the OST's bandwidth (equal shares), seconds.
-        queued = self.book.queued_per_ost(self.storage)
-        with np.errstate(divide="ignore"):
-            latency = (queued + 1) * MIB / self.storage.ost_bandwidth_bytes_s
-        if self.storage.ost_latency_s is not None:
-            latency = latency + self.storage.ost_latency_s
-        self.mds.refresh_stats(now, latency, cpu, mem, self.oss_in_bytes_s, out,
+        self.mds.refresh_stats(now, cpu, mem, self.oss_in_bytes_s, out,
                                self.used, self.capacity, self.present, self.state)
 
     def _apply_events(self, now: float) -> None:
@@ -234,8 +230,11 @@ class Simulation:
             self.oss_in_bytes_s = np.zeros(s)
             return
         self.used += step.landed
-        self.mds.ost_written_bytes += step.written
-        self.mds.ost_read_bytes += step.read
+        st = self.storage
+        self.mds.readings.step(step.read, step.written, step.sharing,
+                               st.ost_read_bandwidth_bytes_s if st.ost_read_bandwidth_bytes_s is not None
+                               else st.ost_bandwidth_bytes_s, st.ost_bandwidth_bytes_s,
+                               st.ost_latency_s)
         over = self.used - self.capacity
         if (over > 0).any():
             self.counters["bytes_lost_enospc"] += float(over[over > 0].sum())

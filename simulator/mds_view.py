@@ -6,8 +6,10 @@ Two sources, refreshed lazily at a create when due, as on a real MDS:
   (:func:`mapper.state.ost_health.statfs_flags`, watermarks with hysteresis); LOD refreshes
   a stale cache before allocating.
 * **the collectors' samples** (every ``stats_interval_s``): what each OSS's collector would
-  publish (per OST kbytes, brw_stats write RPC time, obdfilter write/read rates, degraded,
-  available; per OSS CPU, memory and LNet bytes), folded by the mapper's own
+  publish, reduced by the collectors' own code from readings kept as Lustre keeps them
+  (:mod:`simulator.ost_readings`: brw_stats histograms and obdfilter counters advanced only
+  by RPCs that ran; kbytes; degraded, available; per OSS CPU, memory and LNet bytes),
+  folded by the mapper's own
   :class:`~mapper.state.state_store.StateStore`, in every world; the view's load fields
   (RPC time, write rate, OSS CPU/memory/LNet load, ``active``, ``DEGRADED``, serving OSS,
   new OSTs) are copied from the store's outputs: the engine has no way to hand the
@@ -22,7 +24,9 @@ import numpy as np
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from mapper.state.ost_health import statfs_flags
 from mapper.state.state_store import StateStore
+from collectors.collector import reduce_brw, reduce_stats
 from simulator.cluster import KIB, MIB, SimCluster
+from simulator.ost_readings import OstReadings
 from simulator.scenario import Scenario
 
 
@@ -55,8 +59,9 @@ class MdsView:
         self.store = StateStore(lnet_capacity_bytes_per_s=lnet_link_bytes_s)
         self.last_statfs_s = -math.inf
         self.last_stats_s = -math.inf
-        self.ost_written_bytes = np.zeros(n)   # bytes landed per OST since the last sample
-        self.ost_read_bytes = np.zeros(n)      # bytes read per OST since the last sample
+        self.readings = OstReadings(n)
+        """What each OST's brw_stats and obdfilter stats hold (the engine advances them)."""
+        self._prev: dict[int, tuple] = {}      # position -> its readings at the last sample
 
     # -- statfs --------------------------------------------------------------------------
     def refresh_statfs(self, now: float, used: np.ndarray, capacity: np.ndarray) -> None:
@@ -77,49 +82,46 @@ class MdsView:
         return now - self.last_stats_s >= self.sc.cluster.stats_interval_s
 
     # -- samples -------------------------------------------------------------------------
-    def refresh_stats(self, now: float, latency_s: np.ndarray, cpu: np.ndarray, mem: np.ndarray,
+    def refresh_stats(self, now: float, cpu: np.ndarray, mem: np.ndarray,
                       oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray,
                       used: np.ndarray, capacity: np.ndarray, present: np.ndarray,
                       state) -> None:
-        """One sample interval ends at ``now``: what the collectors would publish is folded
-        into the mapper's state store (:class:`mapper.state.state_store.StateStore`, the
-        live stack's sample -> state rules) and the view takes the store's outputs.
+        """One sample interval ends at ``now``: each OSS's collector reduces its OSTs'
+        readings (:attr:`readings`) against the previous ones with the collectors' own code
+        (:func:`collectors.collector.reduce_stats`, :func:`collectors.collector.reduce_brw`),
+        the samples are folded into the mapper's state store
+        (:class:`mapper.state.state_store.StateStore`, the live stack's sample -> state rules)
+        and the view takes the store's outputs.
 
-        Per OST target: ``kbytes_total/free/avail``, brw_stats ``write_io_time_ms_mean``,
-        obdfilter ``write_bytes_per_s``/``read_bytes_per_s`` over the interval (all traffic,
-        managed or not), ``degraded``, ``available``. Per OSS: ``cpu_percent``,
-        ``mem_percent``, ``lnet_send_bytes_per_s``, ``lnet_recv_bytes_per_s``.
+        Per OST target: ``kbytes_total/free/avail``, obdfilter ``write/read_bytes_per_s`` and
+        ``_ops_per_s``, brw_stats ``write/read_ios`` and, for RPCs that ran, their I/O time
+        mean/p50/p99 (ms) and disk I/O size, ``degraded``, ``available``. Per OSS:
+        ``cpu_percent``, ``mem_percent``, ``lnet_send_bytes_per_s``, ``lnet_recv_bytes_per_s``.
 
         Args:
-            latency_s: per OST position, the brw_stats mean write RPC time, s.
             cpu, mem: per OSS, percent.
             oss_in_bytes_s, oss_out_bytes_s: per OSS, bytes/s received and sent.
             used, capacity: per OST position, bytes.
             present: OST positions that exist now.
             state: the events' effective state (None without events).
         """
-        span = now - self.last_stats_s
-        span = span if math.isfinite(span) and span > 0 else now   # collectors sample from t=0
-        n = self.cl.ost_count
-        wrate = self.ost_written_bytes / span if span else np.zeros(n)
-        rrate = self.ost_read_bytes / span if span else np.zeros(n)
         st = state
         ost_oss = self.cl.ost_oss if st is None else st.ost_oss
         avail = np.maximum(capacity - used, 0.0)
         interval = self.sc.cluster.stats_interval_s
+        local_dt = now - self.last_stats_s if math.isfinite(self.last_stats_s) else now
         by_oss: dict[int, dict] = {}
         for p in np.nonzero(present)[0].tolist():
             kb_free = int(avail[p] // KIB)
             ok = True if st is None else bool(st.available[p])
+            values: dict = {"kbytes_total": int(capacity[p] // KIB), "kbytes_free": kb_free,
+                            "kbytes_avail": kb_free, "degraded": int(st is not None and st.degraded[p])}
+            unavailable: dict = {}
+            self._reduce(p, now, local_dt, values, unavailable)
             target = {"kind": "ost", "index": int(self.cl.ost_index[p]), "available": ok,
-                      "values": {"kbytes_total": int(capacity[p] // KIB), "kbytes_free": kb_free,
-                                 "kbytes_avail": kb_free,
-                                 "write_io_time_ms_mean": float(latency_s[p]) * 1000.0,
-                                 "write_bytes_per_s": float(wrate[p]),
-                                 "read_bytes_per_s": float(rrate[p]),
-                                 "degraded": int(st is not None and st.degraded[p])}}
+                      "values": values, "unavailable": unavailable}
             if not ok:
-                target["unavailable"] = {"ost": st.unavailable_reason[p] or "unavailable"}
+                unavailable["ost"] = st.unavailable_reason[p] or "unavailable"
             by_oss.setdefault(int(ost_oss[p]), {})[f"OST{int(self.cl.ost_index[p]):04x}"] = target
         for s_pos, targets in by_oss.items():
             self.store.apply("oss", self.cl.oss_names[s_pos], now, interval,
@@ -129,10 +131,18 @@ class MdsView:
                                          "lnet_recv_bytes_per_s": float(oss_in_bytes_s[s_pos])}},
                              targets)
         self._adopt_store(present)
-        self.ost_written_bytes = np.zeros(n)
-        self.ost_read_bytes = np.zeros(n)
         self.view.changed()
         self.last_stats_s = now
+
+    def _reduce(self, p: int, now: float, local_dt: float, values: dict, unavailable: dict) -> None:
+        """The collectors' reduction of OST position ``p``'s readings since the last sample.
+        The collectors start with the run: before the first sample, an empty reading at t=0."""
+        r = self.readings
+        prev_stats, prev_brw = self._prev.get(p) or (r.empty_stats(0.0), r.empty_brw(0.0))
+        cur_stats, cur_brw = r.stats(p, now), r.brw_stats(p, now)
+        reduce_stats("ost", "stats", prev_stats, cur_stats, local_dt, values, unavailable)
+        reduce_brw(prev_brw, cur_brw, values, unavailable)
+        self._prev[p] = (cur_stats, cur_brw)
 
     def _adopt_store(self, present: np.ndarray) -> None:
         """Copy the store's outputs into the view: per OSS its load and sample time; per OST

@@ -21,6 +21,12 @@ OSS CPU and memory (load grows with the bytes and operations an OSS serves)::
                                 + 100 * ops_s[s]  / cpu_saturation_ops_s)
     mem%[s] = min(100, mem_idle + mem_per_gib_s * bytes_s[s] / 2**30)
 
+A bulk RPC's I/O time on an OST (what brw_stats' "I/O time" histogram bins; ours): an RPC of
+``rpc_bytes`` belongs to one of the ``sharing`` streams the OST serves at equal shares, so
+it takes ``sharing * rpc_bytes / bandwidth`` plus the OST's request latency
+(:func:`rpc_io_time_s`; the simulator's collector readings and the live stack's emulated
+OSTs both use it).
+
 MDS CPU (metadata load; used by the mapper's CPU gate, Section III-D)::
 
     mds_cpu% = min(100, mds_cpu_idle + 100 * creates_s / mds_create_capacity_s
@@ -34,6 +40,17 @@ import numpy as np
 
 GIB = 1 << 30
 MIB = 1 << 20
+RPC_BYTES = MIB
+"""Bytes of one bulk I/O RPC: 256 pages of 4 KiB (``max_pages_per_rpc`` before Lustre 2.9,
+and the stripe size of the bundled workloads)."""
+
+
+def rpc_io_time_s(sharing: np.ndarray | float, bandwidth_bytes_s: np.ndarray | float,
+                  latency_s: np.ndarray | float = 0.0, rpc_bytes: float = RPC_BYTES
+                  ) -> np.ndarray | float:
+    """I/O time of one bulk RPC, s (module docstring): ``sharing`` streams (>= 1) at equal
+    shares of ``bandwidth_bytes_s``, plus ``latency_s``; element-wise over arrays."""
+    return sharing * rpc_bytes / bandwidth_bytes_s + latency_s
 
 
 @dataclass(frozen=True)

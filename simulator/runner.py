@@ -17,7 +17,7 @@ from simulator.cluster import SimCluster, build_cluster
 from simulator.engine import RunResult, Simulation
 from simulator.network.model import make_network
 from simulator.scenario import Scenario
-from simulator.workload import check_workloads, scenario_records, unmanaged_jobs
+from simulator.workload import check_workloads, scenario_records, size_hints, unmanaged_jobs
 
 Progress = Callable[[str, float, float], None]
 
@@ -59,7 +59,8 @@ def run_policy(scenario: Scenario, cluster: SimCluster, policy: str,
     net = make_network(scenario.network, **scenario.network_params)
     cb = (lambda done, total: progress(policy, done, total)) if progress else None
     return Simulation(scenario, cluster, pol, scenario_records(scenario), net, cb,
-                      unmanaged_jobs=unmanaged_jobs(scenario)).run()
+                      unmanaged_jobs=unmanaged_jobs(scenario),
+                      size_hints=size_hints(scenario)).run()
 
 
 def _worker(scenario: Scenario, cluster: SimCluster, policy: str, q) -> RunResult:

@@ -113,6 +113,11 @@ class WorkloadSpec:
             the shim. Which jobs: a seeded hash of the job id (:func:`simulator.workload.is_managed`).
         reads_after_s: kind ``reads`` only: each file of workload ``source`` is read back
             whole this many seconds after its last write (``reads_fraction`` of them).
+        size_hint: what the workload's creates tell the mapper of a file's size, as the
+            shim would send it (docs/client.md): ``"none"`` (default: ``expected_bytes``
+            0, the shim's default), ``"per_file"`` (the application passes each file's
+            size through the explicit API: the bytes of the record that creates it), or a
+            number of bytes (``LUSTRE_ALLOC_EXPECTED_BYTES`` set for the whole process).
     """
     kind: str
     source: str
@@ -124,6 +129,7 @@ class WorkloadSpec:
     managed: float = 1.0
     reads_after_s: float = 0.0
     reads_fraction: float = 1.0
+    size_hint: str | int = "none"
 
 
 @dataclass(frozen=True)
@@ -438,7 +444,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                           managed=_managed(t),
                           reads_after_s=t.get("after_s", float, 0.0, minimum=0.0) if kind == "reads" else 0.0,
                           reads_fraction=t.get("fraction", float, 1.0, minimum=0.0, maximum=1.0)
-                          if kind == "reads" else 1.0)
+                          if kind == "reads" else 1.0,
+                          size_hint=_size_hint(t))
         if kind == "background" and ws.managed != 0.0:
             if "managed" in w:
                 raise t.err("managed", "background traffic is never managed")
@@ -454,6 +461,17 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                     network_params=network_params, events=events,
                     unmanaged_allocator=unmanaged_allocator,
                     rebalance=tuple(rebalance))
+
+
+def _size_hint(t: _Table) -> str | int:
+    """``size_hint = "none" | "per_file" | <bytes>`` of a workload table."""
+    t.used.add("size_hint")
+    raw = t.data.get("size_hint", "none")
+    if raw in ("none", "per_file"):
+        return raw
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        return raw
+    raise t.err("size_hint", f'expected "none", "per_file" or a number of bytes >= 0, got {raw!r}')
 
 
 def _managed(t: _Table) -> float:

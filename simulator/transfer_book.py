@@ -20,13 +20,15 @@ from simulator.network.transfers import Storage, TransferSet
 
 @dataclass
 class Step:
-    """What one step moved, per simulated OST position (bytes, shape (N,)), and which
-    transfers finished: ``(transfer, finish time s, bytes it moved this step)``."""
+    """What one step moved, per simulated OST position (bytes, shape (N,)), the streams
+    that shared each OST (int (N,)), and which transfers finished: ``(transfer, finish
+    time s)``."""
     written: np.ndarray
     landed: np.ndarray
     read: np.ndarray
     ost_bytes: np.ndarray
     ost_ops: np.ndarray
+    sharing: np.ndarray
     finished: list[tuple[SimTransfer, float]]
 
 
@@ -118,12 +120,6 @@ class TransferBook:
             self._rate = np.minimum(self._rate, np.array([t.cap_bytes_s for t in trs]))
         self.dirty = False
 
-    def queued_per_ost(self, storage: Storage) -> np.ndarray:
-        """Transfers sharing each OST now, int (N,)."""
-        if self.dirty:
-            self.rebuild(storage)
-        return np.bincount(self._entry_ost, minlength=self.n)
-
     def advance(self, now: float, dt: float, storage: Storage) -> Step | None:
         """Move every transfer forward by ``dt`` seconds; None when nothing is in flight."""
         if self.dirty:
@@ -141,6 +137,7 @@ class TransferBook:
         ost_bytes = np.bincount(self._entry_ost, entry_bytes, minlength=n)
         ost_ops = np.bincount(self._entry_ost, entry_bytes * self._ops_per_byte[self._entry_flow],
                               minlength=n)
+        sharing = np.bincount(self._entry_ost, minlength=n)
         finished: list[tuple[SimTransfer, float]] = []
         done = np.nonzero(self._rem <= 1e-6 * np.maximum(1.0, self._rem + progress))[0]
         if len(done):
@@ -152,4 +149,4 @@ class TransferBook:
             self.transfers = [t for t, k in zip(self.transfers, keep_mask) if k]
             self._rem = self._rem[keep_mask]
             self.dirty = True
-        return Step(written, landed, read, ost_bytes, ost_ops, finished)
+        return Step(written, landed, read, ost_bytes, ost_ops, sharing, finished)

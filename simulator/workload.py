@@ -145,6 +145,18 @@ def unmanaged_jobs(scenario: Scenario) -> frozenset[str]:
     return frozenset(out)
 
 
+def size_hints(scenario: Scenario) -> dict[str, str | int]:
+    """jobid -> ``size_hint`` of its workload, for the workloads that hint sizes at all
+    (:attr:`simulator.scenario.WorkloadSpec.size_hint`; the others send 0)."""
+    out: dict[str, str | int] = {}
+    for spec in scenario.workloads:
+        if spec.size_hint == "none":
+            continue
+        for r in _records(spec, scenario):
+            out[r.jobid] = spec.size_hint
+    return out
+
+
 def check_workloads(scenario: Scenario, ost_count: int) -> dict[str, int]:
     """Validate every workload against the cluster before any run starts.
 

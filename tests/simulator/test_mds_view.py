@@ -30,13 +30,17 @@ def test_view_load_fields_are_the_stores_in_a_static_world():
     sim = _simulation()
     sim.oss_bytes_s[:] = [200.0 * MIB, 0.0]
     sim.oss_in_bytes_s[:] = [150.0 * MIB, 0.0]
-    sim.mds.ost_written_bytes[:] = [5.0 * MIB, 0.0, 0.0, 0.0]
+    sim.mds.readings.step(np.zeros(4), np.array([5.0 * MIB, 0.0, 0.0, 0.0]),
+                          np.array([1, 0, 0, 0]), np.full(4, 100.0 * MIB), np.full(4, 100.0 * MIB),
+                          None)
     sim._refresh_stats(5.0)
     store = sim.mds.store.snapshot
     ruled = store.ost_by_index()
     for ost in sim.view.osts:
-        assert ost.write_latency_s == ruled[ost.index].write_latency_s is not None
+        assert ost.write_latency_s == ruled[ost.index].write_latency_s
         assert ost.write_bytes_per_s == ruled[ost.index].write_bytes_per_s
+    assert sim.view.osts[0].write_latency_s is not None          # RPCs ran on OST 0 only
+    assert all(o.write_latency_s is None for o in sim.view.osts[1:])
     assert sim.view.osts[0].write_bytes_per_s == pytest.approx(1.0 * MIB)   # 5 MiB over 5 s
     for name, oss in sim.view.osses.items():
         mine = store.osses[name]

@@ -1,0 +1,97 @@
+"""One statistics path (issue #27): the simulator keeps what an OST's brw_stats and obdfilter
+stats would hold, advanced only by RPCs that ran, and reduces it with the collectors' own
+code. The same traffic through the live emulator (real files, the real collector) gives the
+same sample up to the histograms' bucket resolution, and an idle OST's sample carries no
+interval I/O time on either side."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collectors.collector import Collector
+from collectors.readers.host_load import HostLoad
+from collectors.reduce import log2_bucket
+from collectors.sources import FileSource
+from livestack.emulator import EmulatedCluster
+from mapper.policies.registry import make_policy
+from simulator.cluster import MIB, SimCluster
+from simulator.engine import Simulation
+from simulator.network.model import make_network
+from simulator.ost_readings import OstReadings, log2_bucket_index
+from simulator.scenario import load_scenario
+
+BW = 400.0 * MIB
+
+
+class FixedLoad:
+    def read(self):
+        return HostLoad(10.0, 20.0, 0.5, 0.5, 0.5)
+
+
+def _cluster() -> SimCluster:
+    return SimCluster(oss_names=["oss0"], ost_index=np.arange(2), ost_oss=np.array([0, 0]),
+                      capacity_bytes=np.full(2, float(1 << 40)), used_bytes=np.zeros(2),
+                      bandwidth_bytes_s=np.full(2, BW))
+
+
+def _simulation() -> Simulation:
+    sc = load_scenario("paper-32ost")
+    return Simulation(sc, _cluster(), make_policy("round_robin"), [],
+                      make_network(sc.network, **sc.network_params))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 1e7, allow_nan=False), min_size=1, max_size=30))
+def test_vectorised_bucket_is_the_kernels_tally(values):
+    idx = log2_bucket_index(np.array(values))
+    assert [1 << int(i) for i in idx] == [log2_bucket(v) for v in values]
+
+
+def test_live_emulator_and_simulator_give_the_same_sample(tmp_path):
+    # Live: two files grow by 4 MiB each on OST 0 in one interval; OST 1 idles.
+    emu = EmulatedCluster(_cluster(), tmp_path)
+    collector = Collector("oss", FileSource(emu.oss_root("oss0")), host_load=FixedLoad())
+    collector.collect()                                   # first reading: warming up
+    for f in ("a", "b"):
+        emu.charge([0], MIB, 0, 4 * MIB, "ior.1", f)
+    emu.flush()
+    live = {t["index"]: t["values"] for t in collector.collect()["targets"].values()}
+    # Simulated: the same 8 MiB on OST 0, shared by the same two streams.
+    sim = _simulation()
+    sim.mds.readings.step(np.zeros(2), np.array([8.0 * MIB, 0.0]), np.array([2, 0]),
+                          np.full(2, BW), np.full(2, BW), None)
+    sim._refresh_stats(5.0)
+    mine = {o.index: o for o in sim.mds.store.snapshot.osts}
+    values = {}
+    for p in (0, 1):
+        v, u = {}, {}
+        sim.mds._prev.pop(p)
+        sim.mds._reduce(p, 5.0, 5.0, v, u)
+        values[p] = v
+    for key in ("write_ios", "write_io_time_ms_mean", "write_io_time_ms_p50",
+                "write_io_time_ms_p99", "write_io_size_bytes_mean"):
+        assert live[0][key] == values[0][key], key
+    assert live[0]["write_ios"] == 8
+    # the idle OST: RPC counts 0 and no I/O time, live and simulated, and so in the store
+    assert live[1]["write_ios"] == values[1]["write_ios"] == 0
+    assert "write_io_time_ms_mean" not in live[1] and "write_io_time_ms_mean" not in values[1]
+    assert mine[1].write_latency_s is None
+    assert mine[0].write_latency_s == live[0]["write_io_time_ms_mean"] / 1000.0
+
+
+def test_an_idle_ost_has_no_interval_io_time_in_a_run():
+    """Through the engine's own steps: after traffic on OST 0 only, the mapper's store knows
+    OST 0's RPC time and nothing of OST 1's; after an idle interval, of neither."""
+    sim = _simulation()
+    written = np.array([64.0 * MIB, 0.0])
+    sim.mds.readings.step(np.zeros(2), written, np.array([1, 0]), np.full(2, BW),
+                          np.full(2, BW), None)
+    sim._refresh_stats(5.0)
+    osts = {o.index: o for o in sim.mds.store.snapshot.osts}
+    assert osts[0].write_latency_s is not None and osts[1].write_latency_s is None
+    assert osts[0].write_bytes_per_s > 0 and not osts[1].write_bytes_per_s
+    sim._refresh_stats(10.0)                              # nothing ran since
+    osts = {o.index: o for o in sim.mds.store.snapshot.osts}
+    assert osts[0].write_latency_s is None and osts[1].write_latency_s is None
+    assert osts[0].write_bytes_per_s == 0.0
