@@ -28,9 +28,9 @@ from rich.table import Table
 
 from common.cli import EXIT_FAILED, EXIT_USAGE, OneLineParser, command_parser, fail
 from lustre_alloc_data import DataFileError
-from mapper.policies.registry import POLICIES
+from mapper.policies.registry import POLICIES, SIMULATION_ONLY
 from simulator.metrics import BALANCED_MAX_MEAN
-from simulator.report import provenance, summarise, write_outputs
+from simulator.report import provenance, summarise_all, write_outputs
 from simulator.runner import prepare, run_scenario
 from simulator.scenario import SCENARIO_DIR, ScenarioError, load_scenario
 from traces.darshan_import import DarshanImportError
@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", help="scenario TOML file or bundled scenario name")
     run.add_argument("--policy", action="append", metavar="POLICY",
                      help=f"policy to run (repeatable; default: the scenario's). One of: "
-                          f"{', '.join(sorted(POLICIES))}")
+                          f"{', '.join(sorted(set(POLICIES) | set(SIMULATION_ONLY)))}")
     run.add_argument("--out", type=Path, default=None,
                      help="output folder for CSV/JSON/PNG (default: results/<scenario>)")
     run.add_argument("--duration", type=float, default=None, help="override duration, seconds")
@@ -114,12 +114,16 @@ NOTE_MEANINGS = {
 
 
 USER_COLUMNS = ("policy", "jobs\n(unfinished)", "job I/O s\nmean/p99", "job slowdown\nmean/p99",
-                "job phase I/O s\nmean/p99/max", "file write s\np50/p99", "file read s\np50/p99")
+                "job phase I/O s\nmean/p99/max", "headroom captured\nphase mean/p99",
+                "file write s\np50/p99", "file read s\np50/p99")
 USER_LEGEND = (
     "job I/O s: first byte issued to last byte landed, per job (unfinished jobs: counted, not "
     "timed); slowdown: that time / a lower bound of the job alone on the idle cluster. A job "
     "phase is a job's I/O split at idle gaps >= 60 s (the generators' day-long jobs: their "
-    "checkpoints and iterations). File times: first byte to last byte of each file's writes / reads.")
+    "checkpoints and iterations). Headroom captured: (RR - policy) / (RR - oracle) of the "
+    "phase time; oracle is a perfect-information reference (simulation only, not a proven "
+    "bound); '-' where the oracle gains < 2% over RR or is not run. File times: first byte to "
+    "last byte of each file's writes / reads.")
 
 
 def _fmt(*values, nd: int = 1) -> str:
@@ -137,6 +141,7 @@ def _user_table(summaries: list[dict], title: str) -> Table:
                   _fmt(s["job_slowdown_mean"], s["job_slowdown_p99"], nd=2),
                   _fmt(s["phase_io_time_s_mean"], s["phase_io_time_s_p99"],
                        s["slowest_phase_io_time_s"]),
+                  _fmt(s.get("headroom_phase_mean"), s.get("headroom_phase_p99"), nd=2),
                   _fmt(s["file_write_s_p50"], s["file_write_s_p99"], nd=2),
                   _fmt(s["file_read_s_p50"], s["file_read_s_p99"], nd=2))
     return t
@@ -175,7 +180,7 @@ def _run(args: argparse.Namespace, console: Console, argv: Sequence[str]) -> int
         tasks = {p: bar.add_task(p, total=sc.duration_s) for p in sc.policies}
         results = run_scenario(sc, jobs=args.jobs,
                                progress=lambda p, done, total: bar.update(tasks[p], completed=done))
-    summaries = [summarise(r) for r in results]
+    summaries = summarise_all(results)
     console.print(_table(summaries, f"{sc.name}: {sc.duration_s / 3600:g} h simulated"))
     console.print(_user_table(summaries, f"{sc.name}: the users' view (job and file I/O times)"))
     paths = write_outputs(results, out, figures=not args.no_figures,

@@ -15,6 +15,7 @@ from typing import Mapping
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from mapper.state.cluster_state import ClusterSnapshot
 from simulator.job_io import AppIo
+from simulator.oracle import PerfectInformation
 from traces.format import TraceRecord
 
 
@@ -49,7 +50,10 @@ class CreatePath:
         """The create request of the file ``rec`` creates: what the shim would send for it
         (docs/client.md): the jobid, the layout the application asked for, and
         ``expected_bytes`` only as its workload hints it (0 by default: the shim's)."""
-        hint = self.size_hints.get(rec.jobid, "none")
+        if isinstance(self.policy, PerfectInformation):
+            hint = "per_file"           # the reference knows every file's true size
+        else:
+            hint = self.size_hints.get(rec.jobid, "none")
         expected = rec.bytes if hint == "per_file" else (hint if isinstance(hint, int) else 0)
         return CreateRequest(jobid=rec.jobid, stripe_count=rec.stripe_count,
                              stripe_size=rec.stripe_size, expected_bytes=expected)

@@ -35,6 +35,7 @@ from simulator.transfer_book import TransferBook
 from simulator.client_ops import ClientOps
 from simulator.create_path import CreatePath
 from simulator.job_io import AppIo, JobBook, JobIo
+from simulator.oracle import PerfectInformation, SimulationTruth
 from simulator.rebalance import REBALANCE_JOB, Rebalancer
 from simulator.scenario import Scenario
 from traces.format import TraceRecord
@@ -127,6 +128,8 @@ class Simulation:
         self.pos_of_index = {int(ix): p for p, ix in enumerate(cluster.ost_index)}
         self.counters: Counter = Counter()
         self.creates = CreatePath(policy, lustre_policy, unmanaged_jobs, self.counters, size_hints)
+        if isinstance(policy, PerfectInformation):
+            policy.attach(SimulationTruth(self))     # the reference reads the true state
         self.mds = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
                            network.oss_link_bytes_s)
         s = len(cluster.oss_names)

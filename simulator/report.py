@@ -130,6 +130,38 @@ def summarise(result: RunResult) -> dict:
     }
 
 
+HEADROOM_MIN_GAIN = 0.02
+"""Headroom captured is reported only where the oracle gains at least this share of
+round-robin's time (below it the ratio is noise over noise)."""
+
+
+def headroom_captured(rr: float | None, policy: float | None, oracle: float | None) -> float | None:
+    """``(RR - policy) / (RR - oracle)`` of a time (lower is better): 1 = all of the
+    reference's gain over round-robin, 0 = none, < 0 = worse than round-robin; None when a
+    value is missing or the oracle gains less than :data:`HEADROOM_MIN_GAIN` of RR's time."""
+    if rr is None or policy is None or oracle is None or rr <= 0:
+        return None
+    gain = rr - oracle
+    if gain < HEADROOM_MIN_GAIN * rr:
+        return None
+    return round((rr - policy) / gain, 3)
+
+
+def summarise_all(results) -> list[dict]:
+    """:func:`summarise` of each run; when the runs include ``round_robin`` and ``oracle``,
+    each row gains ``headroom_phase_mean`` and ``headroom_phase_p99`` (job-phase I/O time,
+    :func:`headroom_captured`)."""
+    rows = [summarise(r) for r in results]
+    by = {s["policy"]: s for s in rows}
+    rr, orc = by.get("round_robin"), by.get("oracle")
+    if rr is not None and orc is not None:
+        for s in rows:
+            for key, metric in (("headroom_phase_mean", "phase_io_time_s_mean"),
+                                ("headroom_phase_p99", "phase_io_time_s_p99")):
+                s[key] = headroom_captured(rr[metric], s[metric], orc[metric])
+    return rows
+
+
 def _first_hour_at_most(ratio_by_hour: np.ndarray, threshold: float) -> float | None:
     """First hour whose max/mean is ≤ ``threshold`` (it may rise again later), or None."""
     at = np.nonzero(np.asarray(ratio_by_hour) <= threshold)[0]
@@ -217,7 +249,7 @@ def write_outputs(results: Sequence[RunResult], out: Path, figures: bool = True,
     """
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    summaries = [summarise(r) for r in results]
+    summaries = summarise_all(results)
     p = out / "summary.json"
     p.write_text(json.dumps({"scenario": results[0].scenario if results else "",
                              "provenance": provenance or {},

@@ -17,6 +17,7 @@ from simulator.cluster import SimCluster, build_cluster
 from simulator.engine import RunResult, Simulation
 from simulator.network.model import make_network
 from simulator.scenario import Scenario
+from simulator.oracle import ORACLE, Oracle
 from simulator.workload import check_workloads, scenario_records, size_hints, unmanaged_jobs
 
 Progress = Callable[[str, float, float], None]
@@ -49,6 +50,8 @@ def scenario_policy(scenario: Scenario, policy: str) -> PlacementPolicy:
     (``needs_gate``, the mapper's MCMF) runs behind the MDS CPU gate (Section III-D) with
     the scenario's fallback (``lustre_qos`` unless ``[policy_params.<name>] fallback`` says
     otherwise)."""
+    if policy == ORACLE:
+        return Oracle(seed=scenario.seed)       # simulation only: reads the true state
     return registry.build_policy(policy, scenario.policy_params, seed=scenario.seed)
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lustre_alloc_data import DataFileError, is_package_reference, resource_path
-from mapper.policies.registry import GATE_PARAMS, POLICIES, policy_param_names
+from mapper.policies.registry import GATE_PARAMS, POLICIES, SIMULATION_ONLY, policy_param_names
 from simulator.models import MdsModel, OssModel
 from simulator.targets import TargetValueError, TargetValues, parse_target_values
 
@@ -185,10 +185,11 @@ class Scenario:
 def _check_policies(path: Path, policies: tuple[str, ...] | list[str]) -> None:
     if not policies:
         raise ScenarioError(f"{path}: policies: empty")
+    known = set(POLICIES) | set(SIMULATION_ONLY)
     for p in policies:
-        if p not in POLICIES:
+        if p not in known:
             raise ScenarioError(f"{path}: policies: unknown policy {p!r} "
-                                f"(known: {', '.join(sorted(POLICIES))})")
+                                f"(known: {', '.join(sorted(known))})")
 
 
 def resolve_scenario_path(name_or_path: str) -> Path:

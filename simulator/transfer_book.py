@@ -70,6 +70,12 @@ class TransferBook:
             self._rem = None
             self.dirty = True
 
+    def remaining(self) -> list[tuple[SimTransfer, float]]:
+        """Every transfer in flight with the bytes it still has to move."""
+        rem = self._rem
+        return [(tr, float(rem[i]) if rem is not None and i < len(rem) else tr.remaining)
+                for i, tr in enumerate(self.transfers)]
+
     def cancel(self, match: Callable[[SimTransfer], bool]) -> list[tuple[SimTransfer, float]]:
         """Remove the transfers ``match`` selects; each with the fraction of its bytes
         that had moved."""

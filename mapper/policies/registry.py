@@ -29,6 +29,11 @@ POLICIES: dict[str, Callable[..., PlacementPolicy]] = {
 }
 PARAMS: dict[str, type] = {"mcmf": McmfParams, "mcmf_flow": McmfParams}
 """Policies whose parameters are a dataclass (the keys a ``[policy.<name>]`` table takes)."""
+SIMULATION_ONLY = {
+    "oracle": "a simulation-only reference: it reads the simulator's true state (every OST's "
+              "bandwidth now, the bytes in flight, each file's true size), which no mapper "
+              "has (simulator/oracle.py)"}
+"""Policies the simulator runs and the mapper never can, with why."""
 BASELINES = ("round_robin", "lustre_qos", "random")
 DEFAULT_FALLBACK = "lustre_qos"
 """The gate's fallback unless told otherwise: Lustre's own allocator (Section III-D)."""
@@ -49,6 +54,8 @@ class PolicyParamError(ValueError):
 
 
 def _check_name(name: str) -> Callable[..., PlacementPolicy]:
+    if name in SIMULATION_ONLY:
+        raise UnknownPolicyError(f"policy {name!r} is {SIMULATION_ONLY[name]}")
     try:
         return POLICIES[name]
     except KeyError:
