@@ -28,7 +28,6 @@ import json
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +36,8 @@ from mapper.policies.gate import GatedPolicy
 from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.registry import make_policy
 from simulator.engine import Simulation
+from simulator.oracle import ORACLE, Oracle
+from simulator.sweep import run_tasks
 from simulator.metrics import max_mean_ratio
 from simulator.report import user_metrics
 
@@ -45,6 +46,7 @@ DEFAULT_VARIANTS = (
     ("lustre_qos", "lustre_qos", {}),
     ("mcmf", "mcmf", {}),
     ("mcmf_flow", "mcmf_flow", {}),
+    ("oracle", "oracle", {}),
 )
 
 
@@ -68,6 +70,8 @@ def _scenario(name: str, duration: float | None):
 
 
 def _build(seed: int, policy: str, params: dict):
+    if policy == ORACLE:
+        return Oracle(seed=seed)            # the perfect-information reference
     params = dict(params)
     fallback = params.pop("fallback", "lustre_qos")
     gate = {k: params.pop(k) for k in ("mds_cpu_limit_percent",) if k in params}
@@ -170,6 +174,11 @@ def table(rows: list[dict], base: str = "round_robin") -> list[str]:
     return out
 
 
+def _variant_task(task: tuple, report=None) -> dict:
+    """One variant as a sweep task (:mod:`simulator.sweep`)."""
+    return run_variant(*task)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("scenario")
@@ -187,10 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     variants = [parse_variant(v) for v in args.variant] if args.variant else list(DEFAULT_VARIANTS)
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futs = [pool.submit(run_variant, args.scenario, args.duration, lab, pol, par)
-                for lab, pol, par in variants]
-        rows = [f.result() for f in futs]
+    rows = run_tasks(_variant_task, [(args.scenario, args.duration, lab, pol, par)
+                                     for lab, pol, par in variants],
+                     [lab for lab, _, _ in variants], jobs=max(1, args.jobs))
     args.out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
     (args.out / f"{stem}.json").write_text(json.dumps(rows, indent=1, default=str))

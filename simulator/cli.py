@@ -31,7 +31,8 @@ from lustre_alloc_data import DataFileError
 from mapper.policies.registry import POLICIES, SIMULATION_ONLY
 from simulator.metrics import BALANCED_MAX_MEAN
 from simulator.report import provenance, summarise_all, write_outputs
-from simulator.runner import prepare, run_scenario
+from simulator.runner import prepare, run_seeds
+from simulator.seeds import aggregate
 from simulator.scenario import SCENARIO_DIR, ScenarioError, load_scenario
 from traces.darshan_import import DarshanImportError
 from traces.format import TraceFormatError
@@ -57,7 +58,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="output folder for CSV/JSON/PNG (default: results/<scenario>)")
     run.add_argument("--duration", type=float, default=None, help="override duration, seconds")
     run.add_argument("--jobs", type=int, default=min(3, os.cpu_count() or 1),
-                     help="policies run in parallel processes (default: min(3, cores))")
+                     help="local Dask worker processes for the runs (default: min(3, cores); "
+                          "1: run here, one after the other)")
+    run.add_argument("--seeds", type=int, default=1, metavar="N",
+                     help="run under N seeds (the scenario's seed + 0..N-1) and report each "
+                          "metric's mean and 95%% interval (default 1)")
+    run.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                     help="run on this Dask scheduler (e.g. tcp://head:8786, started by "
+                          "dask-jobqueue) instead of local workers")
     run.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     val = sub.add_parser("validate", help="check a scenario and its workloads without running")
     val.add_argument("scenario")
@@ -147,6 +155,43 @@ def _user_table(summaries: list[dict], title: str) -> Table:
     return t
 
 
+def _pm(cell: dict, nd: int = 1) -> str:
+    """``mean ± ci95`` of an interval (:func:`simulator.seeds.interval`)."""
+    if cell["mean"] is None:
+        return "-"
+    return f"{cell['mean']:.{nd}f}" + ("" if cell["ci95"] is None else f" ± {cell['ci95']:.{nd}f}")
+
+
+def _vs(cell: dict, nd: int = 1) -> str:
+    """The difference from RR of an interval, 'n.s.' when its interval includes zero."""
+    d = cell.get("vs_round_robin")
+    if d is None or d["mean"] is None:
+        return "-"
+    text = f"{d['mean']:+.{nd}f}" + ("" if d["ci95"] is None else f" ± {d['ci95']:.{nd}f}")
+    return text + (" n.s." if d.get("includes_zero") else "")
+
+
+SEEDS_LEGEND = ("Each cell: mean over the seeds ± the half-width of its 95% interval (Student's t). "
+                "vs RR: the per-seed difference from round_robin (same seed, same cluster and "
+                "workload); 'n.s.' = its interval includes zero: these seeds show no difference.")
+
+
+def seeds_table(rows: list[dict], title: str) -> Table:
+    """Several seeds of a scenario (:func:`simulator.seeds.aggregate`), one row per policy."""
+    t = Table(title=title, caption=SEEDS_LEGEND, caption_justify="left")
+    for name in ("policy", "phase I/O s mean", "vs RR", "phase I/O s p99", "vs RR",
+                 "mean I/O MiB/s", "vs RR", "unfinished\njobs", "headroom captured\nmean/p99"):
+        t.add_column(name, justify="right" if name != "policy" else "left")
+    for r in rows:
+        vs = (lambda cell: "-") if r["policy"] == "round_robin" else _vs
+        t.add_row(r["policy"], _pm(r["phase_io_time_s_mean"]), vs(r["phase_io_time_s_mean"]),
+                  _pm(r["phase_io_time_s_p99"]), vs(r["phase_io_time_s_p99"]),
+                  _pm(r["mean_io_bandwidth_mib_s"]), vs(r["mean_io_bandwidth_mib_s"]),
+                  _pm(r["jobs_unfinished"]),
+                  f"{_pm(r['headroom_phase_mean'], 2)} / {_pm(r['headroom_phase_p99'], 2)}")
+    return t
+
+
 def _balanced_cell(s: dict) -> str:
     h = s["ost_hours_to_balance"]
     if h is not None:
@@ -177,14 +222,21 @@ def _run(args: argparse.Namespace, console: Console, argv: Sequence[str]) -> int
     console.print(f"[bold]{sc.name}[/]: {sc.description or sc.path}")
     with Progress(TextColumn("{task.description:>12}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
-        tasks = {p: bar.add_task(p, total=sc.duration_s) for p in sc.policies}
-        results = run_scenario(sc, jobs=args.jobs,
-                               progress=lambda p, done, total: bar.update(tasks[p], completed=done))
+        tasks = {(p if k == 0 else f"{p}#{k}"): bar.add_task(p if k == 0 else f"{p}#{k}",
+                                                            total=sc.duration_s)
+                 for k in range(args.seeds) for p in sc.policies}
+        per_seed = run_seeds(sc, args.seeds, jobs=args.jobs, scheduler=args.scheduler,
+                             progress=lambda p, done, total: bar.update(tasks[p], completed=done))
+    results = per_seed[0]
     summaries = summarise_all(results)
     console.print(_table(summaries, f"{sc.name}: {sc.duration_s / 3600:g} h simulated"))
     console.print(_user_table(summaries, f"{sc.name}: the users' view (job and file I/O times)"))
+    seeds = None
+    if args.seeds > 1:
+        seeds = aggregate([summarise_all(r) for r in per_seed])
+        console.print(seeds_table(seeds, f"{sc.name}: {args.seeds} seeds, mean ± 95% interval"))
     paths = write_outputs(results, out, figures=not args.no_figures,
-                          provenance=provenance(sc, [PROG, *argv]))
+                          provenance=provenance(sc, [PROG, *argv]), seeds=seeds)
     console.print(f"wrote {len(paths)} files to {out}/")
     return 0
 

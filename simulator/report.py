@@ -242,10 +242,11 @@ def _write_csv(path: Path, rows: list[dict], fields: Sequence[str]) -> Path:
 
 
 def write_outputs(results: Sequence[RunResult], out: Path, figures: bool = True,
-                  provenance: dict | None = None) -> list[Path]:
+                  provenance: dict | None = None, seeds: list[dict] | None = None) -> list[Path]:
     """Write summaries, hourly CSVs and (optionally) the figures; returns the paths.
 
-    ``provenance`` (see :func:`provenance`) goes into ``summary.json`` as is.
+    ``provenance`` (see :func:`provenance`) goes into ``summary.json`` as is, and so do the
+    aggregates over several seeds (:func:`simulator.seeds.aggregate`) as ``seeds``.
     """
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -254,7 +255,8 @@ def write_outputs(results: Sequence[RunResult], out: Path, figures: bool = True,
     p.write_text(json.dumps({"scenario": results[0].scenario if results else "",
                              "provenance": provenance or {},
                              "balanced_max_mean": BALANCED_MAX_MEAN,
-                             "policies": summaries}, indent=2))
+                             "policies": summaries,
+                             **({"seeds": seeds} if seeds else {})}, indent=2))
     written.append(p)
     # Tidy CSVs: one number per cell; the per-application and per-note breakdowns are rows of
     # their own files rather than JSON inside a cell.

@@ -1,14 +1,12 @@
 """Run a scenario under each of its policies, from identical initial conditions.
 
 Every policy gets the same cluster at t=0, the same records (regenerated from the same
-seeds) and a policy instance seeded with the scenario seed. Policies can run in
-parallel worker processes (``jobs``); results do not depend on ``jobs``.
+seeds) and a policy instance seeded with the scenario seed. Runs are tasks of a sweep
+(:mod:`simulator.sweep`: in this process, on a local Dask cluster of ``jobs`` workers, or
+on a site's Dask scheduler); results do not depend on where they ran.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
-import queue as queue_mod
-from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
 from mapper.policies import registry
@@ -18,6 +16,7 @@ from simulator.engine import RunResult, Simulation
 from simulator.network.model import make_network
 from simulator.scenario import Scenario
 from simulator.oracle import ORACLE, Oracle
+from simulator.sweep import run_tasks
 from simulator.workload import check_workloads, scenario_records, size_hints, unmanaged_jobs
 
 Progress = Callable[[str, float, float], None]
@@ -66,27 +65,34 @@ def run_policy(scenario: Scenario, cluster: SimCluster, policy: str,
                       size_hints=size_hints(scenario)).run()
 
 
-def _worker(scenario: Scenario, cluster: SimCluster, policy: str, q) -> RunResult:
-    return run_policy(scenario, cluster, policy, lambda p, d, t: q.put((p, d, t)))
+def _run_one(task: tuple[Scenario, SimCluster, str], report: Callable[[float, float], None] | None
+             ) -> RunResult:
+    """One task of a sweep (:mod:`simulator.sweep`): ``(scenario, cluster, policy)``."""
+    scenario, cluster, policy = task
+    return run_policy(scenario, cluster, policy,
+                      (lambda p, done, total: report(done, total)) if report else None)
 
 
-def run_scenario(scenario: Scenario, jobs: int = 1, progress: Progress | None = None) -> list[RunResult]:
-    """Run every policy of ``scenario``; results in the scenario's policy order."""
-    cluster = prepare(scenario)
-    if jobs <= 1 or len(scenario.policies) == 1:
-        return [run_policy(scenario, cluster, p, progress) for p in scenario.policies]
-    ctx = mp.get_context("fork")
-    with ctx.Manager() as manager:
-        q = manager.Queue()
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(_worker, scenario, cluster, p, q) for p in scenario.policies]
-            while not all(f.done() for f in futures):
-                try:
-                    msg = q.get(timeout=0.2)
-                except queue_mod.Empty:
-                    continue
-                if progress:
-                    progress(*msg)
-            while progress and not q.empty():
-                progress(*q.get())
-            return [f.result() for f in futures]
+def run_scenario(scenario: Scenario, jobs: int = 1, progress: Progress | None = None,
+                 scheduler: str | None = None) -> list[RunResult]:
+    """Run every policy of ``scenario``; results in the scenario's policy order. With
+    ``jobs`` > 1 or a ``scheduler`` the runs are Dask tasks (:mod:`simulator.sweep`)."""
+    return run_seeds(scenario, 1, jobs, progress, scheduler)[0]
+
+
+def run_seeds(scenario: Scenario, seeds: int, jobs: int = 1, progress: Progress | None = None,
+              scheduler: str | None = None) -> list[list[RunResult]]:
+    """Every policy of ``scenario`` under ``seeds`` seeds (:meth:`Scenario.with_seed_offset`
+    0, 1, ...): per seed, the runs in policy order. Progress labels are the policy names
+    (``policy#k`` for seed offset ``k`` > 0)."""
+    tasks, labels = [], []
+    for k in range(seeds):
+        sc = scenario.with_seed_offset(k)
+        cluster = prepare(sc)
+        for p in sc.policies:
+            tasks.append((sc, cluster, p))
+            labels.append(p if k == 0 else f"{p}#{k}")
+    results = run_tasks(_run_one, tasks, labels, jobs=jobs, scheduler=scheduler,
+                        progress=progress)
+    n = len(scenario.policies)
+    return [results[k * n:(k + 1) * n] for k in range(seeds)]

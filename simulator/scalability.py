@@ -34,15 +34,15 @@ import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from mapper.policies.registry import POLICIES
+from mapper.policies.registry import POLICIES, SIMULATION_ONLY
 from simulator.engine import Simulation
+from simulator.sweep import run_tasks
 from simulator.metrics import jain_index, max_mean_ratio
 
 SIZES: tuple[tuple[int, int], ...] = ((160, 20), (480, 60), (800, 100), (1024, 128), (3600, 450))
@@ -151,6 +151,14 @@ class StudyRow:
     world: str = "uniform"
 
 
+def _study_task(task: tuple, report=None) -> StudyRow:
+    """One run of the study as a sweep task (:mod:`simulator.sweep`)."""
+    row = _run_one(*task)
+    if report is not None:
+        report(1.0, 1.0)
+    return row
+
+
 def _run_one(toml_text: str, osts: int, osses: int, policy: str, world: str = "uniform") -> StudyRow:
     from simulator.network.model import make_network
     from simulator.runner import prepare, scenario_policy
@@ -185,31 +193,25 @@ def _run_one(toml_text: str, osts: int, osses: int, policy: str, world: str = "u
 
 def run_study(sizes: Sequence[tuple[int, int]] = SIZES, policies: Sequence[str] = STUDY_POLICIES,
               *, duration_s: float = DEFAULT_DURATION_S, jobs: int = 2, seed: int = 2017,
-              network: str = "flow", progress=None, hetero: bool = False) -> list[StudyRow]:
+              network: str = "flow", progress=None, hetero: bool = False,
+              scheduler: str | None = None) -> list[StudyRow]:
     """Run every (size, policy); rows sorted by size then the given policy order.
 
-    Runs are independent processes (``jobs`` at a time, largest cluster first).
+    Runs are tasks of a sweep (:mod:`simulator.sweep`: here with ``jobs`` 1, else on a
+    local Dask cluster of ``jobs`` workers or on ``scheduler``), largest cluster first;
+    ``progress`` is called with a run's label as it finishes.
     """
-    unknown = [p for p in policies if p not in POLICIES]
+    known = set(POLICIES) | set(SIMULATION_ONLY)
+    unknown = [p for p in policies if p not in known]
     if unknown:
-        raise ValueError(f"unknown policies {unknown}; known: {', '.join(sorted(POLICIES))}")
+        raise ValueError(f"unknown policies {unknown}; known: {', '.join(sorted(known))}")
     world = "hetero" if hetero else "uniform"
     tasks = [(scale_scenario_toml(o, s, duration_s=duration_s, policies=policies, seed=seed,
                                   network=network, hetero=hetero), o, s, p, world)
              for o, s in sorted(sizes, reverse=True) for p in policies]
-    rows: list[StudyRow] = []
-    if jobs <= 1:
-        for t in tasks:
-            rows.append(_run_one(*t))
-            if progress:
-                progress(rows[-1])
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_run_one, *t) for t in tasks]
-            for f in futures:
-                rows.append(f.result())
-                if progress:
-                    progress(rows[-1])
+    labels = [f"{o} OSTs {p}" for _, o, _, p, _ in tasks]
+    done = (lambda label, d, total: progress(label) if d >= total else None) if progress else None
+    rows = run_tasks(_study_task, tasks, labels, jobs=jobs, scheduler=scheduler, progress=done)
     order = {p: i for i, p in enumerate(policies)}
     return sorted(rows, key=lambda r: (r.osts, order[r.policy]))
 
@@ -338,6 +340,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                     help="runs in parallel processes (default: min(2, cores))")
     ap.add_argument("--network", default="flow", help="network model (default flow)")
+    ap.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                    help="run on this Dask scheduler instead of local workers")
     ap.add_argument("--out", type=Path, default=None,
                     help="output folder (default results/scalability, results/scalability-hetero)")
     ap.add_argument("--no-figures", action="store_true")
@@ -355,10 +359,8 @@ def run_cli(args: argparse.Namespace) -> int:
         return 2
     t0 = time.perf_counter()
     rows = run_study(sizes, policies, duration_s=args.duration, jobs=args.jobs,
-                     network=args.network, hetero=args.hetero,
-                     progress=lambda r: print(f"  {r.osts:>5} OSTs {r.policy:<12} "
-                                              f"{r.mean_io_bandwidth_mib_s:8.1f} MiB/s "
-                                              f"{r.wall_s:6.1f} s", flush=True))
+                     network=args.network, hetero=args.hetero, scheduler=args.scheduler,
+                     progress=lambda label: print(f"  done: {label}", flush=True))
     out = args.out or Path("results") / ("scalability-hetero" if args.hetero else "scalability")
     paths = write_outputs(rows, out, figures=not args.no_figures)
     print("\n".join(table_lines(rows)))

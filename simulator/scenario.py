@@ -165,6 +165,16 @@ class Scenario:
     unmanaged_allocator: str = "lustre_qos"
     rebalance: tuple = ()
 
+    def with_seed_offset(self, k: int) -> "Scenario":
+        """The scenario under seed ``seed + k``: the cluster's distribution draws, the
+        policies' randomness and every workload's jitter (its seed + ``k``) change; ``k``
+        0 is the scenario itself."""
+        if k == 0:
+            return self
+        from dataclasses import replace
+        return replace(self, seed=self.seed + k,
+                       workloads=tuple(replace(w, seed=w.seed + k) for w in self.workloads))
+
     def with_overrides(self, *, policies: tuple[str, ...] | None = None,
                        duration_s: float | None = None) -> "Scenario":
         """A copy with other policies and/or duration (CLI flags)."""
