@@ -6,7 +6,8 @@ Each event has ``at_s`` (seconds from the start, ``0 <= at_s < duration_s``) and
     ``ost = i | [i, ...]`` or ``oss = s | [s, ...]`` (OSS position, ``oss0`` = 0) run at
     ``fraction`` (0 < f <= 1) of their bandwidth for ``duration_s`` (default: to the end):
     a RAID rebuild or a slow disk (OST: its write and read bandwidth; the collectors' sample
-    reports ``degraded = 1``, obdfilter's flag, as the RAID layer raises it), a sick server
+    reports ``degraded = 1``, obdfilter's flag, as the RAID layer raises it, unless
+    ``flagged = false``: a fail-slow drive or a straggler nothing in Lustre flags), a sick server
     (OSS: every OST on it and its NIC/CPU limit; no ``degraded`` flag, nothing on the
     server raises one). Overlapping degradations multiply.
 ``ost_state``
@@ -65,6 +66,7 @@ class Event:
     osts_per_oss: int | None = None
     to_oss: int = -1
     recovery_s: float = 0.0
+    flagged: bool = True
     extra: dict = field(default_factory=dict)
 
 
@@ -113,7 +115,7 @@ def parse_events(path: Path, raw: Any, duration_s: float) -> tuple[Event, ...]:
         if at >= duration_s:
             raise EventError(f"{where}at_s: {at:g} is at or after the end of the run ({duration_s:g} s)")
         allowed = {"kind", "at_s", "duration_s"} | {
-            "degrade": {"ost", "oss", "fraction"}, "ost_state": {"ost", "state"},
+            "degrade": {"ost", "oss", "fraction", "flagged"}, "ost_state": {"ost", "state"},
             "add_osts": {"count", "ost_size_gib", "bandwidth_mib_s", "osts_per_oss"},
             "failover": {"oss", "to_oss", "recovery_s"}}[kind]
         for k in t:
@@ -133,6 +135,9 @@ def parse_events(path: Path, raw: Any, duration_s: float) -> tuple[Event, ...]:
             if "fraction" not in t:
                 raise EventError(f"{where}fraction: missing")
             kw["fraction"] = _num(where, "fraction", t["fraction"], 0.0, lo_open=True, hi=1.0)
+            if not isinstance(t.get("flagged", True), bool):
+                raise EventError(f"{where}flagged: expected true or false, got {t['flagged']!r}")
+            kw["flagged"] = t.get("flagged", True)
         elif kind == "ost_state":
             if "ost" not in t:
                 raise EventError(f"{where}ost: missing")
@@ -260,7 +265,8 @@ def effective_state(events: tuple[Event, ...], now: float, base_ost_oss: np.ndar
             if e.osts:
                 idx = np.array(e.osts)
                 st.bw_factor[idx] *= e.fraction
-                st.degraded[idx] = True
+                if e.flagged:
+                    st.degraded[idx] = True
             else:
                 for s in e.osses:
                     st.bw_factor[base_ost_oss == s] *= e.fraction

@@ -236,6 +236,35 @@ def _lustre_layouts(report: Any) -> dict[str, LustreLayout]:
     return out
 
 
+def ost_write_time_ratios(src: str | Path | Any) -> dict[int, float]:
+    """Per OST, the mean POSIX write time (``POSIX_F_WRITE_TIME``) of the log's files striped
+    on that OST alone, over the median of those means: 1 for a typical OST, ``r`` for one
+    whose files took ``r`` times as long to write (a straggler; the job waited for it).
+    Files with more than one stripe, or without a LUSTRE record, are left out.
+
+    Returns:
+        ``{OST index: ratio}``; empty when the log has no single-stripe Lustre files.
+    """
+    with _opened(src) as report:
+        layouts = _lustre_layouts(report)
+        names = report.name_records
+        per_ost: dict[int, list[float]] = {}
+        for rec in _records(report, "POSIX"):
+            layout = layouts.get(names.get(rec["id"], ""))
+            if layout is None or len(layout.ost_ids) != 1:
+                continue
+            wt = float(dict(zip(report.counters["POSIX"]["fcounters"], rec["fcounters"]))
+                       ["POSIX_F_WRITE_TIME"])
+            per_ost.setdefault(layout.ost_ids[0], []).append(wt)
+    means = {o: sum(v) / len(v) for o, v in per_ost.items()}
+    if not means:
+        return {}
+    ordered = sorted(means.values())
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return {o: m / median for o, m in sorted(means.items())}
+
+
 def dxt_write_sizes(src: str | Path | Any) -> dict[str, list[int]]:
     """The sequence of write sizes (bytes) of each (rank, file), from DXT_POSIX.
 
