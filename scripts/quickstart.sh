@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Sets up everything, then runs the main job: the bundled scenarios replayed under
-# Lustre's round-robin and QOS allocators and the paper's random policy, with the
-# comparison table printed and CSV/JSON/PNG results written to results/<scenario>/.
+# Lustre's round-robin and QOS allocators, the paper's random policy and MCMF, with the
+# comparison tables printed and CSV/JSON/PNG results written to results/<scenario>/:
+# today's two worlds, then one where placement matters (straggler-ost: a real job bound
+# by a straggler OST) beside the perfect-information reference (oracle) and the share of
+# its headroom over round-robin each policy captures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh
-for scenario in paper-32ost nersc-edison-real; do
+for scenario in paper-32ost nersc-edison-real straggler-ost; do
     .venv/bin/lustre-alloc-sim run "$scenario" --out "results/$scenario" "$@"
 done
