@@ -61,13 +61,16 @@ class OstRateTracker:
         default_rate_bytes_s: rate when nothing was ever measured.
         latency_smoothing: weight of a new sample in the smoothed RPC time, (0, 1]
             (1: the last sample, unsmoothed).
+        relax_s: while an OST's samples carry no evidence (no RPC ran, nothing written),
+            its rate relaxes toward the median of the measured OSTs with this time
+            constant, s: ``r <- m + (r - m) exp(-dt / relax_s)`` (0: kept as it was).
     Raises:
         ValueError: smoothing outside (0, 1] or a non-positive rate/RPC size.
     """
 
     def __init__(self, smoothing: float = 0.05, rpc_bytes: int = RPC_BYTES,
                  default_rate_bytes_s: float = DEFAULT_RATE_BYTES_S,
-                 latency_smoothing: float = 1.0):
+                 latency_smoothing: float = 1.0, relax_s: float = 0.0):
         if not 0 < smoothing <= 1:
             raise ValueError(f"rate smoothing must be in (0, 1], got {smoothing}")
         if rpc_bytes <= 0 or default_rate_bytes_s <= 0:
@@ -82,6 +85,8 @@ class OstRateTracker:
         self.oss_limit: dict[str, float] = {}
         self._oss_seen: dict[str, float | None] = {}
         self.min_lnet_percent = 20.0
+        self.relax_s = relax_s
+        self._evidence_s: dict[int, float] = {}     # when each OST last showed evidence
 
     def update(self, osts: Sequence[OstState]) -> None:
         """Fold in the samples that are new since the last call. An OST without sample
@@ -99,12 +104,25 @@ class OstRateTracker:
                 b = self.latency_smoothing
                 self.latency[o.index] = lat if old_l is None or t is None else (1 - b) * old_l + b * lat
             if est is None:
+                self._relax(o.index, t)
                 continue
+            if t is not None:
+                self._evidence_s[o.index] = t
             old = self.rate.get(o.index)
             if old is None or t is None or est >= old:
                 self.rate[o.index] = est          # a lower bound above the estimate: take it
             else:
                 self.rate[o.index] = (1 - a) * old + a * est
+
+    def _relax(self, index: int, t: float | None) -> None:
+        """No evidence in this sample: relax the rate toward the measured median."""
+        old = self.rate.get(index)
+        last = self._evidence_s.get(index)
+        if not self.relax_s or old is None or t is None or last is None or len(self.rate) < 2:
+            return
+        median = float(np.median(list(self.rate.values())))
+        self.rate[index] = median + (old - median) * math.exp(-(t - last) / self.relax_s)
+        self._evidence_s[index] = t
 
     def update_oss(self, osts: Sequence[OstState], osses: dict) -> None:
         """Fold in each OSS's link limit where it shows: the bytes/s its OSTs wrote

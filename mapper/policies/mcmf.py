@@ -38,6 +38,7 @@ from common.lustre import DEFAULT_STRIPE_SIZE_BYTES
 from mapper.flow.costs import CostModel, make_cost_model
 from mapper.flow.round_solve import PlanJob, PlanSolution, solve_plan
 from mapper.policies.flow_round import CurrentRequest, FlowRound, bytes_per_stripe, shortlist_rows
+from mapper.policies.interleave import CapabilityInterleave
 from mapper.policies.kept_lists import KeptLists
 from mapper.policies.mcmf_params import McmfParams
 from mapper.policies.mcmf_planner import PREDICT_ROUND_S, McmfPlanner
@@ -100,6 +101,9 @@ class McmfPolicy(BatchPolicy):
                                     self.views.view, self._solved)
                         if p.plan_ahead else None)
         self._rr = RoundRobin(seed=seed)
+        self.interleave = (CapabilityInterleave(seed, p.interleave_tolerance, p.straggler_factor,
+                                                p.explore_share)
+                           if p.placement == "interleave" else None)
         self.last_stragglers: set[int] = set()
 
     def _solved(self, cost: int) -> None:
@@ -179,6 +183,8 @@ class McmfPolicy(BatchPolicy):
         self.pending.absorb(view.table, view.key)
         self.kept.expire(now)
         self.last_stragglers = view.stragglers
+        if self.interleave is not None:
+            return self._interleaved(snapshot, view, requests)
         if view.regime is not None and view.regime.mode == ROUND_ROBIN:
             return self._round_robin(snapshot, view, requests)
         out: list[Placement | AllocationError | None] = [None] * len(requests)
@@ -289,6 +295,24 @@ class McmfPolicy(BatchPolicy):
             self.books.book(got.osts, bytes_per_stripe(req, len(got.osts)), req.jobid,
                             view.table)
             out.append(Placement(got.osts, self.name, note="regime round_robin"))
+        return out
+
+    def _interleaved(self, snapshot: ClusterSnapshot, view: RoundView,
+                     requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+        """``placement = "interleave"`` (:mod:`mapper.policies.interleave`): each request
+        on its own, from the speed estimates (with memory) of the OSTs."""
+        out: list[Placement | AllocationError] = []
+        speed = self.views.rate_tracker.rate
+        for req in requests:
+            try:
+                osts = self.interleave.pick(snapshot, req, speed)
+            except AllocationError as e:
+                out.append(e)
+                continue
+            if req.expected_bytes > 0:
+                self.predictor.observe(req.jobid, req.expected_bytes)
+            self.books.book(osts, bytes_per_stripe(req, len(osts)), req.jobid, view.table)
+            out.append(Placement(tuple(osts), self.name, note="interleave"))
         return out
 
     # -- planning ahead (PlansAhead, LearnsOffRequestPath) ---------------------------

@@ -66,6 +66,15 @@ class McmfParams:
         predict_min_trials: lists judged before the accuracy is trusted.
         predict_window: outcomes after which the counts halve; also the probe period
             of an application below the threshold.
+        placement: ``"flow"`` (a min-cost flow per round, the paper's) or ``"interleave"``
+            (Lustre's round-robin while the OSTs look alike, capability-weighted
+            interleaving and straggler exploration otherwise:
+            :mod:`mapper.policies.interleave`).
+        interleave_tolerance, explore_share: the interleave's equal-speed band and
+            exploration share (:class:`~mapper.policies.interleave.CapabilityInterleave`).
+        rate_relax_s: an OST's speed estimate relaxes toward the others' median with this
+            time constant, s, while its samples carry no evidence (0: never;
+            :class:`mapper.flow.rates.OstRateTracker`).
 
     Raises (on construction):
         ValueError: a value out of range or an unknown name, naming the field.
@@ -100,6 +109,10 @@ class McmfParams:
     predict_min_accuracy: float = 0.0
     predict_min_trials: int = 8
     predict_window: int = 32
+    placement: str = "flow"
+    interleave_tolerance: float = 0.25
+    explore_share: float = 0.01
+    rate_relax_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:
@@ -114,5 +127,9 @@ class McmfParams:
                              "predict_window >= 1")
         if self.predict_mode not in PREDICT_MODES:
             raise ValueError(f"predict_mode must be 'joint' or 'after', got {self.predict_mode!r}")
+        if self.placement not in ("flow", "interleave"):
+            raise ValueError(f"placement must be 'flow' or 'interleave', got {self.placement!r}")
+        if self.rate_relax_s < 0:
+            raise ValueError(f"rate_relax_s must be >= 0, got {self.rate_relax_s!r}")
         if self.plan_aggregate_above < 1:
             raise ValueError(f"plan_aggregate_above must be >= 1, got {self.plan_aggregate_above!r}")
