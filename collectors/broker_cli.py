@@ -62,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load(BrokerConfig, args.config, "broker", overrides)
     except ConfigError as exc:
         return fail("lustre-alloc-broker", exc, 2)
+    try:
+        curve = config.curve()
+        if curve is not None:
+            curve.check()       # missing or unreadable keys: a configuration error, exit 2
+    except ConfigError as exc:
+        return fail("lustre-alloc-broker", exc, 2)
     setup_logging(config.log_level)
     log.info("broker configuration", extra={"event": "config", "config": dataclasses.asdict(config)})
     broker = Broker(config.frontend, config.backend, config.snapshot, curve=config.curve(),

@@ -57,9 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="solve the planner's flows in its thread instead of a child process")
     p.add_argument("--fsname", dest="fsnames", action="append", metavar="FSNAME",
                    help="a file system to serve (repeat for several; default: the first sampled)")
-    p.add_argument("--insecure", dest="require_curve", action="store_const", const=False,
-                   help="serve without CURVE even if the configuration requires it (demos only: "
-                        "any host can then steer allocations)")
+    p.add_argument("--insecure", dest="insecure", action="store_const", const=True,
+                   help="serve without CURVE, even on an address other hosts reach or when the "
+                        "configuration requires CURVE (demos only: any host can then steer "
+                        "allocations)")
     p.add_argument("--log-level", dest="log_level",
                    help=f"debug, info, warning, error or critical ({d.log_level})")
     return p
@@ -68,16 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     overrides = {k: v for k, v in vars(args).items() if k != "config"}
+    if overrides.get("insecure"):
+        overrides["require_curve"] = False
     try:
         config = load_config(args.config, overrides)
+        for keys in (config.curve(), config.serve_curve()):
+            if keys is not None:
+                keys.check()        # missing or unreadable keys: before anything starts
+        config.check_exposure()
     except ConfigError as exc:
         return fail("lustre-alloc-mapper", exc, 2)
     setup_logging(config.log_level)
-    if args.require_curve is False and not config.serve_curve_secret_key:
-        import logging
-        logging.getLogger("mapper.service.cli").warning(
-            "serving without CURVE (--insecure): any host can request layouts",
-            extra={"event": "insecure"})
     try:
         service = MapperService(config)
     except (ServiceError, ConfigError) as exc:
@@ -86,7 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, lambda *_: service.stop_event.set())
     try:
         service.run()
-    except (ServiceError, ConfigError) as exc:
+    except ConfigError as exc:       # missing or unreadable keys: the configuration is wrong
+        return fail("lustre-alloc-mapper", exc, 2)
+    except ServiceError as exc:      # the endpoint is in use, the broker unreachable...
         return fail("lustre-alloc-mapper", exc, 1)
     return 0
 

@@ -46,6 +46,17 @@ DEFAULT_FALLBACK = "lustre_qos"
 _STATIC = re.compile(r"^(\d+)x(\d+)$")
 
 
+def local_endpoint(endpoint: str) -> bool:
+    """True for a ZeroMQ endpoint only this host reaches: ``ipc://``, ``inproc://``, or TCP on
+    a loopback address (``127.0.0.0/8``, ``::1``, ``localhost``)."""
+    if endpoint.startswith(("ipc://", "inproc://")):
+        return True
+    if not endpoint.startswith("tcp://"):
+        return False
+    host = endpoint[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
 @dataclass(slots=True)
 class MapperConfig:
     """Settings of ``lustre-alloc-mapper``.
@@ -103,6 +114,10 @@ class MapperConfig:
         require_curve: refuse to start unless the request socket (``serve_curve_*``) and the
             state feed (``curve_*``, or the embedded broker) use CURVE; the packaged
             configuration sets it; ``--insecure`` clears it for demos.
+        insecure: serve without CURVE on an address other hosts reach, knowingly
+            (``--insecure``). Without it, a request socket without CURVE may bind only a
+            loopback, ``ipc://`` or ``inproc://`` address: anyone who reaches it steers
+            allocations.
         log_level: ``debug``, ``info``, ``warning`` ...
     """
     bind: str = "tcp://*:5558"
@@ -142,6 +157,7 @@ class MapperConfig:
     peer_new_apps_per_min: int = 60
     peer_max_apps: int = 512
     require_curve: bool = False
+    insecure: bool = False
     log_level: str = "info"
 
     def validate(self) -> "MapperConfig":
@@ -206,6 +222,19 @@ class MapperConfig:
         for name, params in self.policy_params.items():
             _check_policy_table(name, params)
         return self
+
+    def check_exposure(self) -> None:
+        """Refuse to serve without CURVE on an address other hosts reach, unless
+        ``insecure`` (checked when the service binds).
+
+        Raises:
+            ConfigError: no ``serve_curve_*`` keys, ``bind`` not local, ``insecure`` unset.
+        """
+        if not self.serve_curve_secret_key and not self.insecure and not local_endpoint(self.bind):
+            raise ConfigError(f"refusing to serve {self.bind} without CURVE: any host that "
+                              f"reaches it could steer allocations; give serve_curve_secret_key "
+                              f"and serve_curve_authorized_keys, bind 127.0.0.1, or pass "
+                              f"--insecure")
 
     def static_shape(self) -> tuple[int, int]:
         """(OSSes, OSTs per OSS) of ``static_cluster``."""

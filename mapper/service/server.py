@@ -48,7 +48,6 @@ from mapper.service.background_planner import BackgroundPlanner
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.state_store import StateStore
 from mapper.policies.gate import GatedPolicy
-from common.errors import ConfigError
 
 log = logging.getLogger("mapper.service.server")
 
@@ -198,10 +197,10 @@ class MapperService:
         cfg = self.config
         for keys in (cfg.curve(), cfg.serve_curve()):   # fail before opening anything
             if keys is not None:
-                try:
-                    keys.check()
-                except ConfigError as exc:
-                    raise ServiceError(str(exc)) from exc
+                keys.check()        # ConfigError: a configuration error (exit 2), not a crash
+        if cfg.serve_curve() is None:
+            log.warning("serving without CURVE: any host that reaches the request socket can "
+                        "steer allocations", extra={"event": "insecure", "bind": cfg.bind})
         self.learned.load()
         self._state_loaded = True   # from here on, saving on the way out keeps what was learned
         if any(not ctx.store.static for ctx in self.contexts.values()):

@@ -45,9 +45,11 @@ class ServiceSockets:
         """The request socket, bound (CURVE server when configured).
 
         Raises:
+            ConfigError: no CURVE on an address other hosts reach, without ``insecure``.
             SocketError: the endpoint cannot be bound.
         """
         cfg = self.config
+        cfg.check_exposure()            # ConfigError: no CURVE on an address others reach
         router = self.context.socket(zmq.ROUTER)
         router.linger = 0
         router.setsockopt(zmq.MAXMSGSIZE, MAX_SOCKET_MSG)

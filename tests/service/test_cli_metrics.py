@@ -17,8 +17,8 @@ pytestmark = pytest.mark.timeout(60)
 
 def test_flags_override_the_config_file(tmp_path):
     cfg = tmp_path / "m.toml"
-    cfg.write_text('[mapper]\nbind = "tcp://*:6000"\npolicy = "random"\nround_budget_s = 1\n'
-                   '[mapper.pools]\nflash = [0, 1]\n')
+    cfg.write_text('[mapper]\nbind = "tcp://*:6000"\ninsecure = true\npolicy = "random"\n'
+                   'round_budget_s = 1\n[mapper.pools]\nflash = [0, 1]\n')
     c = load_config(str(cfg), {"policy": "round_robin", "static_cluster": None})
     assert (c.bind, c.policy, c.round_budget_s, c.pools) == (
         "tcp://*:6000", "round_robin", 1.0, {"flash": [0, 1]})
@@ -42,7 +42,8 @@ def test_invalid_configuration_is_refused_with_the_key(tmp_path, text, words):
 def test_cli_exits_2_on_bad_configuration(tmp_path, capsys):
     assert main(["--static-cluster", "banana"]) == 2
     assert "static_cluster" in capsys.readouterr().err
-    assert main(["--static-cluster", "2x2", "--policy", "no_such_policy"]) == 2
+    assert main(["--static-cluster", "2x2", "--bind", "tcp://127.0.0.1:0", "--policy",
+                 "no_such_policy"]) == 2
     assert "unknown policy 'no_such_policy'" in capsys.readouterr().err
 
 
@@ -102,3 +103,19 @@ def test_shipped_example_config_and_unit_are_consistent():
     unit = (PROJECT / "mapper/service/systemd/lustre-alloc-mapper.service").read_text()
     assert "ExecStart=/opt/lustre-alloc/bin/lustre-alloc-mapper --config /etc/lustre-alloc/mapper.toml" in unit
     assert "StateDirectory=lustre-alloc" in unit and cfg.state_file.startswith("/var/lib/lustre-alloc/")
+
+
+def test_a_mapper_without_curve_binds_only_local_addresses(tmp_path):
+    """Without CURVE the request socket may bind only what this host alone reaches, unless
+    --insecure (issue #30: a mapper started without a configuration served tcp://*:5558 to
+    every host, silently)."""
+    from common.errors import ConfigError
+    from mapper.service.config import local_endpoint
+    assert all(local_endpoint(e) for e in ("tcp://127.0.0.1:5558", "tcp://[::1]:5558",
+                                           "tcp://localhost:1", "ipc:///run/m.sock", "inproc://m"))
+    assert not any(local_endpoint(e) for e in ("tcp://*:5558", "tcp://0.0.0.0:5558",
+                                               "tcp://10.1.2.3:5558", "tcp://mds01:5558"))
+    with pytest.raises(ConfigError, match="without CURVE.*--insecure"):
+        load_config(None, {"static_cluster": "2x2"}).check_exposure()
+    load_config(None, {"static_cluster": "2x2", "insecure": True}).check_exposure()
+    assert main(["--static-cluster", "2x2"]) == 2

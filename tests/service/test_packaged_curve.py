@@ -121,7 +121,10 @@ def test_packaged_config_without_keys_needs_insecure(tmp_path):
                "serve_curve_authorized_keys": ""}
     with pytest.raises(ConfigError, match="--insecure"):
         load_config(str(MAPPER_TOML), no_keys)
-    assert load_config(str(MAPPER_TOML), {**no_keys, "require_curve": False}).require_curve is False
+    insecure = {**no_keys, "require_curve": False, "insecure": True}       # what --insecure sets
+    assert load_config(str(MAPPER_TOML), insecure).require_curve is False
+    with pytest.raises(ConfigError, match="without CURVE"):                # tcp://*:5558, no keys
+        load_config(str(MAPPER_TOML), {**no_keys, "require_curve": False}).check_exposure()
     from common.config import BrokerConfig, load
     with pytest.raises(ConfigError, match="--insecure"):
         load(BrokerConfig, str(BROKER_TOML), "broker",
@@ -135,5 +138,8 @@ def test_packaged_config_without_keys_needs_insecure(tmp_path):
     env.pop("CREDENTIALS_DIRECTORY", None)
     out = subprocess.run([PYTHON, "-m", "mapper.service.cli", "--config", str(toml)],
                          env=env, capture_output=True, text=True, timeout=60, cwd=PROJECT)
-    assert out.returncode == 1 and "CREDENTIALS_DIRECTORY" in out.stderr
+    # keys it cannot read: a configuration error, one line, exit 2 (systemd's
+    # RestartPreventExitStatus=2 then stops the restart loop)
+    assert out.returncode == 2 and "CREDENTIALS_DIRECTORY" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "mapper-state.json").exists()     # a failed start saves nothing
