@@ -90,3 +90,42 @@ def test_demo_with_a_missing_data_file_is_one_line_exit_2(tmp_path, capsys):
          "--hours", "1", "--duration", "5"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "/nonexistent/hacc.csv.gz" in err
+
+
+HELP = [["lustre-alloc-sim"], ["lustre-alloc-sim", "run"], ["lustre-alloc-sim", "validate"],
+        ["lustre-alloc-sim", "list"], ["lustre-alloc-sim", "scale"], ["lustre-alloc-traces"],
+        ["lustre-alloc-collector"], ["lustre-alloc-broker"], ["lustre-alloc-mapper"],
+        ["lustre-alloc-demo"], ["lustre-alloc-rebalance"], ["lustre-alloc-rebalance", "plan"]]
+
+
+def test_every_command_and_sub_command_is_listed_for_help():
+    assert {h[0] for h in HELP} == set(ENTRY_POINTS)
+
+
+@pytest.mark.parametrize("cmd", HELP, ids=" ".join)
+def test_help_without_a_traceback(cmd, capsys):
+    with pytest.raises(SystemExit) as e:
+        _main(ENTRY_POINTS[cmd[0]])([*cmd[1:], "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr()
+    assert "usage:" in out.out and "Traceback" not in out.err
+
+
+def test_a_missing_extra_is_named_in_one_line():
+    """As on a collector-only install (no numpy): the simulator says which extra to install."""
+    import subprocess
+    import sys
+    code = ("import sys, importlib.abc\n"
+            "class Block(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'numpy' or name.startswith('numpy.'):\n"
+            "            raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from common.entry import sim\n"
+            "sys.exit(sim(['list']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=PROJECT_ROOT)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "[sim] extra" in lines[0] and "'numpy'" in lines[0]
+    assert "pip install 'lustre-alloc[sim]'" in lines[0]

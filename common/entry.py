@@ -1,0 +1,66 @@
+"""The console scripts' entry points: each imports its command only when run, so that a
+command whose extra is not installed says which one in one line (exit 2) instead of a
+``ModuleNotFoundError`` traceback (issue #30: a collector-only install has no numpy,
+OR-Tools or matplotlib).
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Sequence
+
+COMMANDS = {
+    "lustre-alloc-sim": ("simulator.cli", "sim"),
+    "lustre-alloc-traces": ("traces.cli", "sim"),
+    "lustre-alloc-demo": ("livestack.demo", "sim"),
+    "lustre-alloc-collector": ("collectors.cli", "collector"),
+    "lustre-alloc-broker": ("collectors.broker_cli", "collector"),
+    "lustre-alloc-mapper": ("mapper.service.cli", "mapper"),
+    "lustre-alloc-rebalance": ("mapper.rebalance.cli", "mapper"),
+}
+"""Command -> (module with ``main(argv)``, the extra that installs what it needs)."""
+OURS = ("common", "collectors", "mapper", "simulator", "livestack", "traces", "lustre_alloc_data")
+
+
+def launch(command: str, argv: Sequence[str] | None = None) -> int:
+    """Run ``command``'s ``main(argv)``; exit status 2 with one line naming the extra to
+    install when a third-party module it needs is missing."""
+    module, extra = COMMANDS[command]
+    try:
+        main = importlib.import_module(module).main
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if not missing or missing in OURS:
+            raise
+        print(f"{command}: error: needs the [{extra}] extra (module {missing!r} is not "
+              f"installed): pip install 'lustre-alloc[{extra}]'", file=sys.stderr)
+        return 2
+    return main(argv)
+
+
+def sim(argv: Sequence[str] | None = None) -> int:
+    return launch("lustre-alloc-sim", argv)
+
+
+def traces(argv: Sequence[str] | None = None) -> int:
+    return launch("lustre-alloc-traces", argv)
+
+
+def demo(argv: Sequence[str] | None = None) -> int:
+    return launch("lustre-alloc-demo", argv)
+
+
+def collector(argv: Sequence[str] | None = None) -> int:
+    return launch("lustre-alloc-collector", argv)
+
+
+def broker(argv: Sequence[str] | None = None) -> int:
+    return launch("lustre-alloc-broker", argv)
+
+
+def mapper(argv: Sequence[str] | None = None) -> int:
+    return launch("lustre-alloc-mapper", argv)
+
+
+def rebalance(argv: Sequence[str] | None = None) -> int:
+    return launch("lustre-alloc-rebalance", argv)
