@@ -102,6 +102,9 @@ def run(config: CollectorConfig, stop: threading.Event, *, count: int = 0,
                 sys.stdout.flush()
             else:
                 seq = publisher.publish(at, config.interval_s, body)
+                rejected = publisher.poll_auth()
+                if metrics is not None and rejected:
+                    metrics.broker_rejections.inc(rejected)
                 log.debug("sample published", extra={"event": "sample", "seq": seq, "time": at,
                                                       "collect_ms": 1000 * (time.monotonic() - started),
                                                       "targets": len(body["targets"])})

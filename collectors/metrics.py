@@ -82,6 +82,9 @@ class CollectorMetrics:
                                  "Sources named unavailable in the last sample", registry=r)
         self.last = Gauge(COLLECTOR + "last_sample_timestamp_seconds",
                           "Unix time of the last sample", registry=r)
+        self.broker_rejections = Counter(COLLECTOR + "broker_rejections",
+                                         "Handshakes the broker refused (this collector's "
+                                         "CURVE key is not authorised)", registry=r)
 
     def sample(self, body: dict[str, Any], seconds: float, at: float) -> None:
         self.samples.inc()

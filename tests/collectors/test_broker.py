@@ -131,3 +131,33 @@ def test_curve_rejects_unauthenticated_and_unknown_publishers(keys, ctx):
             p.close()
     finally:
         b.stop()
+
+
+def test_a_rejected_collector_says_so(keys, ctx, caplog):
+    """The broker drops an unauthorised key in the handshake; the collector's publisher sees
+    it on its socket monitor, logs it once and counts it (issue #30)."""
+    import logging
+    server = CurveServer(str(keys / "broker.key_secret"), str(keys / "authorized"))
+    b = Broker(LOCAL, LOCAL, LOCAL, curve=server, heartbeat_s=0.1).start()
+    try:
+        intruder = Publisher(b.endpoints.frontend, "oss", "intruder", context=ctx,
+                             curve=CurveClient(str(keys / "intruder.key_secret"),
+                                               str(keys / "broker.key")))
+        good = Publisher(b.endpoints.frontend, "oss", "oss1", context=ctx,
+                         curve=CurveClient(str(keys / "oss1.key_secret"), str(keys / "broker.key")))
+        deadline = time.monotonic() + 5.0
+        with caplog.at_level(logging.INFO, logger="collectors.publisher"):
+            while intruder.rejected == 0 and time.monotonic() < deadline:
+                intruder.poll_auth()
+                good.poll_auth()
+                time.sleep(0.05)
+            for _ in range(10):                        # reconnects are rejected again: one log
+                intruder.poll_auth()
+                time.sleep(0.05)
+        assert intruder.rejected >= 1 and good.rejected == 0
+        events = [r.event for r in caplog.records if hasattr(r, "event")]
+        assert events.count("broker_rejected") == 1
+        intruder.close()
+        good.close()
+    finally:
+        b.stop()
