@@ -81,3 +81,22 @@ def test_units_pass_systemd_analyze_verify(staged):
                               "--recursive-errors=no", f"/etc/systemd/system/{unit}.service"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and not out.stderr.strip(), (unit, out.stderr)
+
+
+def test_shipped_configurations_and_prometheus_agree_on_ports():
+    """The example scrape configuration scrapes the ports the shipped configurations serve
+    /metrics on (issue #30: the broker's and the collector's were off, so the shipped alerts
+    on them never fired)."""
+    import tomllib
+    import yaml
+    root = Path(__file__).resolve().parents[1]
+    scrape = yaml.safe_load((root / "deploy/prometheus/prometheus.yml").read_text())
+    ports = {job["job_name"]: {int(t.rsplit(":", 1)[1]) for c in job["static_configs"]
+                               for t in c["targets"]}
+             for job in scrape["scrape_configs"]}
+    shipped = {"lustre-alloc-mapper": ("mapper/service/systemd/mapper.toml.example", "mapper"),
+               "lustre-alloc-broker": ("collectors/systemd/broker.toml.example", "broker"),
+               "lustre-alloc-collector": ("collectors/systemd/collector.toml.example", "collector")}
+    for job, (path, table) in shipped.items():
+        port = tomllib.loads((root / path).read_text())[table].get("metrics_port", 0)
+        assert port and ports[job] == {port}, (job, port, ports[job])
