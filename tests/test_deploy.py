@@ -83,6 +83,20 @@ def test_units_pass_systemd_analyze_verify(staged):
         assert out.returncode == 0 and not out.stderr.strip(), (unit, out.stderr)
 
 
+def test_units_are_hardened(staged):
+    """``systemd-analyze security`` rates every unit 4 or less (issue #30: they were
+    8.5-8.9, "EXPOSED")."""
+    assert shutil.which("systemd-analyze"), "systemd-analyze missing: run scripts/setup-env.sh"
+    for unit in UNITS:
+        out = subprocess.run(["systemd-analyze", "security", "--offline=true", f"--root={staged}",
+                              f"/etc/systemd/system/{unit}.service"],
+                             capture_output=True, text=True, timeout=60)
+        import re
+        m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", out.stdout)
+        assert m, (unit, out.stdout[-300:], out.stderr[-300:])
+        assert float(m.group(1)) <= 4.0, (unit, m.group(1))
+
+
 def test_shipped_configurations_and_prometheus_agree_on_ports():
     """The example scrape configuration scrapes the ports the shipped configurations serve
     /metrics on (issue #30: the broker's and the collector's were off, so the shipped alerts
