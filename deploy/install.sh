@@ -13,11 +13,19 @@
 # Debian 12 / Ubuntu 22.04+ (python3 >= 3.11) and EL9 (RHEL, Rocky, Alma: python3.11 from the
 # distribution's AppStream; zeromq-devel from EPEL for the shim).
 #
-# Usage: deploy/install.sh [--prefix DIR] [--destdir DIR] [--deps] [--no-venv] [--no-shim]
+# Usage: deploy/install.sh [--role ROLE]... [--prefix DIR] [--destdir DIR] [--deps]
+#                          [--wheelhouse DIR] [--no-venv] [--no-shim]
+#   --role      what this node runs (repeatable; default all):
+#                 collector  the collector and the broker (every OSS; the MDS too): [collector]
+#                 mapper     the mapper (the MDS): [mapper]
+#                 client     the shim only (compute nodes): no venv
+#                 all        everything
 #   --deps      install the distribution packages first (apt-get / dnf)
+#   --wheelhouse install the Python packages from the wheels in DIR only (no package index:
+#               pip download 'lustre-alloc[...]' -d DIR on a connected host)
 #   --destdir   stage everything under DIR (packaging, tests); no user is created
-#   --no-venv   skip the Python venv (client-only nodes, tests)
-#   --no-shim   skip building the C shim (server-only nodes)
+#   --no-venv   skip the Python venv (tests)
+#   --no-shim   skip building the C shim
 set -euo pipefail
 
 PREFIX=/opt/lustre-alloc
@@ -25,18 +33,35 @@ DESTDIR=""
 DEPS=0
 VENV=1
 SHIM=1
+ROLES=""
+WHEELHOUSE=""
 while [ $# -gt 0 ]; do
     case "$1" in
+        --role)
+            case "${2:-}" in
+                collector|mapper|client|all) ROLES="$ROLES $2" ;;
+                *) echo "install.sh: --role takes collector, mapper, client or all (see --help)" >&2; exit 2 ;;
+            esac
+            shift 2 ;;
+        --wheelhouse) WHEELHOUSE="$2"; shift 2 ;;
         --prefix) PREFIX="$2"; shift 2 ;;
         --destdir) DESTDIR="$2"; shift 2 ;;
         --deps) DEPS=1; shift ;;
         --no-venv) VENV=0; shift ;;
         --no-shim) SHIM=0; shift ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 SRC=$(cd "$(dirname "$0")/.." && pwd)
+case " ${ROLES:- all} " in *" all "*) ROLES="collector mapper client" ;; esac
+has_role() { case " $ROLES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+EXTRAS=""
+has_role collector && EXTRAS="collector"
+has_role mapper && EXTRAS="${EXTRAS:+$EXTRAS,}mapper"
+has_role client || SHIM=0
+[ -n "$EXTRAS" ] || VENV=0           # a client node needs no Python
+echo "install.sh: roles:$(printf ' %s' $ROLES); Python extras: ${EXTRAS:-none}"
 
 # ---------------------------------------------------------------- distribution
 FAMILY=unknown
@@ -68,7 +93,11 @@ if [ "$VENV" = 1 ]; then
     "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
         echo "install.sh: $PYTHON is older than 3.11 (EL9: dnf install python3.11)" >&2; exit 2; }
     "$PYTHON" -m venv "$DESTDIR$PREFIX"
-    "$DESTDIR$PREFIX/bin/pip" install --quiet "$SRC[collector,mapper]"
+    if [ -n "$WHEELHOUSE" ]; then        # offline: the wheels in DIR, no package index
+        "$DESTDIR$PREFIX/bin/pip" install --quiet --no-index --find-links "$WHEELHOUSE" "$SRC[$EXTRAS]"
+    else
+        "$DESTDIR$PREFIX/bin/pip" install --quiet "$SRC[$EXTRAS]"
+    fi
 fi
 
 # ---------------------------------------------------------------- the shim
@@ -78,18 +107,24 @@ if [ "$SHIM" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- units, configs, docs
+UNITS=""
+CONFIGS=""
+if has_role mapper; then
+    UNITS="$UNITS mapper/service/systemd/lustre-alloc-mapper.service"
+    CONFIGS="$CONFIGS mapper/service/systemd/mapper.toml.example:mapper.toml"
+fi
+if has_role collector; then
+    UNITS="$UNITS collectors/systemd/lustre-alloc-broker.service collectors/systemd/lustre-alloc-collector.service"
+    CONFIGS="$CONFIGS collectors/systemd/broker.toml.example:broker.toml collectors/systemd/collector.toml.example:collector.toml"
+fi
 install -d "$DESTDIR/etc/systemd/system"
-for unit in "$SRC/mapper/service/systemd/lustre-alloc-mapper.service" \
-            "$SRC/collectors/systemd/lustre-alloc-broker.service" \
-            "$SRC/collectors/systemd/lustre-alloc-collector.service"; do
-    sed "s#/opt/lustre-alloc#$PREFIX#g" "$unit" > "$DESTDIR/etc/systemd/system/$(basename "$unit")"
+for unit in $UNITS; do
+    sed "s#/opt/lustre-alloc#$PREFIX#g" "$SRC/$unit" > "$DESTDIR/etc/systemd/system/$(basename "$unit")"
     chmod 0644 "$DESTDIR/etc/systemd/system/$(basename "$unit")"
 done
 install -d -m 0755 "$DESTDIR/etc/lustre-alloc" "$DESTDIR/etc/lustre-alloc/keys" \
     "$DESTDIR/etc/lustre-alloc/keys/clients" "$DESTDIR/etc/lustre-alloc/keys/authorized"
-for pair in "mapper/service/systemd/mapper.toml.example:mapper.toml" \
-            "collectors/systemd/broker.toml.example:broker.toml" \
-            "collectors/systemd/collector.toml.example:collector.toml"; do
+for pair in $CONFIGS; do
     dst="$DESTDIR/etc/lustre-alloc/${pair#*:}"
     [ -e "$dst" ] || install -m 0640 "$SRC/${pair%%:*}" "$dst"
 done
@@ -105,7 +140,9 @@ if [ -z "$DESTDIR" ]; then
         useradd --system --no-create-home --home-dir /var/lib/lustre-alloc \
             --shell "$nologin" lustre-alloc
     fi
-    chgrp lustre-alloc /etc/lustre-alloc/mapper.toml /etc/lustre-alloc/broker.toml
+    for cfg in /etc/lustre-alloc/mapper.toml /etc/lustre-alloc/broker.toml; do
+        [ -e "$cfg" ] && chgrp lustre-alloc "$cfg"
+    done
     systemctl daemon-reload 2>/dev/null || true
 fi
 

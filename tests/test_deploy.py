@@ -114,3 +114,35 @@ def test_shipped_configurations_and_prometheus_agree_on_ports():
     for job, (path, table) in shipped.items():
         port = tomllib.loads((root / path).read_text())[table].get("metrics_port", 0)
         assert port and ports[job] == {port}, (job, port, ports[job])
+
+
+@pytest.mark.parametrize("roles, units, configs, shim, extras", [
+    (["collector"], {"lustre-alloc-broker", "lustre-alloc-collector"},
+     {"broker.toml", "collector.toml"}, False, "collector"),
+    (["mapper"], {"lustre-alloc-mapper"}, {"mapper.toml"}, False, "mapper"),
+    (["client"], set(), set(), True, "none"),
+    (["mapper", "collector"], set(UNITS), {"mapper.toml", "broker.toml", "collector.toml"},
+     False, "collector,mapper"),
+])
+def test_install_by_role(tmp_path, roles, units, configs, shim, extras):
+    """``install.sh --role``: an OSS gets the collector and the broker with the [collector]
+    extra only (no OR-Tools, no numpy), the MDS the mapper, a compute node the shim alone."""
+    args = [str(PROJECT / "deploy/install.sh"), "--destdir", str(tmp_path / "root"), "--no-venv"]
+    for role in roles:
+        args += ["--role", role]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=170, cwd=PROJECT,
+                         env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+                              "BUILD": str(tmp_path / "build")})
+    assert out.returncode == 0, out.stderr
+    assert f"Python extras: {extras}" in out.stdout
+    root = tmp_path / "root"
+    got_units = {p.stem for p in (root / "etc/systemd/system").glob("*.service")}
+    assert got_units == units
+    assert {p.name for p in (root / "etc/lustre-alloc").glob("*.toml")} == configs
+    assert (root / "opt/lustre-alloc/lib/liblustre_alloc.so").exists() == shim
+
+
+def test_install_refuses_an_unknown_role(tmp_path):
+    out = subprocess.run([str(PROJECT / "deploy/install.sh"), "--role", "oss"],
+                         capture_output=True, text=True, timeout=30, cwd=PROJECT)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--role" in out.stderr
