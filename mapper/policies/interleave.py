@@ -28,8 +28,8 @@ from typing import Sequence
 import numpy as np
 
 from mapper.policies.placement import CreateRequest
-from mapper.policies.round_robin import RoundRobin, build_rr_array, osts_by_oss
-from mapper.state.cluster_state import ClusterSnapshot, OstState
+from mapper.policies.round_robin import RoundRobin
+from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
 
 EQUAL_TOLERANCE = 0.25
@@ -61,8 +61,6 @@ class CapabilityInterleave:
         self.accrued: dict[int, float] = {}
         self.explore_credit = 0.0
         self.stats = {"round_robin": 0, "weighted": 0, "explored": 0}
-        self._order_key: tuple | None = None
-        self._order: list[int] = []
 
     def pick(self, snapshot: ClusterSnapshot, request: CreateRequest,
              speed: dict[int, float]) -> list[int]:
@@ -84,7 +82,7 @@ class CapabilityInterleave:
         if np.all(np.abs(rel - 1.0) <= self.tolerance):
             return self._round_robin(snapshot, request)
         self.stats["weighted"] += 1
-        order = self._rr_order(snapshot, members)
+        order = self.rr.order(snapshot, members, request.pool)
         weight = {o.index: float(w) for o, w in zip(usable, rel)}
         slow = {i for i, w in weight.items() if w < 1.0 / self.straggler_factor}
         fast = [i for i in order if i in weight and i not in slow]
@@ -125,13 +123,3 @@ class CapabilityInterleave:
             acc[best] -= total
             chosen.append(best)
         return chosen
-
-    def _rr_order(self, snapshot: ClusterSnapshot, members: list[OstState]) -> list[int]:
-        """The pool's OSTs in Lustre's RR array order (interleaved across OSSes)."""
-        key = (tuple(o.index for o in members), tuple((o.index, o.oss) for o in snapshot.osts))
-        if key != self._order_key:
-            groups = osts_by_oss(snapshot.osts)
-            array = build_rr_array(members, {s: len(v) for s, v in groups.items()}, list(groups))
-            self._order = [i for i in array if i is not None]
-            self._order_key = key
-        return self._order

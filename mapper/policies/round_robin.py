@@ -167,6 +167,12 @@ class RoundRobin:
             self._memo[(request.pool, request.stripe_count)] = (st, count)
         return self._walk(st, count)
 
+    def order(self, snapshot: ClusterSnapshot, members: list[OstState],
+              pool: str | None) -> list[int]:
+        """The pool's OSTs in LOD's RR array order (interleaved across OSSes), from the
+        state this allocator keeps (rebuilt only when the members or the OSS map change)."""
+        return [i for i in self._state_for(snapshot, members, pool).array if i is not None]
+
     def state(self, pool: str | None = None) -> RoundRobinState | None:
         """The RR state of ``pool`` (for tests and diagnostics)."""
         return self._pools.get(pool)
