@@ -25,7 +25,7 @@ from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstSt
 from mapper.state.ost_health import statfs_flags
 from mapper.state.state_store import StateStore
 from collectors.collector import reduce_brw, reduce_stats
-from simulator.cluster import KIB, MIB, SimCluster
+from simulator.cluster import KIB, SimCluster
 from simulator.ost_readings import OstReadings
 from simulator.scenario import Scenario
 
@@ -192,4 +192,4 @@ class MdsView:
                     self.view.osses[ost.oss] = OssState(ost.oss)
 
 
-__all__ = ["MdsView", "MIB"]
+__all__ = ["MdsView"]
