@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from mapper.state.cluster_state import ClusterSnapshot
-from mapper.policies.placement import PlacementPolicy
+from mapper.policies.placement import SteersLustre, PlacementPolicy
 from simulator.cluster import GIB, MIB, SimCluster
 from simulator.network.model import NetworkModel
 from simulator.inflight import SimFile, SimTransfer
@@ -119,6 +119,8 @@ class Simulation:
         self.transitions = transition_times(scenario.events)
         self.present = np.arange(cluster.ost_count) < self.initial_osts
         self.policy = policy
+        self.watcher = policy if isinstance(policy, SteersLustre) else None
+        """The policy when it steers Lustre from every sample (:meth:`_sample_for_watcher`)."""
         self.records = iter(records)
         self.network = network
         self.progress = progress
@@ -172,6 +174,16 @@ class Simulation:
         out = self.oss_bytes_s - self.oss_in_bytes_s
         self.mds.refresh_stats(now, cpu, mem, self.oss_in_bytes_s, out,
                                self.used, self.capacity, self.present, self.state)
+
+    def _sample_for_watcher(self, now: float) -> None:
+        """A policy that steers Lustre (:class:`SteersLustre`) sees every sample interval,
+        as the mapper's steering loop does live, not only the snapshots of creates. Other
+        policies keep the create-time samples (their numbers stay as measured)."""
+        if self.mds.statfs_due(now):
+            self.refresh_statfs(now)
+        self._refresh_stats(now)
+        self.mds.view.time_s = now
+        self.watcher.observe(self.mds.view)
 
     def _apply_events(self, now: float) -> None:
         """Recompute the servers' state from the events active at ``now``."""
@@ -285,6 +297,8 @@ class Simulation:
                 records += 1
                 pending = next(self.records, None)
             self._step(k, now, dt, series)
+            if self.watcher is not None and self.mds.stats_due(end):
+                self._sample_for_watcher(end)
             if end >= wake.next_purge:
                 self.ops.purge(end)
                 wake.next_purge += sc.purge.interval_s
@@ -340,6 +354,9 @@ class Simulation:
     def _result(self, series: "_Series", records: int, wall_s: float) -> RunResult:
         sc = self.sc
         self.counters["transfers_unfinished"] = len(self.book)
+        if isinstance(self.policy, SteersLustre):
+            for name, n in self.policy.action_counts().items():
+                self.counters[f"steer_{name}"] = n
         jobs_left = []
         for tr in self.book.transfers:
             if tr.job == REBALANCE_JOB:

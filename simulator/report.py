@@ -123,6 +123,7 @@ def summarise(result: RunResult) -> dict:
         "alloc_us_p99": round(float(np.percentile(alloc, 99)), 2),
         "creates": int(result.counters.get("creates", 0)),
         "failed_creates": int(sum(v for k, v in result.counters.items() if k.startswith("create_failed"))),
+        "steer_actions": int(result.counters.get("steer_applied", 0)),
         "used_tib_end": round(float(np.nansum(used[-1])) / TIB, 3),
         "creates_by_note": dict(sorted(result.notes.items())),
         "wall_s": round(result.wall_s, 2),

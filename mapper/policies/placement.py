@@ -188,3 +188,18 @@ class TracksJobids(Protocol):
     def tracks_jobid(self, jobid: str) -> bool:
         """True when ``jobid`` already has state."""
         ...
+
+
+@runtime_checkable
+class SteersLustre(Protocol):
+    """Acts on Lustre from the statistics stream, not only at creates (the steering
+    policy): the simulator shows it every sample and reports its action counts
+    (``steer_<name>`` counters)."""
+
+    def observe(self, snapshot: ClusterSnapshot) -> None:
+        """Fold in a new sample interval's snapshot (``snapshot.time_s`` is its time)."""
+        ...
+
+    def action_counts(self) -> dict[str, int]:
+        """Action name -> how many so far."""
+        ...

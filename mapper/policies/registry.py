@@ -19,6 +19,8 @@ from mapper.policies.mcmf_params import McmfParams
 from mapper.policies.placement import PlacementPolicy
 from mapper.policies.random_policy import WeightedRandom
 from mapper.policies.round_robin import RoundRobin
+from mapper.policies.steered_qos import SteeredQos
+from mapper.steer.controller import SteerParams
 
 POLICIES: dict[str, Callable[..., PlacementPolicy]] = {
     "round_robin": RoundRobin,
@@ -26,8 +28,9 @@ POLICIES: dict[str, Callable[..., PlacementPolicy]] = {
     "random": WeightedRandom,
     "mcmf": McmfPolicy,
     "mcmf_flow": McmfFlowOnly,
+    "qos_steer": SteeredQos,
 }
-PARAMS: dict[str, type] = {"mcmf": McmfParams, "mcmf_flow": McmfParams}
+PARAMS: dict[str, type] = {"mcmf": McmfParams, "mcmf_flow": McmfParams, "qos_steer": SteerParams}
 """Policies whose parameters are a dataclass (the keys a ``[policy.<name>]`` table takes)."""
 SIMULATION_ONLY = {
     "oracle": "a simulation-only reference: it reads the simulator's true state (every OST's "
