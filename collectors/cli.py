@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--curve-server-key", dest="curve_server_key", help="the broker's public .key")
     p.add_argument("--metrics-port", dest="metrics_port", type=int,
                    help="Prometheus /metrics port (0: off)")
+    p.add_argument("--steer-endpoint", dest="steer_endpoint",
+                   help="serve the steering agent here, e.g. tcp://*:5561 (default: off)")
     p.add_argument("--log-level", dest="log_level", help="debug, info, warning, error or critical (info)")
     p.add_argument("--count", type=int, default=0, help="stop after N samples (0: run forever)")
     p.add_argument("--dry-run", action="store_true",
@@ -77,6 +79,7 @@ def run(config: CollectorConfig, stop: threading.Event, *, count: int = 0,
         from common.metrics import serve
         metrics = CollectorMetrics()
         serve(metrics.registry, config.metrics_port, config.metrics_addr)
+    agent = start_agent(config, source) if config.steer_endpoint and not dry_run else None
     settings = dataclasses.asdict(config)
     log.info("collector started", extra={"event": "collector_start", "source": source.description,
                                           "config": settings})
@@ -109,10 +112,31 @@ def run(config: CollectorConfig, stop: threading.Event, *, count: int = 0,
                                                       "collect_ms": 1000 * (time.monotonic() - started),
                                                       "targets": len(body["targets"])})
     finally:
+        if agent is not None:
+            agent.stop()            # restores every lease it holds
         if publisher is not None:
             publisher.close()
         log.info("collector stopped", extra={"event": "collector_stop", "samples": taken})
     return taken
+
+
+def start_agent(config: CollectorConfig, source):
+    """The steering agent (:mod:`collectors.steer_agent`) on ``config.steer_endpoint``,
+    acting through the files under the root (``source = files``) or ``lctl set_param``."""
+    from collectors.lustre_params import FileParams, LctlParams
+    from collectors.sources import FileSource
+    from collectors.steer_agent import SteerAgent
+    from collectors.steer_socket import AgentServer
+    params = FileParams(config.root) if isinstance(source, FileSource) \
+        else LctlParams(config.lctl_command)
+    if config.role == "oss":
+        def targets():
+            return source.targets("ost")
+    else:
+        def targets():
+            return list(source.read_family("osp", "max_create_count"))
+    agent = SteerAgent(config.role, targets, params, config.steer_max_lease_s)
+    return AgentServer(agent, config.steer_endpoint, config.steer_curve()).start()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -43,6 +43,12 @@ class CollectorConfig:
             as ``${CREDENTIALS_DIRECTORY}`` are expanded when the keys are loaded).
         metrics_port, metrics_addr: Prometheus ``/metrics`` (0: off; collectors/metrics.py).
         log_level: ``debug``, ``info``, ``warning``...
+        steer_endpoint: bind endpoint of the steering agent (``collectors/steer_agent.py``),
+            e.g. ``tcp://*:5561``; ``""`` (default): no agent, this collector never writes.
+        steer_authorized_keys: directory of the public keys allowed to steer (the mapper's);
+            with the CURVE keys above the agent is a CURVE server under this collector's
+            own key pair. Required with ``steer_endpoint`` when CURVE is on.
+        steer_max_lease_s: longest lease the agent grants, s.
     """
     role: str = "oss"
     broker: str = "tcp://127.0.0.1:5555"
@@ -59,6 +65,9 @@ class CollectorConfig:
     metrics_port: int = 0
     metrics_addr: str = "0.0.0.0"
     log_level: str = "info"
+    steer_endpoint: str = ""
+    steer_authorized_keys: str = ""
+    steer_max_lease_s: float = 3600.0
 
     def validate(self) -> "CollectorConfig":
         if self.role not in ("oss", "mds"):
@@ -73,12 +82,26 @@ class CollectorConfig:
             raise ConfigError("curve_secret_key and curve_server_key go together")
         if self.max_jobs < 0:
             raise ConfigError("max_jobs must be >= 0")
+        if self.steer_endpoint and self.curve_secret_key and not self.steer_authorized_keys:
+            raise ConfigError("steer_endpoint with CURVE needs steer_authorized_keys (the "
+                              "directory holding the mapper's public key)")
+        if self.steer_authorized_keys and not self.curve_secret_key:
+            raise ConfigError("steer_authorized_keys needs curve_secret_key (the agent serves "
+                              "under this collector's key pair)")
+        if not 0 < self.steer_max_lease_s <= 86_400:
+            raise ConfigError("steer_max_lease_s must be in (0, 86400]")
         return self
 
     def curve(self) -> CurveClient | None:
         if not self.curve_secret_key:
             return None
         return CurveClient(self.curve_secret_key, self.curve_server_key)
+
+    def steer_curve(self) -> CurveServer | None:
+        """The steering agent's CURVE server keys, or None (plain TCP)."""
+        if not self.steer_authorized_keys:
+            return None
+        return CurveServer(self.curve_secret_key, self.steer_authorized_keys)
 
 
 @dataclass(slots=True)

@@ -10,6 +10,11 @@ Each emulated OSS owns a root directory laid out as a Lustre 2.15 server (the co
     sys/kernel/debug/lnet/stats                                     (2.11+, LU-8066)
     sys/fs/lustre/{health_check,version}
 
+The tunables ``obdfilter.<ost>.degraded`` (each OSS) and ``osp.<ost>-osc-MDT0000.
+max_create_count`` (the emulated MDS, :attr:`EmulatedCluster.mds_root`) are written once and
+then left to ``lctl set_param`` (the steering agents, :mod:`collectors.lustre_params`); the
+emulated MDS's allocator (:meth:`EmulatedCluster.snapshot`) honours both as LOD does.
+
 The formats are those of the real files (fixtures in ``tests/fixtures/lustre/``; the
 readers in ``collectors/readers/`` document each with a real example). Every file is
 rewritten atomically (temporary file in the same directory, then ``rename``), so a reader
@@ -45,6 +50,10 @@ from simulator.cluster import KIB, MIB, SimCluster
 from simulator.models import RPC_BYTES, raid0_bytes_per_ost, rpc_io_time_s
 
 FSNAME = "demofs"
+MDS_NAME = "mds0"
+"""Directory of the emulated MDS under the cluster's root."""
+OSP_MAX_CREATE_COUNT = 20000
+"""``osp.*.max_create_count`` default (``OST_MAX_PRECREATE``, lustre/include/obd.h)."""
 LUSTRE_VERSION = "2.15.3"
 PAGE_BYTES = 4096
 FILES_TOTAL = 1 << 26
@@ -172,7 +181,8 @@ class EmulatedCluster:
             o.mds_flags = statfs_flags(o.mds_flags, free, total, FILES_TOTAL - o.objects)
             osts.append(OstState(index=o.index, oss=o.oss, kbytes_total=total,
                                  kbytes_free=free, kbytes_avail=free,
-                                 files_free=FILES_TOTAL - o.objects, flags=o.mds_flags))
+                                 files_free=FILES_TOTAL - o.objects,
+                                 flags=o.mds_flags | self.tunable_flags(o)))
         return ClusterSnapshot(osts=osts, osses={n: OssState(n) for n in self.oss_names},
                                time_s=time.time())
 
@@ -256,7 +266,41 @@ class EmulatedCluster:
                          " ".join(str(v) for v in self.lnet[oss]) + "\n")
         for ost in self.osts:
             self._write_ost(ost, now)
+            self._write_osp(ost)
         self.flushes += 1
+
+    @property
+    def mds_root(self) -> Path:
+        """The emulated MDS's proc/sys root (an MDS collector's ``--root``): one OSP device
+        per OST, ``sys/fs/lustre/osp/<fs>-OSTxxxx-osc-MDT0000/{active,max_create_count,
+        prealloc_status}``."""
+        return self.root / MDS_NAME
+
+    def _write_osp(self, ost: EmulatedOst) -> None:
+        """The OSP tunables of one OST on the emulated MDS, written once (``lctl set_param``
+        changes them afterwards, as on a real MDS)."""
+        d = self.mds_root / "sys/fs/lustre/osp" / f"{ost.name}-osc-MDT0000"
+        d.mkdir(parents=True, exist_ok=True)
+        for name, value in (("active", 1), ("max_create_count", OSP_MAX_CREATE_COUNT),
+                            ("prealloc_status", 0)):
+            if not (d / name).exists():
+                write_atomic(d / name, f"{value}\n")
+
+    def tunable_flags(self, ost: EmulatedOst) -> OstFlag:
+        """DEGRADED when the OST's ``degraded`` is 1, NOPRECREATE when its OSP's
+        ``max_create_count`` is 0 (as the MDS's LOD sees them; unreadable counts as unset)."""
+        flags = OstFlag.NONE
+        for path, bit, when in (
+                (self.oss_root(ost.oss) / "sys/fs/lustre/obdfilter" / ost.name / "degraded",
+                 OstFlag.DEGRADED, "1"),
+                (self.mds_root / "sys/fs/lustre/osp" / f"{ost.name}-osc-MDT0000" /
+                 "max_create_count", OstFlag.NOPRECREATE, "0")):
+            try:
+                if path.read_text().strip() == when:
+                    flags |= bit
+            except OSError:
+                pass
+        return flags
 
     def _write_ost(self, ost: EmulatedOst, now: float) -> None:
         root = self.oss_root(ost.oss)
@@ -269,8 +313,10 @@ class EmulatedCluster:
         free = max(0, total - int(math.ceil(ost.used_bytes / KIB)))
         for name, value in (("kbytestotal", total), ("kbytesfree", free), ("kbytesavail", free),
                             ("filestotal", FILES_TOTAL),
-                            ("filesfree", FILES_TOTAL - ost.objects), ("degraded", 0)):
+                            ("filesfree", FILES_TOTAL - ost.objects)):
             write_atomic(sysdir / name, f"{value}\n")
+        if not (sysdir / "degraded").exists():   # a tunable: set by lctl, never rewritten here
+            write_atomic(sysdir / "degraded", "0\n")
         stamp = f"{now:.9f}"
         start = f"{self.start_time:.9f}"
         elapsed = f"{now - self.start_time:.9f}"

@@ -33,13 +33,16 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from common.config import load
 from common.curve import CurveClient, CurveServer
 from common.errors import ConfigError
 from mapper.policies import registry
 from mapper.policies.gate import MDS_CPU_LIMIT_PERCENT
+
+if TYPE_CHECKING:
+    from mapper.steer.agents import SteerConfig
 
 DEFAULT_POLICY = "mcmf"
 DEFAULT_FALLBACK = "lustre_qos"
@@ -119,6 +122,8 @@ class MapperConfig:
             loopback, ``ipc://`` or ``inproc://`` address: anyone who reaches it steers
             allocations.
         log_level: ``debug``, ``info``, ``warning`` ...
+        steer: the top-level ``[steer]`` table: steering Lustre's own allocator
+            (:class:`mapper.steer.agents.SteerConfig`; off unless ``mode`` says otherwise).
     """
     bind: str = "tcp://*:5558"
     broker_backend: str = "tcp://127.0.0.1:5556"
@@ -159,6 +164,7 @@ class MapperConfig:
     require_curve: bool = False
     insecure: bool = False
     log_level: str = "info"
+    steer: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> "MapperConfig":
         if self.static_cluster and not _STATIC.match(self.static_cluster):
@@ -221,7 +227,17 @@ class MapperConfig:
                 raise ConfigError(f"pool name {name!r} must be 1..15 bytes (LOV_MAXPOOLNAME)")
         for name, params in self.policy_params.items():
             _check_policy_table(name, params)
+        self.steer_config()         # ConfigError naming the steer key
         return self
+
+    def steer_config(self) -> "SteerConfig":
+        """The ``[steer]`` settings.
+
+        Raises:
+            ConfigError: one line naming ``steer.<key>``.
+        """
+        from mapper.steer.agents import SteerConfig
+        return SteerConfig.from_table(self.steer)
 
     def check_exposure(self) -> None:
         """Refuse to serve without CURVE on an address other hosts reach, unless
@@ -279,16 +295,21 @@ def _check_policy_table(name: str, params: Any) -> None:
         raise ConfigError(msg if msg.startswith("policy.") else f"policy.{name}: {msg}") from None
 
 
-def _policy_tables(path: str | None) -> dict[str, Any] | None:
-    """The top-level ``[policy]`` table of ``path`` (None when absent or unreadable:
+def _top_tables(path: str | None) -> dict[str, Any]:
+    """The top-level tables of ``path`` (empty when absent or unreadable:
     :func:`common.config.load` reports an unreadable file)."""
     if not path:
-        return None
+        return {}
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            return tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError):
-        return None
+        return {}
+
+
+def _policy_tables(path: str | None) -> dict[str, Any] | None:
+    """The top-level ``[policy]`` table of ``path`` (None when absent)."""
+    data = _top_tables(path)
     mapper = data.get("mapper")
     if isinstance(mapper, dict) and "policy_params" in mapper:
         raise ConfigError(f"{path}: mapper.policy_params: write [policy.<name>] tables instead")
@@ -311,4 +332,9 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> MapperConfig:
     tables = _policy_tables(path)
     if tables is not None:
         overrides = {**overrides, "policy_params": tables}
+    steer = _top_tables(path).get("steer")
+    if steer is not None:
+        if not isinstance(steer, dict):
+            raise ConfigError(f"{path}: steer must be a table [steer]")
+        overrides = {**overrides, "steer": steer}
     return load(MapperConfig, path, "mapper", overrides)

@@ -120,6 +120,8 @@ class MapperService:
         self._router: zmq.Socket | None = None
         self._subscriber: Any = None
         self._rejected_counted = 0
+        self.steering: Any = None
+        """The steering loop (:class:`mapper.steer.service.SteerLoop`) when ``[steer]`` is on."""
 
     # ------------------------------------------------------------------ one file system
     def only(self) -> FsContext:
@@ -223,6 +225,12 @@ class MapperService:
             ctx.start_planner(cfg, self.lock, registry)
             if ctx.planner is not None:
                 registry = None
+        steer = cfg.steer_config()
+        if steer.params.mode != "off":
+            from mapper.steer.service import SteerLoop
+            self.steering = SteerLoop(steer, list(self.contexts.values()), self.lock,
+                                      cfg.curve_secret_key, self.metrics.registry,
+                                      self.context).start()
         log.info("mapper started", extra={
             "event": "mapper_start", "endpoint": self.endpoint, "pid": os.getpid(),
             "filesystems": {ctx.fsname or key: {
@@ -232,6 +240,9 @@ class MapperService:
             "broker": self.sockets.broker_endpoints, "config": dataclasses.asdict(cfg)})
 
     def _close(self) -> None:
+        if self.steering is not None:
+            self.steering.stop()      # releases every action: nothing stays steered
+            self.steering = None
         for ctx in self.contexts.values():
             ctx.stop_planner()        # what the planner had not learned yet is saved too
         try:

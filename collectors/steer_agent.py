@@ -1,0 +1,224 @@
+"""The steering agent of a collector: applies the mapper's steering actions to this server's
+own targets, and undoes each when its lease runs out (issue #31).
+
+An OSS's agent flags its own OSTs ``degraded``; the MDS's agent drains OSTs by setting
+``max_create_count = 0`` on its own OSP devices (one per MDT it serves). Every action is a
+lease: the agent restores the value it found unless the mapper renews it within ``lease_s``,
+so a mapper that dies (even by SIGKILL) leaves nothing steered for longer than that; at the
+collector's own stop everything is restored.
+
+What the agent refuses (answered with ``ok = False`` and one line, nothing changed):
+
+* a target that is not this server's (an OSS touches only the OSTs it serves; the MDS only
+  the OSP devices it has);
+* an OST already flagged by someone else (``degraded`` already 1, ``max_create_count``
+  already 0): an admin's or a RAID script's action is never taken over or undone;
+* a kind this role does not act on, a lease beyond ``max_lease_s``, a malformed request.
+
+Requests and replies (msgpack maps over :mod:`collectors.steer_socket`)::
+
+    {"op": "steer", "ost": "demofs-OST000e", "kind": "degraded" | "drain", "lease_s": 900,
+     "reason": "..."}            -> {"ok": true, "params": [...], "until_s": <agent clock>}
+    {"op": "release", "ost": ..., "kind": ...}  -> {"ok": true, "restored": [...]}
+    {"op": "status"}             -> {"ok": true, "role": ..., "leases": [{...}, ...]}
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from common.errors import SourceUnavailable
+from collectors.lustre_params import (ParamAccess, ParamError, degraded_param,
+                                      max_create_count_param, osp_devices_of)
+
+log = logging.getLogger("collectors.steer_agent")
+
+KIND_OF_ROLE = {"oss": "degraded", "mds": "drain"}
+"""Which action each collector role applies (on its own targets)."""
+MAX_LEASE_S = 3600.0
+"""Longest lease an agent grants, s (ours: an hour; the controller's default is 900 s)."""
+
+
+class SteerRequestError(ValueError):
+    """A request the agent refuses (the reply's ``error``)."""
+
+
+@dataclass
+class Lease:
+    """One parameter this agent changed: what it found, and until when it holds."""
+    ost: str
+    kind: str
+    param: str
+    previous: str
+    until_s: float
+    reason: str
+
+
+class SteerAgent:
+    """The rules of the module docstring.
+
+    Args:
+        role: ``oss`` or ``mds``.
+        targets: returns this server's OST names (OSS) or OSP device names (MDS), now.
+        params: the :class:`~collectors.lustre_params.ParamAccess` to act through.
+        max_lease_s: longest lease granted, s.
+        clock: monotonic seconds (tests pass their own).
+    """
+
+    def __init__(self, role: str, targets: Callable[[], Sequence[str]], params: ParamAccess,
+                 max_lease_s: float = MAX_LEASE_S, clock: Callable[[], float] = time.monotonic):
+        if role not in KIND_OF_ROLE:
+            raise ValueError(f"role must be oss or mds, not {role!r}")
+        self.role = role
+        self.kind = KIND_OF_ROLE[role]
+        self.targets = targets
+        self.params = params
+        self.max_lease_s = max_lease_s
+        self.clock = clock
+        self.leases: dict[str, Lease] = {}          # parameter name -> lease
+        self.counts = {"applied": 0, "renewed": 0, "restored": 0, "refused": 0, "failed": 0}
+
+    # -- requests ---------------------------------------------------------------------
+    def handle(self, request: Any) -> dict[str, Any]:
+        """Answer one request (never raises: a bad one gets ``ok = False`` and ``error``)."""
+        try:
+            if not isinstance(request, dict):
+                raise SteerRequestError("request is not a map")
+            op = request.get("op")
+            if op == "status":
+                return {"ok": True, "role": self.role, "kind": self.kind,
+                        "leases": [self._lease_dict(x) for x in self.leases.values()]}
+            if op == "steer":
+                return self.steer(_field(request, "ost"), _field(request, "kind"),
+                                  _lease_s(request), str(request.get("reason", ""))[:300])
+            if op == "release":
+                return self.release(_field(request, "ost"), _field(request, "kind"))
+            raise SteerRequestError(f"unknown op {op!r} (steer, release, status)")
+        except (SteerRequestError, ParamError) as exc:
+            self.counts["refused" if isinstance(exc, SteerRequestError) else "failed"] += 1
+            log.warning("steer request not applied: %s", exc,
+                        extra={"event": "steer_refused", "error": str(exc)})
+            return {"ok": False, "error": str(exc)}
+
+    def steer(self, ost: str, kind: str, lease_s: float, reason: str) -> dict[str, Any]:
+        """Apply (or renew) ``kind`` on ``ost`` for ``lease_s``.
+
+        Raises:
+            SteerRequestError: not ours, flagged by someone else, wrong kind, bad lease.
+            ParamError: the write failed (nothing recorded; already written parameters of
+                this request are restored).
+        """
+        if kind != self.kind:
+            raise SteerRequestError(f"a {self.role} agent applies {self.kind!r}, not {kind!r}")
+        if not 0 < lease_s <= self.max_lease_s:
+            raise SteerRequestError(f"lease_s {lease_s} outside (0, {self.max_lease_s}]")
+        names = self._params_of(ost)
+        until = self.clock() + lease_s
+        held = [n for n in names if n in self.leases]
+        if held:
+            for n in held:
+                self.leases[n].until_s = until
+            self.counts["renewed"] += 1
+            return {"ok": True, "params": held, "until_s": until, "renewed": True}
+        current = {n: self.params.get(n) for n in names}
+        for n, v in current.items():
+            if v == self._applied_value():
+                raise SteerRequestError(f"{n} is already {v}: set by someone else, left alone")
+        done: list[str] = []
+        try:
+            for n in names:
+                self.params.set(n, self._applied_value())
+                done.append(n)
+        except ParamError:
+            for n in done:
+                self._restore_quietly(n, current[n])
+            raise
+        for n in names:
+            self.leases[n] = Lease(ost, kind, n, current[n], until, reason)
+        self.counts["applied"] += 1
+        log.info("steered %s: %s", ost, reason, extra={
+            "event": "steer_applied", "ost": ost, "kind": kind, "params": names,
+            "previous": current, "lease_s": lease_s, "reason": reason})
+        return {"ok": True, "params": names, "until_s": until}
+
+    def release(self, ost: str, kind: str) -> dict[str, Any]:
+        """Undo ``kind`` on ``ost`` now (nothing to do when not held)."""
+        restored = [n for n, x in list(self.leases.items()) if x.ost == ost and x.kind == kind]
+        for n in restored:
+            self._restore(n, "released by the mapper")
+        return {"ok": True, "restored": restored}
+
+    # -- leases -----------------------------------------------------------------------
+    def expire(self) -> list[str]:
+        """Restore every lease past its end; returns the parameters restored. A restore
+        that fails stays held and is retried at the next call."""
+        now = self.clock()
+        out = []
+        for n, x in list(self.leases.items()):
+            if x.until_s <= now and self._restore(n, "lease expired"):
+                out.append(n)
+        return out
+
+    def release_all(self, why: str) -> list[str]:
+        """Restore everything (the collector is stopping)."""
+        return [n for n in list(self.leases) if self._restore(n, why)]
+
+    def _restore(self, name: str, why: str) -> bool:
+        x = self.leases[name]
+        try:
+            self.params.set(name, x.previous)
+        except ParamError as exc:
+            self.counts["failed"] += 1
+            log.error("cannot restore %s: %s", name, exc, extra={
+                "event": "steer_restore_failed", "param": name, "error": str(exc)})
+            return False
+        del self.leases[name]
+        self.counts["restored"] += 1
+        log.info("restored %s=%s (%s)", name, x.previous, why, extra={
+            "event": "steer_restored", "ost": x.ost, "param": name, "value": x.previous,
+            "why": why})
+        return True
+
+    def _restore_quietly(self, name: str, value: str) -> None:
+        try:
+            self.params.set(name, value)
+        except ParamError as exc:
+            log.error("cannot restore %s after a failed request: %s", name, exc)
+
+    # -- helpers ----------------------------------------------------------------------
+    def _applied_value(self) -> str:
+        return "1" if self.kind == "degraded" else "0"
+
+    def _params_of(self, ost: str) -> list[str]:
+        try:
+            own = list(self.targets())
+        except SourceUnavailable as exc:
+            raise SteerRequestError(f"cannot list this server's targets: {exc}") from None
+        if self.role == "oss":
+            if ost not in own:
+                raise SteerRequestError(f"{ost} is not served by this OSS")
+            return [degraded_param(ost)]
+        devices = osp_devices_of(ost, own)
+        if not devices:
+            raise SteerRequestError(f"this MDS has no OSP device for {ost}")
+        return [max_create_count_param(d) for d in devices]
+
+    def _lease_dict(self, x: Lease) -> dict[str, Any]:
+        return {"ost": x.ost, "kind": x.kind, "param": x.param, "previous": x.previous,
+                "remaining_s": round(x.until_s - self.clock(), 1), "reason": x.reason}
+
+
+def _field(request: dict, key: str) -> str:
+    v = request.get(key)
+    if not isinstance(v, str) or not v:
+        raise SteerRequestError(f"request field {key!r} missing or not a string")
+    return v
+
+
+def _lease_s(request: dict) -> float:
+    v = request.get("lease_s")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise SteerRequestError("request field 'lease_s' missing or not a number")
+    return float(v)
