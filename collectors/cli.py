@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Prometheus /metrics port (0: off)")
     p.add_argument("--steer-endpoint", dest="steer_endpoint",
                    help="serve the steering agent here, e.g. tcp://*:5561 (default: off)")
+    p.add_argument("--steer-authorized-keys", dest="steer_authorized_keys",
+                   help="directory of the public keys allowed to steer (the mapper's)")
     p.add_argument("--log-level", dest="log_level", help="debug, info, warning, error or critical (info)")
     p.add_argument("--count", type=int, default=0, help="stop after N samples (0: run forever)")
     p.add_argument("--dry-run", action="store_true",

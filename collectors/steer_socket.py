@@ -67,9 +67,12 @@ class AgentServer:
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop serving and restore every lease."""
+        """Stop serving and restore every lease (a second call does nothing)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
-        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
         self.agent.release_all("collector stopping")
         self.socket.close(0)
         if self._auth is not None:

@@ -203,6 +203,9 @@ class LiveStack:
         mapper_settings: more ``[mapper]`` keys (e.g. ``round_budget_s``).
         heartbeat_s: broker heartbeat period, s.
         log_level: of every process.
+        steer: ``[steer]`` keys for the mapper (issue #31); when given, every collector also
+            serves a steering agent (``--steer-endpoint``, acting on its emulated files) and
+            the mapper's ``oss_agents`` name them (over CURVE when ``curve``).
     """
     workdir: Path
     cluster: EmulatedCluster
@@ -215,6 +218,8 @@ class LiveStack:
     endpoints: Endpoints = field(default_factory=Endpoints.allocate)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     keys: CurveKeys | None = None
+    steer: dict[str, Any] | None = None
+    agent_endpoints: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -224,6 +229,13 @@ class LiveStack:
         if self.curve and self.keys is None:
             self.keys = CurveKeys.generate(self.workdir / "keys",
                                            ["mapper", *self.cluster.oss_names])
+        if self.steer is not None:
+            self.agent_endpoints = {oss: f"tcp://127.0.0.1:{free_port()}"
+                                    for oss in self.cluster.oss_names}
+            if self.keys is not None:       # the agents accept the mapper's key only
+                allowed = self.keys.directory / "steer-authorized"
+                allowed.mkdir(exist_ok=True)
+                shutil.copy(self.keys.public("mapper"), allowed / "mapper.key")
 
     # ------------------------------------------------------------------ pieces
     def log_path(self, name: str) -> Path:
@@ -259,6 +271,13 @@ class LiveStack:
         settings.update(self.mapper_settings)
         path = self.workdir / "mapper.toml"
         lines = ["[mapper]"] + [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+        if self.steer is not None:
+            steer = {**self.steer}
+            if self.keys is not None:
+                steer["agent_keys_dir"] = str(self.keys.directory)
+            lines += ["", "[steer]"] + [f"{k} = {json.dumps(v)}" for k, v in steer.items()]
+            lines += ["", "[steer.oss_agents]"] + [f"{json.dumps(k)} = {json.dumps(v)}"
+                                                   for k, v in self.agent_endpoints.items()]
         path.write_text("\n".join(lines) + "\n")
         return path
 
@@ -276,6 +295,11 @@ class LiveStack:
         if self.keys is not None:
             argv += ["--curve-secret-key", self.keys.secret(oss),
                      "--curve-server-key", self.keys.public("broker")]
+        if self.steer is not None:
+            argv += ["--steer-endpoint", self.agent_endpoints[oss]]
+            if self.keys is not None:
+                argv += ["--steer-authorized-keys",
+                         str(self.keys.directory / "steer-authorized")]
         self.procs[f"collector-{oss}"] = p = spawn(argv, self.log_path(f"collector-{oss}"))
         return p
 

@@ -98,7 +98,8 @@ class SteerLoop:
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop, and release every action in force."""
         self._stop.set()
-        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
         for fs, ctl in self.controllers.items():
             self._send(fs, SteerDecision(undo=ctl.release_all("mapper stopping")))
         if self.agents is not None:

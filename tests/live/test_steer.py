@@ -1,0 +1,109 @@
+"""Steering Lustre's own allocator end to end (issue #31), as processes on 127.0.0.1 over
+CURVE: an emulated OST slows down; the collectors publish only its own RPC times; the
+mapper's controller flags it ``degraded`` through its OSS's collector; the emulated MDS's
+allocator (Lustre's QOS, restated) stops placing objects on it; when it recovers it is
+returned; and a mapper killed with -9 leaves nothing flagged for longer than the lease."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from collectors.lustre_params import FileParams, degraded_param
+from livestack.emulator import MIB, EmulatedCluster
+from livestack.stack import EmulatorPump, LiveStack
+from mapper.policies.lustre_qos import LustreQos
+from mapper.policies.placement import CreateRequest
+from mapper.state.cluster_state import OstFlag
+
+from .conftest import INTERVAL_S, READY_TIMEOUT_S, small_cluster
+
+pytestmark = pytest.mark.timeout(240)
+SLOW_OST = 5
+LEASE_S = 4.0
+
+
+class Background:
+    """An application the mapper never hears of, writing a little to every OST all the
+    time (so each OST's own RPC times show in brw_stats)."""
+
+    def __init__(self, emu: EmulatedCluster, pump: EmulatorPump, bytes_per_s: float = 8 * MIB):
+        self.emu, self.pump, self.rate = emu, pump, bytes_per_s
+        self.size = {o.index: 0 for o in emu.osts}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            with self.pump.lock:
+                for i, before in self.size.items():
+                    after = before + int(self.rate * 0.1)
+                    self.emu.charge([i], MIB, before, after, "background", f"bg{i}")
+                    self.size[i] = after
+
+    def start(self) -> "Background":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def wait_for(cond, timeout_s: float, what: str) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def test_slow_ost_is_flagged_avoided_returned_and_released_when_the_mapper_dies(tmp_path):
+    emu = EmulatedCluster(small_cluster(), tmp_path / "servers")
+    normal = emu.by_index[SLOW_OST].bandwidth_bytes_s
+    pump = EmulatorPump(emu, None, INTERVAL_S / 2).start()
+    steer = {"mode": "on", "interval_s": INTERVAL_S, "rate_smoothing": 1.0, "min_dwell_s": 2.0,
+             "lease_s": LEASE_S, "max_fraction": 0.2, "rate_relax_s": 3600.0}
+    stack = LiveStack(tmp_path, emu, interval_s=INTERVAL_S, curve=True, steer=steer)
+    bg = Background(emu, pump)
+    oss = emu.by_index[SLOW_OST].oss
+    param = degraded_param(emu.by_index[SLOW_OST].name)
+    files = FileParams(emu.oss_root(oss))
+
+    def flagged() -> bool:
+        return files.get(param) == "1"
+
+    try:
+        stack.start(READY_TIMEOUT_S)
+        bg.start()
+        time.sleep(3 * INTERVAL_S)
+        assert not flagged()                               # uniform: no action
+        emu.by_index[SLOW_OST].bandwidth_bytes_s = normal / 50
+        wait_for(flagged, 30, "the slow OST flagged degraded through its collector")
+        assert [files.get(degraded_param(o.name)) for o in emu.osts
+                if o.oss == oss and o.index != SLOW_OST] == ["0"]     # only that OST
+        snap = emu.snapshot()                              # what the emulated MDS's LOD sees
+        assert snap.ost_by_index()[SLOW_OST].flags & OstFlag.DEGRADED
+        qos = LustreQos(seed=1)
+        placed = [qos.allocate(snap, CreateRequest(jobid="unmanaged", stripe_count=1)).osts[0]
+                  for _ in range(200)]
+        assert SLOW_OST not in placed and len(set(placed)) == len(emu.osts) - 1
+        m = stack.metrics()
+        assert m['lustre_alloc_mapper_steered_osts{fsname="demofs",kind="degraded"}'] == 1.0
+
+        emu.by_index[SLOW_OST].bandwidth_bytes_s = normal   # recovered: returned
+        wait_for(lambda: not flagged(), 30, "the recovered OST returned")
+
+        emu.by_index[SLOW_OST].bandwidth_bytes_s = normal / 50
+        wait_for(flagged, 30, "the OST flagged again")
+        t_kill = stack.kill("mapper")
+        took = wait_for(lambda: not flagged(), LEASE_S + 10, "the lease to expire")
+        assert time.time() - t_kill <= LEASE_S + 3.0, took   # within the lease (+ 1 s tick)
+        events = [e.get("event") for e in stack.log_events(f"collector-{oss}")]
+        assert "steer_applied" in events and "steer_restored" in events
+    finally:
+        bg.stop()
+        pump.stop()
+        stack.stop()

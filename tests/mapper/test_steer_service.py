@@ -1,0 +1,141 @@
+"""The mapper's steering loop against real agents on 127.0.0.1 (issue #31): actions reach the
+right OSS's files, a dry run touches nothing, a dead agent is reported and nothing else
+changes, stop releases everything; the ``[steer]`` table's errors name the key."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from collectors.lustre_params import FileParams, degraded_param
+from collectors.steer_agent import SteerAgent
+from collectors.steer_socket import AgentServer
+from common.errors import ConfigError
+from common.fsname import target_name
+from mapper.service.config import load_config
+from mapper.state.cluster_state import make_uniform_cluster
+from mapper.steer.agents import SteerConfig
+from mapper.steer.service import SteerLoop
+
+FS = "demofs"
+FAST, SLOW = 700e6, 14e6
+
+
+class Store:
+    def __init__(self):
+        self.snap = make_uniform_cluster(4, 2, 1 << 30)      # OST 2k, 2k+1 on oss{k}
+        self.t = 0.0
+        self.slow: set[int] = set()
+
+    def current(self):
+        self.t += 5
+        for o in self.snap.osts:
+            v = SLOW if o.index in self.slow else FAST
+            o.sample_time_s, o.write_bytes_per_s, o.write_latency_s = self.t, v, (1 << 20) / v
+        self.snap.time_s = self.t
+        return self.snap
+
+
+class Fs:
+    key = ""
+    fsname = FS
+
+    def __init__(self):
+        self.store = Store()
+
+
+def oss_root(tmp: Path, oss: int) -> Path:
+    root = tmp / f"oss{oss}"
+    for i in (2 * oss, 2 * oss + 1):
+        d = root / "sys/fs/lustre/obdfilter" / target_name(FS, i)
+        d.mkdir(parents=True)
+        (d / "degraded").write_text("0\n")
+    return root
+
+
+@pytest.fixture
+def agents(tmp_path):
+    servers = {}
+    for k in range(4):
+        root = oss_root(tmp_path, k)
+        names = [target_name(FS, 2 * k), target_name(FS, 2 * k + 1)]
+        servers[f"oss{k}"] = AgentServer(SteerAgent("oss", lambda n=names: n, FileParams(root)),
+                                         "tcp://127.0.0.1:*").start()
+    yield servers
+    for s in servers.values():
+        s.stop()
+
+
+def degraded(tmp_path: Path, ost: int) -> str:
+    return FileParams(tmp_path / f"oss{ost // 2}").get(degraded_param(target_name(FS, ost)))
+
+
+def loop_for(agents, mode="on", **extra) -> tuple[SteerLoop, Fs, CollectorRegistry]:
+    table = {"mode": mode, "rate_smoothing": 1.0, "min_dwell_s": 0, "lease_s": 30,
+             "max_fraction": 0.25, "interval_s": 1,
+             "oss_agents": {n: s.endpoint for n, s in agents.items()}, **extra}
+    fs, reg = Fs(), CollectorRegistry()
+    return SteerLoop(SteerConfig.from_table(table), [fs], threading.Lock(), registry=reg), fs, reg
+
+
+def test_actions_reach_the_serving_osss_files_and_stop_releases_them(tmp_path, agents):
+    loop, fs, reg = loop_for(agents)
+    fs.store.slow = {3}                               # OST 3 is on oss1
+    loop.evaluate_once()
+    assert degraded(tmp_path, 3) == "1"
+    assert [degraded(tmp_path, i) for i in range(8) if i != 3] == ["0"] * 7
+    assert reg.get_sample_value("lustre_alloc_mapper_steer_actions_total", {
+        "fsname": FS, "kind": "degraded", "action": "apply", "mode": "on"}) == 1
+    assert reg.get_sample_value("lustre_alloc_mapper_steered_osts",
+                                {"fsname": FS, "kind": "degraded"}) == 1
+    assert loop.status() == {FS: [pytest.approx(loop.controllers[""].active[3].as_dict())]}
+    fs.store.slow = set()                             # recovered: returned
+    loop.evaluate_once()
+    assert degraded(tmp_path, 3) == "0"
+    fs.store.slow = {3}
+    loop.evaluate_once()
+    assert degraded(tmp_path, 3) == "1"
+    loop.stop()
+    assert degraded(tmp_path, 3) == "0"
+
+
+def test_dry_run_logs_and_counts_but_touches_nothing(tmp_path, agents, caplog):
+    loop, fs, reg = loop_for(agents, mode="dry_run")
+    fs.store.slow = {5}
+    with caplog.at_level("INFO", logger="mapper.steer.service"):
+        loop.evaluate_once()
+    assert [degraded(tmp_path, i) for i in range(8)] == ["0"] * 8
+    assert reg.get_sample_value("lustre_alloc_mapper_steer_actions_total", {
+        "fsname": FS, "kind": "degraded", "action": "apply", "mode": "dry_run"}) == 1
+    (rec,) = [r for r in caplog.records if getattr(r, "event", "") == "steer_action"]
+    assert rec.ost == 5 and rec.dry_run and "slow" in rec.reason and rec.until_s > 0
+    loop.stop()
+
+
+def test_a_dead_agent_is_reported_and_the_others_still_act(tmp_path, agents):
+    agents["oss1"].stop()
+    loop, fs, reg = loop_for(agents, agent_timeout_s=0.3)
+    fs.store.slow = {3, 6}                    # oss1 (dead) and oss3
+    loop.evaluate_once()
+    assert degraded(tmp_path, 6) == "1" and degraded(tmp_path, 3) == "0"
+    assert reg.get_sample_value("lustre_alloc_mapper_steer_agent_errors_total",
+                                {"fsname": FS}) == 1
+    loop.stop()
+
+
+def test_steer_table_in_the_mapper_config(tmp_path):
+    path = tmp_path / "mapper.toml"
+    path.write_text('[mapper]\nstatic_cluster = "2x2"\n\n[steer]\nmode = "dry_run"\n'
+                    'slow_factor = 4.0\n')
+    cfg = load_config(str(path), {})
+    steer = cfg.steer_config()
+    assert steer.params.mode == "dry_run" and steer.params.slow_factor == 4.0
+    path.write_text('[mapper]\n\n[steer]\nmode = "on"\nbogus = 1\n')
+    with pytest.raises(ConfigError, match="bogus"):
+        load_config(str(path), {})
+    path.write_text('[mapper]\n\n[steer]\nmode = "on"\n')
+    with pytest.raises(ConfigError, match="steer.oss_agents"):
+        load_config(str(path), {})
+    assert load_config(None, {}).steer_config().params.mode == "off"      # off by default
