@@ -132,6 +132,8 @@ DOC="$DESTDIR$PREFIX/share/doc/lustre-alloc"
 install -d "$DOC/prometheus"
 install -m 0644 "$SRC/docs/operations.md" "$SRC/docs/protocol.md" "$SRC/docs/client.md" "$DOC/"
 install -m 0644 "$SRC/deploy/prometheus/"*.yml "$DOC/prometheus/"
+# the collector's drop-in for a steering agent (docs/operations.md): shipped, not enabled
+install -m 0644 "$SRC/collectors/systemd/steer-agent.conf" "$DOC/"
 
 # ---------------------------------------------------------------- user (real installs only)
 if [ -z "$DESTDIR" ]; then

@@ -72,8 +72,8 @@ def test_no_import_goes_to_a_higher_layer():
     assert upward == [], f"imports against the layer order of docs/architecture.md: {upward}"
 
 
-MAPPER_LAYERS = {"state": 0, "flow": 1, "predictor": 2, "policies": 3, "rebalance": 4,
-                 "service": 5}
+MAPPER_LAYERS = {"state": 0, "flow": 1, "predictor": 2, "steer": 3, "policies": 4,
+                 "rebalance": 5, "service": 6}
 """The layers inside ``mapper/`` that docs/architecture.md states (issue #26)."""
 
 

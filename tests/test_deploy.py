@@ -97,6 +97,30 @@ def test_units_are_hardened(staged):
         assert float(m.group(1)) <= 4.0, (unit, m.group(1))
 
 
+def test_steer_agent_drop_in_only_lets_the_collector_write_tunables(staged):
+    """The shipped drop-in for a steering collector (``lctl set_param`` writes under
+    /sys/fs/lustre) relaxes ProtectKernelTunables and nothing else; the unit still verifies."""
+    drop = staged / "opt/lustre-alloc/share/doc/lustre-alloc/steer-agent.conf"
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read(drop)
+    assert dict(parser["Service"]) == {"protectkerneltunables": "false"}
+    d = staged / "etc/systemd/system/lustre-alloc-collector.service.d"
+    d.mkdir(exist_ok=True)
+    shutil.copy(drop, d / "steer-agent.conf")
+    exe = staged / "opt/lustre-alloc/bin/lustre-alloc-collector"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    try:
+        out = subprocess.run(["systemd-analyze", "verify", f"--root={staged}", "--man=no",
+                              "--recursive-errors=no",
+                              "/etc/systemd/system/lustre-alloc-collector.service"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+    finally:
+        shutil.rmtree(d)
+
+
 def test_shipped_configurations_and_prometheus_agree_on_ports():
     """The example scrape configuration scrapes the ports the shipped configurations serve
     /metrics on (issue #30: the broker's and the collector's were off, so the shipped alerts
