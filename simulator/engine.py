@@ -313,7 +313,7 @@ class Simulation:
                 last_progress = k
         if self.progress:
             self.progress(sc.duration_s, sc.duration_s)
-        return self._result(series, records, time.perf_counter() - wall0)
+        return _result(self, series, records, time.perf_counter() - wall0)
 
     def _used_now(self) -> np.ndarray:
         """Used bytes per OST position, NaN where an OST does not exist yet."""
@@ -350,35 +350,6 @@ class Simulation:
             series.mds_cpu[k] = sc.mds_model.cpu_percent(self.creates_this_step / dt, meta / dt)
         # What a monitor on the MDS would read at the next create: the last step's load.
         self.mds_cpu_last = float(series.mds_cpu[k])
-
-    def _result(self, series: "_Series", records: int, wall_s: float) -> RunResult:
-        sc = self.sc
-        self.counters["transfers_unfinished"] = len(self.book)
-        if isinstance(self.policy, SteersLustre):
-            for name, n in self.policy.action_counts().items():
-                self.counters[f"steer_{name}"] = n
-        jobs_left = []
-        for tr in self.book.transfers:
-            if tr.job == REBALANCE_JOB:
-                self.counters["rebalance_transfers_unfinished"] += 1
-            else:
-                jobs_left.append(tr)
-        self.io.close(jobs_left)
-        ft = self.ops.times()
-        wt = ft[:, 1] - ft[:, 0]
-        rt = ft[:, 3] - ft[:, 2]
-        used_h = series.used_hourly
-        return RunResult(policy=self.policy.name, scenario=sc.name, step_s=sc.step_s,
-                         ost_capacity_bytes=self.capacity.copy(),
-                         hours=np.arange(series.hours + 1, dtype=float), ost_used_hourly=used_h,
-                         ost_free_hourly=self.capacity[None, :] - used_h,
-                         oss_cpu_max_mean=series.cpu_ratio, oss_cpu_mean=series.cpu_mean,
-                         mds_cpu=series.mds_cpu,
-                         alloc_ns=np.array(self.creates.alloc_ns, dtype=np.int64), apps=self.io.apps,
-                         counters=self.counters, notes=self.creates.notes, wall_s=wall_s,
-                         records=records, jobs=self.io.jobs,
-                         file_write_s=wt[np.isfinite(wt)], file_read_s=rt[np.isfinite(rt)],
-                         rebalance_log=self.rebal.log if self.rebal is not None else [])
 
 
 @dataclass
@@ -450,3 +421,34 @@ def _expanded(cl: SimCluster, sc: Scenario) -> SimCluster:
                    read_bandwidth_bytes_s=None if cl.read_bandwidth_bytes_s is None else np.concatenate(rbw),
                    latency_s=None if cl.latency_s is None else np.concatenate(lat),
                    oss_cap_bytes_s=None if oss_cap is None else np.concatenate(oss_cap))
+
+
+def _result(sim: Simulation, series: "_Series", records: int, wall_s: float) -> RunResult:
+    """The run's measurements, once it ended (unfinished transfers counted and closed)."""
+    sc = sim.sc
+    sim.counters["transfers_unfinished"] = len(sim.book)
+    if isinstance(sim.policy, SteersLustre):
+        for name, n in sim.policy.action_counts().items():
+            sim.counters[f"steer_{name}"] = n
+    jobs_left = []
+    for tr in sim.book.transfers:
+        if tr.job == REBALANCE_JOB:
+            sim.counters["rebalance_transfers_unfinished"] += 1
+        else:
+            jobs_left.append(tr)
+    sim.io.close(jobs_left)
+    ft = sim.ops.times()
+    wt = ft[:, 1] - ft[:, 0]
+    rt = ft[:, 3] - ft[:, 2]
+    used_h = series.used_hourly
+    return RunResult(policy=sim.policy.name, scenario=sc.name, step_s=sc.step_s,
+                     ost_capacity_bytes=sim.capacity.copy(),
+                     hours=np.arange(series.hours + 1, dtype=float), ost_used_hourly=used_h,
+                     ost_free_hourly=sim.capacity[None, :] - used_h,
+                     oss_cpu_max_mean=series.cpu_ratio, oss_cpu_mean=series.cpu_mean,
+                     mds_cpu=series.mds_cpu,
+                     alloc_ns=np.array(sim.creates.alloc_ns, dtype=np.int64), apps=sim.io.apps,
+                     counters=sim.counters, notes=sim.creates.notes, wall_s=wall_s,
+                     records=records, jobs=sim.io.jobs,
+                     file_write_s=wt[np.isfinite(wt)], file_read_s=rt[np.isfinite(rt)],
+                     rebalance_log=sim.rebal.log if sim.rebal is not None else [])
