@@ -139,3 +139,38 @@ def test_steer_table_in_the_mapper_config(tmp_path):
     with pytest.raises(ConfigError, match="steer.oss_agents"):
         load_config(str(path), {})
     assert load_config(None, {}).steer_config().params.mode == "off"      # off by default
+
+
+def test_drain_goes_to_every_mds_agent_and_the_emulated_lod_honours_it(tmp_path):
+    """``action = drain``: each MDS's agent sets ``max_create_count=0`` on its OSP device of
+    the OST; the emulated MDS's allocator then sees NOPRECREATE and places nothing there."""
+    from collectors.lustre_params import max_create_count_param
+    from livestack.emulator import EmulatedCluster
+    from mapper.policies.lustre_qos import LustreQos
+    from mapper.policies.placement import CreateRequest
+    from mapper.state.cluster_state import OstFlag
+    from tests.live.conftest import small_cluster
+    emu = EmulatedCluster(small_cluster(), tmp_path / "servers")
+    files = FileParams(emu.mds_root)
+    osp = [f"{o.name}-osc-MDT0000" for o in emu.osts]
+    server = AgentServer(SteerAgent("mds", lambda: osp, files), "tcp://127.0.0.1:*").start()
+    table = {"mode": "on", "action": "drain", "rate_smoothing": 1.0, "max_fraction": 0.25,
+             "mds_agents": {"mds0": server.endpoint}}
+    fs = Fs()
+    loop = SteerLoop(SteerConfig.from_table(table), [fs], threading.Lock(),
+                     registry=CollectorRegistry())
+    try:
+        fs.store.slow = {2}
+        loop.evaluate_once()
+        param = max_create_count_param(f"{target_name(FS, 2)}-osc-MDT0000")
+        assert files.get(param) == "0"
+        snap = emu.snapshot()
+        assert snap.ost_by_index()[2].flags & OstFlag.NOPRECREATE
+        qos = LustreQos(seed=3)
+        assert 2 not in {qos.allocate(snap, CreateRequest(jobid="a", stripe_count=4)).osts[k]
+                         for _ in range(50) for k in range(4)}
+    finally:
+        loop.stop()
+        server.stop()
+    assert files.get(param) == "20000"
+    assert not emu.snapshot().ost_by_index()[2].flags & OstFlag.NOPRECREATE
