@@ -17,8 +17,9 @@ from scipy import stats
 
 SEED_METRICS = ("phase_io_time_s_mean", "phase_io_time_s_p99", "job_io_time_s_mean",
                 "mean_io_bandwidth_mib_s", "jobs_unfinished", "ost_max_mean_end",
-                "headroom_phase_mean", "headroom_phase_p99")
-"""The summary keys aggregated over seeds."""
+                "headroom_phase_mean", "headroom_phase_p99", "steer_actions")
+"""The summary keys aggregated over seeds (``steer_actions``: OSTs the steering controller
+flagged or drained, 0 for every policy that does not steer)."""
 
 
 def interval(values: Sequence[float]) -> dict[str, float | int | None]:
@@ -44,7 +45,7 @@ def aggregate(per_seed: Sequence[Sequence[dict]]) -> list[dict]:
         row: dict = {"policy": p, "seeds": len(per_seed)}
         for key in SEED_METRICS:
             row[key] = interval([seed[p].get(key) for seed in by_seed])
-            if "round_robin" in by_seed[0] and not key.startswith("headroom"):
+            if "round_robin" in by_seed[0] and not key.startswith(("headroom", "steer")):
                 diff = interval([_diff(seed[p].get(key), seed["round_robin"].get(key))
                                  for seed in by_seed])
                 if diff["ci95"] is not None:
