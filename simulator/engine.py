@@ -178,9 +178,9 @@ class Simulation:
     def _sample_for_watcher(self, now: float) -> None:
         """A policy that steers Lustre (:class:`SteersLustre`) sees every sample interval,
         as the mapper's steering loop does live, not only the snapshots of creates. Other
-        policies keep the create-time samples (their numbers stay as measured)."""
-        if self.mds.statfs_due(now):
-            self.refresh_statfs(now)
+        policies keep the create-time samples (their numbers stay as measured). The MDS's
+        statfs stays as the creates refreshed it: the allocator under the steering sees the
+        space exactly as it would without it."""
         self._refresh_stats(now)
         self.mds.view.time_s = now
         self.watcher.observe(self.mds.view)
