@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from livestack.emulator import FSNAME, EmulatedCluster, RecordFeed
+from livestack.emulator import FSNAME, MDS_NAME, EmulatedCluster, RecordFeed
 
 log = logging.getLogger("livestack.stack")
 
@@ -205,7 +205,8 @@ class LiveStack:
         log_level: of every process.
         steer: ``[steer]`` keys for the mapper (issue #31); when given, every collector also
             serves a steering agent (``--steer-endpoint``, acting on its emulated files) and
-            the mapper's ``oss_agents`` name them (over CURVE when ``curve``).
+            the mapper's ``oss_agents`` name them (over CURVE when ``curve``); a collector of
+            the emulated MDS serves the ``drain`` agent (``mds_agents``).
     """
     workdir: Path
     cluster: EmulatedCluster
@@ -227,11 +228,11 @@ class LiveStack:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.state_file = self.workdir / "mapper-state.json"
         if self.curve and self.keys is None:
-            self.keys = CurveKeys.generate(self.workdir / "keys",
-                                           ["mapper", *self.cluster.oss_names])
+            self.keys = CurveKeys.generate(self.workdir / "keys", [
+                "mapper", *self.cluster.oss_names, *([MDS_NAME] if self.steer is not None else [])])
         if self.steer is not None:
             self.agent_endpoints = {oss: f"tcp://127.0.0.1:{free_port()}"
-                                    for oss in self.cluster.oss_names}
+                                    for oss in [*self.cluster.oss_names, MDS_NAME]}
             if self.keys is not None:       # the agents accept the mapper's key only
                 allowed = self.keys.directory / "steer-authorized"
                 allowed.mkdir(exist_ok=True)
@@ -277,7 +278,10 @@ class LiveStack:
                 steer["agent_keys_dir"] = str(self.keys.directory)
             lines += ["", "[steer]"] + [f"{k} = {json.dumps(v)}" for k, v in steer.items()]
             lines += ["", "[steer.oss_agents]"] + [f"{json.dumps(k)} = {json.dumps(v)}"
-                                                   for k, v in self.agent_endpoints.items()]
+                                                   for k, v in self.agent_endpoints.items()
+                                                   if k != MDS_NAME]
+            lines += ["", "[steer.mds_agents]",
+                      f"{json.dumps(MDS_NAME)} = {json.dumps(self.agent_endpoints[MDS_NAME])}"]
         path.write_text("\n".join(lines) + "\n")
         return path
 
@@ -288,9 +292,13 @@ class LiveStack:
         return p
 
     def start_collector(self, oss: str) -> subprocess.Popen:
+        """One collector: an OSS's, or with ``oss = MDS_NAME`` the emulated MDS's (its OSP
+        devices; started only with ``steer``, for the drain action)."""
+        role, root = (("mds", self.cluster.mds_root) if oss == MDS_NAME
+                      else ("oss", self.cluster.oss_root(oss)))
         argv = [*command("lustre-alloc-collector", "collectors.cli"),
-                "--role", "oss", "--broker", self.endpoints.frontend, "--source", "files",
-                "--root", str(self.cluster.oss_root(oss)), "--interval", str(self.interval_s),
+                "--role", role, "--broker", self.endpoints.frontend, "--source", "files",
+                "--root", str(root), "--interval", str(self.interval_s),
                 "--host", oss, "--log-level", self.log_level]
         if self.keys is not None:
             argv += ["--curve-secret-key", self.keys.secret(oss),
@@ -308,6 +316,8 @@ class LiveStack:
         self.start_broker()
         for oss in self.cluster.oss_names:
             self.start_collector(oss)
+        if self.steer is not None:
+            self.start_collector(MDS_NAME)
         self.start_mapper()
         self.wait_ready(ready_timeout_s)
         return self

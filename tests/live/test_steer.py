@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from collectors.lustre_params import FileParams, degraded_param
-from livestack.emulator import MIB, EmulatedCluster
+from collectors.lustre_params import FileParams, degraded_param, max_create_count_param
+from livestack.emulator import MDS_NAME, MIB, EmulatedCluster
 from livestack.stack import EmulatorPump, LiveStack
 from mapper.policies.lustre_qos import LustreQos
 from mapper.policies.placement import CreateRequest
@@ -61,19 +61,39 @@ def wait_for(cond, timeout_s: float, what: str) -> float:
 
 
 def test_slow_ost_is_flagged_avoided_returned_and_released_when_the_mapper_dies(tmp_path):
+    _run(tmp_path, "degraded")
+
+
+def test_slow_ost_is_drained_through_the_mds_collector_and_returned(tmp_path):
+    """``action = drain``: the emulated MDS's collector sets its OSP device's
+    ``max_create_count`` to 0 and writes the value it found back."""
+    _run(tmp_path, "drain")
+
+
+def _run(tmp_path, action: str) -> None:
     emu = EmulatedCluster(small_cluster(), tmp_path / "servers")
     normal = emu.by_index[SLOW_OST].bandwidth_bytes_s
     pump = EmulatorPump(emu, None, INTERVAL_S / 2).start()
-    steer = {"mode": "on", "interval_s": INTERVAL_S, "rate_smoothing": 1.0, "min_dwell_s": 2.0,
+    steer = {"mode": "on", "action": action, "interval_s": INTERVAL_S, "rate_smoothing": 1.0, "min_dwell_s": 2.0,
              "lease_s": LEASE_S, "max_fraction": 0.2, "rate_relax_s": 3600.0}
     stack = LiveStack(tmp_path, emu, interval_s=INTERVAL_S, curve=True, steer=steer)
     bg = Background(emu, pump)
-    oss = emu.by_index[SLOW_OST].oss
-    param = degraded_param(emu.by_index[SLOW_OST].name)
-    files = FileParams(emu.oss_root(oss))
+    slow = emu.by_index[SLOW_OST]
+    if action == "degraded":
+        agent, files, param, on = slow.oss, FileParams(emu.oss_root(slow.oss)), \
+            degraded_param(slow.name), "1"
+        others = [degraded_param(o.name) for o in emu.osts
+                  if o.oss == slow.oss and o.index != SLOW_OST]
+        bit = OstFlag.DEGRADED
+    else:
+        agent, files, param, on = MDS_NAME, FileParams(emu.mds_root), \
+            max_create_count_param(f"{slow.name}-osc-MDT0000"), "0"
+        others = [max_create_count_param(f"{o.name}-osc-MDT0000") for o in emu.osts
+                  if o.index != SLOW_OST]
+        bit = OstFlag.NOPRECREATE
 
     def flagged() -> bool:
-        return files.get(param) == "1"
+        return files.get(param) == on
 
     try:
         stack.start(READY_TIMEOUT_S)
@@ -82,16 +102,15 @@ def test_slow_ost_is_flagged_avoided_returned_and_released_when_the_mapper_dies(
         assert not flagged()                               # uniform: no action
         emu.by_index[SLOW_OST].bandwidth_bytes_s = normal / 50
         wait_for(flagged, 30, "the slow OST flagged degraded through its collector")
-        assert [files.get(degraded_param(o.name)) for o in emu.osts
-                if o.oss == oss and o.index != SLOW_OST] == ["0"]     # only that OST
+        assert not [p for p in others if files.get(p) == on]           # only that OST
         snap = emu.snapshot()                              # what the emulated MDS's LOD sees
-        assert snap.ost_by_index()[SLOW_OST].flags & OstFlag.DEGRADED
+        assert snap.ost_by_index()[SLOW_OST].flags & bit
         qos = LustreQos(seed=1)
         placed = [qos.allocate(snap, CreateRequest(jobid="unmanaged", stripe_count=1)).osts[0]
                   for _ in range(200)]
         assert SLOW_OST not in placed and len(set(placed)) == len(emu.osts) - 1
         m = stack.metrics()
-        assert m['lustre_alloc_mapper_steered_osts{fsname="demofs",kind="degraded"}'] == 1.0
+        assert m[f'lustre_alloc_mapper_steered_osts{{fsname="demofs",kind="{action}"}}'] == 1.0
 
         emu.by_index[SLOW_OST].bandwidth_bytes_s = normal   # recovered: returned
         wait_for(lambda: not flagged(), 30, "the recovered OST returned")
@@ -101,7 +120,7 @@ def test_slow_ost_is_flagged_avoided_returned_and_released_when_the_mapper_dies(
         t_kill = stack.kill("mapper")
         took = wait_for(lambda: not flagged(), LEASE_S + 10, "the lease to expire")
         assert time.time() - t_kill <= LEASE_S + 3.0, took   # within the lease (+ 1 s tick)
-        events = [e.get("event") for e in stack.log_events(f"collector-{oss}")]
+        events = [e.get("event") for e in stack.log_events(f"collector-{agent}")]
         assert "steer_applied" in events and "steer_restored" in events
     finally:
         bg.stop()
