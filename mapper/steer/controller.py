@@ -16,7 +16,9 @@ estimated write speed, :class:`mapper.flow.rates.OstRateTracker` fed only the sn
 what the collectors publish; ``m``: the median of the measured OSTs, at least
 :data:`mapper.flow.stragglers.MIN_PEERS` of them):
 
-* **enter** when ``r_j < m / slow_factor``, slowest first, while the steered OSTs stay within
+* **enter** when ``r_j < m / slow_factor`` has held at every evaluation for ``confirm_s``
+  (a busy OST looks slow through its own RPCs while it serves other streams, reads
+  included, for minutes; a slow one stays slow), slowest first, while the steered OSTs stay within
   ``max_fraction`` of the file system and of every pool the OST belongs to, at least one OST of
   each such pool stays unsteered, and the unsteered OSTs of each such pool keep at least
   ``min_free_share`` of its available space (steering never leaves a pool's new objects to
@@ -78,6 +80,7 @@ class SteerParams:
             straggler rule's factor, :mod:`mapper.flow.stragglers`).
         recover_factor: a steered OST within this factor of the median is returned
             (1 < recover_factor < slow_factor: the hysteresis band).
+        confirm_s: seconds an OST must stay below the threshold before it is steered.
         min_dwell_s: seconds an action stays at least (no flapping).
         lease_s: seconds an action lasts unless renewed, > 0.
         max_fraction: most OSTs steered at once, share of the file system and of each pool,
@@ -94,6 +97,7 @@ class SteerParams:
     action: str = "degraded"
     slow_factor: float = 3.0
     recover_factor: float = 1.5
+    confirm_s: float = 600.0
     min_dwell_s: float = 600.0
     lease_s: float = 900.0
     max_fraction: float = 0.1
@@ -114,8 +118,8 @@ class SteerParams:
         if not 1.0 < self.recover_factor < self.slow_factor:
             raise ValueError("steer needs 1 < recover_factor < slow_factor, got "
                              f"{self.recover_factor} and {self.slow_factor}")
-        if self.min_dwell_s < 0 or not self.lease_s > 0:
-            raise ValueError("steer min_dwell_s must be >= 0 and lease_s > 0")
+        if self.min_dwell_s < 0 or self.confirm_s < 0 or not self.lease_s > 0:
+            raise ValueError("steer min_dwell_s and confirm_s must be >= 0 and lease_s > 0")
         if not 0.0 < self.max_fraction < 1.0:
             raise ValueError(f"steer max_fraction must be in (0, 1), got {self.max_fraction}")
         if not 0.0 <= self.min_free_share < 1.0:
@@ -189,6 +193,7 @@ class SteerController:
         self.active: dict[int, SteerAction] = {}
         self.strikes: dict[int, int] = {}
         self._returned_s: dict[int, float] = {}     # when each OST was last returned
+        self._below_since: dict[int, float] = {}    # since when each OST looks slow
         self.counts = {"applied": 0, "undone": 0, "renewed": 0, "refused": 0}
 
     @property
@@ -231,8 +236,10 @@ class SteerController:
                 act.until_s = now_s + p.lease_s
                 self.counts["renewed"] += 1
                 out.renew.append(act)
-        slow = sorted((r, i) for i, r in rate.items()
-                      if r < median / p.slow_factor and i not in self.active
+        below = {i for i, r in rate.items() if r < median / p.slow_factor}
+        self._below_since = {i: self._below_since.get(i, now_s) for i in below}
+        slow = sorted((rate[i], i) for i in below
+                      if now_s - self._below_since[i] >= p.confirm_s and i not in self.active
                       and not live[i].flags & self.flag)        # flagged by someone else
         for r, i in slow:
             if not self._safe(snapshot, set(self.active), i):

@@ -41,13 +41,14 @@ def run(ctl: SteerController, snap: ClusterSnapshot, t0: float, t1: float,
 
 
 def test_a_slow_ost_is_steered_and_uniform_worlds_see_no_action():
-    ctl = SteerController(SteerParams(mode="on"))
+    ctl = SteerController(SteerParams(mode="on"))             # confirm_s = 600
     snap = world()
     assert all(not d for _, d in run(ctl, snap, 0, 600, {}))       # uniform: nothing
     assert ctl.counts["applied"] == 0
-    # the estimate falls by smoothing (0.05 a sample), so the slowdown shows within minutes
-    applied = [(t, d.apply) for t, d in run(ctl, snap, 600, 1200, {3: SLOW}) if d.apply]
-    assert len(applied) == 1 and 600 < applied[0][0] < 900
+    # the estimate falls by smoothing (0.05 a sample): below the threshold after about
+    # 20 samples, then steered once it stayed there for confirm_s
+    applied = [(t, d.apply) for t, d in run(ctl, snap, 600, 2000, {3: SLOW}) if d.apply]
+    assert len(applied) == 1 and 600 + 600 < applied[0][0] < 600 + 600 + 300
     t, (act,) = applied[0]
     assert act.ost == 3 and act.kind == "degraded" and "slow" in act.reason
     assert act.since_s == t and act.until_s >= t + ctl.params.lease_s   # renewed since
@@ -56,14 +57,14 @@ def test_a_slow_ost_is_steered_and_uniform_worlds_see_no_action():
 
 
 def test_drain_action_sets_noprecreate_in_the_view():
-    ctl = SteerController(SteerParams(mode="on", action="drain"))
+    ctl = SteerController(SteerParams(mode="on", confirm_s=0, action="drain"))
     snap = world()
     ctl.evaluate(sample(snap, 5, {2: SLOW}), 5)
     assert ctl.steered_view(snap).osts[2].flags & OstFlag.NOPRECREATE
 
 
 def test_never_more_than_the_share_slowest_first():
-    ctl = SteerController(SteerParams(mode="on", max_fraction=0.1))
+    ctl = SteerController(SteerParams(mode="on", confirm_s=0, max_fraction=0.1))
     snap = world(20)
     speeds = {i: SLOW * (1 + i / 10) for i in range(6)}       # six slow OSTs, 0 the slowest
     d = ctl.evaluate(sample(snap, 5, speeds), 5)
@@ -72,14 +73,14 @@ def test_never_more_than_the_share_slowest_first():
 
 
 def test_never_all_of_a_pool_and_the_pool_share_holds():
-    ctl = SteerController(SteerParams(mode="on", max_fraction=0.5))
+    ctl = SteerController(SteerParams(mode="on", confirm_s=0, max_fraction=0.5))
     snap = world(20, pools={"small": [0, 1]})
     d = ctl.evaluate(sample(snap, 5, {0: SLOW, 1: SLOW}), 5)
     assert len(d.apply) == 1                                   # one of the pool's two stays
 
 
 def test_never_the_last_free_space():
-    ctl = SteerController(SteerParams(mode="on", max_fraction=0.5, min_free_share=0.5))
+    ctl = SteerController(SteerParams(mode="on", confirm_s=0, max_fraction=0.5, min_free_share=0.5))
     snap = world(8)
     for o in snap.osts:                      # OST 0 holds most of the free space
         o.kbytes_avail = 10 if o.index else 1 << 20
@@ -88,7 +89,7 @@ def test_never_the_last_free_space():
 
 
 def test_someone_elses_flag_is_left_alone():
-    ctl = SteerController(SteerParams(mode="on"))
+    ctl = SteerController(SteerParams(mode="on", confirm_s=0))
     snap = world()
     snap.osts[4].flags = OstFlag.DEGRADED             # a RAID script's flag
     d = ctl.evaluate(sample(snap, 5, {4: SLOW}), 5)
@@ -96,7 +97,7 @@ def test_someone_elses_flag_is_left_alone():
 
 
 def test_hysteresis_flapping_evidence_gives_no_flapping_actions():
-    p = SteerParams(mode="on", rate_smoothing=1.0, min_dwell_s=60)
+    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=60)
     ctl = SteerController(p)
     snap = world()
     ctl.evaluate(sample(snap, 5, {3: SLOW}), 5)
@@ -113,7 +114,7 @@ def test_hysteresis_flapping_evidence_gives_no_flapping_actions():
 
 
 def test_recovery_returns_after_the_dwell_and_leases_are_renewed():
-    p = SteerParams(mode="on", rate_smoothing=1.0, min_dwell_s=300, lease_s=120)
+    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=300, lease_s=120)
     ctl = SteerController(p)
     snap = world()
     ctl.evaluate(sample(snap, 0, {3: SLOW}), 0)
@@ -128,7 +129,7 @@ def test_recovery_returns_after_the_dwell_and_leases_are_renewed():
 
 
 def test_a_still_slow_ost_is_retried_less_and_less():
-    p = SteerParams(mode="on", rate_smoothing=1.0, min_dwell_s=100, lease_s=400)
+    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=100, lease_s=400)
     ctl = SteerController(p)
     snap = world()
     dwell = []
@@ -145,7 +146,7 @@ def test_a_still_slow_ost_is_retried_less_and_less():
 
 
 def test_too_few_measured_osts_undo_everything():
-    ctl = SteerController(SteerParams(mode="on"))
+    ctl = SteerController(SteerParams(mode="on", confirm_s=0))
     snap = world()
     ctl.evaluate(sample(snap, 5, {3: SLOW}), 5)
     small = world(3)
@@ -161,3 +162,15 @@ def test_too_few_measured_osts_undo_everything():
 def test_bad_steer_keys_are_named(table, key):
     with pytest.raises(ValueError, match=key):
         SteerParams.from_table(table)
+
+
+def test_a_busy_spell_shorter_than_confirm_s_is_not_steered():
+    """An OST that looks slow for a few minutes (busy with other streams, its RPCs queued)
+    is not steered; the same OST slow for longer than confirm_s is."""
+    ctl = SteerController(SteerParams(mode="on", rate_smoothing=1.0, confirm_s=300))
+    snap = world()
+    for start in (0, 1000, 2000):            # three 4-minute busy spells
+        assert not any(d for _, d in run(ctl, snap, start, start + 240, {3: FAST / 4}))
+        assert not any(d for _, d in run(ctl, snap, start + 240, start + 1000, {}))
+    applied = [t for t, d in run(ctl, snap, 3000, 3400, {3: FAST / 4}) if d.apply]
+    assert applied == [3300]

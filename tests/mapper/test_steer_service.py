@@ -73,7 +73,7 @@ def degraded(tmp_path: Path, ost: int) -> str:
 
 
 def loop_for(agents, mode="on", **extra) -> tuple[SteerLoop, Fs, CollectorRegistry]:
-    table = {"mode": mode, "rate_smoothing": 1.0, "min_dwell_s": 0, "lease_s": 30,
+    table = {"mode": mode, "rate_smoothing": 1.0, "min_dwell_s": 0, "confirm_s": 0, "lease_s": 30,
              "max_fraction": 0.25, "interval_s": 1,
              "oss_agents": {n: s.endpoint for n, s in agents.items()}, **extra}
     fs, reg = Fs(), CollectorRegistry()
@@ -155,6 +155,7 @@ def test_drain_goes_to_every_mds_agent_and_the_emulated_lod_honours_it(tmp_path)
     osp = [f"{o.name}-osc-MDT0000" for o in emu.osts]
     server = AgentServer(SteerAgent("mds", lambda: osp, files), "tcp://127.0.0.1:*").start()
     table = {"mode": "on", "action": "drain", "rate_smoothing": 1.0, "max_fraction": 0.25,
+             "confirm_s": 0,
              "mds_agents": {"mds0": server.endpoint}}
     fs = Fs()
     loop = SteerLoop(SteerConfig.from_table(table), [fs], threading.Lock(),
