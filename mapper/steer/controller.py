@@ -97,7 +97,7 @@ class SteerParams:
     action: str = "degraded"
     slow_factor: float = 3.0
     recover_factor: float = 1.5
-    confirm_s: float = 600.0
+    confirm_s: float = 120.0
     min_dwell_s: float = 600.0
     lease_s: float = 900.0
     max_fraction: float = 0.1

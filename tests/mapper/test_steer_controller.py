@@ -41,7 +41,7 @@ def run(ctl: SteerController, snap: ClusterSnapshot, t0: float, t1: float,
 
 
 def test_a_slow_ost_is_steered_and_uniform_worlds_see_no_action():
-    ctl = SteerController(SteerParams(mode="on"))             # confirm_s = 600
+    ctl = SteerController(SteerParams(mode="on", confirm_s=600))
     snap = world()
     assert all(not d for _, d in run(ctl, snap, 0, 600, {}))       # uniform: nothing
     assert ctl.counts["applied"] == 0
