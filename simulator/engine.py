@@ -134,6 +134,12 @@ class Simulation:
             policy.attach(SimulationTruth(self))     # the reference reads the true state
         self.mds = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
                            network.oss_link_bytes_s)
+        self.watch: MdsView | None = None
+        """The steering policy's own view, fed every sample interval (:meth:`_sample_for_watcher`)."""
+        if self.watcher is not None:
+            self.watch = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
+                                 network.oss_link_bytes_s)
+            self.watch.readings = self.mds.readings      # one set of counters, two readers
         s = len(cluster.oss_names)
         self.oss_bytes_s = np.zeros(s)
         self.oss_ops_s = np.zeros(s)
@@ -168,22 +174,25 @@ class Simulation:
         """The MDS's statfs of every OST now."""
         self.mds.refresh_statfs(now, self.used, self.capacity)
 
-    def _refresh_stats(self, now: float) -> None:
+    def _refresh_stats(self, now: float, mds: MdsView | None = None) -> None:
         cpu = self.sc.oss_model.cpu_percent(self.oss_bytes_s, self.oss_ops_s)
         mem = self.sc.oss_model.mem_percent(self.oss_bytes_s)
         out = self.oss_bytes_s - self.oss_in_bytes_s
-        self.mds.refresh_stats(now, cpu, mem, self.oss_in_bytes_s, out,
-                               self.used, self.capacity, self.present, self.state)
+        (mds or self.mds).refresh_stats(now, cpu, mem, self.oss_in_bytes_s, out,
+                                        self.used, self.capacity, self.present, self.state)
 
     def _sample_for_watcher(self, now: float) -> None:
         """A policy that steers Lustre (:class:`SteersLustre`) sees every sample interval,
-        as the mapper's steering loop does live, not only the snapshots of creates. Other
-        policies keep the create-time samples (their numbers stay as measured). The MDS's
-        statfs stays as the creates refreshed it: the allocator under the steering sees the
-        space exactly as it would without it."""
-        self._refresh_stats(now)
-        self.mds.view.time_s = now
-        self.watcher.observe(self.mds.view)
+        as the mapper's steering loop does live, not only the snapshots of creates. It sees
+        them through a view of its own (:attr:`watch`, the same readings and sample path),
+        so the allocator's view at creates is exactly what it would be without it, and the
+        other policies keep the create-time samples (their numbers stay as measured)."""
+        w = self.watch
+        if w.statfs_due(now):
+            w.refresh_statfs(now, self.used, self.capacity)
+        self._refresh_stats(now, w)
+        w.view.time_s = now
+        self.watcher.observe(w.view)
 
     def _apply_events(self, now: float) -> None:
         """Recompute the servers' state from the events active at ``now``."""
