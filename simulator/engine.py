@@ -306,7 +306,7 @@ class Simulation:
                 records += 1
                 pending = next(self.records, None)
             self._step(k, now, dt, series)
-            if self.watcher is not None and self.mds.stats_due(end):
+            if self.watch is not None and self.watch.stats_due(end):
                 self._sample_for_watcher(end)
             if end >= wake.next_purge:
                 self.ops.purge(end)

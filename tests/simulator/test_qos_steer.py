@@ -36,3 +36,20 @@ def test_with_a_straggler_it_is_flagged_and_the_jobs_finish():
     assert sum(v for k, v in steer["creates_by_note"].items() if k.startswith("steered")) > 0
     assert steer["jobs_unfinished"] < qos["jobs_unfinished"] or \
         steer["phase_io_time_s_mean"] < 0.5 * qos["phase_io_time_s_mean"]
+
+
+def test_the_controller_sees_one_sample_per_stats_interval():
+    """As the collectors publish live: one sample per ``stats_interval_s``, never more."""
+    from simulator.runner import scenario_policy
+    from simulator.engine import Simulation
+    from simulator.network.model import make_network
+    from simulator.workload import scenario_records
+    sc = load_scenario("straggler-ost").with_overrides(policies=("qos_steer",), duration_s=1800)
+    pol = scenario_policy(sc, "qos_steer")
+    seen: list[float] = []
+    observe = pol.observe
+    pol.observe = lambda snap: (seen.append(snap.time_s), observe(snap))
+    Simulation(sc, prepare(sc), pol, scenario_records(sc),
+               make_network(sc.network, **sc.network_params)).run()
+    gaps = [b - a for a, b in zip(seen, seen[1:])]
+    assert len(seen) > 100 and min(gaps) >= sc.cluster.stats_interval_s
