@@ -3,7 +3,10 @@ restated in :mod:`mapper.policies.lustre_qos`) under the steering controller's a
 (issue #31).
 
 This is what every create on a file system gets when the mapper steers Lustre instead of
-answering clients: the controller (:class:`mapper.steer.controller.SteerController`) decides,
+answering clients. It is the simulator's row for steering: the engine feeds
+:meth:`SteeredQos.observe` every sample interval (as the mapper's steering loop is fed live)
+and :meth:`SteeredQos.allocate` only applies the actions in force. The mapper service refuses
+it as a placement policy: live, LOD places and ``[steer]`` acts on it. the controller (:class:`mapper.steer.controller.SteerController`) decides,
 from the snapshot's samples only, which OSTs to flag ``degraded`` or to drain, and LOD
 allocates with those flags set. The simulator runs it beside the other policies; the mapper
 service runs the same controller in its ``[steer]`` loop (:mod:`mapper.steer.service`).
@@ -54,7 +57,6 @@ class SteeredQos:
         if self.params.mode == "off":
             placement = self.qos.allocate(snapshot, request)
             return Placement(placement.osts, self.name, placement.note)
-        self.observe(snapshot)
         view = snapshot if self.params.mode == "dry_run" else self.controller.steered_view(snapshot)
         placement = self.qos.allocate(view, request)
         note = f"steered {placement.note}".strip() if view is not snapshot else placement.note

@@ -227,6 +227,10 @@ class MapperConfig:
                 raise ConfigError(f"pool name {name!r} must be 1..15 bytes (LOV_MAXPOOLNAME)")
         for name, params in self.policy_params.items():
             _check_policy_table(name, params)
+        if "qos_steer" in (self.policy, self.fallback):
+            raise ConfigError("qos_steer is the simulator's row for steering: live, Lustre's "
+                              "allocator places and the [steer] table acts on it "
+                              "(docs/operations.md)")
         self.steer_config()         # ConfigError naming the steer key
         return self
 

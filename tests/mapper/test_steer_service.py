@@ -139,6 +139,8 @@ def test_steer_table_in_the_mapper_config(tmp_path):
     with pytest.raises(ConfigError, match="steer.oss_agents"):
         load_config(str(path), {})
     assert load_config(None, {}).steer_config().params.mode == "off"      # off by default
+    with pytest.raises(ConfigError, match="qos_steer is the simulator"):
+        load_config(None, {"policy": "qos_steer"})
 
 
 def test_drain_goes_to_every_mds_agent_and_the_emulated_lod_honours_it(tmp_path):
