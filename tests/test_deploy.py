@@ -71,8 +71,8 @@ def test_units_run_as_a_user_with_their_key_as_a_credential(staged):
 def test_units_pass_systemd_analyze_verify(staged):
     # scripts/setup-env.sh installs Debian's systemd for systemd-analyze
     assert shutil.which("systemd-analyze"), "systemd-analyze missing: run scripts/setup-env.sh"
-    for unit in UNITS:                         # the venv is not staged: stand-in executables
-        exe = staged / "opt/lustre-alloc/bin" / unit
+    # the venv is not staged, nor the system's /bin/kill (ExecReload=): stand-in executables
+    for exe in [staged / "opt/lustre-alloc/bin" / unit for unit in UNITS] + [staged / "bin/kill"]:
         exe.parent.mkdir(parents=True, exist_ok=True)
         exe.write_text("#!/bin/sh\n")
         exe.chmod(0o755)
@@ -81,6 +81,12 @@ def test_units_pass_systemd_analyze_verify(staged):
                               "--recursive-errors=no", f"/etc/systemd/system/{unit}.service"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and not out.stderr.strip(), (unit, out.stderr)
+
+
+def test_mapper_unit_reloads_with_sighup(staged):
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read(staged / "etc/systemd/system/lustre-alloc-mapper.service")
+    assert parser["Service"]["ExecReload"] == "/bin/kill -HUP $MAINPID"
 
 
 def test_units_are_hardened(staged):

@@ -86,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("lustre-alloc-mapper", exc, 2)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: service.stop_event.set())
+    from mapper.service.reload import Reloader
+    service.reloader = Reloader(service, args.config, overrides)
+    signal.signal(signal.SIGHUP, lambda *_: service.reloader.request())   # systemctl reload
     try:
         service.run()
     except ConfigError as exc:       # missing or unreadable keys: the configuration is wrong

@@ -10,6 +10,7 @@ lustre_exporter's labels ``target="<fsname>-OST<hex>"`` and ``fsname``):
                                                ``error``, ``bad_request``, ``ping``
 ``request_seconds``                 histogram  receive -> reply sent, per request
 ``rounds_total``                    counter    allocation rounds (one batch each)
+``reloads_total{result}``           counter    SIGHUP reloads: ``applied``, ``rejected``
 ``round_seconds``                   histogram  duration of a round (policy + checks)
 ``round_requests``                  histogram  requests solved per round
 ``fallbacks_total{reason}``         counter    requests answered by the fallback, by reason
@@ -184,6 +185,8 @@ class MapperMetrics:
                                                 "Request receive to reply, seconds",
                                                 buckets=LATENCY_BUCKETS_S, registry=r)
         self.rounds = Counter(PREFIX + "rounds", "Allocation rounds", registry=r)
+        self.reloads = Counter(PREFIX + "reloads", "SIGHUP configuration reloads", ["result"],
+                               registry=r)
         self.round_seconds = BatchedHistogram(PREFIX + "round_seconds",
                                               "Round duration, seconds",
                                               buckets=LATENCY_BUCKETS_S, registry=r)

@@ -122,6 +122,9 @@ class MapperService:
         self._rejected_counted = 0
         self.steering: Any = None
         """The steering loop (:class:`mapper.steer.service.SteerLoop`) when ``[steer]`` is on."""
+        self._steer_metrics: Any = None
+        self.reloader: Any = None
+        """The SIGHUP reload (:class:`mapper.service.reload.Reloader`), set by the command."""
 
     # ------------------------------------------------------------------ one file system
     def only(self) -> FsContext:
@@ -225,12 +228,7 @@ class MapperService:
             ctx.start_planner(cfg, self.lock, registry)
             if ctx.planner is not None:
                 registry = None
-        steer = cfg.steer_config()
-        if steer.params.mode != "off":
-            from mapper.steer.service import SteerLoop
-            self.steering = SteerLoop(steer, list(self.contexts.values()), self.lock,
-                                      cfg.curve_secret_key, self.metrics.registry,
-                                      self.context).start()
+        self._start_steering()
         log.info("mapper started", extra={
             "event": "mapper_start", "endpoint": self.endpoint, "pid": os.getpid(),
             "filesystems": {ctx.fsname or key: {
@@ -238,6 +236,26 @@ class MapperService:
                 "static": ctx.store.static, "osts": ctx.store.ost_count}
                 for key, ctx in self.contexts.items()},
             "broker": self.sockets.broker_endpoints, "config": dataclasses.asdict(cfg)})
+
+    def _start_steering(self) -> None:
+        """The ``[steer]`` loop, unless its mode is ``off``."""
+        steer = self.config.steer_config()
+        if steer.params.mode != "off":
+            from mapper.steer.service import SteerLoop
+            from mapper.steer.service import SteerMetrics
+            if self._steer_metrics is None:     # once: a restarted loop counts on in them
+                self._steer_metrics = SteerMetrics(self.metrics.registry)
+            self.steering = SteerLoop(steer, list(self.contexts.values()), self.lock,
+                                      self.config.curve_secret_key, context=self.context,
+                                      metrics=self._steer_metrics).start()
+
+    def restart_steering(self) -> None:
+        """Stop the steering loop (releasing its actions) and start it from the current
+        ``[steer]`` settings (a reload changed them)."""
+        if self.steering is not None:
+            self.steering.stop()
+            self.steering = None
+        self._start_steering()
 
     def _close(self) -> None:
         if self.steering is not None:
@@ -299,6 +317,8 @@ class MapperService:
             if now >= next_save:
                 self.learned.save_background()
                 next_save = now + self.config.save_interval_s
+            if self.reloader is not None and self.reloader.pending:
+                self.reloader.apply_if_requested()
 
     def _drain_samples(self) -> int:
         sub = self._subscriber

@@ -67,13 +67,16 @@ class SteerLoop:
         lock: the service's lock around its state.
         secret_key: the mapper's CURVE secret key file (for agents over CURVE).
         registry: Prometheus registry for :class:`SteerMetrics` (None: unregistered).
+        metrics: series to count in instead (a loop restarted by a reload keeps the
+            service's series).
         context: ZeroMQ context.
         clock: wall-clock seconds (the collectors' sample times are on it).
     """
 
     def __init__(self, config: SteerConfig, filesystems: list[SteeredFs],
                  lock: threading.Lock, secret_key: str = "", registry: Any = None,
-                 context: zmq.Context | None = None, clock: Callable[[], float] = time.time):
+                 context: zmq.Context | None = None, clock: Callable[[], float] = time.time,
+                 metrics: SteerMetrics | None = None):
         self.config = config
         self.dry_run = config.params.mode == "dry_run"
         self.filesystems = filesystems
@@ -82,7 +85,7 @@ class SteerLoop:
         self.controllers = {f.key: SteerController(config.params) for f in filesystems}
         self.agents = None if self.dry_run else AgentDirectory(
             config, secret_key, context or zmq.Context.instance())
-        self.metrics = SteerMetrics(registry)
+        self.metrics = metrics if metrics is not None else SteerMetrics(registry)
         self._oss_of: dict[tuple[str, int], str] = {}
         self._fsname: dict[str, str] = {}
         self._stop = threading.Event()

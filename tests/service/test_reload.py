@@ -1,0 +1,104 @@
+"""SIGHUP reload of a running mapper process (issue #30): a client key added to the
+allow-list is accepted without a restart, a broken configuration is rejected and the old one
+keeps serving, reloadable keys apply, and keys that need a restart are named."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from common.curve import CurveClient, generate_keys
+from mapper.service.client import MapperClient, MapperTimeout
+
+from .conftest import PROJECT, PYTHON, free_port, stop_process
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def config_text(endpoint: str, clients: str, **extra) -> str:
+    keys = {"bind": endpoint, "static_cluster": "2x2", "serve_curve_secret_key": SECRET[0],
+            "serve_curve_authorized_keys": clients, "plan_ahead": False, **extra}
+    return "[mapper]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
+
+
+SECRET: list[str] = []
+
+
+def events(log) -> list[dict]:
+    out = []
+    for line in log.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def wait_event(log, name: str, count: int = 1, timeout_s: float = 15.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [e for e in events(log) if e.get("event") == name]
+        if len(found) >= count:
+            return found[count - 1]
+        time.sleep(0.05)
+    raise AssertionError(f"no {name} #{count} in {log.read_text()[-1500:]}")
+
+
+def test_sighup_reloads_client_keys_rejects_bad_configs_and_names_restart_keys(tmp_path):
+    keys = tmp_path / "keys"
+    for name in ("mapper", "shim", "newcomer"):
+        generate_keys(keys, name)
+    SECRET[:] = [str(keys / "mapper.key_secret")]
+    clients = tmp_path / "clients"
+    clients.mkdir()
+    shutil.copy(keys / "shim.key", clients)
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    toml = tmp_path / "mapper.toml"
+    toml.write_text(config_text(endpoint, str(clients)))
+    log = tmp_path / "mapper.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([PYTHON, "-m", "mapper.service.cli", "--config", str(toml)],
+                                env={**os.environ, "PYTHONPATH": str(PROJECT)}, stderr=err,
+                                stdout=subprocess.DEVNULL, cwd=PROJECT)
+    shim = CurveClient(str(keys / "shim.key_secret"), str(keys / "mapper.key"))
+    newcomer = CurveClient(str(keys / "newcomer.key_secret"), str(keys / "mapper.key"))
+    try:
+        with MapperClient(endpoint, timeout_s=0.3, curve=shim) as c:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    c.ping()
+                    break
+                except MapperTimeout:
+                    assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            with MapperClient(endpoint, timeout_s=0.5, curve=newcomer) as n:
+                with pytest.raises(MapperTimeout):
+                    n.ping()                           # not in the allow-list yet
+
+            shutil.copy(keys / "newcomer.key", clients)   # the admin adds the key, reloads
+            proc.send_signal(signal.SIGHUP)
+            wait_event(log, "reload")
+            with MapperClient(endpoint, timeout_s=2.0, curve=newcomer) as n:
+                assert n.ping()                        # accepted, no restart
+
+            toml.write_text(config_text(endpoint, str(clients)) + "bogus_key = 1\n")
+            proc.send_signal(signal.SIGHUP)
+            rejected = wait_event(log, "reload_rejected")
+            assert "bogus_key" in rejected["error"]
+            assert c.ping() and proc.poll() is None    # the old configuration serves on
+
+            toml.write_text(config_text(endpoint, str(clients), peer_max_apps=7,
+                                        save_interval_s=60.0))
+            proc.send_signal(signal.SIGHUP)
+            applied = wait_event(log, "reload", count=2)
+            assert applied["changed"] == ["peer_max_apps"]
+            restart = wait_event(log, "reload_needs_restart")
+            assert restart["keys"] == ["save_interval_s"]
+            assert c.ping()
+    finally:
+        assert stop_process(proc) == 0
