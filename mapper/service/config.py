@@ -42,6 +42,7 @@ from mapper.policies import registry
 from mapper.policies.gate import MDS_CPU_LIMIT_PERCENT
 
 if TYPE_CHECKING:
+    from mapper.service.scope import Scope
     from mapper.steer.agents import SteerConfig
 
 DEFAULT_POLICY = "mcmf"
@@ -124,6 +125,8 @@ class MapperConfig:
         log_level: ``debug``, ``info``, ``warning`` ...
         steer: the top-level ``[steer]`` table: steering Lustre's own allocator
             (:class:`mapper.steer.agents.SteerConfig`; off unless ``mode`` says otherwise).
+        scope: the top-level ``[scope]`` table: which requests are placed
+            (:class:`mapper.service.scope.Scope`; everything when absent).
     """
     bind: str = "tcp://*:5558"
     broker_backend: str = "tcp://127.0.0.1:5556"
@@ -165,6 +168,7 @@ class MapperConfig:
     insecure: bool = False
     log_level: str = "info"
     steer: dict[str, Any] = field(default_factory=dict)
+    scope: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> "MapperConfig":
         if self.static_cluster and not _STATIC.match(self.static_cluster):
@@ -232,7 +236,17 @@ class MapperConfig:
                               "allocator places and the [steer] table acts on it "
                               "(docs/operations.md)")
         self.steer_config()         # ConfigError naming the steer key
+        self.scope_rules()          # ConfigError naming the scope key
         return self
+
+    def scope_rules(self) -> "Scope":
+        """The ``[scope]`` rules.
+
+        Raises:
+            ConfigError: one line naming ``scope.<key>``.
+        """
+        from mapper.service.scope import Scope
+        return Scope.from_table(self.scope)
 
     def steer_config(self) -> "SteerConfig":
         """The ``[steer]`` settings.
@@ -336,9 +350,11 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> MapperConfig:
     tables = _policy_tables(path)
     if tables is not None:
         overrides = {**overrides, "policy_params": tables}
-    steer = _top_tables(path).get("steer")
-    if steer is not None:
-        if not isinstance(steer, dict):
-            raise ConfigError(f"{path}: steer must be a table [steer]")
-        overrides = {**overrides, "steer": steer}
+    top = _top_tables(path)
+    for name in ("steer", "scope"):
+        table = top.get(name)
+        if table is not None:
+            if not isinstance(table, dict):
+                raise ConfigError(f"{path}: {name} must be a table [{name}]")
+            overrides = {**overrides, name: table}
     return load(MapperConfig, path, "mapper", overrides)

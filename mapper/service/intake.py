@@ -40,6 +40,7 @@ class Sorted:
     allocs: dict[str, list[Alloc]]
     bad: int = 0
     pings: int = 0
+    out_of_scope: int = 0
 
 
 class Intake:
@@ -55,6 +56,8 @@ class Intake:
         self.config = config
         self.limits = limits
         self.contexts = contexts
+        self.scope = config.scope_rules()
+        """Which requests are placed (:mod:`mapper.service.scope`; a reload replaces it)."""
         self._peers: dict[bytes, str] = {}
 
     def peer(self, identity: bytes, frame: Any) -> str:
@@ -147,6 +150,12 @@ class Intake:
             if req.op == "ping":
                 replies.append((identity, wire.encode_pong(req.id, ctx.gate.name, ctx.fsname)))
                 out.pings += 1
+            elif (why := self.scope.why_not(ctx.fsname, create.path, create.pool,
+                                            create.jobid)) is not None:
+                replies.append((identity, wire.encode_error(
+                    req.id, errno.EPERM, f"outside the placement scope: {why}; use Lustre's "
+                    f"allocator")))
+                out.out_of_scope += 1
             elif ost_counts[ctx.key] == 0:
                 replies.append((identity, wire.encode_error(
                     req.id, errno.EAGAIN, "no cluster state yet (no collector sample)")))

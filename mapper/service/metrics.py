@@ -7,7 +7,8 @@ lustre_exporter's labels ``target="<fsname>-OST<hex>"`` and ``fsname``):
 
 ==================================  =========  ==========================================
 ``requests_total{result}``          counter    replies by result: ``ok``, ``fallback``,
-                                               ``error``, ``bad_request``, ``ping``
+                                               ``error``, ``bad_request``, ``ping``,
+                                               ``out_of_scope`` (``[scope]``: EPERM)
 ``request_seconds``                 histogram  receive -> reply sent, per request
 ``rounds_total``                    counter    allocation rounds (one batch each)
 ``reloads_total{result}``           counter    SIGHUP reloads: ``applied``, ``rejected``
@@ -62,7 +63,7 @@ from prometheus_client.registry import Collector
 PREFIX = "lustre_alloc_mapper_"
 LATENCY_BUCKETS_S = (50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3, 0.25, 1.0)
 ROUND_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-RESULTS = ("ok", "fallback", "error", "bad_request", "ping")
+RESULTS = ("ok", "fallback", "error", "bad_request", "ping", "out_of_scope")
 
 
 class BatchedHistogram(Collector):

@@ -11,7 +11,8 @@ configuration. A reload:
 2. re-reads the authorised client keys directory (``serve_curve_authorized_keys``), so a key
    added or removed there takes effect without a restart: new connections are checked against
    the new set (connections already made stay until they close);
-3. applies the keys of :data:`RELOADABLE`. The ``[steer]`` table restarts the steering loop,
+3. applies the keys of :data:`RELOADABLE` (the ``[scope]`` rules from the next request on).
+   The ``[steer]`` table restarts the steering loop,
    which first releases every action in force, so the new loop decides afresh;
 4. logs the changed keys that need a restart (:data:`RELOADABLE` lists the others), and keeps
    their running values.
@@ -32,7 +33,7 @@ log = logging.getLogger("mapper.service.reload")
 
 RELOADABLE = ("serve_curve_authorized_keys", "peer_requests_per_s", "peer_request_burst",
               "peer_new_apps_per_min", "peer_max_apps", "mds_cpu_limit_percent",
-              "round_budget_s", "log_level", "steer")
+              "round_budget_s", "log_level", "steer", "scope")
 """Configuration keys a reload applies; any other key changes only at a restart."""
 
 
@@ -99,6 +100,7 @@ class Reloader:
         for ctx in svc.contexts.values():
             ctx.gate.mds_cpu_limit_percent = new.mds_cpu_limit_percent
             ctx.gate.round_budget_s = new.round_budget_s
+        svc.intake.scope = new.scope_rules()
         if new.log_level != old.log_level:
             logging.getLogger().setLevel(new.log_level.upper())
         kept = {k: getattr(old, k) for k in restart}

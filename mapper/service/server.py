@@ -381,6 +381,8 @@ class MapperService:
             m.result("bad_request", batch.bad)
         if batch.pings:
             m.result("ping", batch.pings)
+        if batch.out_of_scope:
+            m.result("out_of_scope", batch.out_of_scope)
         # every reply of the batch waited the same time: one weighted observation
         m.request_seconds.observe_n(time.perf_counter() - received, len(replies))
         send = router.send

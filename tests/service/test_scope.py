@@ -1,0 +1,86 @@
+"""The admin's ``[scope]`` (issue #30): requests outside it are answered EPERM (the shim then
+uses Lustre's allocator), counted, and everything inside is placed as before; a bad table
+names its key; a reload changes the scope of a running mapper."""
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from common.errors import ConfigError
+from mapper.service.client import MapperClient, MapperError
+from mapper.service.scope import Scope
+
+from .conftest import make_service
+
+
+def test_rules():
+    s = Scope.from_table({"paths": ["/lustre/scratch/climate/"],
+                          "exclude_paths": ["/lustre/scratch/climate/tmp"],
+                          "pools": ["flash", ""], "jobids": ["hacc*", "ior.*"],
+                          "exclude_jobids": ["*.debug"], "fsnames": {"scratch2": False}})
+    ok = dict(fsname="scratch", path="/lustre/scratch/climate/run1/f", pool=None, jobid="hacc.7")
+    assert s.why_not(**ok) is None
+    assert s.why_not(**{**ok, "pool": "flash"}) is None
+    assert "scope.paths" in s.why_not(**{**ok, "path": "/lustre/scratch/climatex/f"})
+    assert "scope.paths" in s.why_not(**{**ok, "path": ""})
+    assert "exclude_paths" in s.why_not(**{**ok, "path": "/lustre/scratch/climate/tmp/a"})
+    assert "scope.pools" in s.why_not(**{**ok, "pool": "disk"})
+    assert "scope.jobids" in s.why_not(**{**ok, "jobid": "vasp.1"})
+    assert "exclude_jobids" in s.why_not(**{**ok, "jobid": "ior.debug"})
+    assert "scratch2" in s.why_not(**{**ok, "fsname": "scratch2"})
+    assert "scope.place" in Scope(place=False).why_not(**ok)
+    assert Scope().why_not(**{**ok, "path": ""}) is None           # empty lists: everything
+
+
+@pytest.mark.parametrize("table, key", [({"paths": ["relative/dir"]}, "scope.paths"),
+                                        ({"jobids": "hacc*"}, "scope.jobids"),
+                                        ({"place": "yes"}, "scope.place"),
+                                        ({"fsnames": {"a": 1}}, "scope.fsnames"),
+                                        ({"users": [1]}, "scope.users")])
+def test_bad_tables_name_the_key(table, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        Scope.from_table(table)
+
+
+def test_out_of_scope_requests_get_eperm_and_are_counted():
+    svc = make_service(static_cluster="4x2", policy="round_robin",
+                       scope={"paths": ["/lustre/in"], "jobids": ["app*"]})
+    try:
+        with MapperClient(svc.endpoint, timeout_s=2.0) as c:
+            assert len(c.alloc("app.1", 2, path="/lustre/in/f").osts) == 2
+            for job, path in (("app.1", "/lustre/out/f"), ("other.1", "/lustre/in/f")):
+                with pytest.raises(MapperError) as exc:
+                    c.alloc(job, 2, path=path)
+                assert exc.value.errno == errno.EPERM and "placement scope" in str(exc.value)
+        assert svc.metrics.registry.get_sample_value(
+            "lustre_alloc_mapper_requests_total", {"result": "out_of_scope"}) == 2
+        assert svc.metrics.registry.get_sample_value(
+            "lustre_alloc_mapper_requests_total", {"result": "ok"}) == 1
+    finally:
+        svc.stop()
+
+
+def test_a_reload_changes_the_scope(tmp_path):
+    from mapper.service.reload import Reloader
+    toml = tmp_path / "mapper.toml"
+    toml.write_text('[mapper]\nstatic_cluster = "4x2"\npolicy = "round_robin"\n'
+                    'bind = "tcp://127.0.0.1:*"\n')
+    from mapper.service.config import load_config
+    from mapper.service.server import MapperService
+    svc = MapperService(load_config(str(toml), {})).start()
+    svc.reloader = Reloader(svc, str(toml), {})
+    try:
+        with MapperClient(svc.endpoint, timeout_s=2.0) as c:
+            assert c.alloc("app.1", 1, path="/x/f").osts
+            toml.write_text(toml.read_text() + "\n[scope]\nplace = false\n")
+            svc.reloader.request()
+            import time
+            deadline = time.monotonic() + 10
+            while svc.reloader.applied == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            with pytest.raises(MapperError) as exc:
+                c.alloc("app.1", 1, path="/x/f")
+            assert exc.value.errno == errno.EPERM and "scope.place" in str(exc.value)
+    finally:
+        svc.stop()
