@@ -4,7 +4,6 @@ alone, leases, restore, a broken ``lctl``)."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 from pathlib import Path
 
