@@ -125,6 +125,8 @@ class MapperConfig:
         log_level: ``debug``, ``info``, ``warning`` ...
         steer: the top-level ``[steer]`` table: steering Lustre's own allocator
             (:class:`mapper.steer.agents.SteerConfig`; off unless ``mode`` says otherwise).
+        decision_log_per_s: most ``event=decision`` log lines a second, sampled from the
+            replies (:mod:`mapper.service.decision_log`; 0: off).
         scope: the top-level ``[scope]`` table: which requests are placed
             (:class:`mapper.service.scope.Scope`; everything when absent).
     """
@@ -167,6 +169,7 @@ class MapperConfig:
     require_curve: bool = False
     insecure: bool = False
     log_level: str = "info"
+    decision_log_per_s: float = 1.0
     steer: dict[str, Any] = field(default_factory=dict)
     scope: dict[str, Any] = field(default_factory=dict)
 
@@ -185,6 +188,8 @@ class MapperConfig:
                 raise ConfigError(f"{name} must be >= 0")
         if self.batch_window_s > 0.1:
             raise ConfigError("batch_window_s above 0.1 s would stall every create")
+        if self.decision_log_per_s < 0:
+            raise ConfigError("decision_log_per_s must be >= 0")
         if self.max_batch < 1:
             raise ConfigError("max_batch must be >= 1")
         if self.save_interval_s <= 0:

@@ -33,7 +33,7 @@ log = logging.getLogger("mapper.service.reload")
 
 RELOADABLE = ("serve_curve_authorized_keys", "peer_requests_per_s", "peer_request_burst",
               "peer_new_apps_per_min", "peer_max_apps", "mds_cpu_limit_percent",
-              "round_budget_s", "log_level", "steer", "scope")
+              "round_budget_s", "log_level", "decision_log_per_s", "steer", "scope")
 """Configuration keys a reload applies; any other key changes only at a restart."""
 
 
@@ -101,6 +101,7 @@ class Reloader:
             ctx.gate.mds_cpu_limit_percent = new.mds_cpu_limit_percent
             ctx.gate.round_budget_s = new.round_budget_s
         svc.intake.scope = new.scope_rules()
+        svc.rounds.decisions.per_s = new.decision_log_per_s
         if new.log_level != old.log_level:
             logging.getLogger().setLevel(new.log_level.upper())
         kept = {k: getattr(old, k) for k in restart}

@@ -36,6 +36,7 @@ import zmq
 from mapper.service import wire
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service.config import MapperConfig
+from mapper.service.decision_log import DecisionLog
 from mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard, gated_policy,
                                        state_file_for, state_store)
 from mapper.service.intake import Alloc, Intake
@@ -413,6 +414,8 @@ class Rounds:
         """Rounds run."""
         self.check_violations = 0
         """Answers the placement check rejected."""
+        self.decisions = DecisionLog(intake.config.decision_log_per_s)
+        """The sampled decision log (its rate is reloadable)."""
 
     def run(self, ctx: FsContext, allocs: list[Alloc]) -> list[tuple[bytes, bytes]]:
         """One file system's round: bound the requests, let the gated policy decide, check
@@ -442,11 +445,13 @@ class Rounds:
         version = store.version
         violation = ctx.guard.violation
         encode = wire.encode_placement
+        record = self.decisions.record
         for (identity, req, _), create, result in zip(allocs, creates, results):
             if isinstance(result, Placement):
                 problem = violation(snap, version, result.osts, create.pool)
                 if problem is not None:
                     result = self._after_violation(ctx, snap, version, create, result, problem)
+            record(store.fsname, create, result, version)
             if isinstance(result, Placement):
                 osts = result.osts
                 out.append((identity, encode(req.id, osts, create.stripe_size, result.policy,

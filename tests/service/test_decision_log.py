@@ -1,0 +1,56 @@
+"""The sampled decision log (issue #30): why a file went where it did, rate-limited."""
+from __future__ import annotations
+
+import logging
+
+from mapper.policies.placement import CreateRequest, Placement
+from mapper.service.client import MapperClient
+from mapper.service.decision_log import DecisionLog
+from mapper.state.placement_errors import NoSpaceError
+
+from .conftest import make_service
+
+
+class Clock:
+    t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_budget_per_second_and_what_a_line_says(caplog):
+    clock = Clock()
+    d = DecisionLog(2.0, clock)
+    req = CreateRequest(jobid="ior.1", stripe_count=2, path="/lustre/f", pool="flash")
+    with caplog.at_level(logging.INFO, logger="mapper.decisions"):
+        written = [d.record("scratch", req, Placement((3, 5), "mcmf", note="planned"), 7)
+                   for _ in range(10)]
+        clock.t += 1.0                                   # one second refills two lines
+        written += [d.record("scratch", req, NoSpaceError("no usable OST"), 8) for _ in range(3)]
+    assert written == [True, True] + [False] * 8 + [True, True, False]
+    assert d.suppressed == 9 and d.written == 4
+    placed, refused = caplog.records[0], caplog.records[2]
+    assert (placed.event, placed.fsname, placed.jobid, placed.path, placed.pool) == \
+        ("decision", "scratch", "ior.1", "/lustre/f", "flash")
+    assert placed.osts == [3, 5] and placed.policy == "mcmf" and placed.state_version == 7
+    assert refused.errno == NoSpaceError.errno and refused.suppressed_before == 8
+    assert DecisionLog(0.0, clock).record("s", req, Placement((1,), "rr"), 1) is False
+
+
+def test_the_service_logs_sampled_decisions(caplog):
+    svc = make_service(static_cluster="4x2", policy="round_robin", decision_log_per_s=5.0)
+    import time
+    try:
+        with caplog.at_level(logging.INFO, logger="mapper.decisions"):
+            with MapperClient(svc.endpoint, timeout_s=2.0) as c:
+                t0 = time.monotonic()
+                for i in range(40):
+                    c.alloc("app.1", 2, path=f"/lustre/f{i}")
+                took_s = time.monotonic() - t0
+    finally:
+        svc.stop()
+    lines = [r for r in caplog.records if getattr(r, "event", "") == "decision"]
+    # a burst of 5, then 5 a second
+    assert 5 <= len(lines) <= 5 + 5 * took_s + 1 and lines[0].path == "/lustre/f0"
+    assert len(lines[0].osts) == 2 and lines[0].policy == "round_robin"
+    assert svc.rounds.decisions.suppressed == 40 - len(lines)
