@@ -13,7 +13,8 @@ Each emulated OSS owns a root directory laid out as a Lustre 2.15 server (the co
 The tunables ``obdfilter.<ost>.degraded`` (each OSS) and ``osp.<ost>-osc-MDT0000.
 max_create_count`` (the emulated MDS, :attr:`EmulatedCluster.mds_root`) are written once and
 then left to ``lctl set_param`` (the steering agents, :mod:`collectors.lustre_params`); the
-emulated MDS's allocator (:meth:`EmulatedCluster.snapshot`) honours both as LOD does.
+emulated MDS's allocator (:meth:`EmulatedCluster.snapshot`) honours both as LOD does, from
+the values read at the last :meth:`EmulatedCluster.flush` (a statfs interval late, as live).
 
 The formats are those of the real files (fixtures in ``tests/fixtures/lustre/``; the
 readers in ``collectors/readers/`` document each with a real example). Every file is
@@ -120,6 +121,8 @@ class EmulatedOst:
     pending_writers: set[str] = field(default_factory=set)
     mds_flags: OstFlag = OstFlag.NONE
     """The statfs state bits the emulated MDS last derived (ENOSPC keeps hysteresis)."""
+    tunable_flags: OstFlag = OstFlag.NONE
+    """DEGRADED / NOPRECREATE from the tunables, as read at the last flush."""
 
     @property
     def name(self) -> str:
@@ -182,7 +185,7 @@ class EmulatedCluster:
             osts.append(OstState(index=o.index, oss=o.oss, kbytes_total=total,
                                  kbytes_free=free, kbytes_avail=free,
                                  files_free=FILES_TOTAL - o.objects,
-                                 flags=o.mds_flags | self.tunable_flags(o)))
+                                 flags=o.mds_flags | o.tunable_flags))
         return ClusterSnapshot(osts=osts, osses={n: OssState(n) for n in self.oss_names},
                                time_s=time.time())
 
@@ -267,6 +270,7 @@ class EmulatedCluster:
         for ost in self.osts:
             self._write_ost(ost, now)
             self._write_osp(ost)
+            ost.tunable_flags = self.tunable_flags(ost)   # LOD sees them at the next statfs
         self.flushes += 1
 
     @property

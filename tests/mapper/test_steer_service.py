@@ -167,6 +167,7 @@ def test_drain_goes_to_every_mds_agent_and_the_emulated_lod_honours_it(tmp_path)
         loop.evaluate_once()
         param = max_create_count_param(f"{target_name(FS, 2)}-osc-MDT0000")
         assert files.get(param) == "0"
+        emu.flush()                                   # the MDS's next statfs
         snap = emu.snapshot()
         assert snap.ost_by_index()[2].flags & OstFlag.NOPRECREATE
         qos = LustreQos(seed=3)
@@ -176,4 +177,5 @@ def test_drain_goes_to_every_mds_agent_and_the_emulated_lod_honours_it(tmp_path)
         loop.stop()
         server.stop()
     assert files.get(param) == "20000"
+    emu.flush()
     assert not emu.snapshot().ost_by_index()[2].flags & OstFlag.NOPRECREATE

@@ -91,12 +91,12 @@ def spawn_mapper(args: Sequence[str], log_path: Path, *, with_test_policy: bool 
                             env=env, cwd=PROJECT)
 
 
-def wait_ready(endpoint: str, proc: subprocess.Popen | None = None, timeout_s: float = 15.0
-               ) -> None:
-    """Ping until the mapper answers."""
+def wait_ready(endpoint: str, proc: subprocess.Popen | None = None, timeout_s: float = 15.0,
+               curve=None) -> None:
+    """Ping until the mapper answers (as a CURVE client with ``curve`` keys)."""
     from mapper.service.client import MapperClient, MapperTimeout
     deadline = time.monotonic() + timeout_s
-    with MapperClient(endpoint, timeout_s=0.2) as client:
+    with MapperClient(endpoint, timeout_s=0.2, curve=curve) as client:
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 raise AssertionError(f"mapper exited with {proc.returncode}")

@@ -4,10 +4,8 @@ keeps serving, reloadable keys apply, and keys that need a restart are named."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
-import subprocess
 import time
 
 import pytest
@@ -15,7 +13,7 @@ import pytest
 from common.curve import CurveClient, generate_keys
 from mapper.service.client import MapperClient, MapperTimeout
 
-from .conftest import PROJECT, PYTHON, free_port, stop_process
+from .conftest import free_port, log_events, spawn_mapper, stop_process, wait_ready
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,20 +27,10 @@ def config_text(endpoint: str, clients: str, **extra) -> str:
 SECRET: list[str] = []
 
 
-def events(log) -> list[dict]:
-    out = []
-    for line in log.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
-
-
 def wait_event(log, name: str, count: int = 1, timeout_s: float = 15.0) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        found = [e for e in events(log) if e.get("event") == name]
+        found = [e for e in log_events(log) if e.get("event") == name]
         if len(found) >= count:
             return found[count - 1]
         time.sleep(0.05)
@@ -61,21 +49,12 @@ def test_sighup_reloads_client_keys_rejects_bad_configs_and_names_restart_keys(t
     toml = tmp_path / "mapper.toml"
     toml.write_text(config_text(endpoint, str(clients)))
     log = tmp_path / "mapper.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen([PYTHON, "-m", "mapper.service.cli", "--config", str(toml)],
-                                env={**os.environ, "PYTHONPATH": str(PROJECT)}, stderr=err,
-                                stdout=subprocess.DEVNULL, cwd=PROJECT)
+    proc = spawn_mapper(["--config", str(toml)], log)
     shim = CurveClient(str(keys / "shim.key_secret"), str(keys / "mapper.key"))
     newcomer = CurveClient(str(keys / "newcomer.key_secret"), str(keys / "mapper.key"))
     try:
+        wait_ready(endpoint, proc, timeout_s=30, curve=shim)
         with MapperClient(endpoint, timeout_s=0.3, curve=shim) as c:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    c.ping()
-                    break
-                except MapperTimeout:
-                    assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
             with MapperClient(endpoint, timeout_s=0.5, curve=newcomer) as n:
                 with pytest.raises(MapperTimeout):
                     n.ping()                           # not in the allow-list yet
