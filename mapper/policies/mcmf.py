@@ -29,8 +29,9 @@ in the simulator and in the service alike.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -148,6 +149,30 @@ class McmfPolicy(BatchPolicy):
                 for i in entry.osts:
                     load[i] = load.get(i, 0.0) + entry.bytes_per_stripe
         return load
+
+    @contextmanager
+    def not_booking(self) -> Iterator[None]:
+        """Decide as usual and leave the books as they were (shadow mode, issue #30): the
+        pending overlay, the kept lists and the plan queues are restored on exit, and no list handed out
+        meanwhile is booked. What the predictor learns from the requests stays learned."""
+        planner = self.planner
+        pending, kept = self.pending.checkpoint(), self.kept.checkpoint()
+        plans = planner.plans.checkpoint() if planner is not None else None
+        self.books.suspended = True
+        try:
+            yield
+        finally:
+            self.books.suspended = False
+            self.pending.restore(pending)
+            self.kept.restore(kept)
+            if planner is not None and plans is not None:
+                planner.plans.restore(plans)
+
+    def book_observed(self, snapshot: ClusterSnapshot, osts: Sequence[int],
+                      bytes_per_stripe: float, jobid: str) -> None:
+        """A layout Lustre's allocator chose (a shadow report): its bytes are pending on
+        those OSTs until the samples show them, as a list this mapper handed out would be."""
+        self.books.book(list(osts), bytes_per_stripe, jobid, self.views.view(snapshot).table)
 
     def tracks_jobid(self, jobid: str) -> bool:
         """True when the predictor holds a chain for ``jobid`` (the service's bound on

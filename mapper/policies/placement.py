@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, ContextManager, Protocol, Sequence, runtime_checkable
 
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.placement_errors import (AllocationError, InvalidRequestError, NoSpaceError,
@@ -178,6 +178,22 @@ class ReportsLoad(Protocol):
 
     def predicted_load(self) -> dict[int, float]:
         """OST index -> bytes placed or planned that the samples do not show yet."""
+        ...
+
+
+@runtime_checkable
+class BooksPlacements(Protocol):
+    """Keeps books of what it handed out (pending load, kept lists) that a shadow decision
+    must leave as they were (issue #30: shadow mode decides as usual and books nothing)."""
+
+    def not_booking(self) -> ContextManager[None]:
+        """A context in which decisions are made as usual and every book is restored on
+        exit."""
+        ...
+
+    def book_observed(self, snapshot: ClusterSnapshot, osts: Sequence[int],
+                      bytes_per_stripe: float, jobid: str) -> None:
+        """Book a layout someone else placed (Lustre's allocator, reported in shadow mode)."""
         ...
 
 

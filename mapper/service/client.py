@@ -35,6 +35,17 @@ class MapperError(Exception):
         self.reason = reason
 
 
+class ShadowDecision(MapperError):
+    """Shadow mode: create the file with Lustre's allocator, then :meth:`MapperClient.report`
+    its layout under :attr:`token`; :attr:`osts` is what the mapper would have chosen."""
+
+    def __init__(self, err: int, reason: str, token: int, osts: tuple[int, ...], policy: str):
+        super().__init__(err, reason)
+        self.token = token
+        self.osts = osts
+        self.policy = policy
+
+
 class MapperTimeout(Exception):
     """No reply within the timeout: create the file with Lustre's allocator."""
 
@@ -111,6 +122,7 @@ class MapperClient:
         """Ask for a layout.
 
         Raises:
+            ShadowDecision: shadow mode (a MapperError: old callers use Lustre's allocator).
             MapperError: the mapper refused (errno and reason from the reply).
             MapperTimeout: no reply in time.
         """
@@ -119,9 +131,28 @@ class MapperClient:
                                                  expected_bytes, path, pool,
                                                  fsname=fsname), rid)
         if not reply.get("ok"):
-            raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
+            err, reason = int(reply.get("errno", 0)), str(reply.get("error", ""))
+            if reply.get("shadow"):
+                raise ShadowDecision(err, reason, int(reply["shadow"]),
+                                     tuple(reply.get("osts") or ()), str(reply.get("policy", "")))
+            raise MapperError(err, reason)
         return Layout(tuple(reply["osts"]), int(reply["stripe_size"]), str(reply["policy"]),
                       str(reply.get("fallback", "")))
+
+    def report(self, token: int, osts: list[int], stripe_size: int,
+               fsname: str | None = None) -> str:
+        """Report the layout Lustre chose for a shadow decision; returns the mapper's
+        ``result`` (``ok``, ``unknown``, ``duplicate``).
+
+        Raises:
+            MapperError: the report was refused (EINVAL naming the field).
+            MapperTimeout: no reply in time.
+        """
+        rid = next(self._ids)
+        reply = self.request(wire.encode_report(rid, token, osts, stripe_size, fsname), rid)
+        if not reply.get("ok"):
+            raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
+        return str(reply["result"])
 
     def ping(self, fsname: str | None = None) -> str:
         """Liveness check; returns the primary policy name of the file system ``fsname``

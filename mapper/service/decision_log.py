@@ -2,20 +2,23 @@
 (``event=decision``, JSON on stderr, so journald keeps and rotates them), sampled and
 rate-limited so that it costs nothing measurable at create rates.
 
-Each line names the file system, the request (jobid, path, pool, stripe count and size,
-expected bytes), the answer (OSTs in stripe order, the policy that decided, the fallback
-reason if any, the policy's note; or the errno and reason of an error) and the version of the
-cluster state it was decided on. At most ``per_s`` lines a second (a token bucket with a
-burst of ``per_s``); the lines not written are counted in :attr:`DecisionLog.suppressed`.
+Each line names the file system, the mode (``place``, ``shadow`` or ``refused``), the
+request (jobid, path, pool, stripe count and size, expected bytes), the answer (OSTs in
+stripe order, the policy that decided, the fallback reason if any, the policy's note; or
+the errno and reason of an error) and the version of the cluster state it was decided on;
+for an answer, priced by the mapper's cost model on that state, the chosen list's expected
+completion time and the few cheapest alternative OSTs (``expected_s``, ``alternatives``:
+:mod:`mapper.explain`). At most ``per_s`` lines a second (a token bucket with a burst of
+``per_s``); the lines not written are counted in :attr:`DecisionLog.suppressed`.
 ``decision_log_per_s = 0`` turns it off.
 """
 from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable, Mapping
 
-from mapper.policies.placement import AllocationError, CreateRequest, Placement
+from mapper.explain.decisions import DecisionRecord
 
 log = logging.getLogger("mapper.decisions")
 
@@ -36,9 +39,8 @@ class DecisionLog:
         self.written = 0
         self.suppressed = 0
 
-    def record(self, fsname: str, create: CreateRequest, result: Placement | AllocationError,
-               state_version: int | None) -> bool:
-        """Log one decision if the budget allows; True when written."""
+    def allow(self) -> bool:
+        """Take one line from the budget; False when over it (counted as suppressed)."""
         if self.per_s <= 0:
             return False
         now = self.clock()
@@ -48,18 +50,32 @@ class DecisionLog:
             self.suppressed += 1
             return False
         self.tokens -= 1.0
+        return True
+
+    def record(self, rec: DecisionRecord,
+               priced: Callable[[DecisionRecord], Mapping[str, Any]] | None = None) -> bool:
+        """Log one decision if the budget allows; True when written. ``priced(rec)`` gives
+        the chosen list's price and the cheapest alternatives
+        (:func:`mapper.explain.decisions.explain`), computed only for lines written."""
+        if not self.allow():
+            return False
         self.written += 1
-        fields = {"event": "decision", "fsname": fsname, "jobid": create.jobid,
-                  "path": create.path, "pool": create.pool or "",
-                  "stripe_count": create.stripe_count, "stripe_size": create.stripe_size,
-                  "expected_bytes": create.expected_bytes, "state_version": state_version,
-                  "suppressed_before": self.suppressed}
-        if isinstance(result, Placement):
-            fields.update(osts=list(result.osts), policy=result.policy,
-                          fallback=result.fallback, note=result.note)
-            log.info("placed %s on %s by %s", create.path or create.jobid, list(result.osts),
-                     result.policy, extra=fields)
-        else:
-            fields.update(errno=result.errno, reason=result.reason)
-            log.info("refused %s: %s", create.path or create.jobid, result.reason, extra=fields)
+        fields: dict[str, Any] = {"event": "decision", "fsname": rec.fsname, "mode": rec.mode,
+                                  "jobid": rec.jobid, "path": rec.path, "pool": rec.pool,
+                                  "stripe_count": rec.stripe_count,
+                                  "stripe_size": rec.stripe_size,
+                                  "expected_bytes": rec.expected_bytes,
+                                  "state_version": rec.state_version,
+                                  "suppressed_before": self.suppressed}
+        if rec.mode == "refused":
+            fields.update(errno=rec.errno, reason=rec.reason)
+            log.info("refused %s: %s", rec.path or rec.jobid, rec.reason, extra=fields)
+            return True
+        fields.update(osts=list(rec.osts), policy=rec.policy, fallback=rec.fallback,
+                      note=rec.note, shadow_token=rec.shadow_token)
+        if priced is not None:
+            p = priced(rec)
+            fields.update(expected_s=p.get("chosen_expected_s"), alternatives=p.get("cheapest"))
+        log.info("%s %s on %s by %s", "shadow-decided" if rec.mode == "shadow" else "placed",
+                 rec.path or rec.jobid, list(rec.osts), rec.policy, extra=fields)
         return True

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, ContextManager, Sequence, cast
 
 from mapper.policies import registry
 from mapper.policies.gate import GatedPolicy
-from mapper.policies.placement import (InvalidRequestError, LearnsOffRequestPath, PersistsState,
+from mapper.policies.placement import (BooksPlacements, InvalidRequestError, LearnsOffRequestPath, PersistsState,
                                        PlacementCheckError, PlansAhead, ReportsLoad, TracksJobids)
 from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
@@ -135,6 +136,13 @@ class FsContext:
     @property
     def primary(self) -> Any:
         return self.gate.primary
+
+    def not_booking(self) -> ContextManager[None]:
+        """Decide without booking (shadow mode): the primary's books are restored after
+        (:class:`~mapper.policies.placement.BooksPlacements`); a primary without books
+        (round-robin, QOS) keeps nothing to restore."""
+        primary = self.gate.primary
+        return primary.not_booking() if isinstance(primary, BooksPlacements) else nullcontext()
 
     def tracked(self) -> Callable[[str], bool] | None:
         """The primary's per-jobid membership test; None when it keeps no per-jobid state

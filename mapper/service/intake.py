@@ -35,9 +35,10 @@ Alloc = tuple[bytes, wire.Request, str]
 @dataclasses.dataclass
 class Sorted:
     """One batch after intake: replies to send now, allocation requests per file system
-    key, and how many replies were errors and pongs."""
+    key, shadow reports, and how many replies were errors and pongs."""
     replies: list[tuple[bytes, bytes]]
     allocs: dict[str, list[Alloc]]
+    reports: list[tuple[bytes, wire.Request]] = dataclasses.field(default_factory=list)
     bad: int = 0
     pings: int = 0
     out_of_scope: int = 0
@@ -87,7 +88,7 @@ class Intake:
         """
         contexts = self.contexts
         if req.fsname is None:
-            if len(contexts) == 1 or req.op == "ping":
+            if len(contexts) == 1 or req.op != "alloc":
                 return next(iter(contexts.values()))
             raise wire.WireError(errno.EINVAL, f"field 'fsname' is required: this mapper serves "
                                  f"{', '.join(contexts)}", req.id)
@@ -150,6 +151,8 @@ class Intake:
             if req.op == "ping":
                 replies.append((identity, wire.encode_pong(req.id, ctx.gate.name, ctx.fsname)))
                 out.pings += 1
+            elif req.op == "report":
+                out.reports.append((identity, req))     # tokens are the service's, not a fs's
             elif (why := self.scope.why_not(ctx.fsname, create.path, create.pool,
                                             create.jobid)) is not None:
                 replies.append((identity, wire.encode_error(

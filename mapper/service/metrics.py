@@ -8,7 +8,9 @@ lustre_exporter's labels ``target="<fsname>-OST<hex>"`` and ``fsname``):
 ==================================  =========  ==========================================
 ``requests_total{result}``          counter    replies by result: ``ok``, ``fallback``,
                                                ``error``, ``bad_request``, ``ping``,
-                                               ``out_of_scope`` (``[scope]``: EPERM)
+                                               ``out_of_scope`` (``[scope]``: EPERM),
+                                               ``shadow`` (decided in shadow mode),
+                                               ``report`` (shadow reports answered)
 ``request_seconds``                 histogram  receive -> reply sent, per request
 ``rounds_total``                    counter    allocation rounds (one batch each)
 ``reloads_total{result}``           counter    SIGHUP reloads: ``applied``, ``rejected``
@@ -33,6 +35,8 @@ lustre_exporter's labels ``target="<fsname>-OST<hex>"`` and ``fsname``):
                                                else MCMF's pending bytes: placed, not yet
                                                visible in the OST's space)
 ``ost_stripes_total{target,fsname}`` counter   stripes handed out per OST
+``shadow_reports_total{result}``    counter    shim reports of Lustre's layout in shadow
+                                               mode: ``ok``, ``unknown``, ``duplicate``
 ==================================  =========  ==========================================
 
 Per-request counters are kept as plain integers by the service and turned into samples
@@ -63,7 +67,7 @@ from prometheus_client.registry import Collector
 PREFIX = "lustre_alloc_mapper_"
 LATENCY_BUCKETS_S = (50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3, 0.25, 1.0)
 ROUND_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-RESULTS = ("ok", "fallback", "error", "bad_request", "ping", "out_of_scope")
+RESULTS = ("ok", "fallback", "error", "bad_request", "ping", "out_of_scope", "shadow", "report")
 
 
 class BatchedHistogram(Collector):
@@ -209,6 +213,10 @@ class MapperMetrics:
                                         "Samples refused (undecodable, not schema 1)", registry=r)
         self.saves = Counter(PREFIX + "state_saves", "Learned-state saves", ["result"],
                              registry=r)
+        self.shadow_reports = Counter(PREFIX + "shadow_reports", "Shadow reports of "
+                                      "Lustre's layout, by result", ["result"], registry=r)
+        for result in ("ok", "unknown", "duplicate"):
+            self.shadow_reports.labels(result)
         self.records_skipped = Counter(PREFIX + "state_records_skipped",
                                        "Malformed learned-state records skipped at load",
                                        registry=r)

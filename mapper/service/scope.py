@@ -7,20 +7,26 @@ admin narrows it here, on the MDS, without touching any job.
 
     [scope]
     place = true                        # false: place nothing (every file to Lustre)
+    shadow = false                      # true: decide, book nothing, answer "use Lustre's"
     paths = ["/lustre/scratch/climate"] # directory prefixes of the request's path (empty: any)
     exclude_paths = ["/lustre/scratch/climate/tmp"]
     pools = ["flash"]                   # the request's pool ("" = no pool; empty list: any)
     jobids = ["hacc*", "ior.*"]         # fnmatch patterns of the jobid (empty: any)
     exclude_jobids = ["*.debug"]
 
-    [scope.fsnames]                     # per file system on/off (default on)
+    [scope.fsnames]                     # per file system: true, false or "shadow"
     scratch2 = false
+    scratch3 = "shadow"
 
 A request is placed when placement is on for its file system, its path is under one of
 ``paths`` and under none of ``exclude_paths``, its pool is one of ``pools``, and its jobid
 matches one of ``jobids`` and none of ``exclude_jobids`` (empty lists select everything).
 Paths are compared component by component (``/a/b`` holds ``/a/b/c``, not ``/a/bc``).
 Not available: uid, gid and Lustre project ids, which requests do not carry (protocol v1).
+
+Shadow mode (``shadow = true``, or ``"shadow"`` for one file system): a request in scope is
+decided as usual, nothing is booked, and the reply tells the shim to use Lustre's allocator
+and report the layout Lustre chose (:mod:`mapper.shadow`, docs/operations.md "Rollout").
 """
 from __future__ import annotations
 
@@ -30,6 +36,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from common.errors import ConfigError
+
+PLACE, SHADOW, OFF = "place", "shadow", "off"
+"""The modes of a file system (:meth:`Scope.mode`)."""
 
 
 @dataclass(frozen=True)
@@ -41,15 +50,17 @@ class Scope:
         paths, exclude_paths: absolute directory prefixes.
         pools: pool names (``""``: the request names no pool).
         jobids, exclude_jobids: fnmatch patterns.
-        fsnames: file system name -> placement on (True) or off.
+        shadow: True: every file system in shadow mode (module docstring).
+        fsnames: file system name -> True (placed), False (off) or ``"shadow"``.
     """
     place: bool = True
+    shadow: bool = False
     paths: tuple[str, ...] = ()
     exclude_paths: tuple[str, ...] = ()
     pools: tuple[str, ...] = ()
     jobids: tuple[str, ...] = ()
     exclude_jobids: tuple[str, ...] = ()
-    fsnames: Mapping[str, bool] = field(default_factory=dict)
+    fsnames: Mapping[str, bool | str] = field(default_factory=dict)
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> "Scope":
@@ -65,10 +76,11 @@ class Scope:
             if key not in known:
                 raise ConfigError(f"scope.{key}: unknown key (known: {', '.join(sorted(known))})")
         kw: dict[str, Any] = {}
-        if "place" in table:
-            if not isinstance(table["place"], bool):
-                raise ConfigError("scope.place must be true or false")
-            kw["place"] = table["place"]
+        for key in ("place", "shadow"):
+            if key in table:
+                if not isinstance(table[key], bool):
+                    raise ConfigError(f"scope.{key} must be true or false")
+                kw[key] = table[key]
         for key in ("paths", "exclude_paths", "pools", "jobids", "exclude_jobids"):
             value = table.get(key, [])
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -80,16 +92,25 @@ class Scope:
                 value = [posixpath.normpath(v) for v in value]
             kw[key] = tuple(value)
         fs = table.get("fsnames", {})
-        if not isinstance(fs, Mapping) or not all(isinstance(v, bool) for v in fs.values()):
-            raise ConfigError("scope.fsnames must map file system names to true or false")
+        if not isinstance(fs, Mapping) or not all(isinstance(v, bool) or v == SHADOW
+                                                  for v in fs.values()):
+            raise ConfigError('scope.fsnames must map file system names to true, false or '
+                              '"shadow"')
         kw["fsnames"] = dict(fs)
         return cls(**kw)
+
+    def mode(self, fsname: str) -> str:
+        """``"place"``, ``"shadow"`` or ``"off"`` for the file system ``fsname``."""
+        own = self.fsnames.get(fsname, True)
+        if not self.place or own is False:
+            return OFF
+        return SHADOW if self.shadow or own == SHADOW else PLACE
 
     def why_not(self, fsname: str, path: str, pool: str | None, jobid: str) -> str | None:
         """None when the request is placed; else the rule that leaves it to Lustre, one line."""
         if not self.place:
             return "placement is off (scope.place)"
-        if not self.fsnames.get(fsname, True):
+        if self.fsnames.get(fsname, True) is False:
             return f"placement is off for file system {fsname!r} (scope.fsnames)"
         norm = posixpath.normpath(path) if path else ""
         if self.paths and not any(_under(norm, p) for p in self.paths):

@@ -36,7 +36,8 @@ import zmq
 from mapper.service import wire
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service.config import MapperConfig
-from mapper.service.decision_log import DecisionLog
+from mapper.service.decision_desk import DecisionDesk
+from mapper.service.scope import SHADOW
 from mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard, gated_policy,
                                        state_file_for, state_store)
 from mapper.service.intake import Alloc, Intake
@@ -377,6 +378,8 @@ class MapperService:
         replies = batch.replies
         for key, group in batch.allocs.items():
             replies.extend(self.rounds.run(self.contexts[key], group))
+        if batch.reports:
+            replies.extend(self.rounds.reports(batch.reports))
         m = self.metrics                 # counted before replying: a client that saw its
         if batch.bad:                    # reply sees it in the metrics too
             m.result("bad_request", batch.bad)
@@ -414,8 +417,8 @@ class Rounds:
         """Rounds run."""
         self.check_violations = 0
         """Answers the placement check rejected."""
-        self.decisions = DecisionLog(intake.config.decision_log_per_s)
-        """The sampled decision log (its rate is reloadable)."""
+        self.desk = DecisionDesk(intake.config.decision_log_per_s, intake.contexts)
+        """The decision log (its rate is reloadable), the explain index, the shadow ledger."""
 
     def run(self, ctx: FsContext, allocs: list[Alloc]) -> list[tuple[bytes, bytes]]:
         """One file system's round: bound the requests, let the gated policy decide, check
@@ -430,9 +433,14 @@ class Rounds:
         t0 = time.perf_counter()
         planner = ctx.planner
         misses = planner.plans.stats["misses"] if planner is not None else 0
+        mode = self.intake.scope.mode(ctx.fsname)
         try:
             with self.lock:
-                results = gate.allocate_batch(snap, requests)
+                if mode == SHADOW:
+                    with ctx.not_booking():
+                        results = gate.allocate_batch(snap, requests)
+                else:
+                    results = gate.allocate_batch(snap, requests)
             if planner is not None and planner.plans.stats["misses"] != misses:
                 planner.wake.set()          # a class ran dry: refill now
         except Exception:  # noqa: BLE001 - the fallback itself failed: answer errors
@@ -445,14 +453,23 @@ class Rounds:
         version = store.version
         violation = ctx.guard.violation
         encode = wire.encode_placement
-        record = self.decisions.record
-        for (identity, req, _), create, result in zip(allocs, creates, results):
-            if isinstance(result, Placement):
-                problem = violation(snap, version, result.osts, create.pool)
-                if problem is not None:
-                    result = self._after_violation(ctx, snap, version, create, result, problem)
-            record(store.fsname, create, result, version)
-            if isinstance(result, Placement):
+        record = self.desk.record
+        shadows = 0
+        checked: list[tuple[Placement | AllocationError, int]] = []
+        with self.lock:             # the control socket reads the desk under it
+            for create, result in zip(creates, results):
+                if isinstance(result, Placement):
+                    problem = violation(snap, version, result.osts, create.pool)
+                    if problem is not None:
+                        result = self._after_violation(ctx, snap, version, create, result,
+                                                       problem)
+                checked.append((result, record(ctx, snap, mode, create, result, version)))
+        for (identity, req, _), create, (result, token) in zip(allocs, creates, checked):
+            if token and isinstance(result, Placement):
+                out.append((identity, wire.encode_shadow(req.id, token, result.osts,
+                                                         result.policy)))
+                shadows += 1
+            elif isinstance(result, Placement):
                 osts = result.osts
                 out.append((identity, encode(req.id, osts, create.stripe_size, result.policy,
                                              result.fallback)))
@@ -465,7 +482,25 @@ class Rounds:
                 out.append((identity, wire.encode_error(req.id, result.errno, result.reason)))
                 errors += 1
         self._count(store.fsname, time.perf_counter() - t0, len(allocs), stripes, ok,
-                          fallbacks, errors)
+                    fallbacks, errors)
+        if shadows:
+            self.metrics.result("shadow", shadows)
+        return out
+
+    def reports(self, reports: list[tuple[bytes, wire.Request]]) -> list[tuple[bytes, bytes]]:
+        """Answer the shims' shadow reports (Lustre's layouts), pricing both choices."""
+        out = []
+        counted = self.metrics.shadow_reports
+        for identity, req in reports:
+            rep = req.report
+            if rep is None:
+                continue
+            with self.lock:
+                result = self.desk.report(rep.token, rep.osts, rep.stripe_size)
+            counted.labels(result).inc()
+            out.append((identity, wire.encode_reported(req.id, result)))
+        if out:
+            self.metrics.result("report", len(out))
         return out
 
     def _count(self, fsname: str, took_s: float, requests: int, stripes: list[int],

@@ -36,7 +36,11 @@ MAX_FSNAME = 8
 """Longest Lustre fsname, bytes (mkfs.lustre ``--fsname``)."""
 MAX_ID = (1 << 64) - 1
 MAX_EXPECTED_BYTES = (1 << 63) - 1
-OPS = ("alloc", "ping")
+OPS = ("alloc", "ping", "report")
+MAX_STRIPES = 2000
+"""``LOV_MAX_STRIPE_COUNT``: most OSTs a layout (and a shadow report) names."""
+MAX_OST_INDEX = 0xFFFE
+"""Largest OST index (``LOV_OFFSET_DEFAULT`` 0xffff means "none")."""
 
 
 class WireError(Exception):
@@ -56,13 +60,26 @@ class WireError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class ShadowReport:
+    """The layout Lustre chose for a file the mapper decided in shadow mode."""
+    token: int
+    """The ``shadow`` token of the mapper's reply."""
+    osts: tuple[int, ...]
+    """OST indices in stripe order, as ``LL_IOC_LOV_GETSTRIPE`` gave them."""
+    stripe_size: int
+    """Bytes."""
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
-    """A decoded, validated request: ``op`` ``"ping"`` (``create`` None) or ``"alloc"``."""
+    """A decoded, validated request: ``op`` ``"ping"`` (``create`` None), ``"alloc"`` or
+    ``"report"`` (``report`` set)."""
     op: str
     id: int
     create: CreateRequest | None = None
     fsname: str | None = None
     """The file system to place on (``fsname``); None = the mapper's only one."""
+    report: ShadowReport | None = None
 
     def create_request(self) -> CreateRequest:
         """The create of an ``alloc`` request.
@@ -235,6 +252,9 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
                         f"{op!r}"[:200], request_id)
     if op == "ping":
         return Request("ping", request_id, fsname=_fsname(body, request_id))
+    if op == "report":
+        return Request("report", request_id, fsname=_fsname(body, request_id),
+                       report=_shadow_report(body, request_id))
 
     job = _text(body, "job", request_id, required=True)
     if not job:
@@ -277,6 +297,24 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
                                  expected_bytes=expected, pool=pool, path=path), fsname)
 
 
+def _shadow_report(body: dict[Any, Any], request_id: int) -> ShadowReport:
+    token = _int(body, "shadow", request_id)
+    if not 0 < token <= MAX_ID:
+        raise WireError(errno.EINVAL, "field 'shadow' must be a token 1..2^64-1", request_id)
+    osts = body.get("osts")
+    if (not isinstance(osts, list) or not 0 < len(osts) <= MAX_STRIPES
+            or not all(_is_int(i) and 0 <= i <= MAX_OST_INDEX for i in osts)):
+        raise WireError(errno.EINVAL, f"field 'osts' must list 1..{MAX_STRIPES} OST indices "
+                        f"0..{MAX_OST_INDEX}", request_id)
+    if len(set(osts)) != len(osts):
+        raise WireError(errno.EINVAL, "field 'osts' names an OST twice", request_id)
+    stripe_size = _int(body, "stripe_size", request_id)
+    if stripe_size <= 0 or stripe_size % STRIPE_SIZE_UNIT_BYTES or stripe_size > MAX_STRIPE_SIZE:
+        raise WireError(errno.EINVAL, f"stripe_size {stripe_size} is not a positive multiple of "
+                        f"{STRIPE_SIZE_UNIT_BYTES} below 4 GiB", request_id)
+    return ShadowReport(token, tuple(osts), stripe_size)
+
+
 _local = threading.local()
 
 
@@ -303,6 +341,23 @@ def encode_error(request_id: int, err: int, reason: str) -> bytes:
                          "error": reason})
 
 
+def encode_shadow(request_id: int, token: int, osts: tuple[int, ...] | list[int],
+                  policy: str) -> bytes:
+    """Reply body of a shadow decision: an error reply to every v1 client (``errno``
+    EPERM: the file goes to Lustre's allocator) with ``shadow`` (the token to report
+    Lustre's layout under), ``osts`` and ``policy`` (what the mapper would have chosen)."""
+    return _pack({"v": PROTOCOL_VERSION, "id": request_id, "ok": False, "errno": errno.EPERM,
+                  "error": "shadow mode: use Lustre's allocator and report its layout",
+                  "shadow": token, "osts": osts, "policy": policy})
+
+
+def encode_reported(request_id: int, result: str) -> bytes:
+    """Reply body of a shadow report: ``{v, id, ok: true, op: "reported", result}``
+    (``result``: ``ok``, ``unknown`` or ``duplicate``)."""
+    return _pack({"v": PROTOCOL_VERSION, "id": request_id, "ok": True, "op": "reported",
+                  "result": result})
+
+
 def encode_pong(request_id: int, policy: str, fsname: str = "") -> bytes:
     """Reply body of a ping: ``{v, id, ok: true, op: "pong", policy, fsname}``: the policy
     of the file system the ping named (or of the mapper's only or first one), and that
@@ -325,6 +380,16 @@ def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: in
                             "expected_bytes": expected_bytes, "path": path}
     if pool is not None:
         body["pool"] = pool
+    if fsname is not None:
+        body["fsname"] = fsname
+    return _pack(body)
+
+
+def encode_report(request_id: int, token: int, osts: list[int], stripe_size: int,
+                  fsname: str | None = None) -> bytes:
+    """A shadow report as the shim sends it: Lustre's layout for the decision ``token``."""
+    body: dict[str, Any] = {"v": PROTOCOL_VERSION, "op": "report", "id": request_id,
+                            "shadow": token, "osts": osts, "stripe_size": stripe_size}
     if fsname is not None:
         body["fsname"] = fsname
     return _pack(body)
