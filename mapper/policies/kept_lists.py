@@ -106,14 +106,6 @@ class KeptLists:
             if not queue:
                 del self.by_job[job]
 
-    def checkpoint(self) -> dict[str, deque[KeptList]]:
-        """The queues, copied (their reservations are the overlay's to checkpoint)."""
-        return {job: deque(q) for job, q in self.by_job.items()}
-
-    def restore(self, saved: dict[str, deque[KeptList]]) -> None:
-        """Return to a :meth:`checkpoint`."""
-        self.by_job = saved
-
     def __getitem__(self, jobid: str) -> deque[KeptList]:
         return self.by_job[jobid]
 

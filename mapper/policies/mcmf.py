@@ -152,21 +152,15 @@ class McmfPolicy(BatchPolicy):
 
     @contextmanager
     def not_booking(self) -> Iterator[None]:
-        """Decide as usual and leave the books as they were (shadow mode, issue #30): the
-        pending overlay, the kept lists and the plan queues are restored on exit, and no list handed out
-        meanwhile is booked. What the predictor learns from the requests stays learned."""
-        planner = self.planner
-        pending, kept = self.pending.checkpoint(), self.kept.checkpoint()
-        plans = planner.plans.checkpoint() if planner is not None else None
+        """Decide as usual and book nothing (shadow mode, issue #30): no list handed out
+        meanwhile adds pending load. Planning goes on as usual (kept and planned lists are
+        taken and refilled: that is how this mapper decides), and what the predictor
+        learns from the requests stays learned."""
         self.books.suspended = True
         try:
             yield
         finally:
             self.books.suspended = False
-            self.pending.restore(pending)
-            self.kept.restore(kept)
-            if planner is not None and plans is not None:
-                planner.plans.restore(plans)
 
     def book_observed(self, snapshot: ClusterSnapshot, osts: Sequence[int],
                       bytes_per_stripe: float, jobid: str) -> None:

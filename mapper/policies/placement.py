@@ -183,12 +183,12 @@ class ReportsLoad(Protocol):
 
 @runtime_checkable
 class BooksPlacements(Protocol):
-    """Keeps books of what it handed out (pending load, kept lists) that a shadow decision
-    must leave as they were (issue #30: shadow mode decides as usual and books nothing)."""
+    """Keeps books of what it handed out (pending load) that a shadow decision must leave
+    alone (issue #30: shadow mode decides as usual and books nothing)."""
 
     def not_booking(self) -> ContextManager[None]:
-        """A context in which decisions are made as usual and every book is restored on
-        exit."""
+        """A context in which decisions are made as usual and nothing handed out is
+        booked as pending load."""
         ...
 
     def book_observed(self, snapshot: ClusterSnapshot, osts: Sequence[int],

@@ -109,15 +109,6 @@ class PlanQueues:
         self.stats = {"hits": 0, "compatible": 0, "misses": 0, "expired": 0, "invalid": 0,
                       "planned": 0}
 
-    def checkpoint(self) -> dict[ClassKey, deque[PlannedList]]:
-        """The ready lists, copied (their reservations are the overlay's to checkpoint;
-        the demand seen stays counted: a shadow request is real demand)."""
-        return {key: deque(q) for key, q in self.queues.items()}
-
-    def restore(self, saved: dict[ClassKey, deque[PlannedList]]) -> None:
-        """Return to a :meth:`checkpoint`."""
-        self.queues = saved
-
     # ------------------------------------------------------------------ arrivals
     def note(self, key: ClassKey, now: float, stripe_size: int, bytes_per_stripe: float) -> None:
         """Count one request of ``key`` at ``now`` (rate and size estimates)."""

@@ -138,9 +138,9 @@ class FsContext:
         return self.gate.primary
 
     def not_booking(self) -> ContextManager[None]:
-        """Decide without booking (shadow mode): the primary's books are restored after
-        (:class:`~mapper.policies.placement.BooksPlacements`); a primary without books
-        (round-robin, QOS) keeps nothing to restore."""
+        """Decide without booking (shadow mode,
+        :class:`~mapper.policies.placement.BooksPlacements`); a primary without books
+        (round-robin, QOS) has nothing to suspend."""
         primary = self.gate.primary
         return primary.not_booking() if isinstance(primary, BooksPlacements) else nullcontext()
 

@@ -36,9 +36,6 @@ BYTES_FLOOR = 1e-3
 """Pending values below this (bytes or stripes) are dropped as decayed away."""
 
 
-_ARRAYS = ("bytes", "stripes", "reserved", "seen_used_kib", "seen_sample_s")
-
-
 class PendingOverlay:
     """Pending bytes/stripes and reservations per OST index.
 
@@ -120,19 +117,6 @@ class PendingOverlay:
             seen = self.seen_sample_s[rows]
             newer = ~np.isnan(t) & ((seen != t) | np.isnan(seen))
             self.stripes[rows[newer]] = 0.0
-
-    # ------------------------------------------------------------------ shadow mode
-    def checkpoint(self) -> tuple:
-        """Everything this overlay holds, copied (:meth:`restore` puts it back): a shadow
-        round decides as usual and books nothing (issue #30)."""
-        arrays = tuple(getattr(self, n).copy() for n in _ARRAYS)
-        return arrays, self.time_s, self.capacity, self._absorbed
-
-    def restore(self, saved: tuple) -> None:
-        """Return to a :meth:`checkpoint`."""
-        arrays, self.time_s, self.capacity, self._absorbed = saved
-        for name, a in zip(_ARRAYS, arrays):
-            setattr(self, name, a)
 
     # ------------------------------------------------------------------ hand-outs
     def add(self, osts: Sequence[int], bytes_per_stripe: float, table: OstTable) -> None:

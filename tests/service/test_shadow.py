@@ -47,7 +47,7 @@ def _books_nothing(svc, decisions) -> None:
         # an old shim sees an error reply (EPERM) and uses Lustre's allocator
         assert d.errno == errno.EPERM and d.policy == "mcmf" and len(d.osts) == 2
     assert len({d.token for d in decisions}) == 12 and all(d.token > 0 for d in decisions)
-    assert svc.policy.primary.predicted_load() == {}         # nothing of its own booked
+    assert svc.policy.primary.pending.bytes_by_ost() == {}   # nothing of its own booked
     assert sum(svc.metrics.stripes.get(svc.store.fsname, {}).values()) == 0
     assert svc.metrics.requests.labels("shadow")._value.get() == 12
     assert svc.metrics.requests.labels("ok")._value.get() == 0
