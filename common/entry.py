@@ -17,6 +17,7 @@ COMMANDS = {
     "lustre-alloc-broker": ("collectors.broker_cli", "collector"),
     "lustre-alloc-mapper": ("mapper.service.cli", "mapper"),
     "lustre-alloc-rebalance": ("mapper.rebalance.cli", "mapper"),
+    "lustre-alloc-ctl": ("mapper.service.ctl", "mapper"),
 }
 """Command -> (module with ``main(argv)``, the extra that installs what it needs)."""
 OURS = ("common", "collectors", "mapper", "simulator", "livestack", "traces", "lustre_alloc_data")
@@ -64,3 +65,7 @@ def mapper(argv: Sequence[str] | None = None) -> int:
 
 def rebalance(argv: Sequence[str] | None = None) -> int:
     return launch("lustre-alloc-rebalance", argv)
+
+
+def ctl(argv: Sequence[str] | None = None) -> int:
+    return launch("lustre-alloc-ctl", argv)

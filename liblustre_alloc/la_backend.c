@@ -15,6 +15,8 @@
  *   directory default is the user xattr LA_DIR_DEFAULT_XATTR holding the
  *   bytes GETSTRIPE gives on Lustre: the seam's other side, so the default
  *   handling (pool, PFL pass-through, cache expiry) runs without Lustre.
+ *   A file's layout (shadow reports, la_report.c) is read from the same
+ *   xattr on the file, written by whatever plays the MDS (livestack).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -137,10 +139,72 @@ int la_parse_dir_default(const void *buf, size_t len, struct la_dirinfo *di)
 	return 0;
 }
 
+int la_parse_file_layout(const void *buf, size_t len, uint32_t *osts, int max,
+			 uint64_t *stripe_size)
+{
+	const struct la_lov_user_md_v1 *v1 = buf;
+	const unsigned char *objects;
+	size_t header;
+	uint32_t magic;
+	int count, i;
+
+	if (len < sizeof(*v1))
+		return -1;
+	memcpy(&magic, buf, sizeof(magic));
+	if (magic == LA_LOV_USER_MAGIC_V1)
+		header = sizeof(struct la_lov_user_md_v1);
+	else if (magic == LA_LOV_USER_MAGIC_V3)
+		header = sizeof(struct la_lov_user_md_v3);
+	else
+		return -1; /* composite (PFL), foreign: not a flat list */
+	count = v1->lmm_stripe_count;
+	if (count < 1 || count > max ||
+	    len < header + (size_t)count * sizeof(struct la_lov_user_ost_data_v1))
+		return -1;
+	objects = (const unsigned char *)buf + header;
+	for (i = 0; i < count; i++) {
+		struct la_lov_user_ost_data_v1 o;
+
+		memcpy(&o, objects + (size_t)i * sizeof(o), sizeof(o));
+		osts[i] = o.l_ost_idx;
+	}
+	*stripe_size = v1->lmm_stripe_size;
+	return count;
+}
+
+/* LL_IOC_LOV_GETSTRIPE on the file (the helper thread opens it read-only,
+ * never following a link); ENODATA: no layout yet. */
+static int la_lustre_file_layout(const char *path, void *buf, size_t cap,
+				 uint32_t *osts, int max, uint64_t *stripe_size)
+{
+	struct la_lov_user_md_v3 *lum = buf;
+	int fd, rc, e;
+
+	if (cap < sizeof(*lum))
+		return -1;
+	fd = la_real.openat(AT_FDCWD, path,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+				    O_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	memset(lum, 0, sizeof(*lum));
+	lum->lmm_magic = LA_LOV_USER_MAGIC_V3;
+	/* how many objects the buffer holds */
+	lum->lmm_stripe_count = (uint16_t)((cap - sizeof(*lum)) /
+					   sizeof(struct la_lov_user_ost_data_v1));
+	rc = la_lustre_ioctl(fd, LA_LL_IOC_LOV_GETSTRIPE, buf);
+	e = errno;
+	close(fd);
+	if (rc != 0)
+		return e == ENODATA ? 0 : -1;
+	return la_parse_file_layout(buf, cap, osts, max, stripe_size);
+}
+
 const struct la_backend la_backend_lustre = {
 	.name = "lustre",
 	.create = la_lustre_create,
 	.dir_default = la_lustre_dir_default,
+	.file_layout = la_lustre_file_layout,
 };
 
 static int la_record_create(int dirfd, const char *path, int flags,
@@ -164,8 +228,21 @@ static ssize_t la_record_dir_default(int dirfd, void *buf, size_t cap)
 	return fgetxattr(dirfd, LA_DIR_DEFAULT_XATTR, buf, cap);
 }
 
+/* Not on Lustre: the layout an emulated MDS gave the file, in the same user
+ * xattr (the bytes GETSTRIPE gives); absent: not placed yet. */
+static int la_record_file_layout(const char *path, void *buf, size_t cap,
+				 uint32_t *osts, int max, uint64_t *stripe_size)
+{
+	ssize_t n = lgetxattr(path, LA_DIR_DEFAULT_XATTR, buf, cap);
+
+	if (n < 0)
+		return errno == ENODATA ? 0 : -1;
+	return la_parse_file_layout(buf, (size_t)n, osts, max, stripe_size);
+}
+
 const struct la_backend la_backend_record = {
 	.name = "record",
 	.create = la_record_create,
 	.dir_default = la_record_dir_default,
+	.file_layout = la_record_file_layout,
 };

@@ -87,6 +87,8 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 		}
 	} else {
 		fd = la_real.openat(pfd, base, flags, mode);
+		if (fd >= 0 && d->shadow_token)
+			la_report_queue(d->shadow_token, w->abs, be);
 	}
 	e = errno;
 	if (fd >= 0) {

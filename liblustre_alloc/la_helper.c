@@ -98,7 +98,7 @@ void la_futex_wait_until(atomic_int *addr, int val, double deadline_us)
 	la_futex(addr, FUTEX_WAIT, val, &ts);
 }
 
-static void la_wake_helper(void)
+void la_helper_wake(void)
 {
 	uint64_t one = 1;
 	struct stat st;
@@ -155,6 +155,7 @@ static void la_decision_copy(struct la_decision *dst,
 	       sizeof(dst->mapper_fallback));
 	memcpy(dst->reason, src->reason, sizeof(dst->reason));
 	dst->err = src->err;
+	dst->shadow_token = src->shadow_token;
 }
 
 int la_helper_wait(struct la_call *c, struct la_decision *d)
@@ -163,7 +164,7 @@ int la_helper_wait(struct la_call *c, struct la_decision *d)
 	c->d.reason[0] = c->d.policy[0] = c->d.mapper_fallback[0] = '\0';
 	c->d.err = 0;
 	atomic_store(&c->state, LA_CALL_QUEUED);
-	la_wake_helper();
+	la_helper_wake();
 	for (;;) {
 		int s = atomic_load(&c->state);
 		double left_us = c->deadline_us - la_now_us();
@@ -180,7 +181,7 @@ int la_helper_wait(struct la_call *c, struct la_decision *d)
 			strcpy(d->reason, s == LA_CALL_QUEUED ?
 					  "mapper_unreachable" :
 					  "mapper_timeout");
-			la_wake_helper(); /* to free the slot */
+			la_helper_wake(); /* to free the slot */
 			return s == LA_CALL_QUEUED ? -EHOSTUNREACH : -ETIMEDOUT;
 		}
 		la_futex_wait_until(&c->state, s, c->deadline_us);
@@ -251,7 +252,7 @@ static void la_drain(void *sock)
 	}
 }
 
-static void *la_new_socket(void)
+void *la_helper_socket(void)
 {
 	int one = 1, zero = 0, hwm = 64;
 	void *s = zmq_socket(la_ctx, ZMQ_DEALER);
@@ -290,7 +291,7 @@ static int la_sock_take(int i)
 	if (k == la_nsocks) {
 		if (la_nsocks == LA_CALLS)
 			return -1;
-		la_socks[k].s = la_new_socket();
+		la_socks[k].s = la_helper_socket();
 		if (!la_socks[k].s)
 			return -1;
 		la_nsocks++;
@@ -425,6 +426,12 @@ static void *la_helper_main(void *arg)
 		int n = 1, timeout = -1, j;
 
 		la_scan_calls();
+		{
+			int due = la_reports_run(); /* shadow reports */
+
+			if (due >= 0)
+				timeout = due;
+		}
 		items[0].socket = NULL;
 		items[0].fd = la_efd;
 		items[0].events = ZMQ_POLLIN;
@@ -469,6 +476,7 @@ static void *la_helper_main(void *arg)
 	for (k = 0; k < la_nsocks; k++)
 		zmq_close(la_socks[k].s);
 	la_nsocks = 0;
+	la_reports_close();
 	zmq_ctx_term(la_ctx);
 	la_ctx = NULL;
 	return NULL;
@@ -523,6 +531,7 @@ void la_helper_atfork_child(void)
 {
 	int i, was = atomic_load(&la_running);
 
+	la_reports_atfork_child();
 	if (la_ctx) {
 		la_abandoned_ctx = la_ctx;
 		for (i = 0; i < LA_CALLS; i++)
@@ -550,7 +559,7 @@ void la_helper_shutdown(void)
 	if (!la_helper_running())
 		return;
 	atomic_store(&la_stop, 1);
-	la_wake_helper();
+	la_helper_wake();
 	pthread_join(la_helper_tid, NULL);
 	atomic_store(&la_running, 0);
 	/* la_efd stays open: a thread still finishing a create may write to

@@ -10,6 +10,7 @@
  *   la_curve.c    CURVE key files for the mapper connection
  *   la_backend.c  layout backends: Lustre ioctl, record-only; dir defaults
  *   la_record.c   the record file (one line per decision)
+ *   la_report.c   shadow reports: Lustre's layout read back, sent off the create path
  *   la_create.c   the decision: ask, create with layout, fall back
  *   la_shim.c     the LD_PRELOAD wrappers (only in liblustre_alloc.so)
  *   la_api.c      lustre_alloc.h
@@ -119,6 +120,7 @@ struct la_decision {
 	char reason[64];            /* "" when ok, else why not */
 	double mapper_us;           /* round trip, 0 if not asked */
 	int err;                    /* negative errno for the API */
+	uint64_t shadow_token;      /* shadow mode: report Lustre's layout under it */
 };
 
 /* ---- directory facts ---- */
@@ -241,6 +243,27 @@ LA_HIDDEN int la_helper_wait(struct la_call *c, struct la_decision *d);
 LA_HIDDEN void la_helper_release(struct la_call *c);
 LA_HIDDEN void la_helper_atfork_child(void);
 LA_HIDDEN void la_helper_shutdown(void);
+/* Wake the helper (async-signal-safe). */
+LA_HIDDEN void la_helper_wake(void);
+/* A new DEALER connected to the mapper with the configured CURVE keys
+ * (helper thread only), or NULL. */
+LA_HIDDEN void *la_helper_socket(void);
+
+/* ---- shadow reports (la_report.c) ---- */
+struct la_backend;
+/* Queue the report of a file created with Lustre's layout for the shadow
+ * decision token (async-signal-safe; dropped when the queue is full). */
+LA_HIDDEN void la_report_queue(uint64_t token, const char *path,
+			       const struct la_backend *be);
+/* Helper thread: read and send what is due; ms until the next retry, or -1. */
+LA_HIDDEN int la_reports_run(void);
+LA_HIDDEN void la_reports_close(void);
+LA_HIDDEN void la_reports_atfork_child(void);
+LA_HIDDEN uint64_t la_reports_dropped_count(void);
+/* Pack a shadow report (docs/protocol.md); bytes, 0 when it does not fit. */
+LA_HIDDEN size_t la_pack_report(char *buf, size_t cap, uint64_t id,
+				uint64_t token, const uint32_t *osts, int count,
+				uint64_t stripe_size);
 
 /* ---- CURVE (la_curve.c) ---- */
 /* Read LUSTRE_ALLOC_CURVE_* key files into la_cfg (not signal-safe). */
@@ -264,6 +287,12 @@ struct la_backend {
 	/* Default layout of the directory dirfd (an O_RDONLY descriptor) into
 	 * buf (cap bytes); returns its length, or -1 (none, unknown). */
 	ssize_t (*dir_default)(int dirfd, void *buf, size_t cap);
+	/* The layout of the existing file path (helper thread only): its OSTs
+	 * into osts (at most max) and *stripe_size; buf is scratch of cap
+	 * bytes.  Returns the stripe count, 0 when it has no layout yet, -1
+	 * when it cannot be read (gone, not plain, ...). */
+	int (*file_layout)(const char *path, void *buf, size_t cap,
+			   uint32_t *osts, int max, uint64_t *stripe_size);
 };
 LA_HIDDEN extern const struct la_backend la_backend_lustre;
 LA_HIDDEN extern const struct la_backend la_backend_record;
@@ -273,6 +302,11 @@ LA_HIDDEN extern int (*la_lustre_ioctl)(int fd, unsigned long req, void *arg);
 /* The record backend's stand-in for a Lustre directory default: this user
  * xattr holding the bytes LL_IOC_LOV_GETSTRIPE would give. */
 #define LA_DIR_DEFAULT_XATTR "user.lustre_alloc.lov"
+/* A file's plain layout (lov_user_md v1/v3 with objects, as GETSTRIPE gives
+ * it): its OST indices into osts (at most max), *stripe_size; returns the
+ * stripe count, or -1 (composite, truncated, unknown magic, too many). */
+LA_HIDDEN int la_parse_file_layout(const void *buf, size_t len, uint32_t *osts,
+				   int max, uint64_t *stripe_size);
 /* Fill lum (size >= la_lum_size(n)) with a SPECIFIC layout; returns bytes. */
 LA_HIDDEN size_t la_lum_size(int count);
 LA_HIDDEN size_t la_build_lum(void *lum, uint64_t stripe_size, int count,

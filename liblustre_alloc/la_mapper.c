@@ -104,6 +104,36 @@ size_t la_pack_request(char *buf, size_t cap, uint64_t id,
 	return b.overflow ? 0 : b.len;
 }
 
+size_t la_pack_report(char *buf, size_t cap, uint64_t id, uint64_t token,
+		      const uint32_t *osts, int count, uint64_t stripe_size)
+{
+	struct la_buf b = { buf, 0, cap, 0 };
+	msgpack_packer pk;
+	int i;
+
+	msgpack_packer_init(&pk, &b, la_buf_write);
+	msgpack_pack_map(&pk, 6 + (la_cfg.fsname[0] ? 1 : 0));
+	la_pack_cstr(&pk, "v");
+	msgpack_pack_int(&pk, 1);
+	la_pack_cstr(&pk, "op");
+	la_pack_cstr(&pk, "report");
+	la_pack_cstr(&pk, "id");
+	msgpack_pack_uint64(&pk, id);
+	la_pack_cstr(&pk, "shadow");
+	msgpack_pack_uint64(&pk, token);
+	la_pack_cstr(&pk, "osts");
+	msgpack_pack_array(&pk, (size_t)count);
+	for (i = 0; i < count; i++)
+		msgpack_pack_uint32(&pk, osts[i]);
+	la_pack_cstr(&pk, "stripe_size");
+	msgpack_pack_uint64(&pk, stripe_size);
+	if (la_cfg.fsname[0]) {
+		la_pack_cstr(&pk, "fsname");
+		la_pack_cstr(&pk, la_cfg.fsname);
+	}
+	return b.overflow ? 0 : b.len;
+}
+
 /* ---- reply decoding ---- */
 
 static int la_key_is(const msgpack_object *k, const char *s)
@@ -148,11 +178,12 @@ int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 	msgpack_unpacked u;
 	size_t off = 0;
 	const msgpack_object *osts = NULL, *ssize = NULL;
-	uint64_t v = 0, id = 0, err = 0;
+	uint64_t v = 0, id = 0, err = 0, shadow = 0;
 	int have_v = 0, have_id = 0, ok = -1, rc = 0;
 	uint32_t i;
 
 	d->ok = 0;
+	d->shadow_token = 0;
 	msgpack_unpacked_init(&u);
 	if (len > LA_MAX_FRAME)
 		LA_GARBAGE("too_large");
@@ -190,6 +221,9 @@ int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 		} else if (la_key_is(k, "errno")) {
 			if (la_obj_u64(val, &err))
 				err = EPROTO;
+		} else if (la_key_is(k, "shadow")) {
+			if (la_obj_u64(val, &shadow))
+				shadow = 0;
 		}
 	}
 	if (!have_v || v != 1)
@@ -209,8 +243,13 @@ int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 	if (!ok) {
 		if (err == 0 || err > 4095)
 			err = EPROTO;
-		snprintf(d->reason, sizeof(d->reason), "mapper_error:%u",
-			 (unsigned)err);
+		/* shadow mode: Lustre's allocator, then report its layout */
+		d->shadow_token = shadow;
+		if (shadow)
+			strcpy(d->reason, "mapper_shadow");
+		else
+			snprintf(d->reason, sizeof(d->reason),
+				 "mapper_error:%u", (unsigned)err);
 		rc = -(int)err;
 		goto out;
 	}
@@ -264,6 +303,7 @@ static void la_decision_reset(struct la_decision *d)
 	d->policy[0] = d->mapper_fallback[0] = d->reason[0] = '\0';
 	d->mapper_us = 0;
 	d->err = 0;
+	d->shadow_token = 0;
 }
 
 static int la_fail(struct la_decision *d, const char *reason, int err)

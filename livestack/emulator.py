@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -397,6 +398,22 @@ class EmulatedCluster:
         return "\n".join(out)
 
 
+LOV_XATTR = "user.lustre_alloc.lov"
+"""Where the shim's record backend reads a layout (liblustre_alloc/la_backend.c): the bytes
+``LL_IOC_LOV_GETSTRIPE`` gives on Lustre."""
+LOV_USER_MAGIC_V1 = 0x0BD10BD0
+LOV_PATTERN_RAID0 = 0x1
+
+
+def lov_user_md_v1(osts: list[int], stripe_size: int) -> bytes:
+    """A plain layout as ``LL_IOC_LOV_GETSTRIPE`` gives it for a file: ``lov_user_md_v1``
+    (32 bytes) and one 24-byte ``lov_user_ost_data_v1`` per stripe
+    (docs/reference/lustre-client-layout-api.md "Packed layouts")."""
+    head = struct.pack("<IIQQIHH", LOV_USER_MAGIC_V1, LOV_PATTERN_RAID0, 0, 0, stripe_size,
+                       len(osts), osts[0] if osts else 0xFFFF)
+    return head + b"".join(struct.pack("<QQII", 0, 0, 0, i) for i in osts)
+
+
 @dataclass
 class _Tracked:
     job: str
@@ -411,7 +428,9 @@ class RecordFeed:
     Follows the shim's record (``LUSTRE_ALLOC_RECORD``, docs/client.md "Record format"):
     each new line names a created file, its OST list and stripe size (``result=layout``),
     or ``result=default`` when Lustre's allocator placed it, emulated here by the mapper's
-    own ``lustre_qos`` (Lustre's QOS allocator, restated exactly) on the emulated space.
+    own ``lustre_qos`` (Lustre's QOS allocator, restated exactly) on the emulated space; the
+    layout so chosen is written on the file as GETSTRIPE would give it (:data:`LOV_XATTR`),
+    where the shim reads it back for a shadow report.
     :meth:`poll` then charges each tracked file's growth, RAID0, to its OSTs; a file that
     disappeared is deleted (its objects and bytes go).
 
@@ -447,6 +466,10 @@ class RecordFeed:
                 jobid=rec.get("job", ""), stripe_count=count, stripe_size=size))
         except AllocationError:
             return [], size
+        try:
+            os.setxattr(rec.get("path", ""), LOV_XATTR, lov_user_md_v1(list(placed.osts), size))
+        except OSError:
+            pass                    # gone already: nobody reads its layout
         return list(placed.osts), size
 
     def poll(self) -> list[dict[str, str]]:

@@ -29,7 +29,7 @@ def _main(target: str):
 def test_every_role_has_an_entry_point():
     assert set(ENTRY_POINTS) == {"lustre-alloc-sim", "lustre-alloc-traces", "lustre-alloc-collector",
                                  "lustre-alloc-broker", "lustre-alloc-mapper", "lustre-alloc-demo",
-                                 "lustre-alloc-rebalance"}
+                                 "lustre-alloc-rebalance", "lustre-alloc-ctl"}
 
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
@@ -41,7 +41,7 @@ def test_version_flag(name, capsys):
 
 
 # commands with sub-commands get a valid one, so the flag is what is wrong
-BEFORE_FLAG = {"lustre-alloc-sim": ["list"], "lustre-alloc-traces": ["validate", "x.csv"],
+BEFORE_FLAG = {"lustre-alloc-sim": ["list"], "lustre-alloc-ctl": ["status"], "lustre-alloc-traces": ["validate", "x.csv"],
                "lustre-alloc-rebalance": ["plan", "--state", "s", "--files", "f", "--layouts", "l",
                                           "--budget", "0.2"]}
 
@@ -95,7 +95,9 @@ def test_demo_with_a_missing_data_file_is_one_line_exit_2(tmp_path, capsys):
 HELP = [["lustre-alloc-sim"], ["lustre-alloc-sim", "run"], ["lustre-alloc-sim", "validate"],
         ["lustre-alloc-sim", "list"], ["lustre-alloc-sim", "scale"], ["lustre-alloc-traces"],
         ["lustre-alloc-collector"], ["lustre-alloc-broker"], ["lustre-alloc-mapper"],
-        ["lustre-alloc-demo"], ["lustre-alloc-rebalance"], ["lustre-alloc-rebalance", "plan"]]
+        ["lustre-alloc-demo"], ["lustre-alloc-rebalance"], ["lustre-alloc-rebalance", "plan"],
+        ["lustre-alloc-ctl"], ["lustre-alloc-ctl", "status"], ["lustre-alloc-ctl", "explain"],
+        ["lustre-alloc-ctl", "shadow-report"], ["lustre-alloc-ctl", "reload"]]
 
 
 def test_every_command_and_sub_command_is_listed_for_help():

@@ -395,6 +395,55 @@ static void test_dir_defaults(const char *scratch)
 	close(dfd);
 }
 
+/* ---- a file's layout read back (shadow reports) ---- */
+static void test_file_layout(const char *scratch)
+{
+	static unsigned char lum[LA_LUM_MAX], got[LA_LUM_MAX];
+	struct la_lov_user_md_v1 *v1 = (struct la_lov_user_md_v1 *)lum;
+	const uint32_t placed[3] = { 7, 2, 11 };
+	uint32_t osts[LA_MAX_STRIPES];
+	uint64_t ss = 0;
+	char path[LA_PATH_MAX + 16];
+	size_t len = sizeof(*v1) + 3 * sizeof(struct la_lov_user_ost_data_v1);
+	int fd, i;
+
+	/* what GETSTRIPE gives for a file Lustre placed: v1, objects filled */
+	memset(lum, 0, sizeof(lum));
+	v1->lmm_magic = LA_LOV_USER_MAGIC_V1;
+	v1->lmm_pattern = LA_LOV_PATTERN_RAID0;
+	v1->lmm_stripe_size = 4u << 20;
+	v1->lmm_stripe_count = 3;
+	for (i = 0; i < 3; i++)
+		v1->lmm_objects[i].l_ost_idx = placed[i];
+	CHECK(la_parse_file_layout(lum, len, osts, LA_MAX_STRIPES, &ss) == 3);
+	CHECK(osts[0] == 7 && osts[1] == 2 && osts[2] == 11 && ss == 4u << 20);
+	CHECK(la_parse_file_layout(lum, len - 1, osts, LA_MAX_STRIPES, &ss) == -1);
+	CHECK(la_parse_file_layout(lum, len, osts, 2, &ss) == -1);
+	/* v3: objects after the pool name */
+	la_build_lum(got, 1u << 20, 3, placed, "flash");
+	((struct la_lov_user_md_v3 *)got)->lmm_magic = LA_LOV_USER_MAGIC_V3;
+	CHECK(la_parse_file_layout(got, la_lum_size(3), osts, LA_MAX_STRIPES,
+				   &ss) == 3 && osts[2] == 11 && ss == 1u << 20);
+
+	/* the Lustre backend: GETSTRIPE on the file, opened read-only */
+	snprintf(path, sizeof(path), "%s/shadow_file", scratch);
+	fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	la_lustre_ioctl = fake_getstripe;
+	getstripe_reply = lum;
+	getstripe_len = len;
+	CHECK(la_backend_lustre.file_layout(path, got, sizeof(got), osts,
+					    LA_MAX_STRIPES, &ss) == 3 &&
+	      osts[1] == 2);
+	getstripe_reply = NULL; /* ENODATA: no layout yet, try again */
+	CHECK(la_backend_lustre.file_layout(path, got, sizeof(got), osts,
+					    LA_MAX_STRIPES, &ss) == 0);
+	unlink(path);
+	CHECK(la_backend_lustre.file_layout(path, got, sizeof(got), osts,
+					    LA_MAX_STRIPES, &ss) == -1);
+}
+
 /* ---- signal-safe text ---- */
 static void test_fmt(void)
 {
@@ -432,6 +481,7 @@ int main(int argc, char **argv)
 	test_reply_decoder();
 	test_paths(scratch);
 	test_dir_defaults(scratch);
+	test_file_layout(scratch);
 	test_fmt();
 	return CHECK_SUMMARY();
 }

@@ -168,6 +168,10 @@ class McmfPolicy(BatchPolicy):
         those OSTs until the samples show them, as a list this mapper handed out would be."""
         self.books.book(list(osts), bytes_per_stripe, jobid, self.views.view(snapshot).table)
 
+    def straggler_osts(self) -> list[int]:
+        """OSTs the last round left out as stragglers (:mod:`mapper.flow.stragglers`)."""
+        return sorted(int(i) for i in self.last_stragglers)
+
     def tracks_jobid(self, jobid: str) -> bool:
         """True when the predictor holds a chain for ``jobid`` (the service's bound on
         new applications per client reads it)."""

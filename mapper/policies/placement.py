@@ -198,6 +198,15 @@ class BooksPlacements(Protocol):
 
 
 @runtime_checkable
+class ReportsStragglers(Protocol):
+    """Leaves OSTs it judged stragglers out of its rounds (``lustre-alloc-ctl status``)."""
+
+    def straggler_osts(self) -> list[int]:
+        """OST indices left out of the last round as stragglers, ascending."""
+        ...
+
+
+@runtime_checkable
 class TracksJobids(Protocol):
     """Keeps per-jobid state (the service bounds how many jobids a client may create)."""
 

@@ -30,6 +30,7 @@ policy"); an unknown key is refused with one line naming it.
 """
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -127,6 +128,10 @@ class MapperConfig:
             (:class:`mapper.steer.agents.SteerConfig`; off unless ``mode`` says otherwise).
         decision_log_per_s: most ``event=decision`` log lines a second, sampled from the
             replies (:mod:`mapper.service.decision_log`; 0: off).
+        control_endpoint: the admin socket ``lustre-alloc-ctl`` talks to
+            (:mod:`mapper.service.control`): ``ipc://PATH`` or a loopback ``tcp://``;
+            ``"auto"``: ``ipc://$RUNTIME_DIRECTORY/control`` when systemd gives a runtime
+            directory (the unit's ``RuntimeDirectory=lustre-alloc``), else off; ``""``: off.
         scope: the top-level ``[scope]`` table: which requests are placed
             (:class:`mapper.service.scope.Scope`; everything when absent).
     """
@@ -170,6 +175,7 @@ class MapperConfig:
     insecure: bool = False
     log_level: str = "info"
     decision_log_per_s: float = 1.0
+    control_endpoint: str = "auto"
     steer: dict[str, Any] = field(default_factory=dict)
     scope: dict[str, Any] = field(default_factory=dict)
 
@@ -190,6 +196,12 @@ class MapperConfig:
             raise ConfigError("batch_window_s above 0.1 s would stall every create")
         if self.decision_log_per_s < 0:
             raise ConfigError("decision_log_per_s must be >= 0")
+        ce = self.control_endpoint
+        if ce not in ("", "auto") and not (ce.startswith("ipc://") or any(
+                ce.startswith(f"tcp://{h}:") for h in ("127.0.0.1", "[::1]", "localhost"))):
+            raise ConfigError(f"control_endpoint {ce!r}: the admin socket is ipc:// or a "
+                              f"loopback tcp:// (it answers explain and reload to anyone who "
+                              f"connects)")
         if self.max_batch < 1:
             raise ConfigError("max_batch must be >= 1")
         if self.save_interval_s <= 0:
@@ -243,6 +255,13 @@ class MapperConfig:
         self.steer_config()         # ConfigError naming the steer key
         self.scope_rules()          # ConfigError naming the scope key
         return self
+
+    def control_address(self) -> str:
+        """The control socket's endpoint ("" when off; ``control_endpoint``)."""
+        if self.control_endpoint != "auto":
+            return self.control_endpoint
+        runtime = os.environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
+        return f"ipc://{runtime}/control" if runtime else ""
 
     def scope_rules(self) -> "Scope":
         """The ``[scope]`` rules.

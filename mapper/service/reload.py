@@ -59,6 +59,10 @@ class Reloader:
         self.pending = False
         self.applied = 0
         self.rejected = 0
+        self.last_error = ""
+        """Why the last rejected reload was rejected (one line)."""
+        self.last_changed: list[str] = []
+        """The reloadable keys the last applied reload changed."""
 
     def request(self) -> None:
         """Ask for a reload (safe in a signal handler: sets a flag)."""
@@ -80,6 +84,7 @@ class Reloader:
                 if keys is not None:
                     keys.check()
         except ConfigError as exc:
+            self.last_error = str(exc)
             self.rejected += 1
             svc.metrics.reloads.labels("rejected").inc()
             log.error("reload rejected, configuration kept: %s", exc,
@@ -108,6 +113,7 @@ class Reloader:
         svc.config = dataclasses.replace(new, **kept)
         if "steer" in applied:
             svc.restart_steering()
+        self.last_changed = applied
         self.applied += 1
         svc.metrics.reloads.labels("applied").inc()
         log.info("configuration reloaded", extra={"event": "reload", "changed": applied,

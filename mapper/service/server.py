@@ -125,6 +125,8 @@ class MapperService:
         self.steering: Any = None
         """The steering loop (:class:`mapper.steer.service.SteerLoop`) when ``[steer]`` is on."""
         self._steer_metrics: Any = None
+        self.control: Any = None
+        """The admin socket (:class:`mapper.service.control.ControlServer`) when on."""
         self.reloader: Any = None
         """The SIGHUP reload (:class:`mapper.service.reload.Reloader`), set by the command."""
 
@@ -231,8 +233,9 @@ class MapperService:
             if ctx.planner is not None:
                 registry = None
         self._start_steering()
+        self._start_control()
         log.info("mapper started", extra={
-            "event": "mapper_start", "endpoint": self.endpoint, "pid": os.getpid(),
+            "event": "mapper_start", "endpoint": self.endpoint, "control": self.config.control_address(), "pid": os.getpid(),
             "filesystems": {ctx.fsname or key: {
                 "policy": ctx.gate.primary.name, "fallback": ctx.gate.fallback.name,
                 "static": ctx.store.static, "osts": ctx.store.ost_count}
@@ -251,6 +254,21 @@ class MapperService:
                                       self.config.curve_secret_key, context=self.context,
                                       metrics=self._steer_metrics).start()
 
+    def _start_control(self) -> None:
+        """The admin socket (:mod:`mapper.service.control`), when ``control_endpoint`` is on.
+
+        Raises:
+            ServiceError: its endpoint cannot be bound.
+        """
+        address = self.config.control_address()
+        if not address:
+            return
+        from mapper.service.control import ControlServer
+        try:
+            self.control = ControlServer(self, address, self.context).start()
+        except zmq.ZMQError as exc:
+            raise ServiceError(f"cannot bind the control socket {address}: {exc}") from exc
+
     def restart_steering(self) -> None:
         """Stop the steering loop (releasing its actions) and start it from the current
         ``[steer]`` settings (a reload changed them)."""
@@ -260,6 +278,9 @@ class MapperService:
         self._start_steering()
 
     def _close(self) -> None:
+        if self.control is not None:
+            self.control.stop()
+            self.control = None
         if self.steering is not None:
             self.steering.stop()      # releases every action: nothing stays steered
             self.steering = None

@@ -1,0 +1,217 @@
+"""The mapper's admin socket (issue #30): what ``lustre-alloc-ctl`` asks a running mapper.
+
+A ZeroMQ REP socket on ``control_endpoint`` (an ``ipc://`` path in the unit's runtime
+directory, mode 0750: the service's user and group, and root, may connect), served by a
+thread of its own. One msgpack map per request, one per reply:
+
+=================  ==========================================  =================================
+``op``             request keys                                reply (besides ``ok: true``)
+=================  ==========================================  =================================
+``status``         --                                          ``filesystems``: per file system
+                                                               its mode, policies, OSTs usable
+                                                               and excluded (and why), degraded,
+                                                               stragglers, plan queue depths,
+                                                               sample age, fallbacks, shadow
+                                                               agreement (last hour), steering;
+                                                               ``requests``: replies by result
+``explain``        ``jobid`` or ``path``, ``fsname`` (opt.)    ``decision``: the last decision,
+                                                               priced (:mod:`mapper.explain`)
+``shadow_report``  ``window_s`` (3600), ``fsname`` (opt.)      ``report``
+                                                               (:mod:`mapper.shadow.report`)
+``reload``         --                                          ``result``: ``applied`` or
+                                                               ``rejected`` with ``error``
+=================  ==========================================  =================================
+
+An error is ``{ok: false, error: "<one line>"}``; the socket serves on. Everything is read
+under the service lock, so a status never shows half a round.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import msgpack
+import zmq
+
+from mapper.policies.placement import PlansAhead, ReportsStragglers
+from mapper.service.fs_context import FsContext
+from mapper.service.metrics import RESULTS
+from mapper.state.ost_health import unusable_reason
+from mapper.state.cluster_state import OstFlag
+
+log = logging.getLogger("mapper.service.control")
+
+MAX_REQUEST_BYTES = 65_536
+SHADOW_STATUS_WINDOW_S = 3600.0
+"""Window of the shadow agreement shown by ``status``, s."""
+RELOAD_WAIT_S = 10.0
+"""How long a ``reload`` request waits for the service loop to apply it, s."""
+
+
+class ControlError(Exception):
+    """A control request that cannot be answered (one line)."""
+
+
+class ControlServer:
+    """The admin socket of one service (module docstring).
+
+    Args:
+        service: the running :class:`mapper.service.server.MapperService`.
+        endpoint: where to bind.
+        context: the service's ZeroMQ context.
+    """
+
+    def __init__(self, service: Any, endpoint: str, context: zmq.Context):
+        self.service = service
+        self.endpoint = endpoint
+        self.context = context
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "status": self.status, "explain": self.explain,
+            "shadow_report": self.shadow_report, "reload": self.reload}
+
+    def start(self) -> "ControlServer":
+        """Bind and serve in a daemon thread.
+
+        Raises:
+            zmq.ZMQError: the endpoint cannot be bound (the service reports it).
+        """
+        self._thread = threading.Thread(target=self._run, name="lustre-alloc-control",
+                                        daemon=True)
+        self._thread.start()
+        self._ready.wait(10.0)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+    def _run(self) -> None:
+        sock = self.context.socket(zmq.REP)
+        sock.linger = 0
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
+        try:
+            sock.bind(self.endpoint)
+        except zmq.ZMQError as exc:
+            self._error = exc
+            self._ready.set()
+            sock.close(0)
+            return
+        self._ready.set()
+        try:
+            while not self._stop.is_set():
+                if not sock.poll(100):
+                    continue
+                reply = self.answer(sock.recv())
+                sock.send(msgpack.packb(reply, use_bin_type=True))
+        finally:
+            sock.close(0)
+
+    def answer(self, frame: bytes) -> dict[str, Any]:
+        """The reply to one request frame (never raises)."""
+        try:
+            req = msgpack.unpackb(frame, raw=False)
+            if not isinstance(req, dict) or req.get("op") not in self.handlers:
+                raise ControlError(f"op must be one of {', '.join(self.handlers)}")
+            out = self.handlers[req["op"]](req)
+            return {"ok": True, **out}
+        except ControlError as exc:
+            return {"ok": False, "error": str(exc)}
+        except (msgpack.UnpackException, ValueError, TypeError) as exc:
+            return {"ok": False, "error": f"request is not a msgpack map: {type(exc).__name__}"}
+        except Exception as exc:  # noqa: BLE001 - the admin socket serves on
+            log.exception("control request failed", extra={"event": "control_error"})
+            return {"ok": False, "error": f"internal error: {exc}"}
+
+    # ------------------------------------------------------------------ ops
+    def status(self, req: dict[str, Any]) -> dict[str, Any]:
+        svc = self.service
+        with svc.lock:
+            filesystems = [self._fs_status(ctx) for ctx in svc.contexts.values()]
+            steering = svc.steering.status() if svc.steering is not None else None
+        m = svc.metrics
+        requests = {r: int(m.requests.labels(r)._value.get()) for r in RESULTS}
+        placed = requests["ok"] + requests["fallback"]
+        return {"filesystems": filesystems, "requests": requests,
+                "fallback_share": requests["fallback"] / placed if placed else None,
+                "steering": steering, "endpoint": svc.endpoint, "pid": os.getpid(),
+                "check_violations": svc.rounds.check_violations,
+                "reloads": {"applied": svc.reloader.applied if svc.reloader else 0,
+                            "rejected": svc.reloader.rejected if svc.reloader else 0}}
+
+    def _fs_status(self, ctx: FsContext) -> dict[str, Any]:
+        svc = self.service
+        snap = ctx.store.current()
+        excluded, degraded = [], []
+        for o in snap.osts:
+            why = unusable_reason(o)
+            if why is not None:
+                excluded.append({"ost": o.index, "reason": why})
+            elif o.flags & OstFlag.DEGRADED:
+                degraded.append(o.index)
+        primary = ctx.gate.primary
+        plans = primary.plans if isinstance(primary, PlansAhead) else None
+        depths = ({"/".join(map(str, key)): len(q) for key, q in plans.queues.items() if q}
+                  if plans is not None else {})
+        times = [o.sample_time_s for o in snap.osts if o.sample_time_s is not None]
+        age = (time.time() - max(times)) if times else None
+        shadow = svc.rounds.desk.shadow_report(SHADOW_STATUS_WINDOW_S, ctx.fsname or None)
+        return {
+            "fsname": ctx.fsname, "mode": svc.intake.scope.mode(ctx.fsname),
+            "policy": primary.name, "fallback": ctx.gate.fallback.name,
+            "osts": len(snap.osts), "usable": len(snap.osts) - len(excluded),
+            "excluded": excluded, "degraded": degraded,
+            "stragglers": primary.straggler_osts() if isinstance(primary, ReportsStragglers) else [],
+            "stale_servers": ctx.store.stale_servers(snap, ctx.store.max_age_s())
+            if not ctx.store.static else [],
+            "newest_sample_age_s": age,
+            "plan_queue_depths": depths,
+            "fallbacks": {k: v for k, v in ctx.gate.fallbacks.items() if v},
+            "shadow": {k: shadow[k] for k in ("decisions", "reported", "same_osts",
+                                              "shared_stripes", "mapper_expected_sooner")},
+        }
+
+    def explain(self, req: dict[str, Any]) -> dict[str, Any]:
+        jobid, path, fsname = req.get("jobid"), req.get("path"), req.get("fsname")
+        if not jobid and not path:
+            raise ControlError("explain needs a jobid or a path")
+        with self.service.lock:
+            found = self.service.rounds.desk.explain(jobid=jobid, path=path, fsname=fsname)
+        if found is None:
+            what = f"path {path!r}" if path else f"jobid {jobid!r}"
+            raise ControlError(f"no decision remembered for {what} (the last "
+                               f"{self.service.rounds.desk.index.max_records} are kept)")
+        return {"decision": found}
+
+    def shadow_report(self, req: dict[str, Any]) -> dict[str, Any]:
+        window = req.get("window_s", SHADOW_STATUS_WINDOW_S)
+        if not isinstance(window, (int, float)) or isinstance(window, bool) or window <= 0:
+            raise ControlError("window_s must be a positive number of seconds")
+        with self.service.lock:
+            return {"report": self.service.rounds.desk.shadow_report(float(window),
+                                                                     req.get("fsname"))}
+
+    def reload(self, req: dict[str, Any]) -> dict[str, Any]:
+        reloader = self.service.reloader
+        if reloader is None:
+            raise ControlError("this mapper was not started by lustre-alloc-mapper: no reload")
+        before = (reloader.applied, reloader.rejected)
+        reloader.request()
+        deadline = time.monotonic() + RELOAD_WAIT_S
+        while (reloader.applied, reloader.rejected) == before:
+            if time.monotonic() > deadline:
+                raise ControlError("the service loop did not apply the reload in time")
+            time.sleep(0.02)
+        if reloader.rejected != before[1]:
+            return {"result": "rejected", "error": reloader.last_error}
+        return {"result": "applied", "changed": reloader.last_changed}
+

@@ -1,0 +1,168 @@
+"""``lustre-alloc-ctl``: ask a running mapper through its admin socket
+(:mod:`mapper.service.control`; issue #30).
+
+    lustre-alloc-ctl status                      per file system: OSTs usable / excluded and why,
+                                                 stragglers, plan queues, fallback share, shadow
+                                                 agreement, steering
+    lustre-alloc-ctl explain --path /lustre/f    the last decision for a path (or --jobid),
+                                                 priced with the cheapest alternatives
+    lustre-alloc-ctl shadow-report --window 3600 the mapper's choices beside Lustre's
+    lustre-alloc-ctl reload                      reload the configuration (as SIGHUP) and say
+                                                 whether it was applied
+
+``--json`` prints the reply as JSON. Exit status (:mod:`common.cli`): 0 answered, 1 the
+mapper refused, a reload was rejected or nothing answered (one line on stderr), 2 a usage
+error.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Sequence
+
+import msgpack
+import zmq
+
+from common.cli import EXIT_FAILED, OneLineParser, command_parser, fail
+
+PROG = "lustre-alloc-ctl"
+DEFAULT_SOCKET = "ipc:///run/lustre-alloc/control"
+"""The mapper's ``control_endpoint`` under systemd (``RuntimeDirectory=lustre-alloc``)."""
+
+
+class CtlError(Exception):
+    """No answer from the admin socket (one line)."""
+
+
+def ask(endpoint: str, request: dict[str, Any], timeout_s: float = 15.0) -> dict[str, Any]:
+    """Send one request to the admin socket and return the reply map.
+
+    Raises:
+        CtlError: nothing answered within ``timeout_s`` (the mapper is not running, or the
+            socket is another's).
+    """
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.REQ)
+    sock.linger = 0
+    try:
+        sock.connect(endpoint)
+        sock.send(msgpack.packb(request, use_bin_type=True))
+        if not sock.poll(int(timeout_s * 1000)):
+            raise CtlError(f"no answer from {endpoint} within {timeout_s:g} s (is the mapper "
+                           f"running, with control_endpoint there?)")
+        reply = msgpack.unpackb(sock.recv(), raw=False)
+    finally:
+        sock.close(0)
+    if not isinstance(reply, dict):
+        raise CtlError(f"{endpoint} answered something that is not a map")
+    return reply
+
+
+def _fmt(x: Any, spec: str = ".1%") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def format_status(reply: dict[str, Any]) -> str:
+    """A status reply as text for a person."""
+    lines = [f"mapper pid {reply['pid']} serving {reply['endpoint']}; "
+             f"fallback share {_fmt(reply.get('fallback_share'))}; "
+             f"check violations {reply['check_violations']}; reloads "
+             f"{reply['reloads']['applied']} applied, {reply['reloads']['rejected']} rejected"]
+    req = reply["requests"]
+    lines.append("  replies: " + ", ".join(f"{k} {v}" for k, v in req.items() if v))
+    for fs in reply["filesystems"]:
+        lines.append(f"file system {fs['fsname'] or '(no sample yet)'}: mode {fs['mode']}, "
+                     f"policy {fs['policy']} (fallback {fs['fallback']})")
+        lines.append(f"  OSTs {fs['usable']} usable of {fs['osts']}; newest sample "
+                     f"{_fmt(fs['newest_sample_age_s'], '.1f')} s old; stale servers "
+                     f"{', '.join(fs['stale_servers']) or 'none'}")
+        excluded = ", ".join(f"OST{e['ost']:04x} ({e['reason']})" for e in fs["excluded"])
+        lines.append(f"  excluded: {excluded or 'none'}")
+        lines.append(f"  degraded: {', '.join(f'OST{i:04x}' for i in fs['degraded']) or 'none'}"
+                     f"; stragglers: {', '.join(f'OST{i:04x}' for i in fs['stragglers']) or 'none'}")
+        depths = ", ".join(f"{k}: {v}" for k, v in fs["plan_queue_depths"].items())
+        lines.append(f"  plan queues (pool/count/size band/bytes band): {depths or 'empty'}")
+        fb = ", ".join(f"{k} {v}" for k, v in fs["fallbacks"].items())
+        lines.append(f"  fallback rounds: {fb or 'none'}")
+        sh = fs["shadow"]
+        if sh["decisions"]:
+            lines.append(f"  shadow (last hour): {sh['decisions']} decisions, {sh['reported']} "
+                         f"reported, same OSTs {_fmt(sh['same_osts'])}, mapper expected sooner "
+                         f"{_fmt(sh['mapper_expected_sooner'])}")
+    steering = reply.get("steering")
+    if steering:
+        for fs, actions in steering.items():
+            what = ", ".join(f"{a.get('kind')} OST{a.get('ost', 0):04x}" for a in actions)
+            lines.append(f"steering {fs}: {what or 'no action in force'}")
+    return "\n".join(lines)
+
+
+def format_explain(d: dict[str, Any]) -> str:
+    """An explain reply's decision as text for a person."""
+    p = d["priced"]
+    head = (f"{d['path'] or '(no path)'} jobid {d['jobid']} on {d['fsname']}: {d['mode']}")
+    if d["mode"] == "refused":
+        return f"{head}, refused errno {d['errno']}: {d['reason']}"
+    osts = ", ".join(f"OST{i:04x}" for i in d["osts"])
+    lines = [f"{head} by {d['policy']}{' (fallback ' + d['fallback'] + ')' if d['fallback'] else ''}"
+             f"{' [' + d['note'] + ']' if d['note'] else ''}",
+             f"  request: stripe count {d['stripe_count']}, stripe size {d['stripe_size']} B, "
+             f"pool {d['pool'] or '(none)'}, expected {d['expected_bytes']} B",
+             f"  chosen: {osts} on state version {d['state_version']}",
+             f"  priced on state version {p['state_version']}: expected "
+             f"{_fmt(p['chosen_expected_s'], '.4f')} s (slowest stripe), per stripe "
+             + ", ".join(_fmt(s, ".4f") for s in p["chosen_stripe_s"] or []),
+             "  cheapest OSTs now: " + ", ".join(f"OST{c['ost']:04x} {c['expected_s']:.4f} s"
+                                                 for c in p["cheapest"])]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = command_parser(PROG, "Ask a running mapper: status, explain, shadow-report, reload.")
+    ap.add_argument("--socket", default=DEFAULT_SOCKET,
+                    help="the mapper's control_endpoint (default %(default)s)")
+    ap.add_argument("--json", action="store_true", help="print the reply as JSON")
+    ap.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for an answer")
+    sub = ap.add_subparsers(dest="op", required=True, parser_class=OneLineParser)
+    sub.add_parser("status", help="per file system: OSTs, stragglers, queues, fallbacks, shadow")
+    ex = sub.add_parser("explain", help="the last decision for a path or a jobid")
+    which = ex.add_mutually_exclusive_group(required=True)
+    which.add_argument("--path")
+    which.add_argument("--jobid")
+    ex.add_argument("--fsname")
+    sh = sub.add_parser("shadow-report", help="the mapper's choices beside Lustre's")
+    sh.add_argument("--window", type=float, default=3600.0, help="seconds back (default 3600)")
+    sh.add_argument("--fsname")
+    sub.add_parser("reload", help="reload the configuration (as SIGHUP)")
+    args = ap.parse_args(argv)
+    request: dict[str, Any] = {"op": args.op.replace("-", "_")}
+    if args.op == "explain":
+        request.update({k: v for k, v in (("path", args.path), ("jobid", args.jobid),
+                                          ("fsname", args.fsname)) if v})
+    elif args.op == "shadow-report":
+        request["window_s"] = args.window
+        if args.fsname:
+            request["fsname"] = args.fsname
+    try:
+        reply = ask(args.socket, request, args.timeout)
+    except CtlError as exc:
+        return fail(PROG, exc, EXIT_FAILED)
+    if not reply.get("ok"):
+        return fail(PROG, reply.get("error", "refused"), EXIT_FAILED)
+    if args.json:
+        print(json.dumps(reply, indent=2, sort_keys=True))
+    elif args.op == "status":
+        print(format_status(reply))
+    elif args.op == "explain":
+        print(format_explain(reply["decision"]))
+    elif args.op == "shadow-report":
+        from mapper.shadow.report import format_report
+        print(format_report(args.fsname or "", reply["report"]))
+    else:
+        print(f"reload {reply['result']}" + (f": {reply['error']}" if reply.get("error") else
+                                             f" (changed: {', '.join(reply.get('changed') or []) or 'nothing'})"))
+    return 0 if reply.get("result", "applied") == "applied" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

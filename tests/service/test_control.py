@@ -1,0 +1,144 @@
+"""The admin socket and ``lustre-alloc-ctl`` (issue #30): status, explain, shadow report and
+reload against a running mapper, readable by a person and as JSON."""
+from __future__ import annotations
+
+import json
+
+import msgpack
+import pytest
+import zmq
+
+from mapper.service import ctl
+from mapper.service.client import MapperClient, ShadowDecision
+from tests.service.test_reload import config_text, SECRET, wait_event
+
+from .conftest import free_port, make_service, spawn_mapper, stop_process, wait_ready
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def served(tmp_path):
+    sock = f"ipc://{tmp_path}/control"
+    svc = make_service(static_cluster="4x2", policy="round_robin", control_endpoint=sock,
+                       scope={"exclude_paths": ["/lustre/tmp"]})
+    with MapperClient(svc.endpoint, timeout_s=5) as c:
+        for i in range(6):
+            c.alloc("ior.7", 2, expected_bytes=4 << 20, path=f"/lustre/run/f{i}")
+    yield svc, sock
+    svc.stop()
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = ctl.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_status_as_text_and_json(served, capsys):
+    svc, sock = served
+    code, text, _ = run(capsys, "--socket", sock, "status")
+    assert code == 0 and "mode place, policy round_robin" in text and "OSTs 8 usable of 8" in text
+    code, out, _ = run(capsys, "--socket", sock, "--json", "status")
+    reply = json.loads(out)
+    fs = reply["filesystems"][0]
+    assert (fs["fsname"], fs["usable"], fs["excluded"]) == ("static", 8, [])
+    assert reply["requests"]["ok"] == 6 and reply["fallback_share"] == 0.0
+
+
+def test_explain_a_path_and_a_jobid_with_prices(served, capsys):
+    svc, sock = served
+    code, out, _ = run(capsys, "--socket", sock, "--json", "explain", "--path", "/lustre/run/f4")
+    d = json.loads(out)["decision"]
+    assert code == 0 and d["jobid"] == "ior.7" and d["mode"] == "place" and len(d["osts"]) == 2
+    assert d["priced"]["chosen_expected_s"] > 0 and len(d["priced"]["cheapest"]) == 3
+    assert d["priced"]["bytes_per_stripe"] == 2 << 20
+    code, text, _ = run(capsys, "--socket", sock, "explain", "--jobid", "ior.7")
+    assert code == 0 and text.startswith("/lustre/run/f5 jobid ior.7") and "cheapest OSTs" in text
+    code, _, err = run(capsys, "--socket", sock, "explain", "--path", "/nowhere")
+    assert code == 1 and "no decision remembered" in err
+
+
+def test_bad_requests_get_one_line_and_the_socket_serves_on(served, capsys):
+    svc, sock = served
+    s = zmq.Context.instance().socket(zmq.REQ)
+    s.linger = 0
+    s.connect(sock)
+    for bad in (b"\xc1garbage", msgpack.packb([1, 2]), msgpack.packb({"op": "format_disk"}),
+                msgpack.packb({"op": "shadow_report", "window_s": -5})):
+        s.send(bad)
+        assert s.poll(5000)
+        reply = msgpack.unpackb(s.recv())
+        assert reply["ok"] is False and "\n" not in reply["error"]
+    s.close()
+    assert run(capsys, "--socket", sock, "status")[0] == 0
+    code, _, err = run(capsys, "--socket", f"ipc://{sock[6:]}-absent", "--timeout", "0.3",
+                       "status")
+    assert code == 1 and err.startswith("lustre-alloc-ctl: error: no answer")
+
+
+def test_shadow_report_through_ctl(tmp_path, capsys):
+    sock = f"ipc://{tmp_path}/control"
+    svc = make_service(static_cluster="4x2", policy="round_robin", control_endpoint=sock,
+                       scope={"shadow": True})
+    try:
+        with MapperClient(svc.endpoint, timeout_s=5) as c:
+            for i in range(4):
+                with pytest.raises(ShadowDecision) as d:
+                    c.alloc("ior.7", 1, path=f"/lustre/f{i}")
+                c.report(d.value.token, [5], 1 << 20)
+        code, out, _ = run(capsys, "--socket", sock, "--json", "shadow-report", "--window", "60")
+        rep = json.loads(out)["report"]
+        assert code == 0 and (rep["decisions"], rep["reported"]) == (4, 4)
+        assert rep["lustre"]["busiest"] == [{"ost": 5, "stripes": 4}]
+        code, text, _ = run(capsys, "--socket", sock, "shadow-report")
+        assert "busiest under lustre: OST0005:4" in text
+        code, text, _ = run(capsys, "--socket", sock, "status")
+        assert "mode shadow" in text and "4 decisions, 4 reported" in text
+    finally:
+        svc.stop()
+
+
+def test_reload_through_ctl_applied_and_rejected(tmp_path, capsys):
+    from common.curve import CurveClient, generate_keys
+    keys = tmp_path / "keys"
+    for name in ("mapper", "shim"):
+        generate_keys(keys, name)
+    SECRET[:] = [str(keys / "mapper.key_secret")]
+    clients = tmp_path / "clients"
+    clients.mkdir()
+    (clients / "shim.key").write_bytes((keys / "shim.key").read_bytes())
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    sock = f"ipc://{tmp_path}/control"
+    toml = tmp_path / "mapper.toml"
+    toml.write_text(config_text(endpoint, str(clients), control_endpoint=sock))
+    log = tmp_path / "mapper.log"
+    proc = spawn_mapper(["--config", str(toml)], log)
+    try:
+        wait_ready(endpoint, proc, timeout_s=30,
+                   curve=CurveClient(str(keys / "shim.key_secret"), str(keys / "mapper.key")))
+        toml.write_text(config_text(endpoint, str(clients), control_endpoint=sock,
+                                    peer_max_apps=9))
+        code, text, _ = run(capsys, "--socket", sock, "reload")
+        assert code == 0 and text.strip() == "reload applied (changed: peer_max_apps)"
+        toml.write_text("[mapper]\nbind = 5\n")
+        code, text, _ = run(capsys, "--socket", sock, "reload")
+        assert code == 1 and text.startswith("reload rejected: ") and "bind" in text
+        wait_event(log, "reload_rejected")
+        assert proc.poll() is None
+    finally:
+        stop_process(proc)
+
+
+def test_control_endpoint_is_local_only_and_auto_follows_systemd(monkeypatch):
+    from common.errors import ConfigError
+    from mapper.service.config import load_config
+    with pytest.raises(ConfigError, match="control_endpoint 'tcp://0.0.0.0:9'"):
+        load_config(None, {"control_endpoint": "tcp://0.0.0.0:9"})
+    assert load_config(None, {"control_endpoint": "tcp://127.0.0.1:9"}).control_address() \
+        == "tcp://127.0.0.1:9"
+    monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
+    assert load_config(None, {}).control_address() == ""            # no runtime dir: off
+    monkeypatch.setenv("RUNTIME_DIRECTORY", "/run/lustre-alloc")
+    assert load_config(None, {}).control_address() == "ipc:///run/lustre-alloc/control"
+    assert load_config(None, {"control_endpoint": ""}).control_address() == ""
