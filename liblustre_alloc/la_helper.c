@@ -558,6 +558,7 @@ void la_helper_shutdown(void)
 {
 	if (!la_helper_running())
 		return;
+	la_reports_flush_at_exit();
 	atomic_store(&la_stop, 1);
 	la_helper_wake();
 	pthread_join(la_helper_tid, NULL);

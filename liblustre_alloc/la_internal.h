@@ -258,6 +258,10 @@ LA_HIDDEN void la_report_queue(uint64_t token, const char *path,
 /* Helper thread: read and send what is due; ms until the next retry, or -1. */
 LA_HIDDEN int la_reports_run(void);
 LA_HIDDEN void la_reports_close(void);
+/* Reports queued or being read. */
+LA_HIDDEN int la_reports_pending(void);
+/* At exit: let the helper send what is queued, at most a bounded while. */
+LA_HIDDEN void la_reports_flush_at_exit(void);
 LA_HIDDEN void la_reports_atfork_child(void);
 LA_HIDDEN uint64_t la_reports_dropped_count(void);
 /* Pack a shadow report (docs/protocol.md); bytes, 0 when it does not fit. */

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "la_internal.h"
@@ -25,6 +26,10 @@
 #define LA_REPORTS 256
 #define LA_REPORT_RETRY_US 50000.0
 #define LA_REPORT_WAIT_US 5e6
+/* At exit, how long the process waits for reports still queued (a file
+ * created just before exit): on Lustre the layout is there at once, so this
+ * bounds a wait that is normally a few microseconds. */
+#define LA_REPORT_EXIT_WAIT_US 200000.0
 
 enum { LA_REP_FREE, LA_REP_FILLING, LA_REP_READY };
 
@@ -83,7 +88,8 @@ static void la_report_drain(void)
 		;
 }
 
-/* Send the report of slot s; 0 sent, -1 not. */
+/* Send the report of slot s; 0 sent, -EAGAIN not connected yet (a new
+ * socket has no connection for a moment: ZMQ_IMMEDIATE), -1 failed. */
 static int la_report_send(const struct la_report_slot *s,
 			  const uint32_t *osts, int count, uint64_t stripe_size)
 {
@@ -99,9 +105,10 @@ static int la_report_send(const struct la_report_slot *s,
 	len = la_pack_report(body, sizeof(body),
 			     atomic_fetch_add(&la_report_next_id, 1), s->token,
 			     osts, count, stripe_size);
-	if (len == 0 ||
-	    zmq_send(la_report_sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0)
+	if (len == 0)
 		return -1;
+	if (zmq_send(la_report_sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0)
+		return errno == EAGAIN ? -EAGAIN : -1;
 	return zmq_send(la_report_sock, body, len, ZMQ_DONTWAIT) == (int)len ?
 		       0 : -1;
 }
@@ -118,7 +125,7 @@ int la_reports_run(void)
 	for (i = 0; i < n; i++) {
 		struct la_report_slot *s = &la_reports[i];
 		uint64_t stripe_size = 0;
-		int count, left;
+		int count, left, sent;
 
 		if (atomic_load(&s->state) != LA_REP_READY)
 			continue;
@@ -130,18 +137,41 @@ int la_reports_run(void)
 		}
 		count = s->be->file_layout(s->path, lum, sizeof(lum), osts,
 					   LA_MAX_STRIPES, &stripe_size);
-		if (count == 0 && now - s->first_us < LA_REPORT_WAIT_US) {
+		sent = count > 0 ? la_report_send(s, osts, count, stripe_size)
+				 : -1;
+		if ((count == 0 || sent == -EAGAIN) &&
+		    now - s->first_us < LA_REPORT_WAIT_US) {
 			s->next_us = now + LA_REPORT_RETRY_US;
 			left = (int)(LA_REPORT_RETRY_US / 1000.0);
 			if (wait_ms < 0 || left < wait_ms)
 				wait_ms = left;
-			continue; /* not placed yet */
+			continue; /* not placed, or not connected, yet */
 		}
-		if (count <= 0 || la_report_send(s, osts, count, stripe_size))
+		if (sent != 0)
 			atomic_fetch_add(&la_reports_dropped, 1);
 		atomic_store(&s->state, LA_REP_FREE);
 	}
 	return wait_ms;
+}
+
+int la_reports_pending(void)
+{
+	int i, n = atomic_load(&la_reports_hwm), k = 0;
+
+	for (i = 0; i < n; i++)
+		k += atomic_load(&la_reports[i].state) != LA_REP_FREE;
+	return k;
+}
+
+void la_reports_flush_at_exit(void)
+{
+	double until = la_now_us() + LA_REPORT_EXIT_WAIT_US;
+	struct timespec ts = { 0, 5000000 }; /* 5 ms */
+
+	while (la_reports_pending() && la_now_us() < until) {
+		la_helper_wake();
+		nanosleep(&ts, NULL);
+	}
 }
 
 void la_reports_close(void)

@@ -207,6 +207,7 @@ class LiveStack:
             serves a steering agent (``--steer-endpoint``, acting on its emulated files) and
             the mapper's ``oss_agents`` name them (over CURVE when ``curve``); a collector of
             the emulated MDS serves the ``drain`` agent (``mds_agents``).
+        scope: the mapper's ``[scope]`` table (issue #30: e.g. ``{"shadow": True}``).
     """
     workdir: Path
     cluster: EmulatedCluster
@@ -220,6 +221,7 @@ class LiveStack:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     keys: CurveKeys | None = None
     steer: dict[str, Any] | None = None
+    scope: dict[str, Any] | None = None
     agent_endpoints: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -282,6 +284,8 @@ class LiveStack:
                                                    if k != MDS_NAME]
             lines += ["", "[steer.mds_agents]",
                       f"{json.dumps(MDS_NAME)} = {json.dumps(self.agent_endpoints[MDS_NAME])}"]
+        if self.scope is not None:
+            lines += ["", "[scope]"] + [f"{k} = {json.dumps(v)}" for k, v in self.scope.items()]
         path.write_text("\n".join(lines) + "\n")
         return path
 

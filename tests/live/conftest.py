@@ -68,13 +68,19 @@ class Live:
         self.stack.stop()
 
     def writer(self, name: str, files: int, period_s: float, *, delay_s: float = 0.5,
-               timeout_ms: int = 100, nbytes: int = 4096, **env: str) -> subprocess.Popen:
-        """A writer under the shim creating ``files`` files, one every ``period_s``."""
+               timeout_ms: int = 100, nbytes: int = 4096, linger_s: float = 0.0,
+               **env: str) -> subprocess.Popen:
+        """A writer under the shim creating ``files`` files, one every ``period_s``; with
+        ``linger_s``, it appends to its first file that long after the last create (and
+        lives until then)."""
         plan = self.root / f"{name}.jsonl"
         d = self.data / name
         d.mkdir()
-        plan.write_text("".join(json.dumps([round(i * period_s, 4), "write", str(d / f"f{i:05d}"),
-                                            nbytes]) + "\n" for i in range(files)))
+        ops = [[round(i * period_s, 4), "write", str(d / f"f{i:05d}"), nbytes]
+               for i in range(files)]
+        if linger_s:
+            ops.append([round(files * period_s + linger_s, 4), "write", ops[0][2], nbytes])
+        plan.write_text("".join(json.dumps(op) + "\n" for op in ops))
         full_env = child_env({"LD_PRELOAD": str(SHIM), "LUSTRE_ALLOC_MAPPER": self.stack.endpoints.mapper,
                               "LUSTRE_ALLOC_PATHS": str(self.data),
                               "LUSTRE_ALLOC_RECORD": str(self.record),
