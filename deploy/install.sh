@@ -98,6 +98,13 @@ if [ "$VENV" = 1 ]; then
     else
         "$DESTDIR$PREFIX/bin/pip" install --quiet "$SRC[$EXTRAS]"
     fi
+    if [ -n "$DESTDIR" ]; then
+        # a staged venv must run from $PREFIX once installed: its scripts' #! lines and
+        # activate name the staging path
+        grep -rlI --null "$DESTDIR$PREFIX" "$DESTDIR$PREFIX/bin" | xargs -0 -r sed -i "s#$DESTDIR$PREFIX#$PREFIX#g"
+        rm -rf "$DESTDIR$PREFIX"/lib/python3*/site-packages/pip "$DESTDIR$PREFIX"/bin/pip*
+        find "$DESTDIR$PREFIX" -name __pycache__ -type d -prune -exec rm -rf {} +
+    fi
 fi
 
 # ---------------------------------------------------------------- the shim

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Build the Debian packages (collector, mapper, client) with dpkg-buildpackage, from a copy of
+# this checkout (the repository root keeps no debian/ directory).
+#
+# Usage: packaging/build-deb.sh OUTDIR [--wheelhouse DIR]
+#   --wheelhouse  build the venvs from the wheels in DIR only (offline)
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${1:?usage: packaging/build-deb.sh OUTDIR [--wheelhouse DIR]}
+shift
+WHEELHOUSE=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --wheelhouse) WHEELHOUSE=$(cd "$2" && pwd); shift 2 ;;
+        *) echo "build-deb.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+VERSION=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$SRC/common/version.py")
+mkdir "$WORK/lustre-alloc-$VERSION"
+# the tracked and new (not ignored) files: no .venv, no build products
+(cd "$SRC" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) |
+    tar -C "$WORK/lustre-alloc-$VERSION" -xf -
+cp -r "$SRC/packaging/debian" "$WORK/lustre-alloc-$VERSION/debian"
+cat > "$WORK/lustre-alloc-$VERSION/debian/changelog" <<CHANGELOG
+lustre-alloc ($VERSION) unstable; urgency=medium
+
+  * Built from $(cd "$SRC" && git describe --always --dirty 2>/dev/null || echo a checkout).
+
+ -- lustre-alloc developers <lustre-alloc@localhost>  $(date -R)
+CHANGELOG
+cd "$WORK/lustre-alloc-$VERSION"
+WHEELHOUSE="$WHEELHOUSE" dpkg-buildpackage -us -uc -b --no-sign >"$WORK/build.log" 2>&1 || {
+    tail -40 "$WORK/build.log" >&2; echo "build-deb.sh: dpkg-buildpackage failed" >&2; exit 1; }
+mv "$WORK"/*.deb "$OUT/"
+ls -1 "$OUT"/*.deb
