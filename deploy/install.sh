@@ -101,7 +101,8 @@ if [ "$VENV" = 1 ]; then
     if [ -n "$DESTDIR" ]; then
         # a staged venv must run from $PREFIX once installed: its scripts' #! lines and
         # activate name the staging path
-        grep -rlI --null "$DESTDIR$PREFIX" "$DESTDIR$PREFIX/bin" | xargs -0 -r sed -i "s#$DESTDIR$PREFIX#$PREFIX#g"
+        grep -rlI --null "$DESTDIR$PREFIX" "$DESTDIR$PREFIX/bin" "$DESTDIR$PREFIX/pyvenv.cfg" |
+            xargs -0 -r sed -i "s#$DESTDIR$PREFIX#$PREFIX#g"
         rm -rf "$DESTDIR$PREFIX"/lib/python3*/site-packages/pip "$DESTDIR$PREFIX"/bin/pip*
         find "$DESTDIR$PREFIX" -name __pycache__ -type d -prune -exec rm -rf {} +
     fi

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(python3-venv build-essential pkg-config libzmq3-dev libmsgpack-dev valgrind iproute2 systemd)  # systemd: systemd-analyze verify of the units (tests/test_deploy.py)
+APT_PACKAGES=(python3-venv build-essential pkg-config libzmq3-dev libmsgpack-dev valgrind iproute2 systemd rpm rpmlint)  # systemd: systemd-analyze verify of the units (tests/test_deploy.py); rpm, rpmlint: the RPMs (tests/test_rpm_packages.py; dpkg-buildpackage comes with build-essential)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
