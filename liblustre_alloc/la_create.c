@@ -42,6 +42,10 @@ void la_fill_request(struct la_request *rq, const char *abs,
 	rq->expected_bytes = hint && hint->expected_bytes
 				     ? hint->expected_bytes
 				     : la_cfg.expected_bytes;
+	/* for the admin's scope rules (docs/protocol.md: uid, gid, projid) */
+	rq->uid = (uint32_t)geteuid();
+	rq->gid = (uint32_t)getegid();
+	rq->projid = di ? di->projid : -1;
 }
 
 /* Create the new file base in the directory pfd. */

@@ -131,6 +131,7 @@ struct la_dirinfo {
 	int stripe_count;      /* directory default, 0 = unknown */
 	uint64_t stripe_size;  /* directory default, 0 = unknown */
 	char pool[LA_LOV_MAXPOOLNAME + 1]; /* directory default's pool, "" */
+	int64_t projid;        /* project id a new file gets here, -1 unknown */
 };
 /* A directory default layout as LL_IOC_LOV_GETSTRIPE (or the lustre.lov
  * xattr) gives it: lov_user_md v1/v3 or a composite; 0 or -1. */
@@ -202,6 +203,8 @@ struct la_request {
 	int stripe_count;
 	uint64_t stripe_size;
 	uint64_t expected_bytes;
+	uint32_t uid, gid;     /* effective ids of the creating process */
+	int64_t projid;        /* the file's project id to be, -1 unknown */
 };
 /* Ask for a layout; never blocks longer than timeout_ms.  Fills d.
  * Async-signal-safe (the helper thread talks to the mapper). */

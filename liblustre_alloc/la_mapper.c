@@ -63,8 +63,8 @@ size_t la_pack_request(char *buf, size_t cap, uint64_t id,
 	int n = 3;
 
 	if (alloc)
-		n += 4 + (rq->path ? 1 : 0) + (rq->pool && *rq->pool ? 1 : 0) +
-		     (la_cfg.fsname[0] ? 1 : 0);
+		n += 6 + (rq->path ? 1 : 0) + (rq->pool && *rq->pool ? 1 : 0) +
+		     (la_cfg.fsname[0] ? 1 : 0) + (rq->projid >= 0 ? 1 : 0);
 	msgpack_packer_init(&pk, &b, la_buf_write);
 	msgpack_pack_map(&pk, (size_t)n);
 	la_pack_cstr(&pk, "v");
@@ -82,6 +82,14 @@ size_t la_pack_request(char *buf, size_t cap, uint64_t id,
 		msgpack_pack_uint64(&pk, rq->stripe_size);
 		la_pack_cstr(&pk, "expected_bytes");
 		msgpack_pack_uint64(&pk, rq->expected_bytes);
+		la_pack_cstr(&pk, "uid");
+		msgpack_pack_uint32(&pk, rq->uid);
+		la_pack_cstr(&pk, "gid");
+		msgpack_pack_uint32(&pk, rq->gid);
+		if (rq->projid >= 0) {
+			la_pack_cstr(&pk, "projid");
+			msgpack_pack_uint32(&pk, (uint32_t)rq->projid);
+		}
 		if (rq->path) {
 			/* bin: a path is bytes, not necessarily UTF-8 */
 			size_t pl = strlen(rq->path);

@@ -23,6 +23,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -145,6 +147,7 @@ static int la_dirinfo_read(int pfd, struct la_work *w, struct la_dirinfo *di)
 	int dfd;
 
 	memset(di, 0, sizeof(*di));
+	di->projid = -1;
 	if (fstatfs(pfd, &sf) != 0)
 		return -1;
 	di->is_lustre = ((unsigned long)sf.f_type == LA_LL_SUPER_MAGIC);
@@ -154,6 +157,17 @@ static int la_dirinfo_read(int pfd, struct la_work *w, struct la_dirinfo *di)
 	if (dfd < 0)
 		return 0; /* unreadable directory: default unknown */
 	n = be->dir_default(dfd, w->u.lum, sizeof(w->u.lum));
+	{
+		/* the project id a new file gets: the directory's when it
+		 * passes it on (PROJINHERIT, as lfs project -s sets), else 0
+		 * (ext4/ldiskfs/Lustre; FS_IOC_FSGETXATTR is what lfs project
+		 * reads) */
+		struct fsxattr fsx;
+
+		if (ioctl(dfd, FS_IOC_FSGETXATTR, &fsx) == 0)
+			di->projid = (fsx.fsx_xflags & FS_XFLAG_PROJINHERIT) ?
+					     (int64_t)fsx.fsx_projid : 0;
+	}
 	close(dfd);
 	if (n > 0)
 		la_parse_dir_default(w->u.lum, (size_t)n, di);

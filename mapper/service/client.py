@@ -118,8 +118,8 @@ class MapperClient:
 
     def alloc(self, job: str, stripe_count: int, stripe_size: int = 1 << 20,
               expected_bytes: int = 0, path: str = "", pool: str | None = None,
-              fsname: str | None = None) -> Layout:
-        """Ask for a layout.
+              fsname: str | None = None, owner: wire.Owner | None = None) -> Layout:
+        """Ask for a layout (``owner``: the uid, gid and project id to send).
 
         Raises:
             ShadowDecision: shadow mode (a MapperError: old callers use Lustre's allocator).
@@ -129,7 +129,7 @@ class MapperClient:
         rid = next(self._ids)
         reply = self.request(wire.encode_request(rid, job, stripe_count, stripe_size,
                                                  expected_bytes, path, pool,
-                                                 fsname=fsname), rid)
+                                                 fsname=fsname, owner=owner), rid)
         if not reply.get("ok"):
             err, reason = int(reply.get("errno", 0)), str(reply.get("error", ""))
             if reply.get("shadow"):

@@ -154,7 +154,7 @@ class Intake:
             elif req.op == "report":
                 out.reports.append((identity, req))     # tokens are the service's, not a fs's
             elif (why := self.scope.why_not(ctx.fsname, create.path, create.pool,
-                                            create.jobid)) is not None:
+                                            create.jobid, req.owner)) is not None:
                 replies.append((identity, wire.encode_error(
                     req.id, errno.EPERM, f"outside the placement scope: {why}; use Lustre's "
                     f"allocator")))

@@ -13,6 +13,9 @@ admin narrows it here, on the MDS, without touching any job.
     pools = ["flash"]                   # the request's pool ("" = no pool; empty list: any)
     jobids = ["hacc*", "ior.*"]         # fnmatch patterns of the jobid (empty: any)
     exclude_jobids = ["*.debug"]
+    uids = [20001, 20002]               # the creating process's effective uid (empty: any)
+    gids = [5000]                       # its effective gid (empty: any)
+    projids = [42]                      # the new file's Lustre project id (empty: any)
 
     [scope.fsnames]                     # per file system: true, false or "shadow"
     scratch2 = false
@@ -22,7 +25,12 @@ A request is placed when placement is on for its file system, its path is under 
 ``paths`` and under none of ``exclude_paths``, its pool is one of ``pools``, and its jobid
 matches one of ``jobids`` and none of ``exclude_jobids`` (empty lists select everything).
 Paths are compared component by component (``/a/b`` holds ``/a/b/c``, not ``/a/bc``).
-Not available: uid, gid and Lustre project ids, which requests do not carry (protocol v1).
+``uids``, ``gids`` and ``projids`` compare what the shim sends: its effective uid and gid
+and the project id the new file inherits from its directory (``lfs project -p ID -s DIR``;
+read with ``FS_IOC_FSGETXATTR``). A request that does not carry the id a rule needs (an older
+client, a directory whose project id cannot be read) is left to Lustre. These are the
+client's claims, not credentials (the shim runs as the user): they select what the admin
+wants placed, they do not control access.
 
 Shadow mode (``shadow = true``, or ``"shadow"`` for one file system): a request in scope is
 decided as usual, nothing is booked, and the reply tells the shim to use Lustre's allocator
@@ -36,6 +44,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from common.errors import ConfigError
+from mapper.service.wire import Owner
 
 PLACE, SHADOW, OFF = "place", "shadow", "off"
 """The modes of a file system (:meth:`Scope.mode`)."""
@@ -52,6 +61,7 @@ class Scope:
         jobids, exclude_jobids: fnmatch patterns.
         shadow: True: every file system in shadow mode (module docstring).
         fsnames: file system name -> True (placed), False (off) or ``"shadow"``.
+        uids, gids, projids: ids the request must carry one of (empty: any).
     """
     place: bool = True
     shadow: bool = False
@@ -61,6 +71,9 @@ class Scope:
     jobids: tuple[str, ...] = ()
     exclude_jobids: tuple[str, ...] = ()
     fsnames: Mapping[str, bool | str] = field(default_factory=dict)
+    uids: tuple[int, ...] = ()
+    gids: tuple[int, ...] = ()
+    projids: tuple[int, ...] = ()
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> "Scope":
@@ -91,6 +104,13 @@ class Scope:
                     raise ConfigError(f"scope.{key}: {bad[0]!r} is not an absolute path")
                 value = [posixpath.normpath(v) for v in value]
             kw[key] = tuple(value)
+        for key in ("uids", "gids", "projids"):
+            value = table.get(key, [])
+            if not isinstance(value, list) or not all(
+                    isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 32
+                    for v in value):
+                raise ConfigError(f"scope.{key} must be a list of integers 0..2^32-1")
+            kw[key] = tuple(value)
         fs = table.get("fsnames", {})
         if not isinstance(fs, Mapping) or not all(isinstance(v, bool) or v == SHADOW
                                                   for v in fs.values()):
@@ -106,8 +126,10 @@ class Scope:
             return OFF
         return SHADOW if self.shadow or own == SHADOW else PLACE
 
-    def why_not(self, fsname: str, path: str, pool: str | None, jobid: str) -> str | None:
-        """None when the request is placed; else the rule that leaves it to Lustre, one line."""
+    def why_not(self, fsname: str, path: str, pool: str | None, jobid: str,
+                owner: Owner | None = None) -> str | None:
+        """None when the request is placed; else the rule that leaves it to Lustre, one line.
+        ``owner``: the uid, gid and project id the request carries (None: none)."""
         if not self.place:
             return "placement is off (scope.place)"
         if self.fsnames.get(fsname, True) is False:
@@ -123,6 +145,13 @@ class Scope:
             return "jobid matches no scope.jobids pattern"
         if any(fnmatch.fnmatchcase(jobid, p) for p in self.exclude_jobids):
             return "jobid matches scope.exclude_jobids"
+        have = owner or Owner()
+        for key, allowed, got in (("uid", self.uids, have.uid), ("gid", self.gids, have.gid),
+                                  ("projid", self.projids, have.projid)):
+            if allowed and got is None:
+                return f"request carries no {key} (scope.{key}s)"
+            if allowed and got not in allowed:
+                return f"{key} {got} not in scope.{key}s"
         return None
 
 

@@ -35,6 +35,8 @@ MAX_JOB_BYTES = 255
 MAX_FSNAME = 8
 """Longest Lustre fsname, bytes (mkfs.lustre ``--fsname``)."""
 MAX_ID = (1 << 64) - 1
+MAX_ID32 = (1 << 32) - 1
+"""Largest uid, gid or project id (32-bit in Linux and Lustre)."""
 MAX_EXPECTED_BYTES = (1 << 63) - 1
 OPS = ("alloc", "ping", "report")
 MAX_STRIPES = 2000
@@ -60,6 +62,16 @@ class WireError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Owner:
+    """The creating process's effective uid and gid and the new file's project id, as the
+    client sends them (None: not sent). A client's claim, not a credential: the shim runs as
+    the user (docs/operations.md, "Scope")."""
+    uid: int | None = None
+    gid: int | None = None
+    projid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ShadowReport:
     """The layout Lustre chose for a file the mapper decided in shadow mode."""
     token: int
@@ -80,6 +92,8 @@ class Request:
     fsname: str | None = None
     """The file system to place on (``fsname``); None = the mapper's only one."""
     report: ShadowReport | None = None
+    owner: Owner | None = None
+    """Who creates, as the client says (``uid``, ``gid``, ``projid``; for the scope rules)."""
 
     def create_request(self) -> CreateRequest:
         """The create of an ``alloc`` request.
@@ -193,8 +207,13 @@ def _decode_common(body: dict[Any, Any], ost_count: int | None) -> Request | Non
         if type(fsname) is not str or len(fsname.encode()) > MAX_FSNAME:
             return None
         fsname = fsname or None
+    ids = (get("uid"), get("gid"), get("projid"))
+    for v in ids:
+        if v is not None and (type(v) is not int or not 0 <= v <= MAX_ID32):
+            return None
     return Request("alloc", request_id,
-                   CreateRequest(job, stripe_count, stripe_size, expected, pool, path), fsname)
+                   CreateRequest(job, stripe_count, stripe_size, expected, pool, path), fsname,
+                   owner=None if ids == (None, None, None) else Owner(*ids))
 
 
 def decode_request(frame: bytes, ost_count: int | None = None) -> Request:
@@ -292,9 +311,17 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
                             f"LOV_MAXPOOLNAME ({MAX_POOL_NAME})", request_id)
         pool = pool or None  # "" = no pool, as lfs setstripe -p ""
     fsname = _fsname(body, request_id)
+    ids = []
+    for key in ("uid", "gid", "projid"):
+        v = body.get(key)
+        if v is not None and (not _is_int(v) or not 0 <= v <= MAX_ID32):
+            raise WireError(errno.EINVAL, f"field {key!r} must be an integer 0..2^32-1",
+                            request_id)
+        ids.append(v)
     return Request("alloc", request_id,
                    CreateRequest(jobid=job, stripe_count=stripe_count, stripe_size=stripe_size,
-                                 expected_bytes=expected, pool=pool, path=path), fsname)
+                                 expected_bytes=expected, pool=pool, path=path), fsname,
+                   owner=None if ids == [None, None, None] else Owner(*ids))
 
 
 def _shadow_report(body: dict[Any, Any], request_id: int) -> ShadowReport:
@@ -368,7 +395,8 @@ def encode_pong(request_id: int, policy: str, fsname: str = "") -> bytes:
 
 def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: int,
                    expected_bytes: int = 0, path: str = "", pool: str | None = None,
-                   op: str = "alloc", fsname: str | None = None) -> bytes:
+                   op: str = "alloc", fsname: str | None = None,
+                   owner: Owner | None = None) -> bytes:
     """Request body as a client sends it (used by :mod:`mapper.service.client` and tests)."""
     if op == "ping":
         ping: dict[str, Any] = {"v": PROTOCOL_VERSION, "op": "ping", "id": request_id}
@@ -382,6 +410,9 @@ def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: in
         body["pool"] = pool
     if fsname is not None:
         body["fsname"] = fsname
+    if owner is not None:
+        body.update({k: v for k, v in (("uid", owner.uid), ("gid", owner.gid),
+                                       ("projid", owner.projid)) if v is not None})
     return _pack(body)
 
 

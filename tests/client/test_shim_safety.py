@@ -45,6 +45,26 @@ def set_dir_default(directory: Path, value: bytes) -> None:
     os.setxattr(directory, LOV_XATTR, value)
 
 
+FS_IOC_FSGETXATTR = 0x801C581F      # _IOR('X', 31, struct fsxattr), 28 bytes
+FS_XFLAG_PROJINHERIT = 0x00000200
+
+
+def _inherited_projid(directory: Path) -> int | None:
+    """The project id a new file in ``directory`` gets, read as ``lfs project`` does; None
+    where the file system does not say (then the shim sends none)."""
+    import fcntl
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        buf = bytearray(28)
+        fcntl.ioctl(fd, FS_IOC_FSGETXATTR, buf)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    xflags, _, _, projid = struct.unpack_from("<IIII", buf)
+    return projid if xflags & FS_XFLAG_PROJINHERIT else 0
+
+
 def _requests(log: Path) -> list[dict]:
     if not log.exists():
         return []
@@ -139,6 +159,10 @@ def test_pool_of_the_directory_default_goes_to_the_mapper_and_into_the_layout(
     assert len(reqs) == 2
     assert all(q["pool"] == "flash" and q["stripe_count"] == 3 and q["stripe_size"] == 4 << 20
                for q in reqs)
+    # who creates, for the admin's scope rules: the process's effective ids, and the project
+    # id the file inherits when the file system tells it (FS_IOC_FSGETXATTR)
+    assert all(q["uid"] == os.geteuid() and q["gid"] == os.getegid() for q in reqs)
+    assert [q.get("projid") for q in reqs] == [_inherited_projid(run.data)] * 2
     for r in run.records():
         assert_valid_layout(r, count=3)
         assert r["pool"] == "flash" and r["stripe_size"] == str(4 << 20)

@@ -84,3 +84,34 @@ def test_a_reload_changes_the_scope(tmp_path):
             assert exc.value.errno == errno.EPERM and "scope.place" in str(exc.value)
     finally:
         svc.stop()
+
+
+def test_uid_gid_and_project_rules():
+    from mapper.service.scope import Scope
+    from mapper.service.wire import Owner
+    s = Scope.from_table({"uids": [20001], "gids": [5000, 5001], "projids": [42]})
+    assert s.why_not("fs", "/l/f", None, "j", Owner(20001, 5001, 42)) is None
+    assert s.why_not("fs", "/l/f", None, "j", Owner(20002, 5001, 42)) == \
+        "uid 20002 not in scope.uids"
+    assert s.why_not("fs", "/l/f", None, "j", Owner(20001, 5001, 0)) == \
+        "projid 0 not in scope.projids"
+    # an old client sends none: left to Lustre, never placed by guess
+    assert s.why_not("fs", "/l/f", None, "j", None) == "request carries no uid (scope.uids)"
+    assert Scope.from_table({}).why_not("fs", "/l/f", None, "j", None) is None
+    for bad in ({"uids": [-1]}, {"gids": ["5000"]}, {"projids": [True]}, {"uids": 7}):
+        with pytest.raises(ConfigError, match=f"scope.{next(iter(bad))} must be a list of integers"):
+            Scope.from_table(bad)
+
+
+def test_the_service_scopes_by_uid_through_the_wire():
+    from mapper.service.wire import Owner
+    svc = make_service(static_cluster="4x2", policy="round_robin",
+                       scope={"uids": [1000], "projids": [7]})
+    try:
+        with MapperClient(svc.endpoint, timeout_s=2.0) as c:
+            assert c.alloc("app.1", 1, path="/x/f", owner=Owner(1000, 100, 7)).osts
+            with pytest.raises(MapperError) as exc:
+                c.alloc("app.1", 1, path="/x/f", owner=Owner(1001, 100, 7))
+            assert exc.value.errno == errno.EPERM and "uid 1001 not in scope.uids" in exc.value.reason
+    finally:
+        svc.stop()
