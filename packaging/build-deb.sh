@@ -20,10 +20,7 @@ OUT=$(cd "$OUT" && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 VERSION=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$SRC/common/version.py")
-mkdir "$WORK/lustre-alloc-$VERSION"
-# the tracked and new (not ignored) files: no .venv, no build products
-(cd "$SRC" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) |
-    tar -C "$WORK/lustre-alloc-$VERSION" -xf -
+"$SRC/packaging/copy-checkout.sh" "$WORK/lustre-alloc-$VERSION"
 cp -r "$SRC/packaging/debian" "$WORK/lustre-alloc-$VERSION/debian"
 cat > "$WORK/lustre-alloc-$VERSION/debian/changelog" <<CHANGELOG
 lustre-alloc ($VERSION) unstable; urgency=medium

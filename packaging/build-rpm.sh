@@ -20,9 +20,8 @@ OUT=$(cd "$OUT" && pwd)
 TOP=$(mktemp -d)
 trap 'rm -rf "$TOP"' EXIT
 VERSION=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$SRC/common/version.py")
-mkdir -p "$TOP"/{SOURCES,BUILD,RPMS,SRPMS,SPECS} "$TOP/stage/lustre-alloc-$VERSION"
-(cd "$SRC" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) |
-    tar -C "$TOP/stage/lustre-alloc-$VERSION" -xf -
+mkdir -p "$TOP"/{SOURCES,BUILD,RPMS,SRPMS,SPECS}
+"$SRC/packaging/copy-checkout.sh" "$TOP/stage/lustre-alloc-$VERSION"
 tar -C "$TOP/stage" -czf "$TOP/SOURCES/lustre-alloc-$VERSION.tar.gz" "lustre-alloc-$VERSION"
 NODEPS=()
 rpm -q rpm >/dev/null 2>&1 || NODEPS=(--nodeps)
