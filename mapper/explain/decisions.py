@@ -119,16 +119,13 @@ class DecisionIndex:
         return None
 
 
-def explain(record: DecisionRecord, pricer: ChoicePricer, snapshot: ClusterSnapshot,
-            k: int = ALTERNATIVES) -> dict[str, Any]:
-    """``record`` as a JSON-ready map, with ``priced``: the chosen list's expected seconds
-    and the ``k`` cheapest usable OSTs of its pool, priced on ``snapshot`` (its version in
-    ``priced.state_version``)."""
-    out = asdict(record)
-    out["osts"] = list(record.osts)
+def priced(record: DecisionRecord, pricer: ChoicePricer, snapshot: ClusterSnapshot,
+           k: int = ALTERNATIVES) -> dict[str, Any]:
+    """The chosen list's expected seconds and the ``k`` cheapest usable OSTs of its pool,
+    priced on ``snapshot`` (its version in ``state_version``), JSON-ready."""
     bps = record.bytes_per_stripe
     chosen = pricer.price(snapshot, record.osts, bps) if record.osts else None
-    out["priced"] = {
+    return {
         "state_version": snapshot.version,
         "bytes_per_stripe": bps,
         "chosen_expected_s": None if chosen is None else _finite(chosen.expected_s),
@@ -136,6 +133,14 @@ def explain(record: DecisionRecord, pricer: ChoicePricer, snapshot: ClusterSnaps
         "cheapest": [{"ost": i, "expected_s": s}
                      for i, s in pricer.cheapest(snapshot, record.pool or None, bps, k)],
     }
+
+
+def explain(record: DecisionRecord, pricer: ChoicePricer, snapshot: ClusterSnapshot,
+            k: int = ALTERNATIVES) -> dict[str, Any]:
+    """``record`` as a JSON-ready map, with ``priced`` (:func:`priced`)."""
+    out = asdict(record)
+    out["osts"] = list(record.osts)
+    out["priced"] = priced(record, pricer, snapshot, k)
     return out
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from mapper.flow.costs import RateCost
 from mapper.flow.rates import OstRateTracker
 from mapper.policies.placement import InvalidRequestError
-from mapper.state.arrays import OstArrays, OstTable, ost_arrays
+from mapper.state.arrays import OstArrays, TableSync, ost_arrays
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import is_usable, pool_members
 
@@ -70,12 +70,13 @@ class ChoicePricer:
         self._key: tuple[int, int | None] | None = None
         self._arrays: OstArrays | None = None
         self._version: int | None = None
+        self._sync = TableSync()
 
     def _state(self, snapshot: ClusterSnapshot) -> OstArrays:
         key = (id(snapshot), snapshot.version)
         if self._arrays is None or key != self._key or snapshot.version is None:
             self.tracker.update(snapshot.osts)
-            table = OstTable.from_snapshot(snapshot)
+            table = self._sync.table(snapshot)
             rows = table.indices()
             base = ost_arrays(table, rows)
             self._arrays = dataclasses.replace(

@@ -139,7 +139,8 @@ class ControlServer:
             filesystems = [self._fs_status(ctx) for ctx in svc.contexts.values()]
             steering = svc.steering.status() if svc.steering is not None else None
         m = svc.metrics
-        requests = {r: int(m.requests.labels(r)._value.get()) for r in RESULTS}
+        requests = {r: int(m.registry.get_sample_value("lustre_alloc_mapper_requests_total",
+                                                       {"result": r}) or 0) for r in RESULTS}
         placed = requests["ok"] + requests["fallback"]
         return {"filesystems": filesystems, "requests": requests,
                 "fallback_share": requests["fallback"] / placed if placed else None,

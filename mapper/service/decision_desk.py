@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from mapper.explain.decisions import DecisionIndex, DecisionRecord, explain
+from mapper.explain.decisions import DecisionIndex, DecisionRecord, explain, priced
 from mapper.explain.pricing import ChoicePricer, ListPrice
 from mapper.policies.placement import (AllocationError, BooksPlacements, CreateRequest,
                                        Placement)
@@ -60,7 +60,7 @@ class DecisionDesk:
         self.index.add(rec)
         if token:
             self.ledger.decided(rec)
-        self.log.record(rec, lambda r: explain(r, self.pricer(ctx), snap)["priced"])
+        self.log.record(rec, lambda r: priced(r, self.pricer(ctx), snap))
         return token
 
     def _price(self, fsname: str, osts: Sequence[int], bytes_per_stripe: float) -> ListPrice:
