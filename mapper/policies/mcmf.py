@@ -168,6 +168,10 @@ class McmfPolicy(BatchPolicy):
         those OSTs until the samples show them, as a list this mapper handed out would be."""
         self.books.book(list(osts), bytes_per_stripe, jobid, self.views.view(snapshot).table)
 
+    def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
+        """A list handed out and never used (a lease returned or expired): off the books."""
+        self.books.unbook(list(osts), bytes_per_stripe)
+
     def straggler_osts(self) -> list[int]:
         """OSTs the last round left out as stragglers (:mod:`mapper.flow.stragglers`)."""
         return sorted(int(i) for i in self.last_stragglers)

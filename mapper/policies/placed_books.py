@@ -70,6 +70,11 @@ class PlacedBooks:
                 self.app_stripes.popitem(last=False)
         self.pending.add(osts, bytes_per_stripe, table)
 
+    def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
+        """A booked list that was never used (a lease returned or expired): its pending
+        load comes off (the per-application counts decay on their own)."""
+        self.pending.remove(osts, bytes_per_stripe)
+
     def app_costs(self, jobid: str, osts: OstArrays, unit: float = PERCENT_SCALE) -> np.ndarray | None:
         """The spreading term of ``jobid``'s request arcs, int64 (N,) in cost units
         (``unit`` per point), or None when off or the application has no stripes."""

@@ -196,6 +196,11 @@ class BooksPlacements(Protocol):
         """Book a layout someone else placed (Lustre's allocator, reported in shadow mode)."""
         ...
 
+    def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
+        """Take a list handed out but never used (a returned or expired lease, protocol
+        v2) off the pending load."""
+        ...
+
 
 @runtime_checkable
 class ReportsStragglers(Protocol):

@@ -1,5 +1,5 @@
-"""Python client of the mapper (allocation protocol v1, ``docs/protocol.md``), for scripts,
-tests and benchmarks; the C shim in ``liblustre_alloc/`` speaks the same protocol.
+"""Python client of the mapper (allocation protocol v1 and v2's leases, ``docs/protocol.md``),
+for scripts, tests and benchmarks; the C shim in ``liblustre_alloc/`` speaks the same protocol.
 
 Usage::
 
@@ -23,7 +23,7 @@ from typing import Any
 import zmq
 
 from common.curve import CurveClient
-from mapper.service import wire
+from mapper.service import wire, wire_lease
 
 
 class MapperError(Exception):
@@ -48,6 +48,32 @@ class ShadowDecision(MapperError):
 
 class MapperTimeout(Exception):
     """No reply within the timeout: create the file with Lustre's allocator."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A granted lease (protocol v2): ``layouts`` to use in order, good for ``lease_ms``
+    from the reply; ``revoke`` names earlier leases to stop using."""
+    id: int
+    layouts: tuple[tuple[int, ...], ...]
+    stripe_size: int
+    policy: str
+    lease_ms: int
+    version: int
+    revoke: tuple[int, ...]
+
+
+class LeaseRefused(MapperError):
+    """The mapper granted no lease: ``per_create`` (ask per create with :meth:`MapperClient.alloc`,
+    shadow mode), ``retry_ms`` (do not ask for this class again for that long), ``revoke``
+    as in :class:`Lease`."""
+
+    def __init__(self, err: int, reason: str, per_create: bool, retry_ms: int,
+                 revoke: tuple[int, ...]):
+        super().__init__(err, reason)
+        self.per_create = per_create
+        self.retry_ms = retry_ms
+        self.revoke = revoke
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +179,44 @@ class MapperClient:
         if not reply.get("ok"):
             raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
         return str(reply["result"])
+
+    def lease(self, count: int, job: str, stripe_count: int, stripe_size: int = 1 << 20,
+              expected_bytes: int = 0, path: str = "", pool: str | None = None,
+              fsname: str | None = None, owner: wire.Owner | None = None) -> Lease:
+        """Lease up to ``count`` layouts of one class (protocol v2; ``path`` is the
+        directory the files go to).
+
+        Raises:
+            LeaseRefused: the mapper granted none (a v1 mapper: errno EPROTO; then ask
+                per create with :meth:`alloc`).
+            MapperTimeout: no reply in time.
+        """
+        rid = next(self._ids)
+        reply = self.request(wire_lease.encode_lease_request(
+            rid, count, job, stripe_count, stripe_size, expected_bytes, path, pool, fsname,
+            owner), rid)
+        revoke = tuple(reply.get("revoke") or ())
+        if not reply.get("ok"):
+            raise LeaseRefused(int(reply.get("errno", 0)), str(reply.get("error", "")),
+                               bool(reply.get("per_create")), int(reply.get("retry_ms", 0)),
+                               revoke)
+        return Lease(int(reply["lease"]), tuple(tuple(x) for x in reply["layouts"]),
+                     int(reply["stripe_size"]), str(reply["policy"]), int(reply["lease_ms"]),
+                     int(reply["version"]), revoke)
+
+    def release(self, leases: list[tuple[int, int]], fsname: str | None = None) -> list[str]:
+        """Return leases: (lease id, layouts used) pairs; the mapper's result per lease
+        (``ok``, ``unknown``).
+
+        Raises:
+            MapperError: the release was refused (EINVAL naming the field).
+            MapperTimeout: no reply in time.
+        """
+        rid = next(self._ids)
+        reply = self.request(wire_lease.encode_release_request(rid, leases, fsname), rid)
+        if not reply.get("ok"):
+            raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
+        return [str(r) for r in reply["results"]]
 
     def ping(self, fsname: str | None = None) -> str:
         """Liveness check; returns the primary policy name of the file system ``fsname``

@@ -132,6 +132,12 @@ class MapperConfig:
             (:mod:`mapper.service.control`): ``ipc://PATH`` or a loopback ``tcp://``;
             ``"auto"``: ``ipc://$RUNTIME_DIRECTORY/control`` when systemd gives a runtime
             directory (the unit's ``RuntimeDirectory=lustre-alloc``), else off; ``""``: off.
+        lease_s: lifetime of a layout lease (protocol v2, :mod:`mapper.service.leases`),
+            s; a lease nobody returned is un-booked after it. Bounded by the primary's own
+            ``plan_ttl_s`` when it plans ahead (a leased list is as old as a plan at most).
+        lease_max_layouts: most layouts in one lease.
+        lease_peer_quota: most leased layouts one client holds at once; past it a lease
+            request gets EDQUOT and the client asks per create.
         scope: the top-level ``[scope]`` table: which requests are placed
             (:class:`mapper.service.scope.Scope`; everything when absent).
     """
@@ -176,6 +182,9 @@ class MapperConfig:
     log_level: str = "info"
     decision_log_per_s: float = 1.0
     control_endpoint: str = "auto"
+    lease_s: float = 2.0
+    lease_max_layouts: int = 64
+    lease_peer_quota: int = 4096
     steer: dict[str, Any] = field(default_factory=dict)
     scope: dict[str, Any] = field(default_factory=dict)
 
@@ -194,6 +203,10 @@ class MapperConfig:
                 raise ConfigError(f"{name} must be >= 0")
         if self.batch_window_s > 0.1:
             raise ConfigError("batch_window_s above 0.1 s would stall every create")
+        if not 0 < self.lease_s <= 60:
+            raise ConfigError("lease_s must be in (0, 60]")
+        if not 1 <= self.lease_max_layouts <= 4096 or self.lease_peer_quota < 1:
+            raise ConfigError("lease_max_layouts must be 1..4096 and lease_peer_quota >= 1")
         if self.decision_log_per_s < 0:
             raise ConfigError("decision_log_per_s must be >= 0")
         ce = self.control_endpoint

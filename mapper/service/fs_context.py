@@ -144,6 +144,20 @@ class FsContext:
         primary = self.gate.primary
         return primary.not_booking() if isinstance(primary, BooksPlacements) else nullcontext()
 
+    def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
+        """Take a leased list that was never used off the primary's books (a primary
+        without books has nothing to take back)."""
+        primary = self.gate.primary
+        if isinstance(primary, BooksPlacements):
+            primary.unbook(osts, bytes_per_stripe)
+
+    def plan_ttl_s(self) -> float | None:
+        """How long the primary's planned lists stay good, s; None when it plans nothing
+        ahead."""
+        primary = self.gate.primary
+        plans = primary.plans if isinstance(primary, PlansAhead) else None
+        return None if plans is None else float(plans.ttl_s)
+
     def tracked(self) -> Callable[[str], bool] | None:
         """The primary's per-jobid membership test; None when it keeps no per-jobid state
         (every jobid is then its own: the new-jobid bound has nothing to protect)."""

@@ -15,7 +15,7 @@ from typing import Any
 import zmq
 
 from mapper.policies.placement import CreateRequest
-from mapper.service import wire
+from mapper.service import wire, wire_lease
 from mapper.service.config import MapperConfig
 from mapper.service.fs_context import FsContext
 from mapper.service.limits import PeerLimits, peer_of
@@ -39,6 +39,9 @@ class Sorted:
     replies: list[tuple[bytes, bytes]]
     allocs: dict[str, list[Alloc]]
     reports: list[tuple[bytes, wire.Request]] = dataclasses.field(default_factory=list)
+    leases: dict[str, list[Alloc]] = dataclasses.field(default_factory=dict)
+    """Lease requests (protocol v2) per file system key."""
+    releases: list[Alloc] = dataclasses.field(default_factory=list)
     bad: int = 0
     pings: int = 0
     out_of_scope: int = 0
@@ -88,7 +91,7 @@ class Intake:
         """
         contexts = self.contexts
         if req.fsname is None:
-            if len(contexts) == 1 or req.op != "alloc":
+            if len(contexts) == 1 or req.op not in ("alloc", "lease"):
                 return next(iter(contexts.values()))
             raise wire.WireError(errno.EINVAL, f"field 'fsname' is required: this mapper serves "
                                  f"{', '.join(contexts)}", req.id)
@@ -148,25 +151,34 @@ class Intake:
                     f"in one round from {peer}; use Lustre's allocator")))
                 out.bad += 1
                 continue
-            if req.op == "ping":
-                replies.append((identity, wire.encode_pong(req.id, ctx.gate.name, ctx.fsname)))
+            op = req.op
+            if op == "ping":
+                replies.append((identity, wire.encode_pong(req.id, ctx.gate.name, ctx.fsname,
+                                                           req.version)))
                 out.pings += 1
-            elif req.op == "report":
+            elif op == "report":
                 out.reports.append((identity, req))     # tokens are the service's, not a fs's
+            elif op == "release":
+                out.releases.append((identity, req, peer))   # lease ids are the service's
             elif (why := self.scope.why_not(ctx.fsname, create.path, create.pool,
                                             create.jobid, req.owner)) is not None:
-                replies.append((identity, wire.encode_error(
-                    req.id, errno.EPERM, f"outside the placement scope: {why}; use Lustre's "
-                    f"allocator")))
+                reason = f"outside the placement scope: {why}; use Lustre's allocator"
+                replies.append((identity, wire.encode_error(req.id, errno.EPERM, reason)
+                                if op == "alloc" else wire_lease.encode_lease_error(
+                                    req.id, errno.EPERM, reason,
+                                    retry_ms=int(cfg.lease_s * 1000))))
                 out.out_of_scope += 1
             elif ost_counts[ctx.key] == 0:
-                replies.append((identity, wire.encode_error(
-                    req.id, errno.EAGAIN, "no cluster state yet (no collector sample)")))
+                reason = "no cluster state yet (no collector sample)"
+                replies.append((identity, wire.encode_error(req.id, errno.EAGAIN, reason)
+                                if op == "alloc" else wire_lease.encode_lease_error(
+                                    req.id, errno.EAGAIN, reason)))
                 out.bad += 1
             else:
-                group = out.allocs.get(ctx.key)
+                by_fs = out.allocs if op == "alloc" else out.leases
+                group = by_fs.get(ctx.key)
                 if group is None:
-                    group = out.allocs[ctx.key] = []
+                    group = by_fs[ctx.key] = []
                 group.append((identity, req, peer))
         return out
 

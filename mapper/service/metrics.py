@@ -67,7 +67,8 @@ from prometheus_client.registry import Collector
 PREFIX = "lustre_alloc_mapper_"
 LATENCY_BUCKETS_S = (50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3, 0.25, 1.0)
 ROUND_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-RESULTS = ("ok", "fallback", "error", "bad_request", "ping", "out_of_scope", "shadow", "report")
+RESULTS = ("ok", "fallback", "error", "bad_request", "ping", "out_of_scope", "shadow", "report",
+           "lease", "release")
 
 
 class BatchedHistogram(Collector):
@@ -217,6 +218,17 @@ class MapperMetrics:
                                       "Lustre's layout, by result", ["result"], registry=r)
         for result in ("ok", "unknown", "duplicate"):
             self.shadow_reports.labels(result)
+        self.leases = Counter(PREFIX + "leases", "Layout leases (protocol v2) by event: "
+                              "granted, refused, quota, per_create, released, expired, revoked",
+                              ["result"], registry=r)
+        self.leased_layouts = Counter(PREFIX + "leased_layouts", "Leased layouts by fate: "
+                                      "granted, used, released (returned unused), expired",
+                                      ["result"], registry=r)
+        for result in ("granted", "refused", "quota", "per_create", "released", "expired",
+                       "revoked"):
+            self.leases.labels(result)
+        for result in ("granted", "used", "released", "expired"):
+            self.leased_layouts.labels(result)
         self.records_skipped = Counter(PREFIX + "state_records_skipped",
                                        "Malformed learned-state records skipped at load",
                                        registry=r)

@@ -37,6 +37,7 @@ from mapper.service import wire
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service.config import MapperConfig
 from mapper.service.decision_desk import DecisionDesk
+from mapper.service.lease_desk import LeaseDesk
 from mapper.service.scope import SHADOW
 from mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard, gated_policy,
                                        state_file_for, state_store)
@@ -340,6 +341,7 @@ class MapperService:
             if now >= next_save:
                 self.learned.save_background()
                 next_save = now + self.config.save_interval_s
+            self.rounds.leases.expire()      # a crashed client's leases end in one lifetime
             if self.reloader is not None and self.reloader.pending:
                 self.reloader.apply_if_requested()
 
@@ -399,6 +401,10 @@ class MapperService:
         replies = batch.replies
         for key, group in batch.allocs.items():
             replies.extend(self.rounds.run(self.contexts[key], group))
+        for key, group in batch.leases.items():
+            replies.extend(self.rounds.leases.grant(self.contexts[key], group))
+        if batch.releases:
+            replies.extend(self.rounds.leases.release(batch.releases))
         if batch.reports:
             replies.extend(self.rounds.reports(batch.reports))
         m = self.metrics                 # counted before replying: a client that saw its
@@ -408,6 +414,10 @@ class MapperService:
             m.result("ping", batch.pings)
         if batch.out_of_scope:
             m.result("out_of_scope", batch.out_of_scope)
+        if batch.leases:
+            m.result("lease", sum(map(len, batch.leases.values())))
+        if batch.releases:
+            m.result("release", len(batch.releases))
         # every reply of the batch waited the same time: one weighted observation
         m.request_seconds.observe_n(time.perf_counter() - received, len(replies))
         send = router.send
@@ -440,6 +450,8 @@ class Rounds:
         """Answers the placement check rejected."""
         self.desk = DecisionDesk(intake.config.decision_log_per_s, intake.contexts)
         """The decision log (its rate is reloadable), the explain index, the shadow ledger."""
+        self.leases = LeaseDesk(intake.config, intake, intake.contexts, lock, metrics)
+        """Layout leases (protocol v2)."""
 
     def run(self, ctx: FsContext, allocs: list[Alloc]) -> list[tuple[bytes, bytes]]:
         """One file system's round: bound the requests, let the gated policy decide, check

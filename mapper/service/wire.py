@@ -24,6 +24,9 @@ from common.lustre import STRIPE_SIZE_UNIT_BYTES
 from mapper.policies.placement import CreateRequest
 
 PROTOCOL_VERSION = 1
+LEASE_VERSION = 2
+"""Protocol v2 adds layout leases (``lease``, ``release``: :mod:`mapper.service.wire_lease`)."""
+PROTOCOL_VERSIONS = (PROTOCOL_VERSION, LEASE_VERSION)
 MAX_FRAME_BYTES = 65_536
 """Largest request body accepted, bytes; a larger frame is refused undecoded (EMSGSIZE)."""
 MAX_STRIPE_SIZE = (1 << 32) - STRIPE_SIZE_UNIT_BYTES
@@ -84,8 +87,9 @@ class ShadowReport:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """A decoded, validated request: ``op`` ``"ping"`` (``create`` None), ``"alloc"`` or
-    ``"report"`` (``report`` set)."""
+    """A decoded, validated request: ``op`` ``"ping"`` (``create`` None), ``"alloc"``,
+    ``"report"`` (``report`` set), or, in v2, ``"lease"`` (``create`` is the class's
+    template, ``lease_count`` set) or ``"release"`` (``released`` set)."""
     op: str
     id: int
     create: CreateRequest | None = None
@@ -94,6 +98,12 @@ class Request:
     report: ShadowReport | None = None
     owner: Owner | None = None
     """Who creates, as the client says (``uid``, ``gid``, ``projid``; for the scope rules)."""
+    version: int = PROTOCOL_VERSION
+    """The protocol version the request spoke (its reply speaks the same)."""
+    lease_count: int = 0
+    """``lease`` (v2): layouts wanted for ``create``'s class."""
+    released: tuple[tuple[int, int], ...] = ()
+    """``release`` (v2): (lease id, layouts used) pairs the client is done with."""
 
     def create_request(self) -> CreateRequest:
         """The create of an ``alloc`` request.
@@ -258,13 +268,16 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
     request_id = raw_id if _is_int(raw_id) and 0 <= raw_id <= MAX_ID else 0
     if "v" not in body:
         raise WireError(errno.EPROTO, "missing field 'v' (protocol version)", request_id)
-    if body["v"] != PROTOCOL_VERSION or not _is_int(body["v"]):
+    if body["v"] not in PROTOCOL_VERSIONS or not _is_int(body["v"]):
         raise WireError(errno.EPROTO, f"protocol version {body['v']!r} (this mapper speaks "
-                        f"{PROTOCOL_VERSION})", request_id)
+                        f"{', '.join(map(str, PROTOCOL_VERSIONS))})", request_id)
     if "id" not in body:
         raise WireError(errno.EINVAL, "missing field 'id'")
     if not _is_int(raw_id) or not 0 <= raw_id <= MAX_ID:
         raise WireError(errno.EINVAL, "field 'id' must be an integer 0..2^64-1")
+    if body["v"] == LEASE_VERSION:
+        from mapper.service.wire_lease import decode_v2     # v2 builds on this module
+        return decode_v2(body, request_id, ost_count)
     op = body.get("op")
     if op not in OPS:
         raise WireError(errno.EINVAL, f"field 'op' must be one of {', '.join(OPS)}, not "
@@ -274,7 +287,18 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
     if op == "report":
         return Request("report", request_id, fsname=_fsname(body, request_id),
                        report=_shadow_report(body, request_id))
+    create, fsname, owner = alloc_fields(body, request_id, ost_count)
+    return Request("alloc", request_id, create, fsname, owner=owner)
 
+
+def alloc_fields(body: dict[Any, Any], request_id: int, ost_count: int | None = None
+                 ) -> tuple[CreateRequest, str | None, Owner | None]:
+    """The create an ``alloc`` (v1) or ``lease`` (v2) body describes, its ``fsname`` and
+    its owner ids, every field checked.
+
+    Raises:
+        WireError: EINVAL naming the first field that is missing, mistyped or out of range.
+    """
     job = _text(body, "job", request_id, required=True)
     if not job:
         raise WireError(errno.EINVAL, "field 'job' is empty", request_id)
@@ -318,10 +342,9 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
             raise WireError(errno.EINVAL, f"field {key!r} must be an integer 0..2^32-1",
                             request_id)
         ids.append(v)
-    return Request("alloc", request_id,
-                   CreateRequest(jobid=job, stripe_count=stripe_count, stripe_size=stripe_size,
-                                 expected_bytes=expected, pool=pool, path=path), fsname,
-                   owner=None if ids == [None, None, None] else Owner(*ids))
+    return (CreateRequest(jobid=job, stripe_count=stripe_count, stripe_size=stripe_size,
+                          expected_bytes=expected, pool=pool, path=path), fsname,
+            None if ids == [None, None, None] else Owner(*ids))
 
 
 def _shadow_report(body: dict[Any, Any], request_id: int) -> ShadowReport:
@@ -385,11 +408,13 @@ def encode_reported(request_id: int, result: str) -> bytes:
                   "result": result})
 
 
-def encode_pong(request_id: int, policy: str, fsname: str = "") -> bytes:
+def encode_pong(request_id: int, policy: str, fsname: str = "",
+                version: int = PROTOCOL_VERSION) -> bytes:
     """Reply body of a ping: ``{v, id, ok: true, op: "pong", policy, fsname}``: the policy
     of the file system the ping named (or of the mapper's only or first one), and that
-    file system's name ("" before its first sample)."""
-    return _pack({"v": PROTOCOL_VERSION, "id": request_id, "ok": True, "op": "pong",
+    file system's name ("" before its first sample); ``v`` is the ping's own version (a
+    v2 pong says the mapper leases)."""
+    return _pack({"v": version, "id": request_id, "ok": True, "op": "pong",
                   "policy": policy, "fsname": fsname})
 
 

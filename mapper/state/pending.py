@@ -133,6 +133,17 @@ class PendingOverlay:
             b[i] += bytes_per_stripe
             s[i] += 1.0
 
+    def remove(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
+        """Take back a list counted by :meth:`add` that was never used (a returned or
+        expired lease): its bytes and stripe off each OST, never below zero (the samples
+        may have absorbed part of it already)."""
+        top = min(self.capacity, max(osts, default=-1) + 1)
+        b, s = self.bytes, self.stripes
+        for i in osts:
+            if i < top:
+                b[i] = max(0.0, b[i] - bytes_per_stripe)
+                s[i] = max(0.0, s[i] - 1.0)
+
     def reserve(self, osts: Sequence[int], sign: float) -> None:
         """Reserve (``sign`` +1) or release (-1) one stripe on each OST of a kept list."""
         if not osts:

@@ -1,0 +1,233 @@
+"""Protocol v2 leases on the mapper (issue #29): layouts leased ahead count as pending load
+like any placed list, come off the books when returned unused or when their lifetime ends,
+are bounded per lease and per client, are revoked when an OST of theirs becomes unusable,
+and v1 keeps being served beside them."""
+from __future__ import annotations
+
+import errno
+import shutil
+import time
+
+import msgpack
+import pytest
+import zmq
+
+from collectors.publisher import Publisher
+from common.curve import CurveClient, generate_keys
+from mapper.policies.placement import CreateRequest
+from mapper.service import wire
+from mapper.service.client import LeaseRefused, MapperClient
+from mapper.service.leases import LeaseBook
+from mapper.service.wire_lease import decode_v2, encode_lease_request
+
+from .conftest import make_service
+from .test_filesystems import KIB, body, ost
+from .test_mds_view import INTERVAL, mds_body
+from .test_state_feed import wait_for
+
+GIB = 1 << 30
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def mcmf():
+    # solved in rounds (no plans ahead): every layout's booking is visible at once
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False,
+                       lease_max_layouts=16, lease_peer_quota=40)
+    yield svc
+    svc.stop()
+
+
+def _load(svc) -> dict[int, float]:
+    """Pending bytes per OST: what was handed out (predicted lists kept aside)."""
+    with svc.lock:
+        return svc.policy.primary.pending.bytes_by_ost()
+
+
+def test_a_lease_is_decided_and_booked_like_creates_and_unused_layouts_come_back(mcmf):
+    svc = mcmf
+    with MapperClient(svc.endpoint, timeout_s=5) as c:
+        lease = c.lease(6, "app.1", 2, expected_bytes=GIB, path="/lustre/run")
+        assert len(lease.layouts) == 6 and lease.policy == "mcmf"
+        assert all(len(osts) == 2 == len(set(osts)) for osts in lease.layouts)
+        assert 0 < lease.lease_ms <= 2000 and lease.revoke == ()
+        booked = _load(svc)
+        assert sum(booked.values()) == pytest.approx(6 * GIB)
+        # two used, four returned: the four come off the books
+        assert c.release([(lease.id, 2)]) == ["ok"]
+        assert sum(_load(svc).values()) == pytest.approx(2 * GIB)
+        assert c.release([(lease.id, 2)]) == ["unknown"]          # once only
+        assert c.alloc("app.1", 2).osts                            # v1 beside v2
+    m = svc.metrics
+    assert m.leased_layouts.labels("granted")._value.get() == 6
+    assert m.leased_layouts.labels("used")._value.get() == 2
+    assert m.leased_layouts.labels("released")._value.get() == 4
+    assert m.requests.labels("lease")._value.get() == 1
+
+
+def test_leased_layouts_are_the_lists_the_policy_hands_out_per_create():
+    # round-robin (same seed): a lease of four layouts is the four lists four creates get
+    got = []
+    for leasing in (True, False):
+        svc = make_service(static_cluster="4x2", policy="round_robin", seed=3)
+        try:
+            with MapperClient(svc.endpoint, timeout_s=5) as c:
+                got.append(list(c.lease(4, "app.1", 2, path="/lustre/run").layouts) if leasing
+                           else [c.alloc("app.1", 2).osts for _ in range(4)])
+        finally:
+            svc.stop()
+    assert got[0] == got[1] and len({o for osts in got[0] for o in osts}) >= 6
+
+
+def test_grants_are_bounded_per_lease_and_per_client_and_others_are_unaffected(tmp_path):
+    # clients are told apart by their CURVE keys (without CURVE: by address)
+    keys, allowed = tmp_path / "keys", tmp_path / "allowed"
+    allowed.mkdir()
+    for name in ("mapper", "greedy", "other"):
+        generate_keys(keys, name)
+        shutil.copy(keys / f"{name}.key", allowed)
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False,
+                       lease_max_layouts=16, lease_peer_quota=40,
+                       serve_curve_secret_key=str(keys / "mapper.key_secret"),
+                       serve_curve_authorized_keys=str(allowed))
+    curve = {n: CurveClient(str(keys / f"{n}.key_secret"), str(keys / "mapper.key"))
+             for n in ("greedy", "other")}
+    try:
+        with MapperClient(svc.endpoint, timeout_s=5, curve=curve["greedy"]) as greedy, \
+                MapperClient(svc.endpoint, timeout_s=5, curve=curve["other"]) as other:
+            sizes = [len(greedy.lease(1_000_000, "app.1", 1, path="/lustre/a").layouts)
+                     for _ in range(3)]
+            assert sizes == [16, 16, 8]                            # lease max, then quota 40
+            with pytest.raises(LeaseRefused) as full:
+                greedy.lease(1_000_000, "app.1", 1, path="/lustre/a")
+            assert full.value.errno == errno.EDQUOT and "40" in full.value.reason
+            # the greedy client still creates, per create (v1); the other gets its own
+            assert greedy.alloc("app.1", 1).osts
+            assert len(other.lease(10, "app.2", 1, path="/lustre/b").layouts) == 10
+        assert svc.metrics.leases.labels("quota")._value.get() == 1
+    finally:
+        svc.stop()
+
+
+def test_a_client_that_never_returns_holds_nothing_past_one_lifetime():
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False, lease_s=0.3)
+    try:
+        with MapperClient(svc.endpoint, timeout_s=5) as c:
+            lease = c.lease(8, "app.1", 2, expected_bytes=GIB, path="/lustre/run")
+            assert lease.lease_ms == 300
+            assert sum(_load(svc).values()) == pytest.approx(8 * GIB)
+        # the client is gone; within one lifetime (plus the loop's expiry check) all is back
+        wait_for(lambda: sum(_load(svc).values()) < 1, what="expired lease un-booked",
+                 timeout_s=0.3 + 1.0)
+        assert svc.metrics.leases.labels("expired")._value.get() == 1
+        assert svc.metrics.leased_layouts.labels("expired")._value.get() == 8
+    finally:
+        svc.stop()
+
+
+def test_lease_lifetime_is_bounded_by_the_plans_ttl():
+    svc = make_service(static_cluster="4x2", policy="mcmf", lease_s=30,
+                       policy_params={"mcmf": {"plan_ttl_s": 0.5}})
+    try:
+        with MapperClient(svc.endpoint, timeout_s=5) as c:
+            assert c.lease(2, "app.1", 1).lease_ms == 500
+    finally:
+        svc.stop()
+
+
+def test_shadow_and_scope_refuse_leases_with_what_the_client_should_do():
+    svc = make_service(static_cluster="4x2", policy="round_robin",
+                       scope={"shadow": False, "exclude_paths": ["/lustre/scratch"]})
+    try:
+        with MapperClient(svc.endpoint, timeout_s=5) as c:
+            with pytest.raises(LeaseRefused) as out:
+                c.lease(4, "app.1", 1, path="/lustre/scratch/run")
+            assert out.value.errno == errno.EPERM and out.value.retry_ms == 2000
+            assert not out.value.per_create
+            assert len(c.lease(4, "app.1", 1, path="/lustre/home/run").layouts) == 4
+    finally:
+        svc.stop()
+    svc = make_service(static_cluster="4x2", policy="round_robin", scope={"shadow": True})
+    try:
+        with MapperClient(svc.endpoint, timeout_s=5) as c:
+            with pytest.raises(LeaseRefused) as shadow:
+                c.lease(4, "app.1", 1, path="/lustre/run")
+            assert shadow.value.per_create and shadow.value.errno == errno.EPERM
+    finally:
+        svc.stop()
+
+
+def test_v2_ping_says_the_mapper_leases_and_bad_v2_frames_name_the_field(static_service):
+    with MapperClient(static_service.endpoint, timeout_s=5) as c:
+        pong = c.request(msgpack.packb({"v": 2, "op": "ping", "id": 7}), 7)
+        assert pong["v"] == 2 and pong["op"] == "pong"
+        for frame, what in (({"count": 0}, "count 0"), ({"count": "x"}, "'count'"),
+                            ({"op": "alloc"}, "protocol v2")):
+            body = msgpack.unpackb(encode_lease_request(9, 4, "app.1", 1, 1 << 20))
+            body.update(frame)
+            reply = c.request(msgpack.packb(body), 9)
+            assert not reply["ok"] and reply["errno"] == errno.EINVAL and what in reply["error"]
+        bad = c.request(msgpack.packb({"v": 2, "op": "release", "id": 3,
+                                       "leases": [[1, -1]]}), 3)
+        assert bad["errno"] == errno.EINVAL and "'leases'" in bad["error"]
+        assert c.ping() == "round_robin"                           # still serving
+
+
+def test_a_lease_using_an_ost_that_became_unusable_is_revoked_on_the_next_reply():
+    svc = make_service(policy="round_robin", fsnames=["fs"], embed_broker=True,
+                       broker_frontend="tcp://127.0.0.1:*", broker_backend_bind="tcp://127.0.0.1:*",
+                       broker_snapshot_bind="tcp://127.0.0.1:*")
+    ctx = zmq.Context()
+    oss = Publisher(svc.broker_endpoints[0], "oss", "oss0", context=ctx)
+    mds = Publisher(svc.broker_endpoints[0], "mds", "mds0", context=ctx)
+    oss_sample = body(*(ost("fs", i, KIB // 2) for i in range(4)))
+
+    def publish(mds_sample):
+        now = time.time()
+        oss.publish(now, INTERVAL, oss_sample)
+        mds.publish(now, INTERVAL, mds_sample)
+    try:
+        with MapperClient(svc.endpoint, timeout_s=2) as c:
+            wait_for(lambda: publish(mds_body()) or svc.store.ost_count == 4, what="state")
+            held = c.lease(4, "app.1", 1, path="/lustre/run")
+            assert sorted(o for osts in held.layouts for o in osts) == [0, 1, 2, 3]
+            publish(mds_body(inactive={3}))
+            wait_for(lambda: not svc.store.snapshot.osts[3].active, what="OST 3 inactive")
+            nxt = c.lease(4, "app.1", 1, path="/lustre/run")
+            assert nxt.revoke == (held.id,)                        # it held OST 3
+            assert all(3 not in osts for osts in nxt.layouts)      # and nothing new uses it
+            assert c.lease(1, "app.1", 1, path="/lustre/run").revoke == ()   # named once
+    finally:
+        oss.close()
+        mds.close()
+        ctx.term()
+        svc.stop()
+
+
+# ---------------------------------------------------------------------- the book alone
+def test_book_returns_only_the_holders_leases_and_expires_the_rest_in_order():
+    now = [100.0]
+    book = LeaseBook(lease_s=2.0, max_layouts=8, peer_quota=10, clock=lambda: now[0])
+    create = CreateRequest("app.1", 1, 1 << 20)
+    a = book.add("alice", "", create, [(0,), (1,), (2,)], version=1)
+    b = book.add("bob", "", create, [(3,)], version=1, lifetime_s=5.0)
+    assert (book.held("alice"), book.grantable("alice", 100)) == (3, 7)
+    assert book.release("bob", a.id, 0) is None                   # not bob's
+    back = book.release("alice", a.id, 1)
+    assert back is not None and back.layouts == ((1,), (2,)) and book.held("alice") == 0
+    now[0] = 104.0
+    assert book.expire() == []
+    now[0] = 105.0
+    gone = book.expire()
+    assert [g.lease.id for g in gone] == [b.id] and gone[0].layouts == ((3,),)
+    assert len(book) == 0 and book.layouts_held() == 0
+
+
+def test_decode_v2_keeps_the_v1_field_rules():
+    req = decode_v2(msgpack.unpackb(encode_lease_request(5, 3, "app.1", 2, 1 << 20, GIB,
+                                                         "/lustre/d", "flash")), 5)
+    assert (req.op, req.lease_count, req.version) == ("lease", 3, 2)
+    assert req.create == CreateRequest("app.1", 2, 1 << 20, GIB, "flash", "/lustre/d")
+    with pytest.raises(wire.WireError) as bad:
+        decode_v2(msgpack.unpackb(encode_lease_request(5, 3, "app.1", 2, 1000)), 5)
+    assert bad.value.errno == errno.EINVAL and "stripe_size 1000" in bad.value.reason
