@@ -66,6 +66,8 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	d->ok = 0;
 	d->policy[0] = d->mapper_fallback[0] = d->reason[0] = '\0';
 	d->mapper_us = 0;
+	d->lease = 0;
+	d->shadow_token = 0;
 	if (di->composite && !(hint && hint->stripe_count)) {
 		/* A PFL/composite default: an OST list would replace it with a
 		 * flat layout.  Left to Lustre, untouched (counted in the
@@ -74,9 +76,18 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	} else {
 		/* one budget per create: time spent waiting for a free
 		 * workspace comes off the mapper's share */
-		double left_ms = (w->deadline_us - la_now_us()) / 1000.0;
+		double left_ms;
+		/* the class's directory: abs up to its last slash */
+		size_t dirlen = (size_t)(strrchr(w->abs, '/') - w->abs);
+		int how = la_lease_take(&rq, dirlen ? dirlen : 1, w->deadline_us,
+					d);
 
-		la_mapper_alloc(&rq, left_ms < 1 ? 1 : (int)left_ms, d);
+		if (how == LA_LEASE_PER_CREATE) {
+			left_ms = (w->deadline_us - la_now_us()) / 1000.0;
+			la_mapper_alloc(&rq, left_ms < 1 ? 1 : (int)left_ms, d);
+		} else if (how == LA_LEASE_LUSTRE) {
+			d->ok = 0;
+		}
 	}
 	if (d->ok) {
 		fd = be->create(pfd, base, flags, mode, d, rq.pool, w->u.lum,

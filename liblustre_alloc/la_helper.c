@@ -416,8 +416,8 @@ static void la_on_reply(int k)
 
 static void *la_helper_main(void *arg)
 {
-	zmq_pollitem_t items[LA_CALLS + 1];
-	int owner[LA_CALLS + 1];
+	zmq_pollitem_t items[LA_CALLS + 2];
+	int owner[LA_CALLS + 2];
 	int k;
 
 	(void)arg;
@@ -428,14 +428,24 @@ static void *la_helper_main(void *arg)
 		la_scan_calls();
 		{
 			int due = la_reports_run(); /* shadow reports */
+			int lease_due = la_leases_run(); /* v2 leases */
 
 			if (due >= 0)
 				timeout = due;
+			if (lease_due >= 0 && (timeout < 0 || lease_due < timeout))
+				timeout = lease_due;
 		}
 		items[0].socket = NULL;
 		items[0].fd = la_efd;
 		items[0].events = ZMQ_POLLIN;
 		items[0].revents = 0;
+		if (la_leases_socket()) {
+			items[n].socket = la_leases_socket();
+			items[n].fd = -1;
+			items[n].events = ZMQ_POLLIN;
+			items[n].revents = 0;
+			owner[n++] = -1;
+		}
 		for (k = 0; k < la_nsocks; k++) {
 			int i = la_socks[k].call, left;
 
@@ -465,6 +475,11 @@ static void *la_helper_main(void *arg)
 		}
 		for (j = 1; j < n; j++) {
 			k = owner[j];
+			if (k < 0) {
+				if (items[j].revents & ZMQ_POLLIN)
+					la_leases_on_readable();
+				continue;
+			}
 			if (la_socks[k].call < 0)
 				continue;
 			if ((items[j].revents & ZMQ_POLLOUT) && !la_socks[k].sent)
@@ -473,6 +488,7 @@ static void *la_helper_main(void *arg)
 				la_on_reply(k);
 		}
 	}
+	la_leases_close(); /* returns what the process still holds */
 	for (k = 0; k < la_nsocks; k++)
 		zmq_close(la_socks[k].s);
 	la_nsocks = 0;
@@ -532,6 +548,7 @@ void la_helper_atfork_child(void)
 	int i, was = atomic_load(&la_running);
 
 	la_reports_atfork_child();
+	la_leases_atfork_child();
 	if (la_ctx) {
 		la_abandoned_ctx = la_ctx;
 		for (i = 0; i < LA_CALLS; i++)

@@ -7,6 +7,8 @@
  *   la_work.c     preallocated per-create workspaces
  *   la_helper.c   the helper thread that owns every ZeroMQ socket
  *   la_mapper.c   mapper protocol v1: request packing, reply decoding, ask
+ *   la_lease_wire.c  protocol v2 frames: lease/release packing, reply decoding
+ *   la_lease.c    layouts leased ahead: taken by creates, refilled, returned
  *   la_curve.c    CURVE key files for the mapper connection
  *   la_backend.c  layout backends: Lustre ioctl, record-only; dir defaults
  *   la_record.c   the record file (one line per decision)
@@ -63,6 +65,7 @@ struct la_config {
 	int timeout_ms;            /* LUSTRE_ALLOC_TIMEOUT_MS */
 	int retry_ms;              /* LUSTRE_ALLOC_RETRY_MS */
 	int cache_s;               /* LUSTRE_ALLOC_CACHE_S, 0 = no cache */
+	int lease;                 /* LUSTRE_ALLOC_LEASE: 1 lease layouts ahead (v2) */
 	char job[256];             /* resolved application id */
 	int stripe_count;          /* LUSTRE_ALLOC_STRIPE_COUNT, 0 = not given */
 	uint64_t stripe_size;      /* LUSTRE_ALLOC_STRIPE_SIZE, 0 = not given */
@@ -121,6 +124,7 @@ struct la_decision {
 	double mapper_us;           /* round trip, 0 if not asked */
 	int err;                    /* negative errno for the API */
 	uint64_t shadow_token;      /* shadow mode: report Lustre's layout under it */
+	uint64_t lease;             /* the lease the layout came from, 0 asked per create */
 };
 
 /* ---- directory facts ---- */
@@ -214,6 +218,10 @@ LA_HIDDEN void la_mapper_alloc(const struct la_request *rq, int timeout_ms,
 LA_HIDDEN void la_mapper_query(const struct la_request *rq, int timeout_ms,
 			       struct la_decision *d);
 LA_HIDDEN int la_mapper_ping(int timeout_ms);
+/* The process-wide back-off after a mapper timeout (LUSTRE_ALLOC_RETRY_MS):
+ * while active, creates go to Lustre's allocator without asking. */
+LA_HIDDEN int la_mapper_backoff_active(void);
+LA_HIDDEN void la_mapper_backoff_start(void);
 #define LA_WANT_PONG (-1000)
 /* Parse a reply body; exported for the unit test. 0 ok, 1 another
  * request's reply, else -errno. */
@@ -221,6 +229,55 @@ LA_HIDDEN int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 			     int want_count, struct la_decision *d);
 LA_HIDDEN size_t la_pack_request(char *buf, size_t cap, uint64_t id,
 				 const struct la_request *rq);
+
+/* ---- protocol v2: leases (la_lease_wire.c, la_lease.c) ---- */
+#define LA_LEASE_MAX_STRIPES 64   /* wider layouts are asked per create */
+#define LA_LEASE_ASK_MAX 64       /* layouts asked in one lease */
+#define LA_LEASE_REVOKE_MAX 64    /* revoked lease ids read from one reply */
+#define LA_LEASE_REPLY_MAX 65536  /* largest reply body read */
+struct la_lease_reply {
+	uint64_t id, lease, stripe_size;
+	int version;               /* the reply's v: 1 from a v1 mapper */
+	int ok, err, per_create, retry_ms, lease_ms;
+	int nlayouts;
+	int counts[LA_LEASE_ASK_MAX];
+	uint32_t osts[LA_LEASE_ASK_MAX][LA_LEASE_MAX_STRIPES];
+	char policy[32];
+	int nrevoke;
+	uint64_t revoke[LA_LEASE_REVOKE_MAX];
+};
+/* Pack a lease request (count layouts of rq's class; rq->path is the
+ * directory) or a release of n (lease, used) pairs; bytes, 0 if too large. */
+LA_HIDDEN size_t la_pack_lease(char *buf, size_t cap, uint64_t id, int count,
+			       const struct la_request *rq);
+LA_HIDDEN size_t la_pack_release(char *buf, size_t cap, uint64_t id,
+				 const uint64_t *leases, const int *used, int n);
+/* Decode a lease reply into r: 0 granted, 1 a release's answer (ignored),
+ * -errno refused or malformed (r->err, r->per_create, r->retry_ms and
+ * r->revoke say what the mapper asked for). */
+LA_HIDDEN int la_parse_lease_reply(const char *buf, size_t len,
+				   struct la_lease_reply *r);
+/* What la_lease_take did. */
+enum { LA_LEASE_TAKEN, LA_LEASE_PER_CREATE, LA_LEASE_LUSTRE };
+/* Take the next leased layout of rq's class (the directory is
+ * rq->path[0..dirlen)) into d, waiting for a refill at most until
+ * deadline_us.  LA_LEASE_TAKEN: d holds it; LA_LEASE_PER_CREATE: ask per
+ * create (v1); LA_LEASE_LUSTRE: use Lustre's allocator (d->reason says
+ * why).  Async-signal-safe. */
+LA_HIDDEN int la_lease_take(const struct la_request *rq, size_t dirlen,
+			    double deadline_us, struct la_decision *d);
+/* Helper thread: refill, reap, release, expire; ms until the next pass
+ * (-1: none due).  la_leases_socket is polled for replies (NULL: none). */
+LA_HIDDEN int la_leases_run(void);
+LA_HIDDEN void *la_leases_socket(void);
+LA_HIDDEN void la_leases_on_readable(void);
+/* Helper thread, at exit: return every lease held. */
+LA_HIDDEN void la_leases_close(void);
+LA_HIDDEN void la_leases_atfork_child(void);
+/* Counters (the stats the record and the tests read). */
+enum { LA_LS_TAKEN, LA_LS_WAITED, LA_LS_ASKED, LA_LS_GRANTED, LA_LS_REFUSED,
+       LA_LS_REVOKED, LA_LS_EXPIRED, LA_LS_RELEASES, LA_LS_N };
+LA_HIDDEN uint64_t la_lease_stat(int which);
 
 /* ---- the helper thread (la_helper.c) ---- */
 #define LA_REQ_MAX (LA_PATH_MAX + 1024)

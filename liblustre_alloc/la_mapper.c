@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "la_internal.h"
+#include "la_msgpack.h"
 
 #define LA_MAX_FRAME 65536 /* protocol: larger bodies are refused */
 
@@ -27,13 +28,7 @@ static _Atomic uint64_t la_backoff_until_us;
 
 /* ---- msgpack encoding into a caller buffer (no allocation) ---- */
 
-struct la_buf {
-	char *p;
-	size_t len, cap;
-	int overflow;
-};
-
-static int la_buf_write(void *data, const char *buf, size_t len)
+int la_buf_write(void *data, const char *buf, size_t len)
 {
 	struct la_buf *b = data;
 
@@ -46,7 +41,7 @@ static int la_buf_write(void *data, const char *buf, size_t len)
 	return 0;
 }
 
-static void la_pack_cstr(msgpack_packer *pk, const char *s)
+void la_pack_cstr(msgpack_packer *pk, const char *s)
 {
 	size_t n = strlen(s);
 
@@ -54,61 +49,66 @@ static void la_pack_cstr(msgpack_packer *pk, const char *s)
 	msgpack_pack_str_body(pk, s, n);
 }
 
+int la_alloc_nfields(const struct la_request *rq)
+{
+	return 6 + (rq->path ? 1 : 0) + (rq->pool && *rq->pool ? 1 : 0) +
+	       (la_cfg.fsname[0] ? 1 : 0) + (rq->projid >= 0 ? 1 : 0);
+}
+
+void la_pack_alloc_fields(msgpack_packer *pk, const struct la_request *rq)
+{
+	la_pack_cstr(pk, "job");
+	la_pack_cstr(pk, rq->job);
+	la_pack_cstr(pk, "stripe_count");
+	msgpack_pack_int(pk, rq->stripe_count);
+	la_pack_cstr(pk, "stripe_size");
+	msgpack_pack_uint64(pk, rq->stripe_size);
+	la_pack_cstr(pk, "expected_bytes");
+	msgpack_pack_uint64(pk, rq->expected_bytes);
+	la_pack_cstr(pk, "uid");
+	msgpack_pack_uint32(pk, rq->uid);
+	la_pack_cstr(pk, "gid");
+	msgpack_pack_uint32(pk, rq->gid);
+	if (rq->projid >= 0) {
+		la_pack_cstr(pk, "projid");
+		msgpack_pack_uint32(pk, (uint32_t)rq->projid);
+	}
+	if (rq->path) {
+		/* bin: a path is bytes, not necessarily UTF-8 */
+		size_t pl = strlen(rq->path);
+
+		la_pack_cstr(pk, "path");
+		msgpack_pack_bin(pk, pl);
+		msgpack_pack_bin_body(pk, rq->path, pl);
+	}
+	if (rq->pool && *rq->pool) {
+		la_pack_cstr(pk, "pool");
+		la_pack_cstr(pk, rq->pool);
+	}
+	/* a mapper serving several file systems needs to know which one
+	 * (docs/protocol.md: fsname) */
+	if (la_cfg.fsname[0]) {
+		la_pack_cstr(pk, "fsname");
+		la_pack_cstr(pk, la_cfg.fsname);
+	}
+}
+
 size_t la_pack_request(char *buf, size_t cap, uint64_t id,
 		       const struct la_request *rq)
 {
 	struct la_buf b = { buf, 0, cap, 0 };
 	msgpack_packer pk;
-	int alloc = rq != NULL;
-	int n = 3;
 
-	if (alloc)
-		n += 6 + (rq->path ? 1 : 0) + (rq->pool && *rq->pool ? 1 : 0) +
-		     (la_cfg.fsname[0] ? 1 : 0) + (rq->projid >= 0 ? 1 : 0);
 	msgpack_packer_init(&pk, &b, la_buf_write);
-	msgpack_pack_map(&pk, (size_t)n);
+	msgpack_pack_map(&pk, (size_t)(3 + (rq ? la_alloc_nfields(rq) : 0)));
 	la_pack_cstr(&pk, "v");
 	msgpack_pack_int(&pk, 1);
 	la_pack_cstr(&pk, "op");
-	la_pack_cstr(&pk, alloc ? "alloc" : "ping");
+	la_pack_cstr(&pk, rq ? "alloc" : "ping");
 	la_pack_cstr(&pk, "id");
 	msgpack_pack_uint64(&pk, id);
-	if (alloc) {
-		la_pack_cstr(&pk, "job");
-		la_pack_cstr(&pk, rq->job);
-		la_pack_cstr(&pk, "stripe_count");
-		msgpack_pack_int(&pk, rq->stripe_count);
-		la_pack_cstr(&pk, "stripe_size");
-		msgpack_pack_uint64(&pk, rq->stripe_size);
-		la_pack_cstr(&pk, "expected_bytes");
-		msgpack_pack_uint64(&pk, rq->expected_bytes);
-		la_pack_cstr(&pk, "uid");
-		msgpack_pack_uint32(&pk, rq->uid);
-		la_pack_cstr(&pk, "gid");
-		msgpack_pack_uint32(&pk, rq->gid);
-		if (rq->projid >= 0) {
-			la_pack_cstr(&pk, "projid");
-			msgpack_pack_uint32(&pk, (uint32_t)rq->projid);
-		}
-		if (rq->path) {
-			/* bin: a path is bytes, not necessarily UTF-8 */
-			size_t pl = strlen(rq->path);
-
-			la_pack_cstr(&pk, "path");
-			msgpack_pack_bin(&pk, pl);
-			msgpack_pack_bin_body(&pk, rq->path, pl);
-		}
-		if (rq->pool && *rq->pool) {
-			la_pack_cstr(&pk, "pool");
-			la_pack_cstr(&pk, rq->pool);
-		}
-		/* a mapper serving several file systems needs to know which
-		 * one (docs/protocol.md: fsname) */
-		if (la_cfg.fsname[0]) {
-			la_pack_cstr(&pk, "fsname");
-			la_pack_cstr(&pk, la_cfg.fsname);
-		}
-	}
+	if (rq)
+		la_pack_alloc_fields(&pk, rq);
 	return b.overflow ? 0 : b.len;
 }
 
@@ -144,7 +144,7 @@ size_t la_pack_report(char *buf, size_t cap, uint64_t id, uint64_t token,
 
 /* ---- reply decoding ---- */
 
-static int la_key_is(const msgpack_object *k, const char *s)
+int la_key_is(const msgpack_object *k, const char *s)
 {
 	size_t n = strlen(s);
 
@@ -152,7 +152,7 @@ static int la_key_is(const msgpack_object *k, const char *s)
 	       memcmp(k->via.str.ptr, s, n) == 0;
 }
 
-static int la_obj_u64(const msgpack_object *o, uint64_t *v)
+int la_obj_u64(const msgpack_object *o, uint64_t *v)
 {
 	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
 		return -1;
@@ -160,7 +160,7 @@ static int la_obj_u64(const msgpack_object *o, uint64_t *v)
 	return 0;
 }
 
-static void la_obj_str(const msgpack_object *o, char *dst, size_t cap)
+void la_obj_str(const msgpack_object *o, char *dst, size_t cap)
 {
 	size_t n;
 
@@ -312,6 +312,7 @@ static void la_decision_reset(struct la_decision *d)
 	d->mapper_us = 0;
 	d->err = 0;
 	d->shadow_token = 0;
+	d->lease = 0;
 }
 
 static int la_fail(struct la_decision *d, const char *reason, int err)
@@ -319,6 +320,19 @@ static int la_fail(struct la_decision *d, const char *reason, int err)
 	strcpy(d->reason, reason);
 	d->err = err;
 	return err;
+}
+
+int la_mapper_backoff_active(void)
+{
+	return la_cfg.retry_ms > 0 &&
+	       (uint64_t)la_now_us() < atomic_load(&la_backoff_until_us);
+}
+
+void la_mapper_backoff_start(void)
+{
+	if (la_cfg.retry_ms > 0)
+		atomic_store(&la_backoff_until_us,
+			     (uint64_t)(la_now_us() + la_cfg.retry_ms * 1000.0));
 }
 
 static int la_ask(const struct la_request *rq, int want_count, int timeout_ms,
@@ -334,8 +348,7 @@ static int la_ask(const struct la_request *rq, int want_count, int timeout_ms,
 		return la_fail(d, "no_mapper", -ENOTCONN);
 	if (la_cfg.curve_error[0])
 		return la_fail(d, la_cfg.curve_error, -EACCES);
-	if (use_backoff && la_cfg.retry_ms > 0 &&
-	    (uint64_t)t0 < atomic_load(&la_backoff_until_us))
+	if (use_backoff && la_mapper_backoff_active())
 		return la_fail(d, "mapper_backoff", -ETIMEDOUT);
 	c = la_helper_claim();
 	if (!c)
@@ -354,10 +367,8 @@ static int la_ask(const struct la_request *rq, int want_count, int timeout_ms,
 	d->mapper_us = la_now_us() - t0;
 	if (rc < 0) {
 		d->err = rc;
-		if (use_backoff && la_cfg.retry_ms > 0)
-			atomic_store(&la_backoff_until_us,
-				     (uint64_t)(la_now_us() +
-						la_cfg.retry_ms * 1000.0));
+		if (use_backoff)
+			la_mapper_backoff_start();
 		return rc;
 	}
 	if (want_count == LA_WANT_PONG)

@@ -137,7 +137,7 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 		return;
 	buf[0] = '\0';
 	clock_gettime(CLOCK_REALTIME, &ts);
-	la_put_str(&l, "v=1\tts=");
+	la_put_str(&l, "v=2\tts=");
 	la_put_u64(&l, (uint64_t)ts.tv_sec);
 	la_put_str(&l, ".");
 	{
@@ -182,6 +182,9 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 	la_put_tenths(&l, d->mapper_us);
 	la_put_str(&l, "\ttotal_us=");
 	la_put_tenths(&l, r->total_us);
+	la_put_str(&l, "\tlease=");
+	if (d->lease)
+		la_put_u64(&l, d->lease);
 	la_put_str(&l, "\n");
 	if (l.len + 1 >= l.cap) /* cut: still one line */
 		buf[l.len - 1] = '\n';

@@ -13,8 +13,9 @@ from urllib.parse import unquote
 
 RECORD_KEYS = ("v", "ts", "pid", "tid", "op", "backend", "job", "path", "result", "osts",
                "stripe_count", "stripe_size", "pool", "req_count", "req_size", "policy",
-               "mapper_fallback", "reason", "mapper_us", "total_us")
-"""The keys of a version 1 record, in the order the shim writes them (la_record.c)."""
+               "mapper_fallback", "reason", "mapper_us", "total_us", "lease")
+"""The keys of a version 2 record, in the order the shim writes them (la_record.c);
+version 2 added ``lease`` (the lease a layout came from, empty when asked per create)."""
 ENCODED_KEYS = ("path", "job", "policy", "mapper_fallback", "reason")
 """Fields the shim percent-encodes."""
 

@@ -1,5 +1,6 @@
 """A minimal stand-in for the mapper service, speaking docs/protocol.md
-"Allocation protocol: shim -> mapper (version 1)".
+"Allocation protocol: shim -> mapper (version 1)", and nothing of version 2: a v2
+lease request gets the v1 mapper's answer (EPROTO, "protocol version 2").
 
 The real service (``lustre-alloc-mapper``) serves the normal case in the
 tests; this stand-in exists for the misbehaviours the real one cannot be made
@@ -52,6 +53,10 @@ def _layout(req: dict, n_osts: int, state: dict) -> dict:
 def reply_for(req: dict, mode: str, n_osts: int, state: dict) -> list[bytes]:
     """Frames (after the routing id) answering ``req`` in ``mode``."""
     rid = req.get("id", 0) if isinstance(req.get("id"), int) else 0
+    if req.get("v") != 1:       # as the v1 mapper answers a v2 lease request
+        return [b"", msgpack.packb({"v": 1, "id": rid, "ok": False, "errno": 71,
+                                    "error": f"protocol version {req.get('v')!r} (this "
+                                             f"mapper speaks 1)"})]
     if req.get("op") == "ping":
         body = {"v": 1, "id": rid, "ok": True, "op": "pong", "policy": "standin_rr"}
         return [b"", msgpack.packb(body)]

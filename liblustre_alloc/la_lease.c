@@ -1,0 +1,728 @@
+/*
+ * la_lease.c - layouts leased ahead (protocol v2, docs/protocol.md "Protocol
+ * v2: leases"): a create takes the next layout its class holds, with no
+ * round trip; the helper thread asks the mapper for more before they run
+ * out and returns what was not used.
+ *
+ * A class is what the mapper decides alike: (directory, pool, stripe count,
+ * stripe size, expected bytes, uid, gid, project id).  Each class holds a
+ * ring of LA_RING layouts with two monotonic counters: `tail` (layouts the
+ * helper installed) and `head` (layouts taken).  A create copies the slot at
+ * head and claims it with a compare-and-swap of head; a copy the helper
+ * overwrote meanwhile is never used, because the helper refills a slot only
+ * once head has passed it, so the CAS fails.  The create path is atomics,
+ * copies and at most one futex wait: async-signal-safe, no lock, no malloc.
+ *
+ * Slot and lease life:
+ *   helper installs (READY) -> a create takes it (TAKEN) or skips it
+ *   (SKIPPED: revoked, or past its use-by time) -> the helper reaps it,
+ *   counting per lease the layouts used, and when every layout of a lease is
+ *   reaped sends `release [lease, used]` (the mapper un-books the rest).
+ * A create that finds its class empty asks for a refill and waits for it
+ * until its deadline (the first create of a class waits one round trip: an
+ * N-rank burst of one file each is when placement matters most, so the first
+ * file is not given to Lustre's allocator).
+ *
+ * Sizing (ours): a refill asks for 100 ms of the class's creates (its rate
+ * since the last refill), at least LA_ASK_MIN and at most LA_ASK_MAX, and is
+ * asked once half of the last grant is left.  A layout is used until 80% of
+ * its lease_ms has passed since the reply arrived: the mapper's lifetime
+ * runs from its grant, and the rest of the margin covers the round trip.
+ *
+ * Fallbacks: a v1 mapper refuses v2 (EPROTO): leasing stops for the process
+ * and every create asks per create (v1).  `per_create` (shadow mode) sends
+ * the class to v1 for one lease lifetime; other refusals send its creates
+ * to Lustre's allocator for `retry_ms` (scope) or LUSTRE_ALLOC_RETRY_MS.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "la_internal.h"
+
+#define LA_CLASSES 32
+#define LA_RING 128                /* layouts held per class (power of 2) */
+#define LA_ASK_MIN 4
+#define LA_ASK_MAX 64
+#define LA_ASK_HORIZON_S 0.1       /* a refill covers this much of the rate */
+#define LA_USE_FRACTION 0.8        /* of lease_ms, from the reply */
+#define LA_TRACK 16                /* leases a class holds at once */
+#define LA_RELEASE_MAX 64          /* leases per release message */
+#define LA_REQ_TIMEOUT_US 2e6      /* a lease request with no reply is given up */
+#define LA_IDLE_EVICT_US 10e6      /* an empty class unused this long is freed */
+
+enum { LA_CLS_FREE, LA_CLS_FILLING, LA_CLS_ACTIVE, LA_CLS_EVICTING };
+enum { LA_SLOT_EMPTY, LA_SLOT_READY, LA_SLOT_TAKEN, LA_SLOT_SKIPPED };
+enum { LA_NOLEASE_NONE, LA_NOLEASE_V1, LA_NOLEASE_LUSTRE };
+
+struct la_slot {
+	atomic_int state;
+	int count;
+	uint32_t osts[LA_LEASE_MAX_STRIPES];
+	uint64_t stripe_size;
+	uint64_t lease;
+	double use_until_us;
+	atomic_int dead;           /* revoked by the mapper */
+	char policy[32];
+};
+
+struct la_track {
+	uint64_t lease;
+	uint64_t end;              /* ring position after its last layout */
+	int granted, used;
+};
+
+struct la_class {
+	atomic_int state;
+	atomic_int users;          /* creates looking at this class now */
+	/* the key (written while FILLING, read while ACTIVE) */
+	char dir[LA_PATH_MAX];
+	size_t dirlen;
+	char pool[LA_LOV_MAXPOOLNAME + 1];
+	int stripe_count;
+	uint64_t stripe_size, expected_bytes;
+	uint32_t uid, gid;
+	int64_t projid;
+	/* the ring */
+	_Atomic uint64_t head, tail;
+	struct la_slot ring[LA_RING];
+	atomic_int refill;         /* a create wants more */
+	atomic_int lowwater;       /* ask for more when this many are left */
+	atomic_int waiters;        /* creates waiting for a refill now */
+	atomic_int fill_gen;       /* bumped at every answer: waiters wake */
+	_Atomic uint64_t taken;
+	_Atomic double last_used_us;
+	/* a refusal: until when, and what creates do meanwhile */
+	_Atomic double nolease_until_us;
+	atomic_int nolease_kind;
+	char nolease_reason[48];
+	/* helper only */
+	_Atomic uint64_t req_id;   /* lease request in flight, 0 none */
+	double req_sent_us;
+	uint64_t reaped;
+	int last_granted;
+	double rate_per_s, rate_t_us;
+	uint64_t rate_taken;
+	struct la_track track[LA_TRACK];
+	int ntrack;
+};
+
+static struct la_class la_classes[LA_CLASSES];
+static atomic_int la_classes_hwm;
+static atomic_int la_v2_off;       /* the mapper speaks v1 only */
+static _Atomic uint64_t la_lease_stats[LA_LS_N];
+
+/* ---- the key ---- */
+
+static int la_key_matches(const struct la_class *k, const struct la_request *rq,
+			  size_t dirlen)
+{
+	return k->dirlen == dirlen && k->stripe_count == rq->stripe_count &&
+	       k->stripe_size == rq->stripe_size &&
+	       k->expected_bytes == rq->expected_bytes && k->uid == rq->uid &&
+	       k->gid == rq->gid && k->projid == rq->projid &&
+	       strcmp(k->pool, rq->pool ? rq->pool : "") == 0 &&
+	       memcmp(k->dir, rq->path, dirlen) == 0;
+}
+
+static void la_key_set(struct la_class *k, const struct la_request *rq,
+		       size_t dirlen)
+{
+	const char *pool = rq->pool ? rq->pool : "";
+	size_t pl = strlen(pool);
+
+	memcpy(k->dir, rq->path, dirlen);
+	k->dir[dirlen] = '\0';
+	k->dirlen = dirlen;
+	if (pl > LA_LOV_MAXPOOLNAME)
+		pl = LA_LOV_MAXPOOLNAME;
+	memcpy(k->pool, pool, pl);
+	k->pool[pl] = '\0';
+	k->stripe_count = rq->stripe_count;
+	k->stripe_size = rq->stripe_size;
+	k->expected_bytes = rq->expected_bytes;
+	k->uid = rq->uid;
+	k->gid = rq->gid;
+	k->projid = rq->projid;
+}
+
+/* The ACTIVE class of rq with users raised, or a new one; NULL when every
+ * class is taken.  The caller lowers users. */
+static struct la_class *la_class_for(const struct la_request *rq, size_t dirlen)
+{
+	int i, n = atomic_load(&la_classes_hwm);
+
+	for (i = 0; i < n; i++) {
+		struct la_class *k = &la_classes[i];
+
+		atomic_fetch_add(&k->users, 1);
+		if (atomic_load(&k->state) == LA_CLS_ACTIVE &&
+		    la_key_matches(k, rq, dirlen))
+			return k;
+		atomic_fetch_sub(&k->users, 1);
+	}
+	for (i = 0; i < LA_CLASSES; i++) {
+		struct la_class *k = &la_classes[i];
+		int want = LA_CLS_FREE;
+
+		if (!atomic_compare_exchange_strong(&k->state, &want,
+						    LA_CLS_FILLING))
+			continue;
+		la_raise_hwm(&la_classes_hwm, i + 1);
+		atomic_fetch_add(&k->users, 1);
+		la_key_set(k, rq, dirlen);
+		atomic_store(&k->nolease_until_us, 0.0);
+		atomic_store(&k->state, LA_CLS_ACTIVE);
+		return k;
+	}
+	return NULL;
+}
+
+/* ---- the create path (async-signal-safe) ---- */
+
+/* 1: a layout from the ring into d; 0: the ring is empty. */
+static int la_ring_take(struct la_class *k, struct la_decision *d)
+{
+	for (;;) {
+		uint64_t h = atomic_load(&k->head), t = atomic_load(&k->tail);
+		struct la_slot *s = &k->ring[h % LA_RING];
+		int dead, count;
+		double until;
+
+		if (h >= t)
+			return 0;
+		atomic_thread_fence(memory_order_acquire);
+		count = s->count;
+		until = s->use_until_us;
+		dead = atomic_load(&s->dead);
+		if (count > 0 && count <= LA_LEASE_MAX_STRIPES) {
+			memcpy(d->osts, s->osts, (size_t)count * sizeof(s->osts[0]));
+			d->stripe_size = s->stripe_size;
+			d->lease = s->lease;
+			memcpy(d->policy, s->policy, sizeof(d->policy));
+		}
+		atomic_thread_fence(memory_order_acquire);
+		if (!atomic_compare_exchange_strong(&k->head, &h, h + 1))
+			continue; /* taken by another create: the copy may be torn */
+		if (dead || la_now_us() > until || count <= 0 ||
+		    count > LA_LEASE_MAX_STRIPES) {
+			atomic_store(&s->state, LA_SLOT_SKIPPED);
+			atomic_fetch_add(&la_lease_stats[dead ? LA_LS_REVOKED :
+						     LA_LS_EXPIRED], 1);
+			continue;
+		}
+		atomic_store(&s->state, LA_SLOT_TAKEN);
+		d->count = count;
+		d->ok = 1;
+		d->reason[0] = '\0';
+		d->mapper_fallback[0] = '\0';
+		atomic_fetch_add(&k->taken, 1);
+		atomic_fetch_add(&la_lease_stats[LA_LS_TAKEN], 1);
+		/* down to half the last grant: the helper asks for more */
+		if (t - (h + 1) <= (uint64_t)atomic_load(&k->lowwater) &&
+		    !atomic_exchange(&k->refill, 1))
+			la_helper_wake();
+		return 1;
+	}
+}
+
+int la_lease_take(const struct la_request *rq, size_t dirlen,
+		  double deadline_us, struct la_decision *d)
+{
+	struct la_class *k;
+	int rc = LA_LEASE_PER_CREATE;
+	double t0;
+
+	if (!la_cfg.lease || !la_cfg.mapper[0] || la_cfg.curve_error[0] ||
+	    atomic_load(&la_v2_off) ||
+	    rq->stripe_count < 1 || rq->stripe_count > LA_LEASE_MAX_STRIPES ||
+	    dirlen >= LA_PATH_MAX || !la_helper_running())
+		return LA_LEASE_PER_CREATE;
+	k = la_class_for(rq, dirlen);
+	if (!k)
+		return LA_LEASE_PER_CREATE; /* every class busy: ask per create */
+	t0 = la_now_us();
+	atomic_store(&k->last_used_us, la_now_us());
+	if (la_mapper_backoff_active()) { /* as a v1 create would */
+		strcpy(d->reason, "mapper_backoff");
+		rc = LA_LEASE_LUSTRE;
+		goto out;
+	}
+	for (;;) {
+		double until = atomic_load(&k->nolease_until_us);
+		int gen;
+
+		if (until > la_now_us()) {
+			int kind = atomic_load(&k->nolease_kind);
+
+			if (kind == LA_NOLEASE_LUSTRE) {
+				memcpy(d->reason, k->nolease_reason,
+				       sizeof(k->nolease_reason));
+				rc = LA_LEASE_LUSTRE;
+			}
+			goto out;
+		}
+		gen = atomic_load(&k->fill_gen);
+		if (la_ring_take(k, d)) {
+			rc = LA_LEASE_TAKEN;
+			goto out;
+		}
+		if (atomic_load(&la_v2_off))
+			goto out;
+		if (la_now_us() >= deadline_us)
+			break;
+		/* empty: ask, and wait for an answer until our deadline (other
+		 * creates waiting too may take what it brings: ask again) */
+		atomic_store(&k->refill, 1);
+		atomic_fetch_add(&k->waiters, 1);
+		la_helper_wake();
+		atomic_fetch_add(&la_lease_stats[LA_LS_WAITED], 1);
+		while (atomic_load(&k->fill_gen) == gen &&
+		       la_now_us() < deadline_us)
+			la_futex_wait_until(&k->fill_gen, gen, deadline_us);
+		atomic_fetch_sub(&k->waiters, 1);
+	}
+	/* no answer in time: as a v1 timeout, Lustre's allocator, and the
+	 * process backs off */
+	strcpy(d->reason, atomic_load(&k->req_id) ? "mapper_timeout"
+						  : "mapper_unreachable");
+	la_mapper_backoff_start();
+	rc = LA_LEASE_LUSTRE;
+out:
+	d->mapper_us = la_now_us() - t0; /* the wait for a refill, if any */
+	atomic_fetch_sub(&k->users, 1);
+	return rc;
+}
+
+/* ---- the helper side ---- */
+
+static void la_lease_refused(struct la_class *k, int kind, const char *reason,
+			     int for_ms);
+
+static void *la_lease_sock;
+static _Atomic uint64_t la_lease_next_id = 1;
+static uint64_t la_release_ids[LA_RELEASE_MAX];
+static int la_release_used[LA_RELEASE_MAX];
+static int la_nrelease;
+
+static int la_sock_ok(void)
+{
+	if (!la_lease_sock) {
+		int linger = 200; /* the releases sent at exit get out */
+
+		la_lease_sock = la_helper_socket();
+		if (la_lease_sock)
+			zmq_setsockopt(la_lease_sock, ZMQ_LINGER, &linger,
+				       sizeof(linger));
+	}
+	return la_lease_sock != NULL;
+}
+
+static int la_send_body(const char *body, size_t len)
+{
+	if (!la_sock_ok())
+		return -1;
+	if (zmq_send(la_lease_sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0)
+		return errno == EAGAIN ? -EAGAIN : -1;
+	return zmq_send(la_lease_sock, body, len, ZMQ_DONTWAIT) == (int)len ? 0
+									     : -1;
+}
+
+static void la_flush_releases(void)
+{
+	char body[LA_REQ_MAX];
+	size_t len;
+
+	if (!la_nrelease)
+		return;
+	len = la_pack_release(body, sizeof(body),
+			      atomic_fetch_add(&la_lease_next_id, 1),
+			      la_release_ids, la_release_used, la_nrelease);
+	if (len && la_send_body(body, len) == 0)
+		atomic_fetch_add(&la_lease_stats[LA_LS_RELEASES], 1);
+	la_nrelease = 0; /* unsent: the mapper's lifetime returns them */
+}
+
+static void la_queue_release(uint64_t lease, int used)
+{
+	if (la_nrelease == LA_RELEASE_MAX)
+		la_flush_releases();
+	la_release_ids[la_nrelease] = lease;
+	la_release_used[la_nrelease++] = used;
+}
+
+/* Count what creates took, release the leases every layout of which is
+ * through; skip (as the helper) layouts past their use-by time. */
+static void la_reap(struct la_class *k, double now)
+{
+	uint64_t h, t;
+	int i;
+
+	for (;;) { /* the head layout is stale: take it out of the way */
+		struct la_slot *s;
+
+		h = atomic_load(&k->head);
+		t = atomic_load(&k->tail);
+		if (h >= t)
+			break;
+		s = &k->ring[h % LA_RING];
+		if (!atomic_load(&s->dead) && s->use_until_us >= now)
+			break;
+		if (atomic_compare_exchange_strong(&k->head, &h, h + 1))
+			atomic_store(&s->state, LA_SLOT_SKIPPED);
+	}
+	h = atomic_load(&k->head);
+	while (k->reaped < h) {
+		struct la_slot *s = &k->ring[k->reaped % LA_RING];
+
+		/* a create between its CAS and its state store: next time */
+		if (atomic_load(&s->state) == LA_SLOT_READY)
+			break;
+		for (i = 0; i < k->ntrack; i++) {
+			if (k->track[i].lease != s->lease)
+				continue;
+			if (atomic_load(&s->state) == LA_SLOT_TAKEN)
+				k->track[i].used++;
+			break;
+		}
+		atomic_store(&s->state, LA_SLOT_EMPTY);
+		k->reaped++;
+	}
+	for (i = 0; i < k->ntrack;) {
+		if (k->track[i].end <= k->reaped) {
+			la_queue_release(k->track[i].lease, k->track[i].used);
+			k->track[i] = k->track[--k->ntrack];
+		} else {
+			i++;
+		}
+	}
+}
+
+static int la_ask_size(struct la_class *k, double now)
+{
+	uint64_t taken = atomic_load(&k->taken);
+	double dt = (now - k->rate_t_us) / 1e6;
+	double want;
+	uint64_t room = LA_RING - (atomic_load(&k->tail) - k->reaped);
+
+	if (k->rate_t_us > 0 && dt > 0) {
+		double rate = (double)(taken - k->rate_taken) / dt;
+
+		k->rate_per_s = k->rate_per_s > 0 ? 0.5 * (k->rate_per_s + rate)
+						   : rate;
+	}
+	k->rate_t_us = now;
+	k->rate_taken = taken;
+	want = ceil(k->rate_per_s * LA_ASK_HORIZON_S);
+	if (want < LA_ASK_MIN)
+		want = LA_ASK_MIN;
+	if (want < 2.0 * atomic_load(&k->waiters)) /* a burst is waiting */
+		want = 2.0 * atomic_load(&k->waiters);
+	if (want > LA_ASK_MAX)
+		want = LA_ASK_MAX;
+	if (want > (double)room)
+		want = (double)room;
+	if (k->ntrack == LA_TRACK)
+		want = 0;
+	return (int)want;
+}
+
+static void la_send_lease(struct la_class *k, double now)
+{
+	char body[LA_REQ_MAX];
+	struct la_request rq;
+	int n = la_ask_size(k, now);
+	uint64_t id;
+	size_t len;
+	int rc;
+
+	if (n <= 0)
+		return;
+	memset(&rq, 0, sizeof(rq));
+	rq.job = la_cfg.job;
+	rq.path = k->dir;
+	rq.pool = k->pool;
+	rq.stripe_count = k->stripe_count;
+	rq.stripe_size = k->stripe_size;
+	rq.expected_bytes = k->expected_bytes;
+	rq.uid = k->uid;
+	rq.gid = k->gid;
+	rq.projid = k->projid;
+	id = atomic_fetch_add(&la_lease_next_id, 1);
+	len = la_pack_lease(body, sizeof(body), id, n, &rq);
+	rc = len ? la_send_body(body, len) : -1;
+	if (rc == -EAGAIN)
+		return; /* not connected yet: the next pass tries again */
+	if (rc != 0) {
+		la_lease_refused(k, LA_NOLEASE_LUSTRE, "lease_send",
+				 la_cfg.retry_ms);
+		return;
+	}
+	k->req_id = id;
+	k->req_sent_us = now;
+	atomic_store(&k->refill, 0);
+	atomic_fetch_add(&la_lease_stats[LA_LS_ASKED], 1);
+}
+
+static void la_lease_refused(struct la_class *k, int kind, const char *reason,
+			     int for_ms)
+{
+	size_t n = strlen(reason);
+
+	if (n >= sizeof(k->nolease_reason))
+		n = sizeof(k->nolease_reason) - 1;
+	memcpy(k->nolease_reason, reason, n);
+	k->nolease_reason[n] = '\0';
+	atomic_store(&k->nolease_kind, kind);
+	atomic_store(&k->nolease_until_us, la_now_us() + for_ms * 1000.0);
+	k->req_id = 0;
+	atomic_store(&k->refill, 0);
+	atomic_fetch_add(&k->fill_gen, 1);
+	la_futex(&k->fill_gen, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+/* Install a granted lease into its class; layouts that do not fit are
+ * never used (the release says so). */
+static void la_install(struct la_class *k, const struct la_lease_reply *r,
+		       double now)
+{
+	uint64_t t = atomic_load(&k->tail);
+	uint64_t room = LA_RING - (t - k->reaped);
+	double until = now + r->lease_ms * 1000.0 * LA_USE_FRACTION;
+	int i, n = r->nlayouts < (int)room ? r->nlayouts : (int)room;
+
+	for (i = 0; i < n; i++) {
+		struct la_slot *s = &k->ring[(t + i) % LA_RING];
+
+		s->count = r->counts[i];
+		memcpy(s->osts, r->osts[i],
+		       (size_t)r->counts[i] * sizeof(s->osts[0]));
+		s->stripe_size = r->stripe_size;
+		s->lease = r->lease;
+		s->use_until_us = until;
+		memcpy(s->policy, r->policy, sizeof(s->policy));
+		atomic_store(&s->dead, 0);
+		atomic_store(&s->state, LA_SLOT_READY);
+	}
+	atomic_thread_fence(memory_order_release);
+	atomic_store(&k->tail, t + (uint64_t)n);
+	k->track[k->ntrack].lease = r->lease;
+	k->track[k->ntrack].end = t + (uint64_t)n;
+	k->track[k->ntrack].granted = r->nlayouts;
+	k->track[k->ntrack].used = 0;
+	k->ntrack++;
+	k->last_granted = n;
+	atomic_store(&k->lowwater, n / 2 > 1 ? n / 2 : 1);
+	atomic_fetch_add(&la_lease_stats[LA_LS_GRANTED], (uint64_t)n);
+}
+
+static void la_revoke(const uint64_t *ids, int n)
+{
+	int c, hwm = atomic_load(&la_classes_hwm);
+
+	for (c = 0; c < hwm; c++) {
+		struct la_class *k = &la_classes[c];
+		uint64_t p, t = atomic_load(&k->tail);
+
+		for (p = atomic_load(&k->head); p < t; p++) {
+			struct la_slot *s = &k->ring[p % LA_RING];
+
+			for (int i = 0; i < n; i++)
+				if (s->lease == ids[i])
+					atomic_store(&s->dead, 1);
+		}
+	}
+}
+
+static void la_on_lease_reply(const char *buf, size_t len, double now)
+{
+	static struct la_lease_reply r; /* helper only: large */
+	int c, hwm = atomic_load(&la_classes_hwm), rc;
+	struct la_class *k = NULL;
+
+	rc = la_parse_lease_reply(buf, len, &r);
+	if (rc == 1)
+		return; /* a release's answer */
+	if (r.version != 2) {
+		/* a v1 mapper (EPROTO "protocol version 2"), or a reply no v2
+		 * mapper sends: lease no more; every create asks per create
+		 * (v1), whose own checks name what is wrong */
+		atomic_store(&la_v2_off, 1);
+		for (c = 0; c < hwm; c++)
+			if (la_classes[c].req_id)
+				la_lease_refused(&la_classes[c], LA_NOLEASE_V1,
+						 "", 0);
+		atomic_fetch_add(&la_lease_stats[LA_LS_REFUSED], 1);
+		return;
+	}
+	for (c = 0; c < hwm; c++)
+		if (la_classes[c].req_id && la_classes[c].req_id == r.id)
+			k = &la_classes[c];
+	if (r.nrevoke)
+		la_revoke(r.revoke, r.nrevoke);
+	if (rc < 0 && r.ok == 1 && r.lease)
+		la_queue_release(r.lease, 0); /* a grant we cannot read */
+	if (!k)
+		return; /* late: its class gave up on it */
+	if (rc < 0) {
+		if (r.per_create) {
+			la_lease_refused(k, LA_NOLEASE_V1, "", r.retry_ms ?
+					 r.retry_ms : 2000);
+		} else {
+			char reason[48];
+
+			la_reason(reason, sizeof(reason), "lease_refused",
+				  r.err ? r.err : EPROTO);
+			la_lease_refused(k, LA_NOLEASE_LUSTRE, reason,
+					 r.retry_ms ? r.retry_ms
+						    : la_cfg.retry_ms);
+		}
+		atomic_fetch_add(&la_lease_stats[LA_LS_REFUSED], 1);
+		return;
+	}
+	la_install(k, &r, now);
+	k->req_id = 0;
+	atomic_fetch_add(&k->fill_gen, 1);
+	la_futex(&k->fill_gen, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+void *la_leases_socket(void)
+{
+	return la_lease_sock;
+}
+
+void la_leases_on_readable(void)
+{
+	double now = la_now_us();
+
+	for (;;) {
+		static char buf[LA_LEASE_REPLY_MAX]; /* helper only */
+		int more = 0, n;
+		size_t sz = sizeof(more);
+
+		/* [b"", body] */
+		n = zmq_recv(la_lease_sock, buf, sizeof(buf), ZMQ_DONTWAIT);
+		if (n < 0)
+			return;
+		zmq_getsockopt(la_lease_sock, ZMQ_RCVMORE, &more, &sz);
+		if (n != 0 || !more) {
+			while (more && zmq_recv(la_lease_sock, buf, sizeof(buf),
+						ZMQ_DONTWAIT) >= 0)
+				zmq_getsockopt(la_lease_sock, ZMQ_RCVMORE,
+					       &more, &sz);
+			continue;
+		}
+		n = zmq_recv(la_lease_sock, buf, sizeof(buf), ZMQ_DONTWAIT);
+		zmq_getsockopt(la_lease_sock, ZMQ_RCVMORE, &more, &sz);
+		while (more && zmq_recv(la_lease_sock, buf, 0, ZMQ_DONTWAIT) >= 0)
+			zmq_getsockopt(la_lease_sock, ZMQ_RCVMORE, &more, &sz);
+		if (n > 0 && (size_t)n <= sizeof(buf))
+			la_on_lease_reply(buf, (size_t)n, now);
+	}
+}
+
+static void la_evict_if_idle(struct la_class *k, double now)
+{
+	int want = LA_CLS_ACTIVE;
+
+	if (k->req_id || k->ntrack || atomic_load(&k->head) != atomic_load(&k->tail) ||
+	    now - atomic_load(&k->last_used_us) < LA_IDLE_EVICT_US)
+		return;
+	if (!atomic_compare_exchange_strong(&k->state, &want, LA_CLS_EVICTING))
+		return;
+	if (atomic_load(&k->users)) { /* a create is looking: keep it */
+		atomic_store(&k->state, LA_CLS_ACTIVE);
+		return;
+	}
+	atomic_store(&k->head, 0);
+	atomic_store(&k->tail, 0);
+	k->reaped = 0;
+	k->rate_per_s = k->rate_t_us = 0;
+	k->rate_taken = 0;
+	atomic_store(&k->taken, 0);
+	atomic_store(&k->state, LA_CLS_FREE);
+}
+
+int la_leases_run(void)
+{
+	int c, hwm = atomic_load(&la_classes_hwm), wait_ms = -1;
+	double now = la_now_us();
+
+	for (c = 0; c < hwm; c++) {
+		struct la_class *k = &la_classes[c];
+
+		if (atomic_load(&k->state) != LA_CLS_ACTIVE)
+			continue;
+		la_reap(k, now);
+		if (k->req_id && now - k->req_sent_us > LA_REQ_TIMEOUT_US)
+			la_lease_refused(k, LA_NOLEASE_LUSTRE, "lease_timeout",
+					 la_cfg.retry_ms);
+		if (!k->req_id && atomic_load(&k->refill) &&
+		    !atomic_load(&la_v2_off) &&
+		    atomic_load(&k->nolease_until_us) <= now)
+			la_send_lease(k, now);
+		if (k->req_id || atomic_load(&k->refill))
+			wait_ms = 10; /* answers arrive on the socket; this is
+				       * for sends not connected yet */
+		else if (k->ntrack && (wait_ms < 0 || wait_ms > 100))
+			wait_ms = 100; /* use-by times to enforce */
+		la_evict_if_idle(k, now);
+	}
+	la_flush_releases();
+	return wait_ms;
+}
+
+void la_leases_close(void)
+{
+	int c, hwm = atomic_load(&la_classes_hwm);
+
+	/* return everything held: no create takes a layout any more */
+	for (c = 0; c < hwm; c++) {
+		struct la_class *k = &la_classes[c];
+		uint64_t t = atomic_load(&k->tail), h = atomic_load(&k->head);
+
+		while (h < t && !atomic_compare_exchange_strong(&k->head, &h, t))
+			;
+		for (uint64_t p = h; p < t; p++)
+			atomic_store(&k->ring[p % LA_RING].state, LA_SLOT_SKIPPED);
+		la_reap(k, la_now_us());
+		for (int i = 0; i < k->ntrack; i++) /* reaped partly: as is */
+			la_queue_release(k->track[i].lease, k->track[i].used);
+		k->ntrack = 0;
+	}
+	la_flush_releases();
+	if (la_lease_sock)
+		zmq_close(la_lease_sock);
+	la_lease_sock = NULL;
+}
+
+void la_leases_atfork_child(void)
+{
+	int c, hwm = atomic_load(&la_classes_hwm);
+
+	/* the parent's leases stay the parent's: the child starts empty */
+	la_lease_sock = NULL;
+	la_nrelease = 0;
+	for (c = 0; c < hwm; c++) {
+		struct la_class *k = &la_classes[c];
+
+		atomic_store(&k->head, 0);
+		atomic_store(&k->tail, 0);
+		atomic_store(&k->users, 0);
+		atomic_store(&k->refill, 0);
+		k->reaped = 0;
+		k->ntrack = 0;
+		k->req_id = 0;
+		atomic_store(&k->state, LA_CLS_FREE);
+	}
+}
+
+uint64_t la_lease_stat(int which)
+{
+	return which >= 0 && which < LA_LS_N ?
+		       atomic_load(&la_lease_stats[which]) : 0;
+}

@@ -1,0 +1,121 @@
+"""The shim's leases (protocol v2, issue #29), with real programs under LD_PRELOAD against a
+real mapper: creates take leased layouts without a round trip each, what a process holds
+goes back at exit, a fork child never reuses its parent's layouts, a v1 mapper is asked per
+create, and a mapper killed with leases outstanding fails no create."""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+
+from tests.service.conftest import make_service
+
+from .conftest import N_OSTS, assert_valid_layout
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def mapper():
+    svc = make_service(static_cluster="4x2", policy="round_robin", lease_s=5.0)
+    yield svc
+    svc.stop()
+
+
+def _count(svc, metric: str, label: str) -> float:
+    return getattr(svc.metrics, metric).labels(label)._value.get()
+
+
+def test_creates_take_leased_layouts_and_everything_held_goes_back_at_exit(
+        shim_run_factory, mapper, create_files):
+    run = shim_run_factory(mapper.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    p = run.run([create_files, "-n", "400", run.data])
+    assert "created=400" in p.stdout
+    recs = run.records()
+    assert len(recs) == 400
+    for r in recs:
+        assert_valid_layout(r)
+        assert r["lease"] and r["policy"] == "round_robin"
+    leases = Counter(r["lease"] for r in recs)
+    asked = _count(mapper, "requests", "lease")
+    # a lease request per many creates (4 at first, then 100 ms of this process's rate)
+    # (the last refill may come as the process ends, and go back unused)
+    assert len(leases) <= _count(mapper, "leases", "granted") <= asked < 400 / 4
+    assert _count(mapper, "requests", "ok") == 0                  # no per-create request
+    # at exit the process returned what it held: nothing waits for the lifetime
+    assert _count(mapper, "leases", "released") == _count(mapper, "leases", "granted")
+    assert _count(mapper, "leased_layouts", "used") == 400
+    assert (_count(mapper, "leased_layouts", "used") + _count(mapper, "leased_layouts",
+                                                              "released")
+            == _count(mapper, "leased_layouts", "granted"))
+    assert len(mapper.rounds.leases.book) == 0
+    # the layouts walk the OSTs as round-robin's per-create answers do
+    per_ost = Counter(int(r["osts"]) for r in recs)
+    assert sorted(per_ost) == list(range(N_OSTS)) and max(per_ost.values()) <= 400 / N_OSTS + 4
+
+
+def test_threads_share_a_class_without_using_a_layout_twice(shim_run_factory, mapper,
+                                                             create_files):
+    run = shim_run_factory(mapper.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    p = run.run([create_files, "-t", "8", "-n", "250", run.data])
+    assert "created=2000" in p.stdout
+    recs = run.records()
+    assert all(r["result"] == "layout" and r["lease"] for r in recs)
+    used = Counter(r["lease"] for r in recs)
+    # no lease gave more layouts than it held (none was handed to two creates)
+    assert _count(mapper, "leased_layouts", "used") == 2000
+    assert sum(used.values()) == 2000 <= _count(mapper, "leased_layouts", "granted")
+
+
+def test_a_fork_child_never_uses_its_parents_layouts(shim_run_factory, mapper, create_files):
+    run = shim_run_factory(mapper.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    p = run.run([create_files, "-f", "-n", "20", run.data])
+    assert p.returncode == 0, p.stdout + p.stderr
+    recs = run.records()
+    leases = {"parent": set(), "child": set()}
+    for r in recs:
+        assert r["result"] == "layout" and r["lease"], r
+        leases["child" if "child" in r["path"] else "parent"].add(r["lease"])
+    assert len(recs) == 41 and leases["child"]
+    assert not leases["parent"] & leases["child"]          # the child leased its own
+
+
+def test_a_v1_mapper_is_asked_per_create(shim_run_factory, standin, create_files):
+    m = standin("normal")
+    run = shim_run_factory(m.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    p = run.run([create_files, "-n", "30", run.data])
+    assert "created=30" in p.stdout
+    recs = run.records()
+    for r in recs:
+        assert_valid_layout(r)
+        assert r["lease"] == "" and r["policy"] == "standin_rr"
+
+
+def test_lease_off_asks_per_create(shim_run_factory, mapper, create_files):
+    run = shim_run_factory(mapper.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000",
+                           LUSTRE_ALLOC_LEASE="0")
+    p = run.run([create_files, "-n", "20", run.data])
+    assert "created=20" in p.stdout
+    assert all(r["lease"] == "" and r["result"] == "layout" for r in run.records())
+    assert _count(mapper, "requests", "ok") == 20 and _count(mapper, "requests", "lease") == 0
+
+
+def test_mapper_killed_with_leases_outstanding_fails_no_create(shim_run_factory, create_files):
+    svc = make_service(static_cluster="4x2", policy="round_robin")
+    run = shim_run_factory(svc.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="50")
+    killer = threading.Timer(0.3, svc.stop)
+    killer.start()
+    try:
+        p = run.run([create_files, "-t", "2", "-n", "20000", run.data], timeout=110)
+    finally:
+        killer.join()
+        svc.stop()
+    assert "created=40000" in p.stdout, p.stdout + p.stderr
+    recs = run.records()
+    results = Counter((r["result"], r["reason"].split(":")[0]) for r in recs)
+    assert len(recs) == 40000
+    assert results[("layout", "")] > 0                           # leased before the kill
+    # after it: Lustre's allocator, for the reasons a per-create shim gives
+    assert set(results) <= {("layout", ""), ("default", "mapper_timeout"),
+                            ("default", "mapper_unreachable"), ("default", "mapper_backoff")}
