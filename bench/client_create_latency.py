@@ -5,9 +5,13 @@ Runs the same C program (liblustre_alloc/tests/la_create_files: open(O_CREAT)
 program) without the shim and with it, in interleaved rounds of the same
 run, and prints p50/p99 per create and the shim's added p50/p99 against the
 baseline.  Shim rows: the real mapper on loopback (static 4x2 cluster) with
-round_robin and with its default primary policy (mcmf), the stand-in mapper
-(protocol cost alone), the mapper stopped (back-off), and a create outside
-LUSTRE_ALLOC_PATHS (pass-through cost).  Target (issue 7): added p50 <= 150 us.
+round_robin and with its default primary policy (mcmf), each with leases
+(protocol v2, the default) and one request per create (LUSTRE_ALLOC_LEASE=0),
+the stand-in mapper (v1 protocol cost alone), the shim with no mapper
+configured, the mapper stopped (back-off), and a create outside
+LUSTRE_ALLOC_PATHS (pass-through cost).  Target (issue 7): added p50 <= 150 us;
+issue 29: leased creates within 10 us (p50) and 100 us (p99) of the shim with
+no mapper.
 The record backend writes one line per create in every shim row.
 
 --before REV builds the shim of git revision REV (git archive + make, in a
@@ -38,6 +42,7 @@ from tests.client.conftest import free_port, start_real_mapper, start_standin  #
 LIB = ROOT / "liblustre_alloc" / "liblustre_alloc.so"
 PROG = ROOT / "liblustre_alloc" / "tests" / "la_create_files"
 TARGET_US = 150.0
+NO_MAPPER = "shim, no mapper (LUSTRE_ALLOC_MAPPER='')"
 
 
 def record_rtt(record: Path) -> list[float]:
@@ -85,6 +90,27 @@ def run_round(work: Path, name: str, n: int, env_extra: dict[str, str] | None,
     return np.loadtxt(lat) / 1000.0
 
 
+def lease_table(console: Console, configs: dict, samples: dict[str, list[np.ndarray]]) -> None:
+    """Leased creates against the shim with no mapper and against one request per create
+    (issue #29 targets: p50 within 10 us, p99 within 100 us of the no-mapper path)."""
+    n50, n99 = np.percentile(np.concatenate(samples[NO_MAPPER]), [50, 99])
+    t = Table(title="leases (protocol v2): added latency against the shim with no mapper, "
+                    "same run (us)")
+    for col in ("configuration", "p50 - no mapper", "target 10", "p99 - no mapper",
+                "target 100", "per create (v1) p50 - no mapper", "v1 p99 - no mapper"):
+        t.add_column(col, justify="right")
+    for name in configs:
+        v1 = f"{name}, per create (v1)"
+        if v1 not in configs:
+            continue
+        p50, p99 = np.percentile(np.concatenate(samples[name]), [50, 99])
+        q50, q99 = np.percentile(np.concatenate(samples[v1]), [50, 99])
+        t.add_row(name, f"{p50 - n50:+.1f}", "met" if p50 - n50 <= 10 else "MISSED",
+                  f"{p99 - n99:+.1f}", "met" if p99 - n99 <= 100 else "MISSED",
+                  f"{q50 - n50:+.1f}", f"{q99 - n99:+.1f}")
+    console.print(t)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=2000, help="creates per round")
@@ -108,6 +134,10 @@ def main() -> None:
     configs: dict[str, dict[str, str] | None] = {"no shim (baseline)": None}
     for label, m in mappers.items():
         configs[f"shim, mapper {label}"] = {"LUSTRE_ALLOC_MAPPER": m.endpoint}
+        if label != "stand-in":     # the stand-in speaks v1 only
+            configs[f"shim, mapper {label}, per create (v1)"] = {
+                "LUSTRE_ALLOC_MAPPER": m.endpoint, "LUSTRE_ALLOC_LEASE": "0"}
+    configs[NO_MAPPER] = {"LUSTRE_ALLOC_MAPPER": ""}
     configs["shim, mapper stopped (back-off)"] = {"LUSTRE_ALLOC_MAPPER": dead}
     configs["shim, path outside LUSTRE_ALLOC_PATHS"] = {
         "LUSTRE_ALLOC_MAPPER": mappers["stand-in"].endpoint, "_outside": "1"}
@@ -144,6 +174,7 @@ def main() -> None:
                       f"{np.median(split[name]):.1f}" if split[name] else "-",
                       f"{p50 - b50 - np.median(split[name]):.1f}" if split[name] else "-")
     console.print(table)
+    lease_table(console, configs, samples)
     if before_lib:
         cmp = Table(title=f"added p50 per create: this tree vs {args.before} (same run)")
         for col in ("configuration", "added p50 now", "added p50 before", "now / before",

@@ -232,7 +232,7 @@ LA_HIDDEN size_t la_pack_request(char *buf, size_t cap, uint64_t id,
 
 /* ---- protocol v2: leases (la_lease_wire.c, la_lease.c) ---- */
 #define LA_LEASE_MAX_STRIPES 64   /* wider layouts are asked per create */
-#define LA_LEASE_ASK_MAX 64       /* layouts asked in one lease */
+#define LA_LEASE_ASK_MAX 256      /* layouts asked in one lease */
 #define LA_LEASE_REVOKE_MAX 64    /* revoked lease ids read from one reply */
 #define LA_LEASE_REPLY_MAX 65536  /* largest reply body read */
 struct la_lease_reply {

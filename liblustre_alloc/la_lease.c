@@ -45,9 +45,9 @@
 #include "la_internal.h"
 
 #define LA_CLASSES 32
-#define LA_RING 128                /* layouts held per class (power of 2) */
+#define LA_RING 512                /* layouts held per class (power of 2) */
 #define LA_ASK_MIN 4
-#define LA_ASK_MAX 64
+#define LA_ASK_MAX LA_LEASE_ASK_MAX
 #define LA_ASK_HORIZON_S 0.1       /* a refill covers this much of the rate */
 #define LA_USE_FRACTION 0.8        /* of lease_ms, from the reply */
 #define LA_TRACK 16                /* leases a class holds at once */

@@ -183,7 +183,7 @@ class MapperConfig:
     decision_log_per_s: float = 1.0
     control_endpoint: str = "auto"
     lease_s: float = 2.0
-    lease_max_layouts: int = 64
+    lease_max_layouts: int = 256
     lease_peer_quota: int = 4096
     steer: dict[str, Any] = field(default_factory=dict)
     scope: dict[str, Any] = field(default_factory=dict)
