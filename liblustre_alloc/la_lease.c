@@ -24,8 +24,9 @@
  * file is not given to Lustre's allocator).
  *
  * Sizing (ours): a refill asks for 100 ms of the class's creates (its rate
- * since the last refill), at least LA_ASK_MIN and at most LA_ASK_MAX, and is
- * asked once half of the last grant is left.  A layout is used until 80% of
+ * since the last refill; twice the last grant when creates were waiting for
+ * it), at least LA_ASK_MIN and at most LA_ASK_MAX, and is asked once half of
+ * the last grant is left.  A layout is used until 80% of
  * its lease_ms has passed since the reply arrived: the mapper's lifetime
  * runs from its grant, and the rest of the margin covers the round trip.
  *
@@ -46,7 +47,7 @@
 
 #define LA_CLASSES 32
 #define LA_RING 512                /* layouts held per class (power of 2) */
-#define LA_ASK_MIN 4
+#define LA_ASK_MIN 16               /* the first lease of a class, at least */
 #define LA_ASK_MAX LA_LEASE_ASK_MAX
 #define LA_ASK_HORIZON_S 0.1       /* a refill covers this much of the rate */
 #define LA_USE_FRACTION 0.8        /* of lease_ms, from the reply */
@@ -422,6 +423,10 @@ static int la_ask_size(struct la_class *k, double now)
 		want = LA_ASK_MIN;
 	if (want < 2.0 * atomic_load(&k->waiters)) /* a burst is waiting */
 		want = 2.0 * atomic_load(&k->waiters);
+	/* the ring ran dry: the rate since the last refill undercounts a
+	 * burst that was waiting, so at least double the last grant */
+	if (atomic_load(&k->waiters) && want < 2.0 * k->last_granted)
+		want = 2.0 * k->last_granted;
 	if (want > LA_ASK_MAX)
 		want = LA_ASK_MAX;
 	if (want > (double)room)

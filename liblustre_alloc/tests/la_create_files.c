@@ -3,13 +3,17 @@
  * and bench/client_create_latency.py run it with and without the shim.
  *
  *   la_create_files [-a open|open64|openat|creat|fopen|fopen64] [-t THREADS]
- *                   [-n FILES_PER_THREAD] [-f] [-l LATENCY_FILE] [-p PREFIX] DIR
+ *                   [-n FILES_PER_THREAD] [-f] [-l LATENCY_FILE] [-p PREFIX]
+ *                   [-s START_NS] DIR
  *
  * Each thread creates N new files DIR/PREFIX<tag>_<thread>_<i> with the
  * chosen call, writes a line into each and closes it.  -f: create one file,
  * fork, then parent and child both create their files (tags "parent" and
- * "child").  -l: per-create latency in nanoseconds, one per line.  Prints
- * "created=<n> max_us=<worst single create>" and exits 1 on any failure.
+ * "child").  -l: per-create latency in nanoseconds, one per line.  -s: wait
+ * until this CLOCK_REALTIME (ns since the epoch) before creating, so several
+ * processes start together.  Prints "created=<n> max_us=<worst single
+ * create> start_ns=<realtime> end_ns=<realtime>" (the creates' window) and
+ * exits 1 on any failure.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +32,7 @@ static const char *dir;
 static const char *prefix = "f";
 static const char *tag = "main";
 static int nthreads = 1, nfiles = 10;
+static long long start_at_ns;
 static long long *lat_ns;
 static int dirfd_ = -1;
 
@@ -104,7 +109,18 @@ static int run_all(const char *latfile)
 	long long worst = 0;
 	int i;
 
+	long long t_start, t_end;
+	struct timespec ts;
+
 	lat_ns = calloc((size_t)nthreads * nfiles, sizeof(*lat_ns));
+	if (start_at_ns > 0) {
+		ts.tv_sec = (time_t)(start_at_ns / 1000000000LL);
+		ts.tv_nsec = (long)(start_at_ns % 1000000000LL);
+		while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL))
+			;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t_start = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 	for (t = 0; t < nthreads; t++)
 		if (pthread_create(&th[t], NULL, worker, (void *)t) != 0)
 			return 1;
@@ -114,6 +130,8 @@ static int run_all(const char *latfile)
 		pthread_join(th[t], &r);
 		failures += (long)r;
 	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t_end = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 	for (i = 0; i < nthreads * nfiles; i++)
 		if (lat_ns[i] > worst)
 			worst = lat_ns[i];
@@ -126,8 +144,9 @@ static int run_all(const char *latfile)
 			fprintf(lf, "%lld\n", lat_ns[i]);
 		fclose(lf);
 	}
-	printf("%s created=%ld max_us=%.1f\n", tag,
-	       (long)nthreads * nfiles - failures, worst / 1000.0);
+	printf("%s created=%ld max_us=%.1f start_ns=%lld end_ns=%lld\n", tag,
+	       (long)nthreads * nfiles - failures, worst / 1000.0, t_start,
+	       t_end);
 	fflush(stdout);
 	free(lat_ns);
 	return failures ? 1 : 0;
@@ -138,7 +157,7 @@ int main(int argc, char **argv)
 	const char *latfile = NULL;
 	int do_fork = 0, c;
 
-	while ((c = getopt(argc, argv, "a:t:n:fl:p:")) != -1) {
+	while ((c = getopt(argc, argv, "a:t:n:fl:p:s:")) != -1) {
 		switch (c) {
 		case 'a': api = optarg; break;
 		case 't': nthreads = atoi(optarg); break;
@@ -146,6 +165,7 @@ int main(int argc, char **argv)
 		case 'f': do_fork = 1; break;
 		case 'l': latfile = optarg; break;
 		case 'p': prefix = optarg; break;
+		case 's': start_at_ns = atoll(optarg); break;
 		default: return 2;
 		}
 	}
