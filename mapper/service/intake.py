@@ -111,7 +111,7 @@ class Intake:
         contexts = self.contexts
         only = next(iter(contexts.values())) if len(contexts) == 1 else None
         ost_counts = {key: ctx.store.ost_count for key, ctx in contexts.items()}  # fixed for the batch
-        decode = wire.decode_request
+        decode = wire_lease.decode_request     # v1 and v2
         admit = self.limits.admit
         for identity, parts, peer in messages:
             if len(parts) != 2 or parts[0] != b"":

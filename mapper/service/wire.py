@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import msgpack
 
@@ -226,13 +226,19 @@ def _decode_common(body: dict[Any, Any], ost_count: int | None) -> Request | Non
                    owner=None if ids == (None, None, None) else Owner(*ids))
 
 
-def decode_request(frame: bytes, ost_count: int | None = None) -> Request:
+V2Decoder = Callable[[dict[Any, Any], int, "int | None"], Request]
+"""Decodes a ``v: 2`` body (:func:`mapper.service.wire_lease.decode_v2`)."""
+
+
+def decode_request(frame: bytes, ost_count: int | None = None,
+                   v2: V2Decoder | None = None) -> Request:
     """Decode and validate one request body.
 
     Args:
         frame: the body frame (msgpack map).
         ost_count: OSTs the mapper knows; a stripe count above it is refused (None: no
             upper check here, the policy clips).
+        v2: the protocol v2 decoder; None: v2 is refused as an unknown version (EPROTO).
     Raises:
         WireError: EMSGSIZE (frame over :data:`MAX_FRAME_BYTES`), EPROTO (not msgpack,
             not a map, trailing bytes, another protocol version), EINVAL (a field is
@@ -248,10 +254,11 @@ def decode_request(frame: bytes, ost_count: int | None = None) -> Request:
             request = _decode_common(body, ost_count)
             if request is not None:
                 return request
-    return _decode_checked(frame, ost_count)
+    return _decode_checked(frame, ost_count, v2)
 
 
-def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
+def _decode_checked(frame: bytes, ost_count: int | None,
+                    v2: V2Decoder | None = None) -> Request:
     """:func:`decode_request` with every check spelled out and named on failure."""
     if len(frame) > MAX_FRAME_BYTES:
         raise WireError(errno.EMSGSIZE, f"request of {len(frame)} bytes exceeds "
@@ -268,16 +275,16 @@ def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
     request_id = raw_id if _is_int(raw_id) and 0 <= raw_id <= MAX_ID else 0
     if "v" not in body:
         raise WireError(errno.EPROTO, "missing field 'v' (protocol version)", request_id)
-    if body["v"] not in PROTOCOL_VERSIONS or not _is_int(body["v"]):
+    spoken = PROTOCOL_VERSIONS if v2 is not None else (PROTOCOL_VERSION,)
+    if body["v"] not in spoken or not _is_int(body["v"]):
         raise WireError(errno.EPROTO, f"protocol version {body['v']!r} (this mapper speaks "
-                        f"{', '.join(map(str, PROTOCOL_VERSIONS))})", request_id)
+                        f"{', '.join(map(str, spoken))})", request_id)
     if "id" not in body:
         raise WireError(errno.EINVAL, "missing field 'id'")
     if not _is_int(raw_id) or not 0 <= raw_id <= MAX_ID:
         raise WireError(errno.EINVAL, "field 'id' must be an integer 0..2^64-1")
-    if body["v"] == LEASE_VERSION:
-        from mapper.service.wire_lease import decode_v2     # v2 builds on this module
-        return decode_v2(body, request_id, ost_count)
+    if body["v"] == LEASE_VERSION and v2 is not None:
+        return v2(body, request_id, ost_count)
     op = body.get("op")
     if op not in OPS:
         raise WireError(errno.EINVAL, f"field 'op' must be one of {', '.join(OPS)}, not "

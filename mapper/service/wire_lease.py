@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 from typing import Any, Sequence
 
+from mapper.service import wire
 from mapper.service.wire import (LEASE_VERSION, MAX_ID, Owner, Request, WireError, _fsname, _int,
                                  _is_int, _pack, alloc_fields)
 
@@ -52,6 +53,16 @@ def decode_v2(body: dict[Any, Any], request_id: int, ost_count: int | None = Non
     create, fsname, owner = alloc_fields(body, request_id, ost_count)
     return Request("lease", request_id, create, fsname, owner=owner, version=LEASE_VERSION,
                    lease_count=count)
+
+
+def decode_request(frame: bytes, ost_count: int | None = None) -> Request:
+    """:func:`mapper.service.wire.decode_request` speaking v1 and v2 (what the mapper's
+    intake decodes with).
+
+    Raises:
+        WireError: as :func:`mapper.service.wire.decode_request` and :func:`decode_v2`.
+    """
+    return wire.decode_request(frame, ost_count, v2=decode_v2)
 
 
 def _released(body: dict[Any, Any], request_id: int) -> tuple[tuple[int, int], ...]:
@@ -137,5 +148,6 @@ def encode_release_request(request_id: int, leases: Sequence[tuple[int, int]],
     return _pack(body)
 
 
-__all__ = ["MAX_LEASE_ASK", "MAX_RELEASES", "decode_v2", "encode_lease", "encode_lease_error",
-           "encode_lease_request", "encode_release_request", "encode_released"]
+__all__ = ["MAX_LEASE_ASK", "MAX_RELEASES", "decode_request", "decode_v2", "encode_lease",
+           "encode_lease_error", "encode_lease_request", "encode_release_request",
+           "encode_released"]

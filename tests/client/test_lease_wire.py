@@ -28,11 +28,11 @@ def _parse(tmp_path, body: bytes) -> dict[str, str]:
 def test_the_mapper_decodes_what_the_shim_packs(shim_lib):
     p = subprocess.run([PROG, "pack"], capture_output=True, text=True, timeout=30, check=True)
     out = dict(line.split("=", 1) for line in p.stdout.split())
-    lease = wire.decode_request(bytes.fromhex(out["lease"]))
+    lease = wire_lease.decode_request(bytes.fromhex(out["lease"]))
     assert (lease.op, lease.id, lease.version, lease.lease_count) == ("lease", 5, 2, 16)
     assert lease.create == CreateRequest("ior.7", 2, 4 << 20, 1 << 30, "flash", "/lustre/run")
     assert lease.owner == wire.Owner(1000, 100, 42)
-    release = wire.decode_request(bytes.fromhex(out["release"]))
+    release = wire_lease.decode_request(bytes.fromhex(out["release"]))
     assert (release.op, release.released) == ("release", ((11, 3), (12, 0)))
     assert out["small"] == "0"
 

@@ -74,7 +74,7 @@ def test_ping_needs_only_version_op_and_id():
     ({"id": "x"}, errno.EINVAL, "'id'"),
     ({"id": ...}, errno.EINVAL, "missing field 'id'"),
     ({"v": 3}, errno.EPROTO, "protocol version 3"),
-    ({"v": 2}, errno.EINVAL, "in protocol v2, not 'alloc'"),   # alloc is a v1 op
+    ({"v": 2}, errno.EPROTO, "protocol version 2 (this mapper speaks 1)"),   # v1 alone
     ({"v": ...}, errno.EPROTO, "missing field 'v'"),
 ])
 def test_bad_field_is_refused_with_errno_and_reason(changes, err, words):
