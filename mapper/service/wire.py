@@ -435,7 +435,15 @@ def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: in
         if fsname is not None:
             ping["fsname"] = fsname
         return _pack(ping)
-    body: dict[str, Any] = {"v": PROTOCOL_VERSION, "op": op, "id": request_id, "job": job,
+    return _pack(create_body(PROTOCOL_VERSION, op, request_id, job, stripe_count, stripe_size,
+                             expected_bytes, path, pool, fsname, owner))
+
+
+def create_body(version: int, op: str, request_id: int, job: str, stripe_count: int,
+                stripe_size: int, expected_bytes: int, path: str, pool: str | None,
+                fsname: str | None, owner: Owner | None) -> dict[str, Any]:
+    """The map of an ``alloc`` (v1) or ``lease`` (v2) request as a client sends it."""
+    body: dict[str, Any] = {"v": version, "op": op, "id": request_id, "job": job,
                             "stripe_count": stripe_count, "stripe_size": stripe_size,
                             "expected_bytes": expected_bytes, "path": path}
     if pool is not None:
@@ -445,7 +453,7 @@ def encode_request(request_id: int, job: str, stripe_count: int, stripe_size: in
     if owner is not None:
         body.update({k: v for k, v in (("uid", owner.uid), ("gid", owner.gid),
                                        ("projid", owner.projid)) if v is not None})
-    return _pack(body)
+    return body
 
 
 def encode_report(request_id: int, token: int, osts: list[int], stripe_size: int,

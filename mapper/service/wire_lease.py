@@ -124,17 +124,9 @@ def encode_lease_request(request_id: int, count: int, job: str, stripe_count: in
                          pool: str | None = None, fsname: str | None = None,
                          owner: Owner | None = None) -> bytes:
     """A lease request as a client sends it (``path``: the directory the files go to)."""
-    body: dict[str, Any] = {"v": LEASE_VERSION, "op": "lease", "id": request_id,
-                            "count": count, "job": job, "stripe_count": stripe_count,
-                            "stripe_size": stripe_size, "expected_bytes": expected_bytes,
-                            "path": path}
-    if pool is not None:
-        body["pool"] = pool
-    if fsname is not None:
-        body["fsname"] = fsname
-    if owner is not None:
-        body.update({k: v for k, v in (("uid", owner.uid), ("gid", owner.gid),
-                                       ("projid", owner.projid)) if v is not None})
+    body = wire.create_body(LEASE_VERSION, "lease", request_id, job, stripe_count, stripe_size,
+                            expected_bytes, path, pool, fsname, owner)
+    body["count"] = count
     return _pack(body)
 
 
