@@ -55,6 +55,7 @@
 #define LA_RELEASE_MAX 64          /* leases per release message */
 #define LA_REQ_TIMEOUT_US 2e6      /* a lease request with no reply is given up */
 #define LA_IDLE_EVICT_US 10e6      /* an empty class unused this long is freed */
+#define LA_CLOSE_WAIT_US 100000.0  /* at exit, for a refill on its way */
 
 enum { LA_CLS_FREE, LA_CLS_FILLING, LA_CLS_ACTIVE, LA_CLS_EVICTING };
 enum { LA_SLOT_EMPTY, LA_SLOT_READY, LA_SLOT_TAKEN, LA_SLOT_SKIPPED };
@@ -681,9 +682,31 @@ int la_leases_run(void)
 	return wait_ms;
 }
 
+/* A refill still on its way at exit is granted and booked by the mapper:
+ * wait for it a little, so that it is returned like the rest. */
+static void la_wait_in_flight(void)
+{
+	double until = la_now_us() + LA_CLOSE_WAIT_US;
+	int c, hwm = atomic_load(&la_classes_hwm);
+
+	while (la_lease_sock && la_now_us() < until) {
+		zmq_pollitem_t item = { la_lease_sock, -1, ZMQ_POLLIN, 0 };
+		int pending = 0;
+
+		for (c = 0; c < hwm; c++)
+			pending |= atomic_load(&la_classes[c].req_id) != 0;
+		if (!pending)
+			return;
+		if (zmq_poll(&item, 1, 10) > 0)
+			la_leases_on_readable();
+	}
+}
+
 void la_leases_close(void)
 {
 	int c, hwm = atomic_load(&la_classes_hwm);
+
+	la_wait_in_flight();
 
 	/* return everything held: no create takes a layout any more */
 	for (c = 0; c < hwm; c++) {
