@@ -138,13 +138,17 @@ class ControlServer:
         with svc.lock:
             filesystems = [self._fs_status(ctx) for ctx in svc.contexts.values()]
             steering = svc.steering.status() if svc.steering is not None else None
+            book = svc.rounds.leases.book
+            leases = {"held": len(book), "layouts": book.layouts_held(),
+                      "clients": book.clients()}
         m = svc.metrics
         requests = {r: int(m.registry.get_sample_value("lustre_alloc_mapper_requests_total",
                                                        {"result": r}) or 0) for r in RESULTS}
         placed = requests["ok"] + requests["fallback"]
         return {"filesystems": filesystems, "requests": requests,
                 "fallback_share": requests["fallback"] / placed if placed else None,
-                "steering": steering, "endpoint": svc.endpoint, "pid": os.getpid(),
+                "steering": steering, "leases": leases, "endpoint": svc.endpoint,
+                "pid": os.getpid(),
                 "check_violations": svc.rounds.check_violations,
                 "reloads": {"applied": svc.reloader.applied if svc.reloader else 0,
                             "rejected": svc.reloader.rejected if svc.reloader else 0}}

@@ -70,6 +70,9 @@ def format_status(reply: dict[str, Any]) -> str:
              f"{reply['reloads']['applied']} applied, {reply['reloads']['rejected']} rejected"]
     req = reply["requests"]
     lines.append("  replies: " + ", ".join(f"{k} {v}" for k, v in req.items() if v))
+    held = reply["leases"]
+    lines.append(f"  leases (protocol v2): {held['held']} held, {held['layouts']} layouts, "
+                 f"by {held['clients']} clients")
     for fs in reply["filesystems"]:
         lines.append(f"file system {fs['fsname'] or '(no sample yet)'}: mode {fs['mode']}, "
                      f"policy {fs['policy']} (fallback {fs['fallback']})")

@@ -174,5 +174,9 @@ class LeaseBook:
         """Layouts outstanding over every client."""
         return sum(self._held.values())
 
+    def clients(self) -> int:
+        """Clients holding at least one lease."""
+        return len(self._held)
+
 
 __all__ = ["Lease", "LeaseBook", "MAX_LEASES", "Returned"]

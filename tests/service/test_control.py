@@ -44,6 +44,19 @@ def test_status_as_text_and_json(served, capsys):
     fs = reply["filesystems"][0]
     assert (fs["fsname"], fs["usable"], fs["excluded"]) == ("static", 8, [])
     assert reply["requests"]["ok"] == 6 and reply["fallback_share"] == 0.0
+    assert reply["leases"] == {"held": 0, "layouts": 0, "clients": 0}
+
+
+def test_status_counts_the_leases_held(served, capsys):
+    svc, sock = served
+    with MapperClient(svc.endpoint, timeout_s=5) as c:
+        c.lease(5, "ior.7", 1, path="/lustre/run")
+        lease = c.lease(3, "ior.7", 1, path="/lustre/run")
+        code, text, _ = run(capsys, "--socket", sock, "status")
+        assert code == 0 and "leases (protocol v2): 2 held, 8 layouts, by 1 clients" in text
+        c.release([(lease.id, 1)])
+        code, out, _ = run(capsys, "--socket", sock, "--json", "status")
+        assert json.loads(out)["leases"] == {"held": 1, "layouts": 5, "clients": 1}
 
 
 def test_explain_a_path_and_a_jobid_with_prices(served, capsys):
