@@ -30,6 +30,7 @@ from mapper.policies.flow_round import bytes_per_stripe
 from mapper.policies.placement import AllocationError
 from mapper.service import wire_lease
 from mapper.service.config import MapperConfig
+from mapper.service.decision_desk import DecisionDesk
 from mapper.service.fs_context import FsContext
 from mapper.service.intake import Alloc, Intake
 from mapper.service.leases import LeaseBook, Returned
@@ -52,11 +53,14 @@ class LeaseDesk:
         contexts: file system key -> context.
         lock: the service lock (policies and books are touched under it).
         metrics: the service's metrics.
+        desk: the decision log, explain index and shadow ledger.
     """
 
     def __init__(self, config: MapperConfig, intake: Intake, contexts: dict[str, FsContext],
-                 lock: threading.Lock, metrics: MapperMetrics):
+                 lock: threading.Lock, metrics: MapperMetrics, desk: DecisionDesk):
         self.config = config
+        self.desk = desk
+        """Every leased layout is a decision: logged (sampled) and explainable."""
         self.intake = intake
         self.contexts = contexts
         self.lock = lock
@@ -112,6 +116,7 @@ class LeaseDesk:
         layouts: list[tuple[int, ...]] = []
         refused: AllocationError | None = None
         policy = ""
+        mode = self.intake.scope.mode(ctx.fsname)
         with self.lock:
             try:
                 results = ctx.gate.allocate_batch(snap, [create] * n)
@@ -129,6 +134,7 @@ class LeaseDesk:
                     continue
                 layouts.append(tuple(result.osts))
                 policy = policy or result.policy
+                self.desk.record(ctx, snap, mode, create, result, version)
             if layouts:
                 lease = self.book.add(peer, ctx.key, create, layouts, version, lifetime)
         if not layouts:

@@ -450,7 +450,8 @@ class Rounds:
         """Answers the placement check rejected."""
         self.desk = DecisionDesk(intake.config.decision_log_per_s, intake.contexts)
         """The decision log (its rate is reloadable), the explain index, the shadow ledger."""
-        self.leases = LeaseDesk(intake.config, intake, intake.contexts, lock, metrics)
+        self.leases = LeaseDesk(intake.config, intake, intake.contexts, lock, metrics,
+                                self.desk)
         """Layout leases (protocol v2)."""
 
     def run(self, ctx: FsContext, allocs: list[Alloc]) -> list[tuple[bytes, bytes]]:

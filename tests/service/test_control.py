@@ -57,6 +57,11 @@ def test_status_counts_the_leases_held(served, capsys):
         c.release([(lease.id, 1)])
         code, out, _ = run(capsys, "--socket", sock, "--json", "status")
         assert json.loads(out)["leases"] == {"held": 1, "layouts": 5, "clients": 1}
+        # a leased layout is a decision too: explain finds it by its directory
+        code, out, _ = run(capsys, "--socket", sock, "--json", "explain", "--path",
+                           "/lustre/run")
+        d = json.loads(out)["decision"]
+        assert code == 0 and d["osts"] == list(lease.layouts[-1])
 
 
 def test_explain_a_path_and_a_jobid_with_prices(served, capsys):
