@@ -36,6 +36,7 @@ from mapper.service.intake import Alloc, Intake
 from mapper.service.leases import LeaseBook, Returned
 from mapper.service.metrics import MapperMetrics
 from mapper.service.scope import SHADOW
+from mapper.state.cluster_state import ClusterSnapshot
 
 log = logging.getLogger("mapper.service.lease_desk")
 
@@ -78,20 +79,19 @@ class LeaseDesk:
         """Answer one file system's lease requests of a batch."""
         out = []
         lifetime = self.lifetime_s(ctx)
-        shadow = self.intake.scope.mode(ctx.fsname) == SHADOW
+        mode = self.intake.scope.mode(ctx.fsname)
+        # samples are applied by this same loop between batches: one state for the batch
+        snap, version = ctx.store.current(), ctx.store.version
+
+        def unusable(osts: tuple[int, ...], pool: str | None) -> bool:
+            return ctx.guard.violation(snap, version, osts, pool) is not None
+
         for identity, req, peer in group:
-            store = ctx.store
-            snap, version = store.current(), store.version
-            guard = ctx.guard
-
-            def unusable(osts: tuple[int, ...], pool: str | None) -> bool:
-                return guard.violation(snap, version, osts, pool) is not None
-
             with self.lock:
                 revoke = self.book.revocations(peer, ctx.key, unusable)
             if revoke:
                 self.metrics.leases.labels("revoked").inc(len(revoke))
-            if shadow:
+            if mode == SHADOW:
                 out.append((identity, wire_lease.encode_lease_error(
                     req.id, errno.EPERM, "shadow mode: ask per create (v1 alloc) and report "
                     "Lustre's layout", revoke=revoke, per_create=True)))
@@ -105,18 +105,16 @@ class LeaseDesk:
                     f"{self.config.lease_peer_quota}); ask per create", revoke=revoke)))
                 self.metrics.leases.labels("quota").inc()
                 continue
-            out.append((identity, self._decide(ctx, req, peer, n, lifetime, revoke)))
+            out.append((identity, self._decide(ctx, snap, version, mode, req, peer, n,
+                                               lifetime, revoke)))
         return out
 
-    def _decide(self, ctx: FsContext, req: Any, peer: str, n: int, lifetime: float,
-                revoke: list[int]) -> bytes:
-        store = ctx.store
-        snap, version = store.current(), store.version
+    def _decide(self, ctx: FsContext, snap: ClusterSnapshot, version: int, mode: str, req: Any,
+                peer: str, n: int, lifetime: float, revoke: list[int]) -> bytes:
         create = self.intake.bounded(ctx, snap, version, [req.create_request()], [peer])[0]
         layouts: list[tuple[int, ...]] = []
         refused: AllocationError | None = None
         policy = ""
-        mode = self.intake.scope.mode(ctx.fsname)
         with self.lock:
             try:
                 results = ctx.gate.allocate_batch(snap, [create] * n)
@@ -144,7 +142,7 @@ class LeaseDesk:
             return wire_lease.encode_lease_error(req.id, err, reason, revoke=revoke)
         self.metrics.leases.labels("granted").inc()
         self.metrics.leased_layouts.labels("granted").inc(len(layouts))
-        self.metrics.count_stripes(store.fsname, [i for osts in layouts for i in osts])
+        self.metrics.count_stripes(ctx.fsname, [i for osts in layouts for i in osts])
         return wire_lease.encode_lease(req.id, lease.id, layouts, create.stripe_size, policy,
                                        int(lifetime * 1000), version, revoke)
 

@@ -4,13 +4,16 @@ goes back at exit, a fork child never reuses its parent's layouts, a v1 mapper i
 create, and a mapper killed with leases outstanding fails no create."""
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections import Counter
 
 import pytest
 
 from tests.service.conftest import make_service
 
+from tests.service.test_mds_view import fed_by_mds, mds_body
 from tests.service.test_state_feed import wait_for
 
 from .conftest import N_OSTS, assert_valid_layout
@@ -133,63 +136,41 @@ def test_an_ost_made_inactive_leaves_the_leases_at_the_next_refill(shim_run_fact
     revokes the leases holding it and hands out none with it; the creates that used a
     layout with OST 3 after it went inactive (on Lustre: refused by the MDS, so Lustre's
     allocator) are counted and bounded by one refill."""
-    import sys
-    import time
-
-    import zmq
-
-    from collectors.publisher import Publisher
-    from tests.service.test_filesystems import KIB, body, ost
-    from tests.service.test_mds_view import mds_body
-
-    svc = make_service(policy="round_robin", fsnames=["fs"], embed_broker=True,
-                       broker_frontend="tcp://127.0.0.1:*", broker_backend_bind="tcp://127.0.0.1:*",
-                       broker_snapshot_bind="tcp://127.0.0.1:*")
-    ctx = zmq.Context()
-    oss = Publisher(svc.broker_endpoints[0], "oss", "oss0", context=ctx)
-    mds = Publisher(svc.broker_endpoints[0], "mds", "mds0", context=ctx)
     inactive: set[int] = set()
     stop = threading.Event()
     flipped: list[float] = []
 
-    def feed():
-        while not stop.is_set():
-            now = time.time()
-            oss.publish(now, 0.2, body(*(ost("fs", i, KIB // 2) for i in range(4))))
-            mds.publish(now, 0.2, mds_body(inactive=set(inactive)))
-            stop.wait(0.05)
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
-
     def flip():
         inactive.add(3)
         flipped.append(time.time())
-    try:
-        deadline = time.monotonic() + 10
-        while svc.store.ost_count < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        run = shim_run_factory(svc.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="2000")
-        script = ("import sys, time\n"
-                  "for i in range(400):\n"
-                  "    open(f'{sys.argv[1]}/f{i}', 'w').close()\n"
-                  "    time.sleep(0.004)\n")
-        timer = threading.Timer(0.8, flip)
-        timer.start()
-        run.run([sys.executable, "-c", script, run.data], timeout=60)
-        timer.join()
-    finally:
-        stop.set()
-        feeder.join()
-        oss.close()
-        mds.close()
-        ctx.term()
-        svc.stop()
+    with fed_by_mds() as (svc, publish):
+        def feed():
+            while not stop.is_set():
+                publish(mds_body(inactive=set(inactive)))
+                stop.wait(0.05)
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            wait_for(lambda: svc.store.ost_count == 4, timeout_s=10, what="state")
+            run = shim_run_factory(svc.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="2000")
+            script = ("import sys, time\n"
+                      "for i in range(400):\n"
+                      "    open(f'{sys.argv[1]}/f{i}', 'w').close()\n"
+                      "    time.sleep(0.004)\n")
+            timer = threading.Timer(0.8, flip)
+            timer.start()
+            run.run([sys.executable, "-c", script, run.data], timeout=60)
+            timer.join()
+        finally:
+            stop.set()
+            feeder.join()
+        revoked = _count(svc, "leases", "revoked")
     recs = run.records()
     assert len(recs) == 400 and all(r["result"] == "layout" for r in recs)
     on_3 = [float(r["ts"]) for r in recs if r["osts"] == "3"]
     late = [t - flipped[0] for t in on_3 if t > flipped[0]]
     assert on_3 and min(on_3) < flipped[0]              # used while it was active
-    assert _count(svc, "leases", "revoked") >= 1
+    assert revoked >= 1
     # after the MDS sample: at most what was taken before the next refill's reply
     print(f"creates on OST 3 after it went inactive: {len(late)}, the last "
           f"{max(late, default=0):.3f} s after")

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import errno
 import shutil
-import time
 
 import msgpack
 import pytest
-import zmq
 
-from collectors.publisher import Publisher
 from common.curve import CurveClient, generate_keys
 from mapper.policies.placement import CreateRequest
 from mapper.service import wire
@@ -21,8 +18,7 @@ from mapper.service.leases import LeaseBook
 from mapper.service.wire_lease import decode_v2, encode_lease_request
 
 from .conftest import make_service
-from .test_filesystems import KIB, body, ost
-from .test_mds_view import INTERVAL, mds_body
+from .test_mds_view import fed_by_mds, mds_body
 from .test_state_feed import wait_for
 
 GIB = 1 << 30
@@ -174,19 +170,7 @@ def test_v2_ping_says_the_mapper_leases_and_bad_v2_frames_name_the_field(static_
 
 
 def test_a_lease_using_an_ost_that_became_unusable_is_revoked_on_the_next_reply():
-    svc = make_service(policy="round_robin", fsnames=["fs"], embed_broker=True,
-                       broker_frontend="tcp://127.0.0.1:*", broker_backend_bind="tcp://127.0.0.1:*",
-                       broker_snapshot_bind="tcp://127.0.0.1:*")
-    ctx = zmq.Context()
-    oss = Publisher(svc.broker_endpoints[0], "oss", "oss0", context=ctx)
-    mds = Publisher(svc.broker_endpoints[0], "mds", "mds0", context=ctx)
-    oss_sample = body(*(ost("fs", i, KIB // 2) for i in range(4)))
-
-    def publish(mds_sample):
-        now = time.time()
-        oss.publish(now, INTERVAL, oss_sample)
-        mds.publish(now, INTERVAL, mds_sample)
-    try:
+    with fed_by_mds() as (svc, publish):
         with MapperClient(svc.endpoint, timeout_s=2) as c:
             wait_for(lambda: publish(mds_body()) or svc.store.ost_count == 4, what="state")
             held = c.lease(4, "app.1", 1, path="/lustre/run")
@@ -197,11 +181,6 @@ def test_a_lease_using_an_ost_that_became_unusable_is_revoked_on_the_next_reply(
             assert nxt.revoke == (held.id,)                        # it held OST 3
             assert all(3 not in osts for osts in nxt.layouts)      # and nothing new uses it
             assert c.lease(1, "app.1", 1, path="/lustre/run").revoke == ()   # named once
-    finally:
-        oss.close()
-        mds.close()
-        ctx.term()
-        svc.stop()
 
 
 # ---------------------------------------------------------------------- the book alone

@@ -7,7 +7,9 @@ from __future__ import annotations
 import errno
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 import zmq
@@ -17,6 +19,7 @@ from collectors.publisher import Publisher
 from collectors.readers.host_load import HostLoad
 from collectors.sources import LctlSource
 from mapper.service.client import MapperClient, MapperError
+from mapper.service.server import MapperService
 from mapper.state.ost_health import is_usable, unusable_reason
 from mapper.state.state_store import StateStore
 
@@ -42,21 +45,36 @@ def mds_body(drained=(), inactive=(), pools=None):
                        "pools": {"fs": pools or {}}}, "targets": {}}
 
 
-def test_drained_and_inactive_osts_are_never_proposed_and_pools_follow_lod():
+@contextmanager
+def fed_by_mds(**settings) -> Iterator[tuple[MapperService, Callable[[dict], None]]]:
+    """A round-robin mapper of the file system ``fs`` with an embedded broker, fed by one
+    OSS (OSTs 0-3, half full) and one MDS collector: yields the service and
+    ``publish(mds_sample)``, which publishes both servers' samples now."""
     svc = make_service(policy="round_robin", fsnames=["fs"], embed_broker=True,
                        broker_frontend="tcp://127.0.0.1:*",
                        broker_backend_bind="tcp://127.0.0.1:*",
-                       broker_snapshot_bind="tcp://127.0.0.1:*")
+                       broker_snapshot_bind="tcp://127.0.0.1:*", **settings)
     ctx = zmq.Context()
     oss = Publisher(svc.broker_endpoints[0], "oss", "oss0", context=ctx)
     mds = Publisher(svc.broker_endpoints[0], "mds", "mds0", context=ctx)
     oss_sample = body(*(ost("fs", i, KIB // 2) for i in range(4)))
+
+    def publish(mds_sample: dict) -> None:
+        now = time.time()
+        oss.publish(now, INTERVAL, oss_sample)
+        mds.publish(now, INTERVAL, mds_sample)
     try:
+        yield svc, publish
+    finally:
+        oss.close()
+        mds.close()
+        svc.stop()
+        ctx.destroy(linger=0)
+
+
+def test_drained_and_inactive_osts_are_never_proposed_and_pools_follow_lod():
+    with fed_by_mds() as (svc, publish):
         with MapperClient(svc.endpoint, timeout_s=2) as c:
-            def publish(mds_sample):
-                now = time.time()
-                oss.publish(now, INTERVAL, oss_sample)
-                mds.publish(now, INTERVAL, mds_sample)
             wait_for(lambda: publish(mds_body(pools={"flash": [0, 1]})) or
                      svc.store.ost_count == 4 and svc.store.pools_from_mds, what="state")
             assert sorted(c.alloc("a.1", -1).osts) == [0, 1, 2, 3]
@@ -77,11 +95,6 @@ def test_drained_and_inactive_osts_are_never_proposed_and_pools_follow_lod():
             time.sleep(INTERVAL)
             assert sorted(c.alloc("a.1", -1).osts) == [0, 1, 2, 3]
             assert set(c.alloc("a.1", 3, pool="flash").osts) == {1, 2, 3}
-    finally:
-        oss.close()
-        mds.close()
-        svc.stop()
-        ctx.destroy(linger=0)
 
 
 def test_real_mds_collector_output_drives_usability(tmp_path):
