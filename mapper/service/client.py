@@ -1,5 +1,5 @@
-"""Python client of the mapper (allocation protocol v1 and v2's leases, ``docs/protocol.md``),
-for scripts, tests and benchmarks; the C shim in ``liblustre_alloc/`` speaks the same protocol.
+"""Python client of the mapper (allocation protocol v1, v2's leases and composite layouts,
+``docs/protocol.md``), for scripts, tests and benchmarks; the C shim in ``liblustre_alloc/`` speaks the same protocol.
 
 Usage::
 
@@ -23,7 +23,7 @@ from typing import Any
 import zmq
 
 from common.curve import CurveClient
-from mapper.service import wire, wire_lease
+from mapper.service import wire, wire_lease, wire_pfl
 
 
 class MapperError(Exception):
@@ -74,6 +74,14 @@ class LeaseRefused(MapperError):
         self.per_create = per_create
         self.retry_ms = retry_ms
         self.revoke = revoke
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeLayout:
+    """An ``ok`` composite (PFL) reply: one OST list per requested component, in order."""
+    layouts: tuple[tuple[int, ...], ...]
+    policy: str
+    fallback: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +172,26 @@ class MapperClient:
             raise MapperError(err, reason)
         return Layout(tuple(reply["osts"]), int(reply["stripe_size"]), str(reply["policy"]),
                       str(reply.get("fallback", "")))
+
+    def alloc_composite(self, job: str, components: list[wire_pfl.Component],
+                        expected_bytes: int = 0, path: str = "", pool: str | None = None,
+                        fsname: str | None = None,
+                        owner: wire.Owner | None = None) -> CompositeLayout:
+        """Ask for the OSTs of each OST component of a composite (PFL) layout (protocol v2,
+        :mod:`mapper.service.wire_pfl`).
+
+        Raises:
+            MapperError: the mapper refused (a v1 mapper: EPROTO; then leave the file to
+                Lustre's allocator).
+            MapperTimeout: no reply in time.
+        """
+        rid = next(self._ids)
+        reply = self.request(wire_pfl.encode_composite_request(
+            rid, job, components, expected_bytes, path, pool, fsname, owner), rid)
+        if not reply.get("ok"):
+            raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
+        return CompositeLayout(tuple(tuple(x) for x in reply["layouts"]), str(reply["policy"]),
+                               str(reply.get("fallback", "")))
 
     def report(self, token: int, osts: list[int], stripe_size: int,
                fsname: str | None = None) -> str:

@@ -19,6 +19,7 @@ from mapper.service import wire, wire_lease
 from mapper.service.config import MapperConfig
 from mapper.service.fs_context import FsContext
 from mapper.service.limits import PeerLimits, peer_of
+from mapper.service.scope import SHADOW
 from mapper.state.cluster_state import ClusterSnapshot
 
 log = logging.getLogger("mapper.service.intake")
@@ -126,9 +127,10 @@ class Intake:
                 create = req.create
                 if create is not None:
                     ost_count = ost_counts[ctx.key]
-                    if ost_count and create.stripe_count > ost_count:
-                        raise wire.WireError(errno.EINVAL, f"stripe_count {create.stripe_count} "
-                                             f"exceeds the {ost_count} OSTs", req.id)
+                    for one in req.components or (create,):
+                        if ost_count and one.stripe_count > ost_count:
+                            raise wire.WireError(errno.EINVAL, f"stripe_count {one.stripe_count} "
+                                                 f"exceeds the {ost_count} OSTs", req.id)
             except wire.WireError as exc:
                 replies.append((identity, wire.encode_error(exc.request_id, exc.errno,
                                                             exc.reason)))
@@ -160,8 +162,7 @@ class Intake:
                 out.reports.append((identity, req))     # tokens are the service's, not a fs's
             elif op == "release":
                 out.releases.append((identity, req, peer))   # lease ids are the service's
-            elif (why := self.scope.why_not(ctx.fsname, create.path, create.pool,
-                                            create.jobid, req.owner)) is not None:
+            elif (why := self._outside_scope(ctx, req)) is not None:
                 reason = f"outside the placement scope: {why}; use Lustre's allocator"
                 replies.append((identity, wire.encode_error(req.id, errno.EPERM, reason)
                                 if op == "alloc" else wire_lease.encode_lease_error(
@@ -181,6 +182,21 @@ class Intake:
                     group = by_fs[ctx.key] = []
                 group.append((identity, req, peer))
         return out
+
+    def _outside_scope(self, ctx: FsContext, req: wire.Request) -> str | None:
+        """Why the scope leaves ``req`` to Lustre (every component of a composite layout
+        must be in scope: a pool rule may cover one and not another), else None. Shadow
+        mode leaves composite layouts to Lustre too: the shadow report reads back plain
+        layouts only."""
+        create = req.create_request()
+        why = self.scope.why_not
+        for one in req.components or (create,):
+            reason = why(ctx.fsname, one.path, one.pool, one.jobid, req.owner)
+            if reason is not None:
+                return reason
+        if req.components and self.scope.mode(ctx.fsname) == SHADOW:
+            return "shadow mode compares plain layouts only (composite layouts are not placed)"
+        return None
 
     def bounded(self, ctx: FsContext, snap: ClusterSnapshot, version: int,
                 creates: list[CreateRequest], peers: list[str]) -> list[CreateRequest]:

@@ -33,22 +33,17 @@ from typing import Any
 
 import zmq
 
-from mapper.service import wire
-from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service.config import MapperConfig
-from mapper.service.decision_desk import DecisionDesk
-from mapper.service.lease_desk import LeaseDesk
-from mapper.service.scope import SHADOW
 from mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard, gated_policy,
                                        state_file_for, state_store)
-from mapper.service.intake import Alloc, Intake
+from mapper.service.intake import Intake
+from mapper.service.rounds import Rounds
 from mapper.service.limits import PeerLimits
 from mapper.service.metrics import MapperMetrics
 from mapper.service.gauges import ServiceGauges, predicted_load
 from mapper.service.learned_states import LearnedStates
 from mapper.service.sockets import ServiceSockets, SocketError
 from mapper.service.background_planner import BackgroundPlanner
-from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.state_store import StateStore
 from mapper.policies.gate import GatedPolicy
 
@@ -429,147 +424,4 @@ class MapperService:
             except zmq.ZMQError:
                 pass  # peer gone or its queue full: it times out and uses Lustre's allocator
 
-class Rounds:
-    """One file system's round at a time: bound the requests, let the gated policy decide
-    under the service lock, check every answer (a failing one is replaced by the fallback's,
-    reason ``check``), encode the replies, count everything.
-
-    Args:
-        intake: the request intake (its client bounds).
-        lock: the service lock (the planner threads hold it while they touch the policy).
-        metrics: the service's metrics.
-    """
-
-    def __init__(self, intake: Intake, lock: threading.Lock, metrics: MapperMetrics):
-        self.intake = intake
-        self.lock = lock
-        self.metrics = metrics
-        self.count = 0
-        """Rounds run."""
-        self.check_violations = 0
-        """Answers the placement check rejected."""
-        self.desk = DecisionDesk(intake.config.decision_log_per_s, intake.contexts)
-        """The decision log (its rate is reloadable), the explain index, the shadow ledger."""
-        self.leases = LeaseDesk(intake.config, intake, intake.contexts, lock, metrics,
-                                self.desk)
-        """Layout leases (protocol v2)."""
-
-    def run(self, ctx: FsContext, allocs: list[Alloc]) -> list[tuple[bytes, bytes]]:
-        """One file system's round: bound the requests, let the gated policy decide, check
-        every answer, encode the replies and count them."""
-        store, gate = ctx.store, ctx.gate
-        snap = store.current()
-        # one CreateRequest per request: the bounded one goes to the policy, the client's
-        # own (its pool, its stripe size) shapes the check and the reply
-        creates = [r.create_request() for _, r, _ in allocs]
-        requests = self.intake.bounded(ctx, snap, store.version, creates,
-                                       [peer for _, _, peer in allocs])
-        t0 = time.perf_counter()
-        planner = ctx.planner
-        misses = planner.plans.stats["misses"] if planner is not None else 0
-        mode = self.intake.scope.mode(ctx.fsname)
-        try:
-            with self.lock:
-                if mode == SHADOW:
-                    with ctx.not_booking():
-                        results = gate.allocate_batch(snap, requests)
-                else:
-                    results = gate.allocate_batch(snap, requests)
-            if planner is not None and planner.plans.stats["misses"] != misses:
-                planner.wake.set()          # a class ran dry: refill now
-        except Exception:  # noqa: BLE001 - the fallback itself failed: answer errors
-            log.exception("round failed", extra={"event": "round_error", "requests": len(allocs)})
-            results = [AllocationError("mapper internal error") for _ in requests]
-        out: list[tuple[bytes, bytes]] = []
-        ok = errors = 0
-        fallbacks: dict[str, int] = {}
-        stripes: list[int] = []
-        version = store.version
-        violation = ctx.guard.violation
-        encode = wire.encode_placement
-        record = self.desk.record
-        shadows = 0
-        checked: list[tuple[Placement | AllocationError, int]] = []
-        with self.lock:             # the control socket reads the desk under it
-            for create, result in zip(creates, results):
-                if isinstance(result, Placement):
-                    problem = violation(snap, version, result.osts, create.pool)
-                    if problem is not None:
-                        result = self._after_violation(ctx, snap, version, create, result,
-                                                       problem)
-                checked.append((result, record(ctx, snap, mode, create, result, version)))
-        for (identity, req, _), create, (result, token) in zip(allocs, creates, checked):
-            if token and isinstance(result, Placement):
-                out.append((identity, wire.encode_shadow(req.id, token, result.osts,
-                                                         result.policy)))
-                shadows += 1
-            elif isinstance(result, Placement):
-                osts = result.osts
-                out.append((identity, encode(req.id, osts, create.stripe_size, result.policy,
-                                             result.fallback)))
-                stripes.extend(osts)
-                if result.fallback:
-                    fallbacks[result.fallback] = fallbacks.get(result.fallback, 0) + 1
-                else:
-                    ok += 1
-            else:
-                out.append((identity, wire.encode_error(req.id, result.errno, result.reason)))
-                errors += 1
-        self._count(store.fsname, time.perf_counter() - t0, len(allocs), stripes, ok,
-                    fallbacks, errors)
-        if shadows:
-            self.metrics.result("shadow", shadows)
-        return out
-
-    def reports(self, reports: list[tuple[bytes, wire.Request]]) -> list[tuple[bytes, bytes]]:
-        """Answer the shims' shadow reports (Lustre's layouts), pricing both choices."""
-        out = []
-        counted = self.metrics.shadow_reports
-        for identity, req in reports:
-            rep = req.report
-            if rep is None:
-                continue
-            with self.lock:
-                result = self.desk.report(rep.token, rep.osts, rep.stripe_size)
-            counted.labels(result).inc()
-            out.append((identity, wire.encode_reported(req.id, result)))
-        if out:
-            self.metrics.result("report", len(out))
-        return out
-
-    def _count(self, fsname: str, took_s: float, requests: int, stripes: list[int],
-                     ok: int, fallbacks: dict[str, int], errors: int) -> None:
-        m = self.metrics
-        m.count_stripes(fsname, stripes)
-        for reason, n in fallbacks.items():
-            m.fallbacks.labels(reason).inc(n)
-        self.count += 1
-        m.rounds.inc()
-        m.round_seconds.observe(took_s)
-        m.round_requests.observe(requests)
-        if ok:
-            m.result("ok", ok)
-        if fallbacks:
-            m.result("fallback", sum(fallbacks.values()))
-        if errors:
-            m.result("error", errors)
-
-    def _after_violation(self, ctx: FsContext, snap: ClusterSnapshot, version: int,
-                         create: CreateRequest, bad: Placement,
-                         problem: str) -> Placement | AllocationError:
-        self.check_violations += 1
-        self.metrics.check_violations.inc()
-        log.error("policy returned an invalid layout; the fallback answers", extra={
-            "event": "check_violation", "policy": bad.policy, "osts": list(bad.osts),
-            "pool": create.pool, "job": create.jobid, "problem": problem})
-        try:
-            placed = ctx.gate.fallback.allocate(snap, create)
-        except AllocationError as exc:
-            return exc
-        if ctx.guard.violation(snap, version, placed.osts, create.pool) is not None:
-            return AllocationError("no layout passed the placement check")
-        ctx.gate.fallbacks["check"] += 1
-        return Placement(placed.osts, placed.policy, placed.note, fallback="check")
-
-
-__all__ = ["MapperService", "PlacementGuard", "Rounds", "ServiceError"]
+__all__ = ["MapperService", "PlacementGuard", "ServiceError"]

@@ -89,7 +89,8 @@ class ShadowReport:
 class Request:
     """A decoded, validated request: ``op`` ``"ping"`` (``create`` None), ``"alloc"``,
     ``"report"`` (``report`` set), or, in v2, ``"lease"`` (``create`` is the class's
-    template, ``lease_count`` set) or ``"release"`` (``released`` set)."""
+    template, ``lease_count`` set), ``"release"`` (``released`` set) or a composite
+    ``"alloc"`` (``components`` set)."""
     op: str
     id: int
     create: CreateRequest | None = None
@@ -104,6 +105,11 @@ class Request:
     """``lease`` (v2): layouts wanted for ``create``'s class."""
     released: tuple[tuple[int, int], ...] = ()
     """``release`` (v2): (lease id, layouts used) pairs the client is done with."""
+    components: tuple[CreateRequest, ...] = ()
+    """A composite ``alloc`` (v2, :mod:`mapper.service.wire_pfl`): one create per OST
+    component, in extent order; empty for a plain ``alloc``."""
+    extents: tuple[Any, ...] = ()
+    """The components' :class:`mapper.service.wire_pfl.Extent` (byte ranges)."""
 
     def create_request(self) -> CreateRequest:
         """The create of an ``alloc`` request.

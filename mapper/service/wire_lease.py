@@ -17,6 +17,7 @@ import errno
 from typing import Any, Sequence
 
 from mapper.service import wire
+from mapper.service.wire_pfl import decode_composite
 from mapper.service.wire import (LEASE_VERSION, MAX_ID, Owner, Request, WireError, _fsname, _int,
                                  _is_int, _pack, alloc_fields)
 
@@ -26,16 +27,18 @@ MAX_RELEASES = 1024
 """Most leases one ``release`` names."""
 MAX_LEASE_USED = 1 << 16
 """A lease holds fewer layouts than this; a larger ``used`` is a malformed release."""
-OPS_V2 = ("lease", "release", "ping")
+OPS_V2 = ("lease", "release", "ping", "alloc")
 
 
 def decode_v2(body: dict[Any, Any], request_id: int, ost_count: int | None = None) -> Request:
     """A v2 request body (``v`` already read as 2, ``id`` checked; ``ost_count`` as
     :func:`mapper.service.wire.decode_request` takes it).
 
+    A v2 ``alloc`` is a composite (PFL) layout request (:mod:`mapper.service.wire_pfl`).
+
     Raises:
-        WireError: EINVAL for an op v2 does not have (``alloc`` and ``report`` are v1
-            ops) or a missing, mistyped or out-of-range field, naming it.
+        WireError: EINVAL for an op v2 does not have (``report`` is a v1 op) or a
+            missing, mistyped or out-of-range field, naming it.
     """
     op = body.get("op")
     if op not in OPS_V2:
@@ -44,6 +47,8 @@ def decode_v2(body: dict[Any, Any], request_id: int, ost_count: int | None = Non
     if op == "ping":
         return Request("ping", request_id, fsname=_fsname(body, request_id),
                        version=LEASE_VERSION)
+    if op == "alloc":
+        return decode_composite(body, request_id, ost_count)
     if op == "release":
         return Request("release", request_id, fsname=_fsname(body, request_id),
                        version=LEASE_VERSION, released=_released(body, request_id))

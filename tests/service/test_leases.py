@@ -158,7 +158,7 @@ def test_v2_ping_says_the_mapper_leases_and_bad_v2_frames_name_the_field(static_
         pong = c.request(msgpack.packb({"v": 2, "op": "ping", "id": 7}), 7)
         assert pong["v"] == 2 and pong["op"] == "pong"
         for frame, what in (({"count": 0}, "count 0"), ({"count": "x"}, "'count'"),
-                            ({"op": "alloc"}, "protocol v2")):
+                            ({"op": "alloc"}, "'components'"), ({"op": "report"}, "protocol v2")):
             body = msgpack.unpackb(encode_lease_request(9, 4, "app.1", 1, 1 << 20))
             body.update(frame)
             reply = c.request(msgpack.packb(body), 9)
