@@ -5,7 +5,8 @@
  * lustre: what liblustreapi and ROMIO's ad_lustre do underneath (reference
  *   "Two ways", 2): open(O_CREAT|O_EXCL|O_LOV_DELAY_CREATE), then
  *   ioctl(LL_IOC_LOV_SETSTRIPE) with a LOV_USER_MAGIC_SPECIFIC lov_user_md_v3
- *   listing the OSTs.  Any SETSTRIPE error keeps the file and descriptor:
+ *   listing the OSTs, or, under a composite default, an lov_comp_md_v1
+ *   whose OST components are such blobs (la_pfl.c).  Any SETSTRIPE error keeps the file and descriptor:
  *   Lustre's default allocator places it at the first write.
  *   (llapi_file_open_param() is not used: on a failed SETSTRIPE it closes the
  *   descriptor of the file it created, and the path alone no longer tells
@@ -78,13 +79,22 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 {
 	int fd, e;
 
+	if (d->pfl && la_build_comp(lum, LA_LUM_MAX, d, pool) == 0) {
+		/* wider than one SETSTRIPE buffer: the directory's own
+		 * composite default, by Lustre */
+		strcpy(out->reason, "composite_too_large");
+		out->applied = 0;
+		return la_real.openat(dirfd, path, flags | O_CREAT | O_EXCL,
+				      mode);
+	}
 	fd = la_real.openat(dirfd, path,
 			    flags | O_CREAT | O_EXCL | LA_O_LOV_DELAY_CREATE,
 			    mode);
 	if (fd < 0)
 		return -1; /* EEXIST: caller opens normally */
-	la_build_lum(lum, d->stripe_size, d->count, d->osts,
-		     pool && *pool ? pool : NULL);
+	if (!d->pfl)
+		la_build_lum(lum, d->stripe_size, d->count, d->osts,
+			     pool && *pool ? pool : NULL);
 	e = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ? 0 : errno;
 	if (e == 0) {
 		out->applied = 1;

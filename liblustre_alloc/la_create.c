@@ -59,6 +59,7 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	struct la_decision *d = &w->d;
 	struct la_record_line rec;
 	struct la_request rq;
+	const struct la_pfl *pfl = NULL;
 	double t0 = la_now_us();
 	int fd, e;
 
@@ -68,11 +69,20 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	d->mapper_us = 0;
 	d->lease = 0;
 	d->shadow_token = 0;
+	d->ncomp = 0;
+	d->pfl = NULL;
 	if (di->composite && !(hint && hint->stripe_count)) {
-		/* A PFL/composite default: an OST list would replace it with a
-		 * flat layout.  Left to Lustre, untouched (counted in the
-		 * record) until composite layouts are supported. */
-		strcpy(d->reason, "dir_composite");
+		/* A PFL/composite default: the mapper places each OST
+		 * component; one it cannot be asked for (FLR mirrors, no OST
+		 * component, unreadable) is left to Lustre untouched. */
+		double left_ms = (w->deadline_us - la_now_us()) / 1000.0;
+
+		if (!di->pfl_ok || w->pfl.nost == 0)
+			strcpy(d->reason, "dir_composite");
+		else
+			la_mapper_composite(&rq, &w->pfl,
+					    left_ms < 1 ? 1 : (int)left_ms, d);
+		pfl = di->pfl_ok ? &w->pfl : NULL;
 	} else {
 		/* one budget per create: time spent waiting for a free
 		 * workspace comes off the mapper's share */
@@ -113,6 +123,7 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 		rec.req_count = rq.stripe_count;
 		rec.req_size = rq.stripe_size;
 		rec.pool = rq.pool;
+		rec.pfl = pfl;
 		rec.d = d;
 		rec.out = &out;
 		rec.total_us = la_now_us() - t0;

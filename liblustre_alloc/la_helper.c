@@ -156,6 +156,9 @@ static void la_decision_copy(struct la_decision *dst,
 	memcpy(dst->reason, src->reason, sizeof(dst->reason));
 	dst->err = src->err;
 	dst->shadow_token = src->shadow_token;
+	dst->ncomp = src->ok && src->ncomp <= LA_PFL_MAX ? src->ncomp : 0;
+	memcpy(dst->comp_count, src->comp_count,
+	       (size_t)dst->ncomp * sizeof(src->comp_count[0]));
 }
 
 int la_helper_wait(struct la_call *c, struct la_decision *d)
@@ -163,6 +166,7 @@ int la_helper_wait(struct la_call *c, struct la_decision *d)
 	c->d.ok = 0;
 	c->d.reason[0] = c->d.policy[0] = c->d.mapper_fallback[0] = '\0';
 	c->d.err = 0;
+	c->d.ncomp = 0;
 	atomic_store(&c->state, LA_CALL_QUEUED);
 	la_helper_wake();
 	for (;;) {

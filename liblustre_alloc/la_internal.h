@@ -11,6 +11,7 @@
  *   la_lease.c    layouts leased ahead: taken by creates, refilled, returned
  *   la_curve.c    CURVE key files for the mapper connection
  *   la_backend.c  layout backends: Lustre ioctl, record-only; dir defaults
+ *   la_pfl.c      composite (PFL) defaults: parse, ask per component, build
  *   la_record.c   the record file (one line per decision)
  *   la_report.c   shadow reports: Lustre's layout read back, sent off the create path
  *   la_create.c   the decision: ask, create with layout, fall back
@@ -112,6 +113,37 @@ LA_HIDDEN void la_put_tenths(struct la_out *o, double v);
 /* "what:errno" into a fixed reason buffer. */
 LA_HIDDEN void la_reason(char *dst, size_t cap, const char *what, int e);
 
+/* ---- composite (PFL) directory defaults (la_pfl.c) ---- */
+#define LA_PFL_MAX 16     /* components of a default the shim places */
+#define LA_PFL_BYTES 4096 /* largest composite default kept */
+/* What a component of a composite default is: OST components are placed by
+ * the mapper; Data-on-MDT, self-extending (SEL) extension and anything else
+ * (foreign, overstriped, OSTs already named) are kept as they are. */
+enum { LA_PFL_OST, LA_PFL_MDT, LA_PFL_EXT, LA_PFL_KEEP };
+struct la_pfl_comp {
+	uint64_t start, end;       /* extent [start, end), bytes; end LUSTRE_EOF */
+	uint32_t flags;            /* lcme_flags of the template */
+	int kind;                  /* LA_PFL_* */
+	int stripe_count;          /* OST: -1 every OST, else >= 1 */
+	uint64_t stripe_size;      /* OST: bytes */
+	char pool[LA_LOV_MAXPOOLNAME + 1]; /* OST: "" none */
+	uint32_t blob_off, blob_len; /* the template's blob in raw */
+};
+struct la_pfl {
+	int n;                     /* components */
+	int nost;                  /* of them LA_PFL_OST */
+	struct la_pfl_comp c[LA_PFL_MAX];
+	size_t len;                /* bytes of raw */
+	unsigned char raw[LA_PFL_BYTES]; /* the default as GETSTRIPE gave it */
+};
+/* Parse a composite default (lov_comp_md_v1 from GETSTRIPE) into pfl.
+ * 0, or -1: not one the shim places (malformed, too large, more than
+ * LA_PFL_MAX components, FLR mirrors): the create is left to Lustre. */
+LA_HIDDEN int la_parse_comp_default(const void *buf, size_t len,
+				    struct la_pfl *pfl);
+/* *dst = *src, copying only the bytes in use. */
+LA_HIDDEN void la_pfl_copy(struct la_pfl *dst, const struct la_pfl *src);
+
 /* ---- the mapper's answer ---- */
 struct la_decision {
 	int ok;                     /* 1: osts/stripe_size valid */
@@ -125,13 +157,19 @@ struct la_decision {
 	int err;                    /* negative errno for the API */
 	uint64_t shadow_token;      /* shadow mode: report Lustre's layout under it */
 	uint64_t lease;             /* the lease the layout came from, 0 asked per create */
+	/* composite: osts holds the OST components' lists one after the
+	 * other, comp_count[i] OSTs each; pfl the directory's template */
+	int ncomp;
+	int comp_count[LA_PFL_MAX];
+	const struct la_pfl *pfl;
 };
 
 /* ---- directory facts ---- */
 struct la_dirinfo {
 	int is_lustre;
 	int has_default;       /* a plain (v1/v3) default layout was read */
-	int composite;         /* PFL/composite default: left to Lustre */
+	int composite;         /* PFL/composite default */
+	int pfl_ok;            /* composite and parsed into the workspace's pfl */
 	int stripe_count;      /* directory default, 0 = unknown */
 	uint64_t stripe_size;  /* directory default, 0 = unknown */
 	char pool[LA_LOV_MAXPOOLNAME + 1]; /* directory default's pool, "" */
@@ -164,6 +202,7 @@ struct la_work {
 	char parent[LA_PATH_MAX];  /* directory part of the caller's path */
 	char abs[LA_PATH_MAX];     /* where the file really lands */
 	struct la_decision d;
+	struct la_pfl pfl;         /* the directory's composite default */
 	union {                    /* one use at a time */
 		unsigned char lum[LA_LUM_MAX];   /* SETSTRIPE/GETSTRIPE */
 		char line[LA_LUM_MAX];           /* the record line */
@@ -214,6 +253,18 @@ struct la_request {
  * Async-signal-safe (the helper thread talks to the mapper). */
 LA_HIDDEN void la_mapper_alloc(const struct la_request *rq, int timeout_ms,
 			       struct la_decision *d);
+/* The OSTs of each OST component of pfl, asked in one protocol v2 composite
+ * alloc; d->ncomp/comp_count checked against the template.  Fills d. */
+LA_HIDDEN void la_mapper_composite(const struct la_request *rq,
+				   const struct la_pfl *pfl, int timeout_ms,
+				   struct la_decision *d);
+/* The exchange alone (la_mapper.c): d as the mapper answered. */
+LA_HIDDEN void la_mapper_ask_composite(const struct la_request *rq,
+				       const struct la_pfl *pfl, int timeout_ms,
+				       struct la_decision *d);
+LA_HIDDEN size_t la_pack_composite(char *buf, size_t cap, uint64_t id,
+				   const struct la_request *rq,
+				   const struct la_pfl *pfl);
 /* The same without the process-wide back-off (explicit API). */
 LA_HIDDEN void la_mapper_query(const struct la_request *rq, int timeout_ms,
 			       struct la_decision *d);
@@ -223,6 +274,7 @@ LA_HIDDEN int la_mapper_ping(int timeout_ms);
 LA_HIDDEN int la_mapper_backoff_active(void);
 LA_HIDDEN void la_mapper_backoff_start(void);
 #define LA_WANT_PONG (-1000)
+#define LA_WANT_COMPOSITE (-1001) /* a composite reply: layouts per component */
 /* Parse a reply body; exported for the unit test. 0 ok, 1 another
  * request's reply, else -errno. */
 LA_HIDDEN int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
@@ -371,6 +423,12 @@ LA_HIDDEN extern int (*la_lustre_ioctl)(int fd, unsigned long req, void *arg);
  * stripe count, or -1 (composite, truncated, unknown magic, too many). */
 LA_HIDDEN int la_parse_file_layout(const void *buf, size_t len, uint32_t *osts,
 				   int max, uint64_t *stripe_size);
+/* Fill buf with the composite layout of d->pfl whose OST components name
+ * d's OSTs (LOV_USER_MAGIC_SPECIFIC blobs, pool: the component's, else
+ * pool), the other components copied from the template; bytes, 0 when it
+ * does not fit cap. */
+LA_HIDDEN size_t la_build_comp(void *buf, size_t cap, const struct la_decision *d,
+			       const char *pool);
 /* Fill lum (size >= la_lum_size(n)) with a SPECIFIC layout; returns bytes. */
 LA_HIDDEN size_t la_lum_size(int count);
 LA_HIDDEN size_t la_build_lum(void *lum, uint64_t stripe_size, int count,
@@ -384,6 +442,7 @@ struct la_record_line {
 	int req_count;
 	uint64_t req_size;
 	const char *pool;           /* pool of the layout ("" none) */
+	const struct la_pfl *pfl;   /* the composite default, NULL plain */
 	const struct la_decision *d;
 	const struct la_outcome *out;
 	double total_us;

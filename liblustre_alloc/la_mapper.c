@@ -174,6 +174,61 @@ void la_obj_str(const msgpack_object *o, char *dst, size_t cap)
 			dst[i] = '?';
 }
 
+/* An array of distinct OST indices (< LOV_OFFSET_DEFAULT, "none") into
+ * dst; its length (1..max), or -1 with *why naming the fault. */
+static int la_read_osts(const msgpack_object *arr, uint32_t *dst, int max,
+			const char **why)
+{
+	uint64_t seen[65536 / 64];
+	uint32_t i;
+
+	*why = "osts";
+	if (!arr || arr->type != MSGPACK_OBJECT_ARRAY ||
+	    arr->via.array.size == 0 || arr->via.array.size > (uint32_t)max)
+		return -1;
+	memset(seen, 0, sizeof(seen));
+	for (i = 0; i < arr->via.array.size; i++) {
+		uint64_t x;
+
+		if (la_obj_u64(&arr->via.array.ptr[i], &x) ||
+		    x >= LA_LOV_OFFSET_DEFAULT) {
+			*why = "osts_index";
+			return -1;
+		}
+		if (seen[x / 64] & (1ull << (x % 64))) {
+			*why = "osts_duplicate";
+			return -1;
+		}
+		seen[x / 64] |= 1ull << (x % 64);
+		dst[i] = (uint32_t)x;
+	}
+	return (int)arr->via.array.size;
+}
+
+/* A composite reply's layouts (one OST list per component) into d. */
+static int la_read_layouts(const msgpack_object *arr, struct la_decision *d)
+{
+	const char *why;
+	uint32_t i;
+	int at = 0;
+
+	if (!arr || arr->type != MSGPACK_OBJECT_ARRAY ||
+	    arr->via.array.size == 0 || arr->via.array.size > LA_PFL_MAX)
+		return -1;
+	for (i = 0; i < arr->via.array.size; i++) {
+		int n = la_read_osts(&arr->via.array.ptr[i], d->osts + at,
+				     LA_MAX_STRIPES - at, &why);
+
+		if (n < 0)
+			return -1;
+		d->comp_count[i] = n;
+		at += n;
+	}
+	d->ncomp = (int)arr->via.array.size;
+	d->count = at;
+	return 0;
+}
+
 #define LA_GARBAGE(what) \
 	do { snprintf(d->reason, sizeof(d->reason), "mapper_garbage:%s", what); \
 	     rc = -EPROTO; goto out; } while (0)
@@ -185,7 +240,7 @@ int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 {
 	msgpack_unpacked u;
 	size_t off = 0;
-	const msgpack_object *osts = NULL, *ssize = NULL;
+	const msgpack_object *osts = NULL, *ssize = NULL, *layouts = NULL;
 	uint64_t v = 0, id = 0, err = 0, shadow = 0;
 	int have_v = 0, have_id = 0, ok = -1, rc = 0;
 	uint32_t i;
@@ -219,6 +274,8 @@ int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 			ok = val->via.boolean ? 1 : 0;
 		} else if (la_key_is(k, "osts")) {
 			osts = val;
+		} else if (la_key_is(k, "layouts")) {
+			layouts = val;
 		} else if (la_key_is(k, "stripe_size")) {
 			ssize = val;
 		} else if (la_key_is(k, "policy")) {
@@ -234,7 +291,8 @@ int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 				shadow = 0;
 		}
 	}
-	if (!have_v || v != 1)
+	/* a composite reply is v2; its errors may be v1 frames */
+	if (!have_v || !(v == 1 || (v == 2 && want_count == LA_WANT_COMPOSITE)))
 		LA_GARBAGE("version");
 	if (!have_id)
 		LA_GARBAGE("id");
@@ -261,33 +319,26 @@ int la_parse_reply(const char *buf, size_t len, uint64_t want_id,
 		rc = -(int)err;
 		goto out;
 	}
-	if (!osts || osts->type != MSGPACK_OBJECT_ARRAY ||
-	    osts->via.array.size == 0 || osts->via.array.size > LA_MAX_STRIPES)
-		LA_GARBAGE("osts");
-	/* The mapper may clip the count to the usable OSTs of the pool, as
-	 * Lustre does (docs/protocol.md), never exceed it. */
-	if (want_count > 0 && osts->via.array.size > (uint32_t)want_count)
-		LA_GARBAGE("osts_count");
-	{
-		/* OST indices are < 0xffff (LOV_OFFSET_DEFAULT is "none"). */
-		static const unsigned words = 65536 / 64;
-		uint64_t seen[65536 / 64];
-
-		memset(seen, 0, sizeof(seen));
-		for (i = 0; i < osts->via.array.size; i++) {
-			uint64_t x;
-
-			if (la_obj_u64(&osts->via.array.ptr[i], &x) ||
-			    x >= LA_LOV_OFFSET_DEFAULT)
-				LA_GARBAGE("osts_index");
-			if (seen[x / 64] & (1ull << (x % 64)))
-				LA_GARBAGE("osts_duplicate");
-			seen[x / 64] |= 1ull << (x % 64);
-			d->osts[i] = (uint32_t)x;
-		}
-		(void)words;
+	if (want_count == LA_WANT_COMPOSITE) {
+		if (la_read_layouts(layouts, d) != 0)
+			LA_GARBAGE("layouts");
+		d->stripe_size = 0; /* each component keeps its own */
+		d->ok = 1;
+		d->reason[0] = '\0';
+		goto out;
 	}
-	d->count = (int)osts->via.array.size;
+	{
+		const char *why;
+		int n = la_read_osts(osts, d->osts, LA_MAX_STRIPES, &why);
+
+		if (n < 0)
+			LA_GARBAGE(why);
+		/* The mapper may clip the count to the usable OSTs of the
+		 * pool, as Lustre does (docs/protocol.md), never exceed it. */
+		if (want_count > 0 && n > want_count)
+			LA_GARBAGE("osts_count");
+		d->count = n;
+	}
 	if (!ssize || la_obj_u64(ssize, &v) || v == 0 ||
 	    v % LA_STRIPE_SIZE_UNIT || v > UINT32_MAX)
 		LA_GARBAGE("stripe_size");
@@ -313,6 +364,8 @@ static void la_decision_reset(struct la_decision *d)
 	d->err = 0;
 	d->shadow_token = 0;
 	d->lease = 0;
+	d->ncomp = 0;
+	d->pfl = NULL;
 }
 
 static int la_fail(struct la_decision *d, const char *reason, int err)
@@ -335,8 +388,9 @@ void la_mapper_backoff_start(void)
 			     (uint64_t)(la_now_us() + la_cfg.retry_ms * 1000.0));
 }
 
-static int la_ask(const struct la_request *rq, int want_count, int timeout_ms,
-		  int use_backoff, struct la_decision *d)
+static int la_ask(const struct la_request *rq, const struct la_pfl *pfl,
+		  int want_count, int timeout_ms, int use_backoff,
+		  struct la_decision *d)
 {
 	uint64_t id = atomic_fetch_add(&la_next_id, 1);
 	struct la_call *c;
@@ -355,7 +409,8 @@ static int la_ask(const struct la_request *rq, int want_count, int timeout_ms,
 		return la_fail(d, la_helper_running() ? "mapper_busy"
 						      : "mapper_no_helper",
 			       -EAGAIN);
-	c->reqlen = la_pack_request(c->req, sizeof(c->req), id, rq);
+	c->reqlen = pfl ? la_pack_composite(c->req, sizeof(c->req), id, rq, pfl)
+		    : la_pack_request(c->req, sizeof(c->req), id, rq);
 	if (c->reqlen == 0) {
 		la_helper_release(c);
 		return la_fail(d, "request_too_large", -ENAMETOOLONG);
@@ -379,7 +434,14 @@ static int la_ask(const struct la_request *rq, int want_count, int timeout_ms,
 void la_mapper_alloc(const struct la_request *rq, int timeout_ms,
 		     struct la_decision *d)
 {
-	la_ask(rq, rq->stripe_count, timeout_ms, 1, d);
+	la_ask(rq, NULL, rq->stripe_count, timeout_ms, 1, d);
+}
+
+void la_mapper_ask_composite(const struct la_request *rq,
+			     const struct la_pfl *pfl, int timeout_ms,
+			     struct la_decision *d)
+{
+	la_ask(rq, pfl, LA_WANT_COMPOSITE, timeout_ms, 1, d);
 }
 
 int la_mapper_ping(int timeout_ms)
@@ -389,7 +451,7 @@ int la_mapper_ping(int timeout_ms)
 
 	if (!d)
 		return -ENOMEM;
-	rc = la_ask(NULL, LA_WANT_PONG, timeout_ms, 0, d);
+	rc = la_ask(NULL, NULL, LA_WANT_PONG, timeout_ms, 0, d);
 	free(d);
 	return rc;
 }
@@ -397,5 +459,5 @@ int la_mapper_ping(int timeout_ms)
 void la_mapper_query(const struct la_request *rq, int timeout_ms,
 		     struct la_decision *d)
 {
-	la_ask(rq, rq->stripe_count, timeout_ms, 0, d);
+	la_ask(rq, NULL, rq->stripe_count, timeout_ms, 0, d);
 }

@@ -39,6 +39,7 @@ struct la_dirslot {
 	char dir[LA_DIRKEY_MAX];
 	double expires_us;     /* 0: empty */
 	struct la_dirinfo info;
+	struct la_pfl pfl;     /* info.pfl_ok: the composite default */
 };
 
 static struct la_dirslot la_dircache[LA_DIRCACHE_SLOTS];
@@ -169,8 +170,10 @@ static int la_dirinfo_read(int pfd, struct la_work *w, struct la_dirinfo *di)
 					     (int64_t)fsx.fsx_projid : 0;
 	}
 	close(dfd);
-	if (n > 0)
-		la_parse_dir_default(w->u.lum, (size_t)n, di);
+	if (n > 0 && la_parse_dir_default(w->u.lum, (size_t)n, di) == 0 &&
+	    di->composite)
+		di->pfl_ok = la_parse_comp_default(w->u.lum, (size_t)n,
+						   &w->pfl) == 0;
 	return 0;
 }
 
@@ -185,8 +188,11 @@ int la_dirinfo(int pfd, const char *dir, size_t dirlen, struct la_work *w,
 		int hit = s->expires_us > now && s->dirlen == dirlen &&
 			  memcmp(s->dir, dir, dirlen) == 0;
 
-		if (hit)
+		if (hit) {
 			*di = s->info;
+			if (di->pfl_ok)
+				la_pfl_copy(&w->pfl, &s->pfl);
+		}
 		atomic_store(&s->busy, 0);
 		if (hit)
 			return 0;
@@ -197,6 +203,8 @@ int la_dirinfo(int pfd, const char *dir, size_t dirlen, struct la_work *w,
 		memcpy(s->dir, dir, dirlen);
 		s->dirlen = dirlen;
 		s->info = *di;
+		if (di->pfl_ok)
+			la_pfl_copy(&s->pfl, &w->pfl);
 		s->expires_us = now + la_cfg.cache_s * 1e6;
 		atomic_store(&s->busy, 0);
 	}

@@ -95,13 +95,10 @@ static int la_rec_get_fd(void)
 }
 
 /* Percent-encode what would break the line: %, tab, newline, controls. */
-static void la_put_escaped(struct la_out *l, const char *key, const char *s)
+static void la_put_escaped_value(struct la_out *l, const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
 
-	la_put_str(l, "\t");
-	la_put_str(l, key);
-	la_put_str(l, "=");
 	for (; s && *s && l->len + 4 < l->cap; s++) {
 		unsigned char c = (unsigned char)*s;
 
@@ -116,12 +113,73 @@ static void la_put_escaped(struct la_out *l, const char *key, const char *s)
 	l->p[l->len] = '\0';
 }
 
+static void la_put_escaped(struct la_out *l, const char *key, const char *s)
+{
+	la_put_str(l, "\t");
+	la_put_str(l, key);
+	la_put_str(l, "=");
+	la_put_escaped_value(l, s);
+}
+
 static void la_put_kv(struct la_out *l, const char *key, uint64_t v)
 {
 	la_put_str(l, "\t");
 	la_put_str(l, key);
 	la_put_str(l, "=");
 	la_put_u64(l, v);
+}
+
+/* The per-component fields of a composite layout, ';' between components:
+ * each OST component's OSTs (',' between them), stripe count and size as
+ * applied, its pool, and what the template asked; a component without OST
+ * objects shows its kind (mdt, ext, keep) instead of OSTs. */
+static void la_put_composite(struct la_out *l, const struct la_record_line *r,
+			     int applied)
+{
+	static const char *const kinds[] = { "", "mdt", "ext", "keep" };
+	const struct la_decision *d = r->d;
+	const struct la_pfl *pfl = r->pfl;
+	int field, i, j, k, at;
+
+	/* osts, stripe_count, stripe_size, pool, req_count, req_size */
+	for (field = 0; field < 6; field++) {
+		static const char *const names[] = {
+			"", "\tstripe_count=", "\tstripe_size=", "\tpool=",
+			"\treq_count=", "\treq_size=" };
+		int placed = applied || field >= 4;
+
+		la_put_str(l, names[field]);
+		for (i = 0, k = 0, at = 0; placed && i < pfl->n; i++) {
+			const struct la_pfl_comp *c = &pfl->c[i];
+			int n = c->kind == LA_PFL_OST && applied
+					? d->comp_count[k] : 0;
+
+			if (i)
+				la_put_str(l, ";");
+			if (c->kind != LA_PFL_OST) {
+				if (field == 0)
+					la_put_str(l, kinds[c->kind]);
+				continue;
+			}
+			if (field == 0)
+				for (j = 0; j < n; j++) {
+					if (j)
+						la_put_str(l, ",");
+					la_put_u64(l, d->osts[at + j]);
+				}
+			else if (field == 1)
+				la_put_u64(l, (uint64_t)n);
+			else if (field == 2 || field == 5)
+				la_put_u64(l, c->stripe_size);
+			else if (field == 3)
+				la_put_escaped_value(l, c->pool[0] ? c->pool
+						     : r->pool ? r->pool : "");
+			else
+				la_put_i64(l, c->stripe_count);
+			at += n;
+			k++;
+		}
+	}
 }
 
 void la_record(const struct la_record_line *r, char *buf, size_t cap)
@@ -137,7 +195,7 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 		return;
 	buf[0] = '\0';
 	clock_gettime(CLOCK_REALTIME, &ts);
-	la_put_str(&l, "v=2\tts=");
+	la_put_str(&l, "v=3\tts=");
 	la_put_u64(&l, (uint64_t)ts.tv_sec);
 	la_put_str(&l, ".");
 	{
@@ -159,21 +217,25 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 	la_put_escaped(&l, "path", r->path);
 	la_put_str(&l, applied ? "\tresult=layout\tosts=" :
 				 "\tresult=default\tosts=");
-	for (i = 0; applied && i < d->count; i++) {
-		if (i)
-			la_put_str(&l, ",");
-		la_put_u64(&l, d->osts[i]);
-	}
-	if (applied) {
-		la_put_kv(&l, "stripe_count", (uint64_t)d->count);
-		la_put_kv(&l, "stripe_size", d->stripe_size);
+	if (r->pfl) {
+		la_put_composite(&l, r, applied);
 	} else {
-		la_put_str(&l, "\tstripe_count=\tstripe_size=");
+		for (i = 0; applied && i < d->count; i++) {
+			if (i)
+				la_put_str(&l, ",");
+			la_put_u64(&l, d->osts[i]);
+		}
+		if (applied) {
+			la_put_kv(&l, "stripe_count", (uint64_t)d->count);
+			la_put_kv(&l, "stripe_size", d->stripe_size);
+		} else {
+			la_put_str(&l, "\tstripe_count=\tstripe_size=");
+		}
+		la_put_escaped(&l, "pool", applied && r->pool ? r->pool : "");
+		la_put_str(&l, "\treq_count=");
+		la_put_i64(&l, r->req_count);
+		la_put_kv(&l, "req_size", r->req_size);
 	}
-	la_put_escaped(&l, "pool", applied && r->pool ? r->pool : "");
-	la_put_str(&l, "\treq_count=");
-	la_put_i64(&l, r->req_count);
-	la_put_kv(&l, "req_size", r->req_size);
 	la_put_escaped(&l, "policy", d->policy);
 	la_put_escaped(&l, "mapper_fallback", d->mapper_fallback);
 	la_put_escaped(&l, "reason",
@@ -185,6 +247,17 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 	la_put_str(&l, "\tlease=");
 	if (d->lease)
 		la_put_u64(&l, d->lease);
+	la_put_str(&l, "\textents=");
+	for (i = 0; r->pfl && i < r->pfl->n; i++) {
+		if (i)
+			la_put_str(&l, ";");
+		la_put_u64(&l, r->pfl->c[i].start);
+		la_put_str(&l, "-");
+		if (r->pfl->c[i].end == LA_LUSTRE_EOF)
+			la_put_str(&l, "eof");
+		else
+			la_put_u64(&l, r->pfl->c[i].end);
+	}
 	la_put_str(&l, "\n");
 	if (l.len + 1 >= l.cap) /* cut: still one line */
 		buf[l.len - 1] = '\n';

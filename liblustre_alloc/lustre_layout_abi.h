@@ -22,10 +22,12 @@
 #define LA_LOV_USER_MAGIC_V3 0x0BD30BD0u
 /* v3 shape, one lmm_objects[] entry per requested OST ("lfs setstripe -o"). */
 #define LA_LOV_USER_MAGIC_SPECIFIC 0x0BD50BD0u
-/* PFL composite layout; the shim does not parse it (see docs/client.md). */
+/* PFL composite layout: lov_comp_md_v1 (below). */
 #define LA_LOV_USER_MAGIC_COMP_V1 0x0BD60BD0u
 
 #define LA_LOV_PATTERN_RAID0 0x1u
+/* Data-on-MDT component: no OST objects (lustre_user.h LOV_PATTERN_MDT). */
+#define LA_LOV_PATTERN_MDT 0x100u
 /* No start OST requested (lustre_user.h LOV_OFFSET_DEFAULT). */
 #define LA_LOV_OFFSET_DEFAULT 0xffffu
 /* Pool name: 15 characters plus NUL (LOV_MAXPOOLNAME). */
@@ -76,6 +78,40 @@ struct la_lov_user_md_v3 {
 	uint16_t lmm_stripe_offset; /* @30 */
 	char lmm_pool_name[LA_LOV_MAXPOOLNAME + 1]; /* @32 */
 	struct la_lov_user_ost_data_v1 lmm_objects[]; /* @48 */
+} __attribute__((packed));
+
+/* ---- composite (PFL) layouts: reference "Composite layouts (PFL)" ---- */
+
+/* lov_comp_md_entry_v1 lcme_flags (lustre_user.h LCME_FL_*). */
+#define LA_LCME_FL_INIT 0x10u      /* instantiated (never in a template) */
+#define LA_LCME_FL_EXTENSION 0x40u /* self-extending (SEL): no objects */
+/* End of the last component, "-E -1" (lustre_user.h LUSTRE_EOF). */
+#define LA_LUSTRE_EOF 0xFFFFFFFFFFFFFFFFull
+
+/* lov_comp_md_entry_v1: 48 bytes. */
+struct la_lov_comp_md_entry_v1 {
+	uint32_t lcme_id;          /* @0  0 when creating: the MDS numbers them */
+	uint32_t lcme_flags;       /* @4  LCME_FL_* */
+	uint64_t lcme_start;       /* @8  lcme_extent.e_start, bytes */
+	uint64_t lcme_end;         /* @16 lcme_extent.e_end, bytes or LUSTRE_EOF */
+	uint32_t lcme_offset;      /* @24 the blob, from the start of the header */
+	uint32_t lcme_size;        /* @28 the blob's bytes */
+	uint32_t lcme_layout_gen;  /* @32 */
+	uint64_t lcme_timestamp;   /* @36 */
+	uint32_t lcme_padding_1;   /* @44 */
+} __attribute__((packed));
+
+/* lov_comp_md_v1: 32 bytes + entries + blobs. */
+struct la_lov_comp_md_v1 {
+	uint32_t lcm_magic;        /* @0  LOV_USER_MAGIC_COMP_V1 */
+	uint32_t lcm_size;         /* @4  header + entries + blobs */
+	uint32_t lcm_layout_gen;   /* @8 */
+	uint16_t lcm_flags;        /* @12 FLR state, 0 for plain PFL */
+	uint16_t lcm_entry_count;  /* @14 */
+	uint16_t lcm_mirror_count; /* @16 mirrors - 1 */
+	uint8_t lcm_padding1[6];   /* @18 */
+	uint64_t lcm_padding2;     /* @24 */
+	struct la_lov_comp_md_entry_v1 lcm_entries[]; /* @32 */
 } __attribute__((packed));
 
 #endif

@@ -457,6 +457,13 @@ class RecordFeed:
 
     def _layout(self, rec: dict[str, str]) -> tuple[list[int], int]:
         if rec.get("result") == "layout" and rec.get("osts"):
+            if rec.get("extents"):
+                # composite: the emulated bytes go to every OST component's OSTs
+                # (the emulator keeps no extents), the first component's stripe size
+                parts = [p for p in rec["osts"].split(";") if p[:1].isdigit()]
+                osts = list(dict.fromkeys(int(x) for p in parts for x in p.split(",")))
+                sizes = [x for x in rec["stripe_size"].split(";") if x]
+                return osts, int(sizes[0]) if sizes else MIB
             return [int(x) for x in rec["osts"].split(",")], int(rec["stripe_size"])
         from mapper.policies.placement import AllocationError, CreateRequest
         size = int(rec.get("req_size") or MIB)

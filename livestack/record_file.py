@@ -13,9 +13,14 @@ from urllib.parse import unquote
 
 RECORD_KEYS = ("v", "ts", "pid", "tid", "op", "backend", "job", "path", "result", "osts",
                "stripe_count", "stripe_size", "pool", "req_count", "req_size", "policy",
-               "mapper_fallback", "reason", "mapper_us", "total_us", "lease")
-"""The keys of a version 2 record, in the order the shim writes them (la_record.c);
-version 2 added ``lease`` (the lease a layout came from, empty when asked per create)."""
+               "mapper_fallback", "reason", "mapper_us", "total_us", "lease", "extents")
+"""The keys of a version 3 record, in the order the shim writes them (la_record.c);
+version 2 added ``lease`` (the lease a layout came from, empty when asked per create),
+version 3 ``extents`` (a composite default's component extents, ``start-end`` with
+``eof``, ``;`` between components; empty for a plain layout). In a composite record
+``osts``, ``stripe_count``, ``stripe_size``, ``pool``, ``req_count`` and ``req_size``
+hold one value per component, ``;`` between them, and ``osts`` names a component
+without OST objects by its kind (``mdt``, ``ext``, ``keep``)."""
 ENCODED_KEYS = ("path", "job", "policy", "mapper_fallback", "reason")
 """Fields the shim percent-encodes."""
 

@@ -16,6 +16,13 @@ def test_lov_user_md_bytes_and_lustre_backend_fallbacks(shim_lib, tmp_path):
     assert "FAIL" not in p.stdout
 
 
+def test_composite_layout_bytes_at_the_ioctl_seam(shim_lib, tmp_path):
+    p = subprocess.run([LIBDIR / "tests" / "test_pfl", tmp_path], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "PASSED: 0 failure(s)" in p.stdout and "FAIL" not in p.stdout
+
+
 def _api_env(endpoint, record, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUSTRE_ALLOC_")}
     env.pop("LD_PRELOAD", None)

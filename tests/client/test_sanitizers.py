@@ -94,6 +94,9 @@ def test_asan_ubsan_unit_tests_and_api(san_build, real_mapper, tmp_path):
     p = _run([build / "tests" / "test_layout_abi", tmp_path / "u"],
              _env(real_mapper.endpoint, tmp_path, tmp_path / "r0", None, **SAN_ENV))
     assert "PASSED" in p.stdout
+    p = _run([build / "tests" / "test_pfl", tmp_path / "u"],
+             _env(real_mapper.endpoint, tmp_path, tmp_path / "r0", None, **SAN_ENV))
+    assert "PASSED" in p.stdout
     p = _run([build / "tests" / "test_api", "up", tmp_path],
              _env(real_mapper.endpoint, tmp_path, tmp_path / "r1", None, **SAN_ENV))
     assert "PASSED" in p.stdout

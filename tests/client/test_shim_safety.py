@@ -35,8 +35,8 @@ def lov_v3(stripe_count: int, stripe_size: int, pool: str = "") -> bytes:
 
 
 def lov_comp_header(entries: int = 2) -> bytes:
-    """The 32-byte lov_comp_md_v1 header of a PFL default (the shim reads only
-    its magic): magic, size, layout_gen, flags, entry_count, mirror_count."""
+    """The 32-byte lov_comp_md_v1 header of a PFL default alone (its entries missing):
+    magic, size, layout_gen, flags, entry_count, mirror_count."""
     return struct.pack("<IIIHHH", LOV_USER_MAGIC_COMP_V1, 32 + 48 * entries, 0, 0, entries,
                        0).ljust(32, b"\0")
 
@@ -171,7 +171,7 @@ def test_pool_of_the_directory_default_goes_to_the_mapper_and_into_the_layout(
     assert _requests(log)[-1]["pool"] == "ssd" and run.records()[-1]["pool"] == "ssd"
 
 
-def test_pfl_directory_default_is_passed_through_untouched_and_counted(
+def test_an_unreadable_composite_default_is_passed_through_untouched_and_counted(
         shim_run_factory, standin, create_files, tmp_path):
     log = tmp_path / "requests.jsonl"
     m = standin("normal", log=log)
@@ -179,7 +179,9 @@ def test_pfl_directory_default_is_passed_through_untouched_and_counted(
     set_dir_default(run.data, lov_comp_header())
     p = run.run([create_files, "-n", "3", run.data])
     assert "created=3" in p.stdout
-    assert _requests(log) == []          # no flat OST list replaces the PFL layout
+    # a header without its entries cannot be placed (test_composite.py places real ones):
+    # no flat OST list replaces the PFL layout
+    assert _requests(log) == []
     recs = run.records()
     assert len(recs) == 3
     assert all(r["result"] == "default" and r["reason"] == "dir_composite" and r["osts"] == ""
