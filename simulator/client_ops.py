@@ -17,6 +17,22 @@ from simulator.transfer_book import TransferBook
 from traces.format import TraceRecord
 
 
+def bytes_per_slot(f: SimFile, size: int) -> np.ndarray:
+    """Bytes each stripe slot of ``f`` holds when the file is ``size`` bytes: RAID0 over its
+    OSTs, or, for a composite file, RAID0 within each component over the part of the file
+    inside the component's extent (bytes past a component's end go to the next
+    component's OSTs, as ``lov_comp_md_v1`` extents place them), stripe-size chunks
+    numbered by their file offset as LOV maps them. Shape (slots,), int64."""
+    if not f.comps:
+        return raid0_bytes_per_ost(size, f.stripe_size, len(f.osts))
+    out = np.zeros(len(f.osts), dtype=np.int64)
+    for start, end, slot, k in f.comps:
+        if size > start:
+            out[slot:slot + k] = (raid0_bytes_per_ost(min(size, end), f.stripe_size, k)
+                                  - raid0_bytes_per_ost(start, f.stripe_size, k))
+    return out
+
+
 class ClientOps:
     """The files of a run and the records that act on them.
 
@@ -83,14 +99,18 @@ class ClientOps:
         if rec.bytes == 0:
             return
         f.recent_bytes += rec.bytes
-        k = len(f.osts)
-        before = raid0_bytes_per_ost(f.size, f.stripe_size, k)
+        before = bytes_per_slot(f, f.size)
         f.size += rec.bytes
-        delta = (raid0_bytes_per_ost(f.size, f.stripe_size, k) - before).astype(float)
+        delta = (bytes_per_slot(f, f.size) - before).astype(float)
         nz = np.nonzero(delta)[0]
+        osts, per = f.osts[nz], delta[nz]
+        if f.comps and len(np.unique(osts)) < len(osts):
+            # two components on one OST: one stream to it, landed in its first slot
+            osts, first, inverse = np.unique(osts, return_index=True, return_inverse=True)
+            per, nz = np.bincount(inverse, per), nz[first]
         f.last_write_s = now
         f.transfers += 1
-        self.start(SimTransfer(True, rec.jobid, f, f.osts[nz], delta[nz], float(rec.bytes),
+        self.start(SimTransfer(True, rec.jobid, f, osts, per, float(rec.bytes),
                                float(rec.bytes), rec.ops, now, stripe_pos=nz))
 
     def _read(self, rec: TraceRecord, now: float) -> None:

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from typing import Mapping
 
+from mapper.policies.composite import Extent, OstComponent, component_requests
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from mapper.state.cluster_state import ClusterSnapshot
 from simulator.job_io import AppIo
@@ -29,6 +30,10 @@ class CreatePath:
         counters: the run's counters (``create_failed_<error>``, ``creates_unmanaged``).
         size_hints: jobid -> what its creates say of the file's size
             (:attr:`simulator.scenario.WorkloadSpec.size_hint`); absent: nothing (0).
+        pfl: the file system's composite default (:attr:`simulator.scenario.Scenario.pfl`):
+            each file is placed component by component, as the shim asks the mapper
+            (:func:`mapper.policies.composite.component_requests`) and as Lustre's
+            allocator instantiates them; empty: one plain layout per file.
 
     Attributes:
         alloc_ns: the policy's decision time per managed create, ns.
@@ -37,8 +42,10 @@ class CreatePath:
 
     def __init__(self, policy: PlacementPolicy, lustre_policy: PlacementPolicy | None,
                  unmanaged: frozenset[str], counters: Counter,
-                 size_hints: Mapping[str, str | int] | None = None):
+                 size_hints: Mapping[str, str | int] | None = None,
+                 pfl: tuple[tuple[int, int], ...] = ()):
         self.policy = policy
+        self.pfl = pfl
         self.lustre_policy = lustre_policy
         self.unmanaged = unmanaged
         self.counters = counters
@@ -58,15 +65,28 @@ class CreatePath:
         return CreateRequest(jobid=rec.jobid, stripe_count=rec.stripe_count,
                              stripe_size=rec.stripe_size, expected_bytes=expected)
 
-    def place(self, view: ClusterSnapshot, rec: TraceRecord, app: AppIo) -> tuple[int, ...] | None:
-        """The OST indices of the file ``rec`` creates, in stripe order; None when the
-        allocator refused (counted on ``app`` and in the counters)."""
+    def components(self, rec: TraceRecord) -> list[OstComponent]:
+        """The composite default's components for ``rec``'s file (its stripe size)."""
+        out, start = [], 0
+        for end, count in self.pfl:
+            out.append(OstComponent(Extent(start, end), count, rec.stripe_size))
+            start = end
+        return out
+
+    def place(self, view: ClusterSnapshot, rec: TraceRecord,
+              app: AppIo) -> list[tuple[int, ...]] | None:
+        """The OST indices of the file ``rec`` creates, in stripe order, one tuple per
+        component (one for a plain layout); None when the allocator refused any
+        (counted on ``app`` and in the counters)."""
         req = self.request(rec)
+        requests = component_requests(req, self.components(rec)) if self.pfl else [req]
         managed = not (self.unmanaged and rec.jobid in self.unmanaged)
         policy = self.policy if managed else self.lustre_policy
         t0 = time.perf_counter_ns()
+        placed = []
         try:
-            placement = policy.allocate(view, req)
+            for one in requests:
+                placed.append(policy.allocate(view, one))
         except AllocationError as e:
             if managed:
                 self.alloc_ns.append(time.perf_counter_ns() - t0)
@@ -75,10 +95,11 @@ class CreatePath:
             return None
         if managed:
             self.alloc_ns.append(time.perf_counter_ns() - t0)
-            if placement.note:
-                self.notes[placement.note.split(":")[0]] += 1
-            if placement.fallback:
-                self.notes[f"fallback {placement.fallback}"] += 1
+            for placement in placed:
+                if placement.note:
+                    self.notes[placement.note.split(":")[0]] += 1
+                if placement.fallback:
+                    self.notes[f"fallback {placement.fallback}"] += 1
         else:
             self.counters["creates_unmanaged"] += 1
-        return placement.osts
+        return [p.osts for p in placed]

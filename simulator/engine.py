@@ -129,7 +129,8 @@ class Simulation:
         self.capacity = cluster.capacity_bytes.astype(float)
         self.pos_of_index = {int(ix): p for p, ix in enumerate(cluster.ost_index)}
         self.counters: Counter = Counter()
-        self.creates = CreatePath(policy, lustre_policy, unmanaged_jobs, self.counters, size_hints)
+        self.creates = CreatePath(policy, lustre_policy, unmanaged_jobs, self.counters, size_hints,
+                                  scenario.pfl)
         if isinstance(policy, PerfectInformation):
             policy.attach(SimulationTruth(self))     # the reference reads the true state
         self.mds = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
@@ -225,9 +226,16 @@ class Simulation:
         app.creates += 1
         self.counters["creates"] += 1
         self.creates_this_step += 1
-        osts = np.array([self.pos_of_index[i] for i in placed], dtype=np.int64)
+        osts = np.array([self.pos_of_index[i] for part in placed for i in part], dtype=np.int64)
+        comps: tuple = ()
+        if self.sc.pfl:
+            # each component's extent and its slots in ``osts``
+            slots = np.cumsum([0] + [len(part) for part in placed])
+            starts = [0] + [end for end, _ in self.sc.pfl[:-1]]
+            comps = tuple((s, end, int(slot), len(part)) for s, (end, _), slot, part
+                          in zip(starts, self.sc.pfl, slots, placed))
         return SimFile(job=rec.jobid, osts=osts, stripe_size=rec.stripe_size,
-                       landed=np.zeros(len(osts)), last_write_s=now)
+                       landed=np.zeros(len(osts)), last_write_s=now, comps=comps)
 
     # -- records ---------------------------------------------------------------------
     def start_record(self, rec: TraceRecord, now: float) -> None:

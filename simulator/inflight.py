@@ -25,6 +25,10 @@ class SimFile:
     recent_bytes: float = 0.0   # read + written since the last rebalance plan
     times: list = field(default_factory=lambda: [math.inf, -math.inf, math.inf, -math.inf])
     """first write start, last write end, first read start, last read end (s)."""
+    comps: tuple = ()
+    """A composite (PFL) file: per component ``(start, end, first slot, stripe count)``,
+    bytes and slots of ``osts`` (its components' OSTs one after the other); empty for a
+    plain layout."""
 
 
 @dataclass

@@ -164,6 +164,11 @@ class Scenario:
     events: tuple = ()
     unmanaged_allocator: str = "lustre_qos"
     rebalance: tuple = ()
+    pfl: tuple[tuple[int, int], ...] = ()
+    """``[layout] pfl``: the file system's composite (PFL) default, (end bytes, stripe
+    count) per component in extent order, the last ending at ``LUSTRE_EOF``; every file
+    gets it (the trace's stripe count is not used, its stripe size is). Empty: plain
+    layouts as the trace asks."""
 
     def with_seed_offset(self, k: int) -> "Scenario":
         """The scenario under seed ``seed + k``: the cluster's distribution draws, the
@@ -420,6 +425,10 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         if isinstance(e, dict) and e.get("kind") == "rebalance":
             rebalance.append(parse_rebalance_event(_Table(path, f"event[{i}].", e)))
 
+    pfl = _pfl(top.table("layout"), cluster.oss_count * cluster.osts_per_oss)
+    if pfl and rebalance:
+        raise top.err("layout", "a composite layout with rebalance events is not modelled")
+
     top.used.add("workload")
     raw_workloads = data.get("workload", [])
     if not isinstance(raw_workloads, list) or not raw_workloads:
@@ -471,7 +480,31 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                     mds_model=mds_model, purge=purge, network=network,
                     network_params=network_params, events=events,
                     unmanaged_allocator=unmanaged_allocator,
-                    rebalance=tuple(rebalance))
+                    rebalance=tuple(rebalance), pfl=pfl)
+
+
+def _pfl(t: _Table, n_osts: int) -> tuple[tuple[int, int], ...]:
+    """``[layout] pfl = [{end_bytes = ..., stripe_count = ...}, ...]``: component ends
+    ascending, multiples of 64 KiB (``lfs setstripe -E``), the last ``-1`` (``-E -1``:
+    ``LUSTRE_EOF``); stripe counts 1..OSTs or -1 (every OST)."""
+    from mapper.policies.composite import LUSTRE_EOF
+    raw = t.get("pfl", list, [])
+    t.finish()
+    out: list[tuple[int, int]] = []
+    for i, c in enumerate(raw):
+        ct = _Table(t.path, f"{t.prefix}pfl[{i}].", c if isinstance(c, dict) else {})
+        end = ct.get("end_bytes", int, minimum=-1)
+        count = ct.get("stripe_count", int, minimum=-1, maximum=n_osts or None)
+        ct.finish()
+        last = i == len(raw) - 1
+        if count == 0:
+            raise ct.err("stripe_count", "must be -1 or 1..OSTs")
+        if last != (end == -1):
+            raise ct.err("end_bytes", "only the last component ends at -1 (LUSTRE_EOF)")
+        if not last and (end <= 0 or end % 65536 or (out and end <= out[-1][0])):
+            raise ct.err("end_bytes", "must be a multiple of 65536 above the previous end")
+        out.append((LUSTRE_EOF if last else end, count))
+    return tuple(out)
 
 
 def _size_hint(t: _Table) -> str | int:

@@ -20,28 +20,14 @@ import errno
 from typing import Any, Sequence
 
 from common.lustre import STRIPE_SIZE_UNIT_BYTES
-from mapper.policies.placement import CreateRequest
+from mapper.policies.composite import LUSTRE_EOF, Extent, OstComponent, component_requests
 from mapper.service.wire import (LEASE_VERSION, MAX_POOL_NAME, MAX_STRIPE_SIZE, Owner, Request,
                                  WireError, _int, _is_int, _pack, alloc_fields, create_body)
 
-LUSTRE_EOF = (1 << 64) - 1
-"""``LUSTRE_EOF`` (``lustre_user.h``): the end of the last component, ``-E -1``."""
 MAX_COMPONENTS = 32
 """Most OST components one composite request carries (ours; ``lfs setstripe`` sites use
 two to five)."""
 COMPONENT_KEYS = ("start", "end", "stripe_count", "stripe_size")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Extent:
-    """A component's byte range ``[start, end)``; ``end`` is :data:`LUSTRE_EOF` for the last."""
-    start: int
-    end: int
-
-    def share(self, expected_bytes: int) -> int:
-        """Bytes of a file of ``expected_bytes`` that fall in this extent (0 when the file
-        is not expected to reach it, or its size is unknown)."""
-        return max(0, min(expected_bytes, self.end) - self.start)
 
 
 def decode_composite(body: dict[Any, Any], request_id: int,
@@ -52,7 +38,7 @@ def decode_composite(body: dict[Any, Any], request_id: int,
 
     Returns:
         a :class:`~mapper.service.wire.Request` with op ``"alloc"``, ``version`` 2,
-        ``components`` (one :class:`CreateRequest` per component, its ``expected_bytes``
+        ``components`` (one :class:`~mapper.policies.placement.CreateRequest` per component, its ``expected_bytes``
         the file's bytes inside its extent) and ``extents``; ``create`` is the first
         component's (the scope rules and the intake's checks read it).
     Raises:
@@ -65,21 +51,21 @@ def decode_composite(body: dict[Any, Any], request_id: int,
     # the file's own fields, validated as v1 does (stripe fields come per component)
     file_body = dict(body, stripe_count=1, stripe_size=STRIPE_SIZE_UNIT_BYTES)
     file_create, fsname, owner = alloc_fields(file_body, request_id, ost_count)
-    creates: list[CreateRequest] = []
-    extents: list[Extent] = []
+    comps: list[OstComponent] = []
     for i, comp in enumerate(raw):
-        extent, create = _component(comp, i, file_create, request_id, ost_count)
-        if extents and extent.start < extents[-1].end:
-            raise WireError(errno.EINVAL, f"components[{i}] starts at {extent.start}, inside "
-                            f"the previous extent (ending at {extents[-1].end})", request_id)
-        extents.append(extent)
-        creates.append(create)
+        one = _component(comp, i, request_id, ost_count)
+        if comps and one.extent.start < comps[-1].extent.end:
+            raise WireError(errno.EINVAL, f"components[{i}] starts at {one.extent.start}, "
+                            f"inside the previous extent (ending at {comps[-1].extent.end})",
+                            request_id)
+        comps.append(one)
+    creates = component_requests(file_create, comps)
+    extents = [c.extent for c in comps]
     return Request("alloc", request_id, creates[0], fsname, owner=owner,
                    version=LEASE_VERSION, components=tuple(creates), extents=tuple(extents))
 
 
-def _component(comp: Any, i: int, file_create: CreateRequest, request_id: int,
-               ost_count: int | None) -> tuple[Extent, CreateRequest]:
+def _component(comp: Any, i: int, request_id: int, ost_count: int | None) -> OstComponent:
     where = f"components[{i}]"
     if not isinstance(comp, dict):
         raise WireError(errno.EINVAL, f"{where} must be a map", request_id)
@@ -99,15 +85,12 @@ def _component(comp: Any, i: int, file_create: CreateRequest, request_id: int,
     if size <= 0 or size % STRIPE_SIZE_UNIT_BYTES or size > MAX_STRIPE_SIZE:
         raise WireError(errno.EINVAL, f"{where}.stripe_size {size} is not a positive multiple "
                         f"of {STRIPE_SIZE_UNIT_BYTES} below 4 GiB", request_id)
-    pool = comp.get("pool", file_create.pool)
+    pool = comp.get("pool")
     if pool is not None and (not isinstance(pool, str)
                              or len(pool.encode()) > MAX_POOL_NAME):
         raise WireError(errno.EINVAL, f"{where}.pool must be a string of at most "
                         f"{MAX_POOL_NAME} bytes or nil", request_id)
-    extent = Extent(start, end)
-    return extent, dataclasses.replace(
-        file_create, stripe_count=count, stripe_size=size, pool=pool or None,
-        expected_bytes=extent.share(file_create.expected_bytes))
+    return OstComponent(Extent(start, end), count, size, pool or None)
 
 
 def encode_composite(request_id: int, layouts: Sequence[Sequence[int]], policy: str,
