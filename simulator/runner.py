@@ -11,6 +11,7 @@ from typing import Callable
 
 from mapper.policies import registry
 from mapper.policies.placement import PlacementPolicy
+from simulator.leasing import LeasedCreates, leased
 from simulator.cluster import SimCluster, build_cluster
 from simulator.engine import RunResult, Simulation
 from simulator.network.model import make_network
@@ -48,10 +49,13 @@ def scenario_policy(scenario: Scenario, policy: str) -> PlacementPolicy:
     (:func:`mapper.policies.registry.build_policy`): a policy that asks for it
     (``needs_gate``, the mapper's MCMF) runs behind the MDS CPU gate (Section III-D) with
     the scenario's fallback (``lustre_qos`` unless ``[policy_params.<name>] fallback`` says
-    otherwise)."""
+    otherwise). ``<policy>+lease`` is that policy behind the shim's leases
+    (:mod:`simulator.leasing`)."""
     if policy == ORACLE:
         return Oracle(seed=scenario.seed)       # simulation only: reads the true state
-    return registry.build_policy(policy, scenario.policy_params, seed=scenario.seed)
+    own, behind_leases = leased(policy)
+    built = registry.build_policy(own, scenario.policy_params, seed=scenario.seed)
+    return LeasedCreates(built) if behind_leases else built
 
 
 def run_policy(scenario: Scenario, cluster: SimCluster, policy: str,
