@@ -58,6 +58,7 @@ class _Class:
     rate_t_s: float = -math.inf
     taken: int = 0
     rate_taken: int = 0
+    checked: frozenset | None = None   # the usable set its layouts were last checked on
 
 
 class LeasedCreates(BatchPolicy):
@@ -82,6 +83,9 @@ class LeasedCreates(BatchPolicy):
         self.lifetime_s = lease_s if plans is None else min(lease_s, float(plans.ttl_s))
         self.classes: dict[tuple, _Class] = {}
         self._next_expiry_s = math.inf
+        self._usable_of: ClusterSnapshot | None = None
+        self._usable_version: int | None = None
+        self._usable_set: frozenset[int] = frozenset()
         self.stats = {"granted": 0, "taken": 0, "expired": 0, "revoked": 0, "leases": 0,
                       "per_create": 0}
 
@@ -112,6 +116,15 @@ class LeasedCreates(BatchPolicy):
         self.stats["taken"] += 1
         return Placement(osts, self.name, note="leased")
 
+    def _usable(self, snapshot: ClusterSnapshot) -> frozenset[int]:
+        """The usable OST indices of ``snapshot``, computed once per state version (the
+        MDS view bumps ``version`` on every in-place update; without one, every call)."""
+        if (snapshot is not self._usable_of or snapshot.version is None
+                or snapshot.version != self._usable_version):
+            self._usable_set = frozenset(o.index for o in snapshot.osts if is_usable(o))
+            self._usable_of, self._usable_version = snapshot, snapshot.version
+        return self._usable_set
+
     def _expire_all(self, snapshot: ClusterSnapshot, now: float) -> None:
         """Every class's expired layouts come off the books (the mapper's expiry runs
         whether or not the class creates again)."""
@@ -127,7 +140,10 @@ class LeasedCreates(BatchPolicy):
         longer usable (what the shim skips and the mapper takes back)."""
         if not cls.held:
             return
-        usable = {o.index for o in snapshot.osts if is_usable(o)}
+        usable = self._usable(snapshot)
+        if cls.checked is usable and cls.held[0][1] >= now:
+            return      # nothing expired (the oldest is first) and no OST changed since
+        cls.checked = usable
         keep: deque = deque()
         for osts, use_by, bps in cls.held:
             if use_by < now:

@@ -87,7 +87,7 @@ class Rounds:
             elif isinstance(result, Placement):
                 out.append((identity, wire.encode_placement(
                     req.id, result.osts, create.stripe_size, result.policy, result.fallback)))
-                tally.placed(result)
+                tally.placed(result.osts, result.fallback)
             else:
                 out.append((identity, wire.encode_error(req.id, result.errno, result.reason)))
                 tally.errors += 1
@@ -147,8 +147,7 @@ class Rounds:
             return wire.encode_error(req.id, failed.errno, failed.reason)
         placed = [r for r in results if isinstance(r, Placement)]
         fallback = next((p.fallback for p in placed if p.fallback), "")
-        tally.placed(Placement((), placed[0].policy, fallback=fallback),
-                     [o for p in placed for o in p.osts])
+        tally.placed([o for p in placed for o in p.osts], fallback)
         return wire_pfl.encode_composite(req.id, [p.osts for p in placed], placed[0].policy,
                                          fallback)
 
@@ -213,10 +212,12 @@ class _Tally:
         self.fallbacks: dict[str, int] = {}
         self.stripes: list[int] = []
 
-    def placed(self, result: Placement, osts: Sequence[int] | None = None) -> None:
-        self.stripes.extend(result.osts if osts is None else osts)
-        if result.fallback:
-            self.fallbacks[result.fallback] = self.fallbacks.get(result.fallback, 0) + 1
+    def placed(self, osts: Sequence[int], fallback: str) -> None:
+        """One reply that placed ``osts`` (all of a file's), by the primary when
+        ``fallback`` is empty."""
+        self.stripes.extend(osts)
+        if fallback:
+            self.fallbacks[fallback] = self.fallbacks.get(fallback, 0) + 1
         else:
             self.ok += 1
 
