@@ -6,6 +6,7 @@ and writes ``<out>/<scenario>.json``::
     python bench/placement_eval.py paper-32ost --duration 14400
     python bench/placement_eval.py scale-800 --duration 600
     python bench/placement_eval.py SCENARIO --variant 'rate=mcmf_flow:{"cost_model": "rate"}'
+    python bench/placement_eval.py straggler-ost --seeds 5      # mean +- 95% interval
 
 ``SCENARIO`` is a bundled scenario name or TOML path, or ``scale-<OSTs>`` (uniform) or
 ``scale-<OSTs>-hetero`` (the LMT-measured OST spread) for the scalability study's
@@ -20,6 +21,15 @@ are its phases): mean, p99 and the slowest phase; mean I/O bandwidth (all bytes
 moved over summed transfer time, the simulator's figure); OST used max/mean at hour 4
 (or at the end of shorter runs); OST-hours below the ENOSPC watermark at the hourly
 samples and bytes lost to ENOSPC. The simulator runs the mapper's own policies.
+
+``--seeds N`` runs every variant under the scenario's seed + 0..N-1
+(:meth:`simulator.scenario.Scenario.with_seed_offset`: cluster draws, workload jitter,
+the policies' randomness) and each cell is the mean over the seeds +- the half-width of its
+95% interval (Student's t, :func:`simulator.seeds.interval`); "vs RR" is the mean of the
+per-seed relative differences, marked ``n.s.`` when its interval includes zero
+(``--base LABEL`` compares with another variant, e.g. ``mcmf`` for ``mcmf+lease``). With an
+``oracle`` variant and round-robin, "headroom" is each seed's
+:func:`simulator.report.headroom_captured` on phase mean and p99, averaged.
 """
 from __future__ import annotations
 
@@ -34,9 +44,7 @@ import numpy as np
 
 from mapper.policies.gate import GatedPolicy
 from mapper.policies.mcmf import McmfPolicy
-from mapper.policies.registry import make_policy
-from simulator.engine import Simulation
-from simulator.oracle import ORACLE, Oracle
+from simulator.leasing import LeasedCreates, leased
 from simulator.sweep import run_tasks
 from simulator.metrics import max_mean_ratio
 from simulator.report import user_metrics
@@ -69,33 +77,35 @@ def _scenario(name: str, duration: float | None):
     return sc
 
 
-def _build(seed: int, policy: str, params: dict):
-    if policy == ORACLE:
-        return Oracle(seed=seed)            # the perfect-information reference
-    params = dict(params)
-    fallback = params.pop("fallback", "lustre_qos")
-    gate = {k: params.pop(k) for k in ("mds_cpu_limit_percent",) if k in params}
-    pol = make_policy(policy, seed=seed, **params)
-    if not getattr(pol, "needs_gate", False):
-        return pol
-    return GatedPolicy(pol, make_policy(fallback, seed=seed), **gate)
+def _with_params(sc, policy: str, params: dict):
+    """``sc`` with the variant's parameters over its ``[policy_params.<policy>]`` table
+    (the policy's own name for ``<policy>+lease``; ``fallback`` and the gate's keys
+    included, as :func:`mapper.policies.registry.build_policy` reads them)."""
+    if not params:
+        return sc
+    from dataclasses import replace
+    own, _ = leased(policy)
+    tables = dict(sc.policy_params)
+    tables[own] = {**tables.get(own, {}), **params}
+    return replace(sc, policy_params=tables)
 
 
 def run_variant(scenario: str, duration: float | None, label: str, policy: str,
-                params: dict) -> dict:
-    """One variant's run; a dict of the table's figures."""
+                params: dict, seed_offset: int = 0) -> dict:
+    """One variant's run under the scenario's seed + ``seed_offset``; a dict of the
+    table's figures."""
     from simulator.cluster import KIB, MIB
-    from simulator.network.model import make_network
-    from simulator.runner import prepare
-    from simulator.workload import scenario_records
-    sc = _scenario(scenario, duration)
+    from simulator.runner import build_simulation, prepare, scenario_policy
+    sc = _with_params(_scenario(scenario, duration).with_seed_offset(seed_offset), policy, params)
     cluster = prepare(sc)
-    sim = Simulation(sc, cluster, _build(sc.seed, policy, params), scenario_records(sc),
-                     make_network(sc.network, **sc.network_params))
+    sim = build_simulation(sc, cluster, scenario_policy(sc, policy))
     t0 = time.perf_counter()
     r = sim.run()
-    inner = getattr(sim.policy, "primary", sim.policy)
-    extra = {"policy_stats": dict(getattr(inner, "stats", {})),
+    outer = sim.policy
+    inner = outer.policy if isinstance(outer, LeasedCreates) else outer
+    inner = inner.primary if isinstance(inner, GatedPolicy) else inner
+    extra = {"policy_stats": dict(inner.stats) if isinstance(inner, McmfPolicy) else {},
+             "lease_stats": dict(outer.stats) if isinstance(outer, LeasedCreates) else {},
              "app_accuracy": ({k: [round(v, 1) for v in hn] for k, hn in inner.gate.accuracy.items()}
                               if isinstance(inner, McmfPolicy) else {})}
     um = user_metrics(r)
@@ -108,7 +118,7 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     below = int((r.ost_free_hourly[1:] < low[None, :]).sum())
     below += int(((r.ost_capacity_bytes - sim.used) < low).sum())
     return {
-        "variant": label, "policy": policy, "params": params,
+        "variant": label, "policy": policy, "params": params, "seed": sc.seed,
         "jobs": um["jobs"], "jobs_unfinished": um["jobs_unfinished"],
         "job_io_mean_s": um["job_io_time_s_mean"] or 0.0,
         "job_io_p99_s": um["job_io_time_s_p99"] or 0.0,
@@ -174,8 +184,80 @@ def table(rows: list[dict], base: str = "round_robin") -> list[str]:
     return out
 
 
+SEED_COLUMNS = (("job_io_mean_s", "job I/O mean s", 1), ("phase_io_mean_s", "phase mean s", 1),
+                ("phase_io_p99_s", "phase p99 s", 1), ("phase_io_max_s", "slowest phase s", 1),
+                ("bandwidth_mib_s", "MiB/s", 1), ("jobs_unfinished", "unfinished jobs", 1),
+                ("ost_max_mean_end", "OST max/mean end", 3))
+"""(row key, column title, decimals) of the seeds table; "vs <base>" follows the time and
+bandwidth columns."""
+VS_BASE = ("job_io_mean_s", "phase_io_mean_s", "phase_io_p99_s", "bandwidth_mib_s")
+
+
+def over_seeds(per_seed: list[list[dict]], base: str = "round_robin",
+               oracle: str = "oracle", rr: str = "round_robin") -> list[dict]:
+    """Each variant's figures over the seeds (``per_seed[k]``: the rows of seed offset
+    ``k``, every seed the same variants): per :data:`SEED_COLUMNS` key an
+    :func:`simulator.seeds.interval`; ``vs_base[key]``: the interval of the per-seed
+    relative difference from the ``base`` variant (a fraction) with ``includes_zero``
+    (empty for ``base`` itself); ``headroom_mean`` and ``headroom_p99``: the interval of
+    each seed's headroom captured over ``rr`` (None without an ``oracle`` and ``rr``
+    variant, or where the oracle gains < 2% of RR's time)."""
+    from simulator.report import headroom_captured
+    from simulator.seeds import interval
+    seeds = [{r["variant"]: r for r in rows} for rows in per_seed]
+    out = []
+    for lab in [r["variant"] for r in per_seed[0]]:
+        rows = [s[lab] for s in seeds]
+        agg: dict = {"variant": lab, "policy": rows[0]["policy"], "seeds": len(rows),
+                     "jobs": rows[0]["jobs"], "base": base, "vs_base": {}}
+        for key, _, _ in SEED_COLUMNS:
+            agg[key] = interval([r[key] for r in rows])
+        if lab != base and all(base in s for s in seeds):
+            for key in VS_BASE:
+                d = interval([s[lab][key] / s[base][key] - 1 for s in seeds if s[base][key]])
+                d["includes_zero"] = d["ci95"] is None or abs(d["mean"]) <= d["ci95"]
+                agg["vs_base"][key] = d
+        for hk, key in (("headroom_mean", "phase_io_mean_s"), ("headroom_p99", "phase_io_p99_s")):
+            h = ([headroom_captured(s[rr][key], s[lab][key], s[oracle][key]) for s in seeds]
+                 if all(rr in s and oracle in s for s in seeds) else [])
+            agg[hk] = interval(h) if h and None not in h else None
+        out.append(agg)
+    return out
+
+
+def _pm(iv: dict | None, nd: int) -> str:
+    """``mean ± ci95`` of an interval; ``-`` when absent."""
+    if not iv or iv["mean"] is None:
+        return "-"
+    return f"{iv['mean']:.{nd}f}" + (f" ± {iv['ci95']:.{nd}f}" if iv["ci95"] is not None else "")
+
+
+def seeds_table(agg: list[dict]) -> list[str]:
+    """Markdown table of :func:`over_seeds` rows: mean ± 95% interval per cell."""
+    base = agg[0]["base"] if agg else "round_robin"
+    head = ["variant"]
+    for key, title, _ in SEED_COLUMNS:
+        head.append(title)
+        if key in VS_BASE:
+            head.append("vs RR" if base == "round_robin" else f"vs {base}")
+    head.append("headroom mean / p99")
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in agg:
+        cells = [f"{r['variant']} ({r['seeds']} seeds)"]
+        for key, _, nd in SEED_COLUMNS:
+            cells.append(_pm(r[key], nd))
+            if key in VS_BASE:
+                d = r["vs_base"].get(key)
+                cells.append("-" if d is None or d["mean"] is None else
+                             f"{100 * d['mean']:+.1f}%" + (" n.s." if d["includes_zero"] else ""))
+        hm, hp = r["headroom_mean"], r["headroom_p99"]
+        cells.append(f"{_pm(hm, 2)} / {_pm(hp, 2)}")
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 def _variant_task(task: tuple, report=None) -> dict:
-    """One variant as a sweep task (:mod:`simulator.sweep`)."""
+    """One variant under one seed as a sweep task (:mod:`simulator.sweep`)."""
     return run_variant(*task)
 
 
@@ -184,28 +266,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("scenario")
     ap.add_argument("--duration", type=float, default=None, help="seconds (default: the scenario's)")
     ap.add_argument("--variant", action="append", default=None,
-                    help="label=policy:{json params}; repeatable (default: RR, QOS, mcmf, mcmf_flow)")
+                    help="label=policy:{json params}; repeatable (default: RR, QOS, mcmf, "
+                         "mcmf_flow, oracle)")
+    ap.add_argument("--seeds", type=int, default=5,
+                    help="seeds per variant (default 5; 1: the one-seed table)")
+    ap.add_argument("--base", default="round_robin",
+                    help="the variant the 'vs' columns compare with (default round_robin)")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--scheduler", default=None, help="a running Dask scheduler's address")
     ap.add_argument("--out", type=Path, default=Path("bench/results/placement"))
     ap.add_argument("--render", action="store_true",
                     help="print the table of <out>/<scenario>.json without running")
     args = ap.parse_args(argv)
+    stem = Path(args.scenario).stem
     if args.render:
-        rows = json.loads((args.out / f"{Path(args.scenario).stem}.json").read_text())
-        print("\n".join(table(rows)))
+        print("\n".join(render(json.loads((args.out / f"{stem}.json").read_text()))))
         return 0
+    if args.seeds < 1:
+        ap.error("--seeds must be at least 1")
     variants = [parse_variant(v) for v in args.variant] if args.variant else list(DEFAULT_VARIANTS)
     t0 = time.perf_counter()
-    rows = run_tasks(_variant_task, [(args.scenario, args.duration, lab, pol, par)
-                                     for lab, pol, par in variants],
-                     [lab for lab, _, _ in variants], jobs=max(1, args.jobs))
+    tasks = [(args.scenario, args.duration, lab, pol, par, k)
+             for k in range(args.seeds) for lab, pol, par in variants]
+    labels = [lab if k == 0 else f"{lab}#{k}" for k in range(args.seeds) for lab, _, _ in variants]
+    rows = run_tasks(_variant_task, tasks, labels, jobs=max(1, args.jobs),
+                     scheduler=args.scheduler)
+    n = len(variants)
+    per_seed = [rows[k * n:(k + 1) * n] for k in range(args.seeds)]
+    result = per_seed[0] if args.seeds == 1 else {"per_seed": per_seed,
+                                                  "aggregate": over_seeds(per_seed, args.base)}
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = Path(args.scenario).stem
-    (args.out / f"{stem}.json").write_text(json.dumps(rows, indent=1, default=str))
+    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1, default=str))
     dur = f", {args.duration:g} s" if args.duration else ""
-    print(f"{args.scenario}{dur} (wall {time.perf_counter() - t0:.0f} s)")
-    print("\n".join(table(rows)))
+    print(f"{args.scenario}{dur}, {args.seeds} seed(s) (wall {time.perf_counter() - t0:.0f} s)")
+    print("\n".join(render(result)))
     return 0
+
+
+def render(result: list | dict) -> list[str]:
+    """The table of a saved result: one seed's rows (:func:`table`) or several seeds'
+    (:func:`seeds_table`)."""
+    return table(result) if isinstance(result, list) else seeds_table(result["aggregate"])
 
 
 if __name__ == "__main__":

@@ -61,12 +61,19 @@ def scenario_policy(scenario: Scenario, policy: str) -> PlacementPolicy:
 def run_policy(scenario: Scenario, cluster: SimCluster, policy: str,
                progress: Progress | None = None) -> RunResult:
     """One policy's run (in this process)."""
-    pol = scenario_policy(scenario, policy)
-    net = make_network(scenario.network, **scenario.network_params)
     cb = (lambda done, total: progress(policy, done, total)) if progress else None
-    return Simulation(scenario, cluster, pol, scenario_records(scenario), net, cb,
+    return build_simulation(scenario, cluster, scenario_policy(scenario, policy), cb).run()
+
+
+def build_simulation(scenario: Scenario, cluster: SimCluster, policy: PlacementPolicy,
+                     progress: Callable[[float, float], None] | None = None) -> Simulation:
+    """The simulation of one run of ``policy`` (an instance) over ``scenario``: its records,
+    network, unmanaged jobs and size hints, as every run gets them (the CLI's and the
+    benchmarks')."""
+    net = make_network(scenario.network, **scenario.network_params)
+    return Simulation(scenario, cluster, policy, scenario_records(scenario), net, progress,
                       unmanaged_jobs=unmanaged_jobs(scenario),
-                      size_hints=size_hints(scenario)).run()
+                      size_hints=size_hints(scenario))
 
 
 def _run_one(task: tuple[Scenario, SimCluster, str], report: Callable[[float, float], None] | None

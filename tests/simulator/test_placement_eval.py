@@ -1,0 +1,111 @@
+"""bench/placement_eval.py: a variant runs exactly as the simulator's CLI runs it (one
+way to build a run), and its seeds table's intervals, paired differences and headroom
+follow the per-seed rows."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from simulator.report import headroom_captured, user_metrics
+from simulator.runner import prepare, run_policy
+from simulator.scenario import load_scenario
+
+from .conftest import rec, small
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def pe():
+    spec = importlib.util.spec_from_file_location("placement_eval", ROOT / "bench" / "placement_eval.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["placement_eval"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _hinted_world(make_scenario, hint: str):
+    """Two jobs of uneven files on 4 OSTs of uneven speed; the first job's creates say
+    each file's size (``size_hint``) or not, and the second is left to Lustre's QOS."""
+    body = small(duration=600, policies='["mcmf"]').replace(
+        "ost_bandwidth_mib_s = 100", "ost_bandwidth_mib_s = [200, 50, 200, 50]")
+    body += f'size_hint = "{hint}"\n'
+    body += '\n[[workload]]\ntrace = "u.csv"\nmanaged = false\n'
+    recs = [rec(1 + i, "write", "a", f"f{i}", (1 + 7 * (i % 3)) << 26, sc=2) for i in range(12)]
+    make_scenario("", [rec(2.5, "write", "b", "g0", 1 << 28)], name="u")
+    return make_scenario(body, recs)
+
+
+def test_a_variant_runs_as_the_cli_runs_it(pe, make_scenario):
+    """Size hints and unmanaged jobs reach placement_eval's runs as they reach the CLI's:
+    the same scenario gives the same user metrics through both."""
+    for hint in ("per_file", "none"):
+        path = _hinted_world(make_scenario, hint)
+        sc = load_scenario(path)
+        um = user_metrics(run_policy(sc, prepare(sc), "mcmf"))
+        row = pe.run_variant(str(path), None, "mcmf", "mcmf", {})
+        assert row["job_io_mean_s"] == pytest.approx(um["job_io_time_s_mean"])
+        assert row["phase_io_p99_s"] == pytest.approx(um["phase_io_time_s_p99"])
+        assert row["jobs"] == um["jobs"]
+
+
+def test_variant_parameters_and_leases_reach_the_policy(pe):
+    row = pe.run_variant("paper-32ost", 600, "lease", "mcmf+lease", {}, seed_offset=1)
+    assert row["lease_stats"]["taken"] > 0 and row["policy_stats"]["rounds"] > 0
+    assert row["seed"] == load_scenario("paper-32ost").seed + 1
+    plain = pe.run_variant("paper-32ost", 600, "rr", "round_robin", {})
+    assert plain["lease_stats"] == {} and plain["policy_stats"] == {}
+    with pytest.raises(Exception, match="no_such_knob"):
+        pe.run_variant("paper-32ost", 600, "bad", "mcmf", {"no_such_knob": 1})
+
+
+def _row(variant, phase, p99, bw, seed):
+    return {"variant": variant, "policy": variant, "jobs": 3, "job_io_mean_s": phase * 10,
+            "phase_io_mean_s": phase, "phase_io_p99_s": p99, "phase_io_max_s": p99 * 2,
+            "bandwidth_mib_s": bw, "jobs_unfinished": 0, "ost_max_mean_end": 1.1, "seed": seed}
+
+
+def test_seeds_table_follows_the_per_seed_rows(pe):
+    rng = np.random.default_rng(5)
+    per_seed = []
+    for k in range(5):
+        rr = rng.uniform(90, 110)
+        per_seed.append([_row("round_robin", rr, 2 * rr, 100.0, k),
+                         _row("mcmf", rr * rng.uniform(0.5, 0.7), rr, 120.0 + k, k),
+                         _row("oracle", rr * 0.4, rr * 0.5, 150.0, k)])
+    agg = {a["variant"]: a for a in pe.over_seeds(per_seed)}
+    phase = np.array([s[1]["phase_io_mean_s"] for s in per_seed])
+    half = stats.t.ppf(0.975, 4) * phase.std(ddof=1) / math.sqrt(5)
+    assert agg["mcmf"]["phase_io_mean_s"]["mean"] == pytest.approx(phase.mean(), abs=1e-4)
+    assert agg["mcmf"]["phase_io_mean_s"]["ci95"] == pytest.approx(half, abs=1e-4)
+    rel = [s[1]["phase_io_mean_s"] / s[0]["phase_io_mean_s"] - 1 for s in per_seed]
+    d = agg["mcmf"]["vs_base"]["phase_io_mean_s"]
+    assert d["mean"] == pytest.approx(np.mean(rel), abs=1e-4) and not d["includes_zero"]
+    assert agg["round_robin"]["vs_base"] == {}
+    heads = [headroom_captured(s[0]["phase_io_mean_s"], s[1]["phase_io_mean_s"],
+                               s[2]["phase_io_mean_s"]) for s in per_seed]
+    assert agg["mcmf"]["headroom_mean"]["mean"] == pytest.approx(np.mean(heads), abs=1e-3)
+    assert agg["oracle"]["headroom_p99"]["mean"] == pytest.approx(1.0)
+    # another base: the paired difference from it, headroom still over round-robin
+    other = {a["variant"]: a for a in pe.over_seeds(per_seed, base="mcmf")}
+    assert other["oracle"]["vs_base"]["bandwidth_mib_s"]["mean"] == pytest.approx(
+        np.mean([150.0 / (120.0 + k) - 1 for k in range(5)]), abs=1e-4)
+    assert other["mcmf"]["headroom_mean"] == agg["mcmf"]["headroom_mean"]
+    lines = pe.seeds_table(list(other.values()))
+    assert "vs mcmf" in lines[0] and lines[2].startswith("| round_robin (5 seeds) |")
+
+
+def test_seeds_table_without_an_oracle_has_no_headroom(pe):
+    per_seed = [[_row("round_robin", 100 + k, 200, 100.0, k), _row("mcmf", 100 + k, 200, 100.0, k)]
+                for k in range(3)]
+    agg = pe.over_seeds(per_seed)
+    assert all(a["headroom_mean"] is None for a in agg)
+    d = agg[1]["vs_base"]["phase_io_mean_s"]
+    assert d["mean"] == 0 and d["includes_zero"]            # identical seeds: no difference
+    assert "n.s." in pe.seeds_table(agg)[3]
