@@ -102,7 +102,10 @@ class Simulation:
                  unmanaged_jobs: frozenset[str] = frozenset(),
                  size_hints: Mapping[str, str | int] | None = None):
         from simulator.events import added_osts, transition_times
+        from simulator.fail_slow import realise
         self.sc = scenario
+        self.events = realise(scenario.events, cluster.ost_count, scenario.duration_s, scenario.seed)
+        """The scenario's events with this run's draws (fail-slow drives) made concrete."""
         self.initial_osts = cluster.ost_count
         self.initial_osses = len(cluster.oss_names)
         if added_osts(scenario.events):
@@ -116,7 +119,7 @@ class Simulation:
             lustre_policy = build_policy(scenario.unmanaged_allocator, scenario.policy_params,
                                          seed=scenario.seed)
         self.io = JobBook(cluster.ost_count, cluster.ost_oss, unmanaged_jobs)
-        self.transitions = transition_times(scenario.events)
+        self.transitions = transition_times(self.events)
         self.present = np.arange(cluster.ost_count) < self.initial_osts
         self.policy = policy
         self.watcher = policy if isinstance(policy, SteersLustre) else None
@@ -199,7 +202,7 @@ class Simulation:
         """Recompute the servers' state from the events active at ``now``."""
         from simulator.events import effective_state, storage_under
         cl = self.cl
-        st = effective_state(self.sc.events, now, cl.ost_oss, len(cl.oss_names), self.initial_osts)
+        st = effective_state(self.events, now, cl.ost_oss, len(cl.oss_names), self.initial_osts)
         self.state = st
         self.present = st.present
         self.book.sync()

@@ -25,6 +25,11 @@ Each event has ``at_s`` (seconds from the start, ``0 <= at_s < duration_s``) and
     stalls and they take no new objects (recovery), then they are served by ``to_oss``
     (its NIC/CPU limit shared by both sets of OSTs) until failback after ``duration_s``
     (default: never).
+``fail_slow``
+    fail-slow drives at a measured incidence, drawn per run from the seed
+    (:mod:`simulator.fail_slow`): ``drives_per_ost``, ``rate_per_drive_day``,
+    ``persistence_days``, ``fraction``; ``at_s = 0``. Each slow OST becomes an unflagged
+    ``degrade`` (:func:`simulator.fail_slow.realise`, called by the engine).
 
 Errors are one line naming the file and ``event[i].key``; every check that does not need
 the built cluster is done by :func:`parse_events`, the rest by :func:`check_events`.
@@ -38,9 +43,10 @@ from typing import Any
 
 import numpy as np
 
+from simulator import fail_slow
 from simulator.network.transfers import Storage
 
-KINDS = ("degrade", "ost_state", "add_osts", "failover")
+KINDS = ("degrade", "ost_state", "add_osts", "failover", "fail_slow")
 OST_STATES = ("inactive", "deactivated", "readonly", "failed", "active")
 
 
@@ -117,7 +123,8 @@ def parse_events(path: Path, raw: Any, duration_s: float) -> tuple[Event, ...]:
         allowed = {"kind", "at_s", "duration_s"} | {
             "degrade": {"ost", "oss", "fraction", "flagged"}, "ost_state": {"ost", "state"},
             "add_osts": {"count", "ost_size_gib", "bandwidth_mib_s", "osts_per_oss"},
-            "failover": {"oss", "to_oss", "recovery_s"}}[kind]
+            "failover": {"oss", "to_oss", "recovery_s"},
+            "fail_slow": fail_slow.KEYS}[kind]
         for k in t:
             if k not in allowed:
                 raise EventError(f"{where}{k}: unknown key for kind {kind!r} "
@@ -146,6 +153,8 @@ def parse_events(path: Path, raw: Any, duration_s: float) -> tuple[Event, ...]:
                 raise EventError(f"{where}state: unknown state {t.get('state')!r} "
                                  f"(known: {', '.join(OST_STATES)})")
             kw["state"] = t["state"]
+        elif kind == "fail_slow":
+            kw.update(fail_slow.parse(where, t, _num))
         elif kind == "add_osts":
             if "count" not in t:
                 raise EventError(f"{where}count: missing")
