@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Mapping
 
 from mapper.policies.composite import Extent, OstComponent, component_requests
+from simulator.leasing import LeasedCreates
 from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
 from mapper.state.cluster_state import ClusterSnapshot
 from simulator.job_io import AppIo
@@ -82,11 +83,15 @@ class CreatePath:
         requests = component_requests(req, self.components(rec)) if self.pfl else [req]
         managed = not (self.unmanaged and rec.jobid in self.unmanaged)
         policy = self.policy if managed else self.lustre_policy
+        allocate = policy.allocate
+        if self.pfl and isinstance(policy, LeasedCreates):
+            # the shim leases flat layouts only: a composite file is asked per create
+            allocate = policy.allocate_unleased
         t0 = time.perf_counter_ns()
         placed = []
         try:
             for one in requests:
-                placed.append(policy.allocate(view, one))
+                placed.append(allocate(view, one))
         except AllocationError as e:
             if managed:
                 self.alloc_ns.append(time.perf_counter_ns() - t0)

@@ -113,3 +113,18 @@ def test_the_bundled_pfl_world_is_straggler_ost_with_the_references_pfl_default(
     assert pfl.pfl == ((MIB, 1), (GIB, 4), (LUSTRE_EOF, 8))
     assert (pfl.cluster, pfl.workloads, pfl.events) == (plain.cluster, plain.workloads,
                                                         plain.events)
+
+
+def test_composite_files_are_asked_per_create_behind_leases(make_scenario):
+    """The shim leases flat layouts only (a PFL create sends one v2 composite alloc), so
+    under ``<policy>+lease`` a composite file's components are decided per create, and
+    the run equals the policy's own."""
+    recs = [rec(1 + i, "write", "a", f"f{i}", 3 * MIB) for i in range(20)]
+    sc = load_scenario(make_scenario(_with_layout(small(duration=120)), recs))
+    leased = run_policy(sc, prepare(sc), "round_robin+lease")
+    own = run_policy(sc, prepare(sc), "round_robin")
+    assert leased.notes.get("leased", 0) == 0
+    assert leased.counters["creates"] == own.counters["creates"] == 20
+    assert np.array_equal(leased.ost_used_hourly, own.ost_used_hourly)
+    flat = load_scenario(make_scenario(small(duration=120), recs, name="flat"))
+    assert run_policy(flat, prepare(flat), "round_robin+lease").notes["leased"] == 20
