@@ -29,7 +29,8 @@ the policies' randomness) and each cell is the mean over the seeds +- the half-w
 per-seed relative differences, marked ``n.s.`` when its interval includes zero
 (``--base LABEL`` compares with another variant, e.g. ``mcmf`` for ``mcmf+lease``). With an
 ``oracle`` variant and round-robin, "headroom" is each seed's
-:func:`simulator.report.headroom_captured` on phase mean and p99, averaged.
+:func:`simulator.report.headroom_captured` on phase mean and p99, averaged over the seeds
+where the oracle gains at least 2% of RR's time (their number in brackets when fewer).
 """
 from __future__ import annotations
 
@@ -200,8 +201,9 @@ def over_seeds(per_seed: list[list[dict]], base: str = "round_robin",
     :func:`simulator.seeds.interval`; ``vs_base[key]``: the interval of the per-seed
     relative difference from the ``base`` variant (a fraction) with ``includes_zero``
     (empty for ``base`` itself); ``headroom_mean`` and ``headroom_p99``: the interval of
-    each seed's headroom captured over ``rr`` (None without an ``oracle`` and ``rr``
-    variant, or where the oracle gains < 2% of RR's time)."""
+    each seed's headroom captured over ``rr``, over the seeds where it is defined (its
+    ``n``: the oracle gains >= 2% of RR's time there); None without an ``oracle`` and
+    ``rr`` variant or where no seed defines it."""
     from simulator.report import headroom_captured
     from simulator.seeds import interval
     seeds = [{r["variant"]: r for r in rows} for rows in per_seed]
@@ -220,7 +222,8 @@ def over_seeds(per_seed: list[list[dict]], base: str = "round_robin",
         for hk, key in (("headroom_mean", "phase_io_mean_s"), ("headroom_p99", "phase_io_p99_s")):
             h = ([headroom_captured(s[rr][key], s[lab][key], s[oracle][key]) for s in seeds]
                  if all(rr in s and oracle in s for s in seeds) else [])
-            agg[hk] = interval(h) if h and None not in h else None
+            h = [v for v in h if v is not None]
+            agg[hk] = interval(h) if h else None
         out.append(agg)
     return out
 
@@ -251,7 +254,8 @@ def seeds_table(agg: list[dict]) -> list[str]:
                 cells.append("-" if d is None or d["mean"] is None else
                              f"{100 * d['mean']:+.1f}%" + (" n.s." if d["includes_zero"] else ""))
         hm, hp = r["headroom_mean"], r["headroom_p99"]
-        cells.append(f"{_pm(hm, 2)} / {_pm(hp, 2)}")
+        fewer = [iv["n"] for iv in (hm, hp) if iv and iv["n"] < r["seeds"]]
+        cells.append(f"{_pm(hm, 2)} / {_pm(hp, 2)}" + (f" ({max(fewer)} seeds)" if fewer else ""))
         out.append("| " + " | ".join(cells) + " |")
     return out
 
@@ -306,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
 def render(result: list | dict) -> list[str]:
     """The table of a saved result: one seed's rows (:func:`table`) or several seeds'
     (:func:`seeds_table`)."""
-    return table(result) if isinstance(result, list) else seeds_table(result["aggregate"])
+    if isinstance(result, list):
+        return table(result)
+    base = result["aggregate"][0]["base"] if result["aggregate"] else "round_robin"
+    return seeds_table(over_seeds(result["per_seed"], base))      # today's aggregation
 
 
 if __name__ == "__main__":

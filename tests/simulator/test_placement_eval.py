@@ -109,3 +109,17 @@ def test_seeds_table_without_an_oracle_has_no_headroom(pe):
     d = agg[1]["vs_base"]["phase_io_mean_s"]
     assert d["mean"] == 0 and d["includes_zero"]            # identical seeds: no difference
     assert "n.s." in pe.seeds_table(agg)[3]
+
+
+def test_headroom_is_averaged_over_the_seeds_that_define_it(pe):
+    """A seed where the oracle gains nothing over RR (a day without a slow OST) has no
+    headroom; the others' is averaged, and the table says over how many seeds."""
+    per_seed = [[_row("round_robin", 100.0, 200.0, 100.0, 0), _row("mcmf", 110.0, 210.0, 90.0, 0),
+                 _row("oracle", 100.0, 200.0, 100.0, 0)]]
+    per_seed += [[_row("round_robin", 900.0, 1200.0, 100.0, k), _row("mcmf", 60.0 + k, 340.0, 90.0, k),
+                  _row("oracle", 35.0, 60.0, 100.0, k)] for k in (1, 2, 3)]
+    agg = {a["variant"]: a for a in pe.over_seeds(per_seed)}
+    h = agg["mcmf"]["headroom_mean"]
+    assert h["n"] == 3
+    assert h["mean"] == pytest.approx(np.mean([(900 - 60 - k) / 865 for k in (1, 2, 3)]), abs=1e-3)
+    assert "(3 seeds)" in pe.seeds_table(list(agg.values()))[3]
