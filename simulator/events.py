@@ -154,7 +154,7 @@ def parse_events(path: Path, raw: Any, duration_s: float) -> tuple[Event, ...]:
                                  f"(known: {', '.join(OST_STATES)})")
             kw["state"] = t["state"]
         elif kind == "fail_slow":
-            kw.update(fail_slow.parse(where, t, _num))
+            kw.update(fail_slow.parse(where, t, _num, EventError))
         elif kind == "add_osts":
             if "count" not in t:
                 raise EventError(f"{where}count: missing")

@@ -39,14 +39,14 @@ KEYS = {"drives_per_ost", "rate_per_drive_day", "persistence_days", "fraction"}
 DAY_S = 86400.0
 
 
-def parse(where: str, t: dict[str, Any], num) -> dict[str, Any]:
-    """The event's fields from its table (``num``: the events module's number check).
+def parse(where: str, t: dict[str, Any], num, EventError: type[ValueError]) -> dict[str, Any]:
+    """The event's fields from its table (``num``: the events module's number check;
+    ``EventError``: its error, passed in so that this module does not import it back).
 
     Raises:
         EventError (from ``num`` or here): a missing key, a value out of range, ``at_s``
             other than 0.
     """
-    from simulator.events import EventError
     for k in sorted(KEYS):
         if k not in t:
             raise EventError(f"{where}{k}: missing")
