@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-MACHINE_FIELDS = ("wall_s", "alloc_us_mean", "alloc_us_p99")
-"""Per-policy fields that measure the machine, not the placement."""
+from simulator.report import MACHINE_FIELDS
 SKIPPED_BLOCKS = ("provenance",)
 
 

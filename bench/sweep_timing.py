@@ -15,17 +15,10 @@ import argparse
 import sys
 import time
 
-from simulator.report import summarise_all
+from simulator.report import run_figures
 from simulator.runner import run_seeds
 from simulator.scenario import SCENARIO_DIR, load_scenario
 
-MACHINE = ("wall_s", "alloc_us_mean", "alloc_us_p99")
-"""Summary fields that measure the machine, not the run."""
-
-
-def _rows(per_seed) -> list[list[dict]]:
-    return [[{k: v for k, v in s.items() if k not in MACHINE} for s in summarise_all(r)]
-            for r in per_seed]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         walls, rows = {}, {}
         for mode, jobs in (("serial", 1), ("local", args.jobs)):
             t0 = time.perf_counter()
-            rows[mode] = _rows(run_seeds(sc, args.seeds, jobs=jobs))
+            rows[mode] = [run_figures(r) for r in run_seeds(sc, args.seeds, jobs=jobs)]
             walls[mode] = time.perf_counter() - t0
             total[mode] += walls[mode]
         if rows["serial"] != rows["local"]:

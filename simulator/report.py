@@ -148,6 +148,17 @@ def headroom_captured(rr: float | None, policy: float | None, oracle: float | No
     return round((rr - policy) / gain, 3)
 
 
+MACHINE_FIELDS = ("wall_s", "alloc_us_mean", "alloc_us_p99")
+"""Summary fields that measure the machine, not the run (left out when two runs' summaries
+are compared)."""
+
+
+def run_figures(results) -> list[dict]:
+    """:func:`summarise_all` of ``results`` without :data:`MACHINE_FIELDS`: what must be
+    equal wherever the same runs ran."""
+    return [{k: v for k, v in s.items() if k not in MACHINE_FIELDS} for s in summarise_all(results)]
+
+
 def summarise_all(results) -> list[dict]:
     """:func:`summarise` of each run; when the runs include ``round_robin`` and ``oracle``,
     each row gains ``headroom_phase_mean`` and ``headroom_phase_p99`` (job-phase I/O time,

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.report import summarise_all
+from simulator.report import run_figures
 from simulator.runner import run_seeds
 from simulator.scenario import load_scenario
 from simulator.seeds import aggregate, interval
 
 pytestmark = pytest.mark.timeout(300)
-MACHINE = ("wall_s", "alloc_us_mean", "alloc_us_p99")
 
 
 def _rows(per_seed):
-    return [[{k: v for k, v in s.items() if k not in MACHINE} for s in summarise_all(r)]
-            for r in per_seed]
+    return [run_figures(r) for r in per_seed]
 
 
 def test_serial_and_local_cluster_sweeps_are_identical():
