@@ -43,7 +43,7 @@ from typing import Sequence
 import numpy as np
 
 from livestack.stack import (PROJECT_ROOT, EmulatorPump, LiveStack, LiveStackError,
-                                  child_env, spawn, terminate)
+                                  child_env, spawn, terminate_all)
 from livestack.emulator import EmulatedCluster, RecordFeed
 from simulator.metrics import max_mean_ratio
 from simulator.cli import CONFIG_ERRORS
@@ -308,8 +308,7 @@ def _run(args: argparse.Namespace, scenario: Scenario, workdir: Path, console) -
         _watch(args, state, emu, stack, pump, writers, console)
         pump.step()
     finally:
-        for w in writers:
-            terminate(w, 2.0)
+        terminate_all(writers, 2.0)
         pump.stop()
         stack.stop()
     if pump.error is not None:
