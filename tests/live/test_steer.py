@@ -123,10 +123,14 @@ def _run(tmp_path, action: str) -> None:
         wait_for(flagged, 30, "the OST flagged again")
         stack.kill("mapper")
         wait_for(lambda: not flagged(), LEASE_S + 30, "the lease to expire")
-        restored = [e for e in stack.log_events(f"collector-{agent}")
+
+        def restores() -> list[dict]:
+            return [e for e in stack.log_events(f"collector-{agent}")
                     if e.get("event") == "steer_restored"]
+        # the agent writes the value back before it logs that it did
+        wait_for(lambda: len(restores()) >= 2, 10, "the agent to log its second restore")
         # the last restore is the agent's own: the dead mapper released nothing
-        assert restored and restored[-1]["why"] == "lease expired", restored
+        assert restores()[-1]["why"] == "lease expired", restores()
     finally:
         bg.stop()
         pump.stop()
