@@ -7,6 +7,13 @@ and writes ``<out>/<scenario>.json``::
     python bench/placement_eval.py scale-800 --duration 600
     python bench/placement_eval.py SCENARIO --variant 'rate=mcmf_flow:{"cost_model": "rate"}'
     python bench/placement_eval.py straggler-ost --seeds 5      # mean +- 95% interval
+    python bench/placement_eval.py --all --resume --doc docs/placement.md
+
+``--all`` runs every bundled world and the scalability study (:data:`SCALE_WORLDS`) with
+the default variants (RR, QOS, random, mcmf, mcmf_flow, oracle) and rewrites the
+generated section of ``--doc`` (between :data:`DOC_BEGIN` and :data:`DOC_END`) after each
+world, so an interrupted run leaves every finished world's table in place; ``--resume``
+keeps the saved result of a world already measured with the same variants and seeds.
 
 ``SCENARIO`` is a bundled scenario name or TOML path, or ``scale-<OSTs>`` (uniform) or
 ``scale-<OSTs>-hetero`` (the LMT-measured OST spread) for the scalability study's
@@ -53,6 +60,7 @@ from simulator.report import user_metrics
 DEFAULT_VARIANTS = (
     ("round_robin", "round_robin", {}),
     ("lustre_qos", "lustre_qos", {}),
+    ("random", "random", {}),
     ("mcmf", "mcmf", {}),
     ("mcmf_flow", "mcmf_flow", {}),
     ("oracle", "oracle", {}),
@@ -185,13 +193,20 @@ def table(rows: list[dict], base: str = "round_robin") -> list[str]:
     return out
 
 
-SEED_COLUMNS = (("job_io_mean_s", "job I/O mean s", 1), ("phase_io_mean_s", "phase mean s", 1),
+SEED_COLUMNS = (("job_io_mean_s", "job I/O mean s", 1), ("job_io_p99_s", "job I/O p99 s", 1),
+                ("job_io_max_s", "slowest job s", 1), ("phase_io_mean_s", "phase mean s", 1),
                 ("phase_io_p99_s", "phase p99 s", 1), ("phase_io_max_s", "slowest phase s", 1),
                 ("bandwidth_mib_s", "MiB/s", 1), ("jobs_unfinished", "unfinished jobs", 1),
                 ("ost_max_mean_end", "OST max/mean end", 3))
 """(row key, column title, decimals) of the seeds table; "vs <base>" follows the time and
 bandwidth columns."""
 VS_BASE = ("job_io_mean_s", "phase_io_mean_s", "phase_io_p99_s", "bandwidth_mib_s")
+
+SCALE_WORLDS = tuple(f"scale-{n}{h}" for n in (160, 800, 3600) for h in ("", "-hetero"))
+"""The scalability study's worlds in ``--all`` (issue #27: 160, 800 and 3600 OSTs, uniform
+and with the LMT-measured spread)."""
+DOC_BEGIN = "<!-- placement_eval --all: begin (generated; do not edit by hand) -->"
+DOC_END = "<!-- placement_eval --all: end -->"
 
 
 def over_seeds(per_seed: list[list[dict]], base: str = "round_robin",
@@ -212,8 +227,8 @@ def over_seeds(per_seed: list[list[dict]], base: str = "round_robin",
         rows = [s[lab] for s in seeds]
         agg: dict = {"variant": lab, "policy": rows[0]["policy"], "seeds": len(rows),
                      "jobs": rows[0]["jobs"], "base": base, "vs_base": {}}
-        for key, _, _ in SEED_COLUMNS:
-            agg[key] = interval([r[key] for r in rows])
+        for key, _, _ in SEED_COLUMNS:        # None: a result saved before the column existed
+            agg[key] = interval([r[key] for r in rows]) if all(key in r for r in rows) else None
         if lab != base and all(base in s for s in seeds):
             for key in VS_BASE:
                 d = interval([s[lab][key] / s[base][key] - 1 for s in seeds if s[base][key]])
@@ -265,13 +280,105 @@ def _variant_task(task: tuple, report=None) -> dict:
     return run_variant(*task)
 
 
+def _git_head() -> str:
+    import subprocess
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def evaluate(scenario: str, variants: list[tuple[str, str, dict]], seeds: int, base: str,
+             duration: float | None, jobs: int, scheduler: str | None) -> list | dict:
+    """Every variant under ``seeds`` seeds of one world: the rows of one seed (a list) or
+    ``{"per_seed", "aggregate", "commit", "wall_s"}``."""
+    t0 = time.perf_counter()
+    tasks = [(scenario, duration, lab, pol, par, k)
+             for k in range(seeds) for lab, pol, par in variants]
+    labels = [lab if k == 0 else f"{lab}#{k}" for k in range(seeds) for lab, _, _ in variants]
+    rows = run_tasks(_variant_task, tasks, labels, jobs=max(1, jobs), scheduler=scheduler)
+    n = len(variants)
+    per_seed = [rows[k * n:(k + 1) * n] for k in range(seeds)]
+    if seeds == 1:
+        return per_seed[0]
+    return {"per_seed": per_seed, "aggregate": over_seeds(per_seed, base),
+            "commit": _git_head(), "wall_s": round(time.perf_counter() - t0, 1),
+            "duration_s": duration}
+
+
+def all_worlds() -> list[str]:
+    """Every bundled world, then the scalability study's (:data:`SCALE_WORLDS`)."""
+    from simulator.scenario import SCENARIO_DIR
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml")) + list(SCALE_WORLDS)
+
+
+def _done(path: Path, variants: list[tuple[str, str, dict]], seeds: int) -> bool:
+    """``path`` holds a saved result of exactly these variants under ``seeds`` seeds."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    per_seed = saved.get("per_seed") if isinstance(saved, dict) else None
+    return (bool(per_seed) and len(per_seed) == seeds
+            and [r["variant"] for r in per_seed[0]] == [lab for lab, _, _ in variants])
+
+
+def doc_block(out: Path, worlds: list[str]) -> list[str]:
+    """The generated section: each world's seeds table from ``<out>/<world>.json``, with
+    the commit and seeds it was measured on; worlds without a result are listed."""
+    lines, missing = [DOC_BEGIN, ""], []
+    for world in worlds:
+        path = out / f"{Path(world).stem}.json"
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError):
+            missing.append(world)
+            continue
+        if not isinstance(saved, dict):
+            missing.append(world)
+            continue
+        dur = saved.get("duration_s")
+        lines += [f"**`{world}`** ({len(saved['per_seed'])} seeds"
+                  + (f", cut to {dur:g} s" if dur else ", the scenario's duration")
+                  + f"; commit {saved.get('commit', 'unknown')}):", ""]
+        lines += render(saved) + [""]
+    if missing:
+        lines += ["Not yet measured with `--all`: " + ", ".join(f"`{w}`" for w in missing)
+                  + ".", ""]
+    return lines + [DOC_END]
+
+
+def write_doc_block(doc: Path, block: list[str]) -> None:
+    """Replace the text between :data:`DOC_BEGIN` and :data:`DOC_END` in ``doc``.
+
+    Raises:
+        SystemExit: ``doc`` lacks either marker (one line naming the file)."""
+    text = doc.read_text()
+    if DOC_BEGIN not in text or DOC_END not in text:
+        raise SystemExit(f"{doc}: no generated section (the lines {DOC_BEGIN!r} and "
+                         f"{DOC_END!r})")
+    head, rest = text.split(DOC_BEGIN, 1)
+    _, tail = rest.split(DOC_END, 1)
+    doc.write_text(head + "\n".join(block) + tail)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("scenario")
+    ap.add_argument("scenario", nargs="?", help="a world (omit with --all)")
+    ap.add_argument("--all", action="store_true",
+                    help="every bundled world and the scalability study at 160/800/3600 OSTs")
+    ap.add_argument("--worlds", default=None,
+                    help="with --all: a comma-separated list instead of every world")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --all: skip worlds whose saved result has these variants and seeds")
+    ap.add_argument("--doc", type=Path, default=None,
+                    help="with --all: rewrite this file's generated section after each world "
+                         "(e.g. docs/placement.md)")
     ap.add_argument("--duration", type=float, default=None, help="seconds (default: the scenario's)")
     ap.add_argument("--variant", action="append", default=None,
-                    help="label=policy:{json params}; repeatable (default: RR, QOS, mcmf, "
-                         "mcmf_flow, oracle)")
+                    help="label=policy:{json params}; repeatable (default: RR, QOS, random, "
+                         "mcmf, mcmf_flow, oracle)")
     ap.add_argument("--seeds", type=int, default=5,
                     help="seeds per variant (default 5; 1: the one-seed table)")
     ap.add_argument("--base", default="round_robin",
@@ -282,23 +389,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render", action="store_true",
                     help="print the table of <out>/<scenario>.json without running")
     args = ap.parse_args(argv)
+    if args.all == bool(args.scenario):
+        ap.error("give a scenario or --all")
+    if args.seeds < 1:
+        ap.error("--seeds must be at least 1")
+    if args.all and args.seeds < 2:
+        ap.error("--all reports intervals: --seeds must be at least 2")
+    variants = [parse_variant(v) for v in args.variant] if args.variant else list(DEFAULT_VARIANTS)
+    if args.all:
+        worlds = args.worlds.split(",") if args.worlds else all_worlds()
+        if args.render:
+            print("\n".join(doc_block(args.out, worlds)))
+            return 0
+        args.out.mkdir(parents=True, exist_ok=True)
+        for world in worlds:
+            path = args.out / f"{Path(world).stem}.json"
+            if args.resume and _done(path, variants, args.seeds):
+                print(f"{world}: kept {path}")
+            else:
+                result = evaluate(world, variants, args.seeds, args.base, args.duration,
+                                  args.jobs, args.scheduler)
+                path.write_text(json.dumps(result, indent=1, default=str))
+                print(f"{world}: {args.seeds} seeds, wall {result['wall_s']:.0f} s")
+            if args.doc is not None:
+                write_doc_block(args.doc, doc_block(args.out, worlds))
+        return 0
     stem = Path(args.scenario).stem
     if args.render:
         print("\n".join(render(json.loads((args.out / f"{stem}.json").read_text()))))
         return 0
-    if args.seeds < 1:
-        ap.error("--seeds must be at least 1")
-    variants = [parse_variant(v) for v in args.variant] if args.variant else list(DEFAULT_VARIANTS)
     t0 = time.perf_counter()
-    tasks = [(args.scenario, args.duration, lab, pol, par, k)
-             for k in range(args.seeds) for lab, pol, par in variants]
-    labels = [lab if k == 0 else f"{lab}#{k}" for k in range(args.seeds) for lab, _, _ in variants]
-    rows = run_tasks(_variant_task, tasks, labels, jobs=max(1, args.jobs),
-                     scheduler=args.scheduler)
-    n = len(variants)
-    per_seed = [rows[k * n:(k + 1) * n] for k in range(args.seeds)]
-    result = per_seed[0] if args.seeds == 1 else {"per_seed": per_seed,
-                                                  "aggregate": over_seeds(per_seed, args.base)}
+    result = evaluate(args.scenario, variants, args.seeds, args.base, args.duration,
+                      args.jobs, args.scheduler)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1, default=str))
     dur = f", {args.duration:g} s" if args.duration else ""

@@ -67,6 +67,7 @@ def test_variant_parameters_and_leases_reach_the_policy(pe):
 
 def _row(variant, phase, p99, bw, seed):
     return {"variant": variant, "policy": variant, "jobs": 3, "job_io_mean_s": phase * 10,
+            "job_io_p99_s": phase * 20, "job_io_max_s": phase * 21,
             "phase_io_mean_s": phase, "phase_io_p99_s": p99, "phase_io_max_s": p99 * 2,
             "bandwidth_mib_s": bw, "jobs_unfinished": 0, "ost_max_mean_end": 1.1, "seed": seed}
 
@@ -123,3 +124,39 @@ def test_headroom_is_averaged_over_the_seeds_that_define_it(pe):
     assert h["n"] == 3
     assert h["mean"] == pytest.approx(np.mean([(900 - 60 - k) / 865 for k in (1, 2, 3)]), abs=1e-3)
     assert "(3 seeds)" in pe.seeds_table(list(agg.values()))[3]
+
+
+def test_all_writes_each_world_into_the_docs_generated_section_and_resumes(pe, make_scenario,
+                                                                           tmp_path, capsys):
+    """``--all`` measures every listed world, rewrites only the doc's generated section
+    (the text around it is kept), and ``--resume`` keeps a world already measured with the
+    same variants and seeds; a world never measured is listed as such."""
+    world = str(make_scenario(small(duration=300, policies='["mcmf"]'),
+                              [rec(1 + i, "write", "a", f"f{i}", 1 << 26, sc=2) for i in range(6)]))
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n{pe.DOC_BEGIN}\nold table\n{pe.DOC_END}\noutro\n")
+    out = tmp_path / "out"
+    argv = ["--all", "--worlds", world, "--seeds", "2", "--jobs", "1", "--out", str(out),
+            "--doc", str(doc), "--variant", "round_robin", "--variant", "mcmf"]
+    assert pe.main(argv) == 0
+    text = doc.read_text()
+    assert text.startswith(f"intro\n{pe.DOC_BEGIN}") and text.endswith(f"{pe.DOC_END}\noutro\n")
+    assert "old table" not in text
+    assert "| round_robin (2 seeds) |" in text and "| mcmf (2 seeds) |" in text
+    saved = (out / f"{Path(world).stem}.json").stat().st_mtime_ns
+    capsys.readouterr()
+    assert pe.main(argv + ["--resume"]) == 0
+    assert "kept" in capsys.readouterr().out
+    assert (out / f"{Path(world).stem}.json").stat().st_mtime_ns == saved
+    # other variants are not the saved ones: measured again
+    assert not pe._done(out / f"{Path(world).stem}.json", [("round_robin", "round_robin", {})], 2)
+    block = "\n".join(pe.doc_block(out, [world, "paper-32ost"]))
+    assert "Not yet measured with `--all`: `paper-32ost`." in block
+
+
+def test_all_refuses_a_doc_without_its_generated_section(pe, tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("no markers here\n")
+    with pytest.raises(SystemExit, match="doc.md: no generated section"):
+        pe.write_doc_block(doc, ["x"])
+    assert doc.read_text() == "no markers here\n"
