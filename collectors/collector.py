@@ -35,6 +35,8 @@ log = logging.getLogger("collectors.collector")
 _INDEX_RE = re.compile(r"-(?:OST|MDT)([0-9a-fA-F]{4,8})$")
 #: 2.14+ per-op service-time counters that duplicate read_bytes/write_bytes samples.
 _RW_TIME = ("read", "write")
+DEFAULT_MAX_JOBS = 8
+"""Jobs published per target per sample (the busiest by bytes, then operations)."""
 _RW_BYTES = ("read_bytes", "write_bytes")
 #: Single-number files -> published value name (units in the name: KiB, inodes).
 _GAUGE_NAMES = {"kbytesfree": "kbytes_free", "kbytestotal": "kbytes_total",
@@ -107,7 +109,7 @@ class Collector:
         clock: monotonic seconds, for intervals between readings.
     """
 
-    def __init__(self, role: str, source: StatsSource, *, max_jobs: int = 8,
+    def __init__(self, role: str, source: StatsSource, *, max_jobs: int = DEFAULT_MAX_JOBS,
                  host_load: HostLoadReader | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if role not in ("oss", "mds"):
@@ -247,33 +249,9 @@ class Collector:
 
     def _reduce_jobs(self, prev: JobStats | None, cur: JobStats, local_dt: float,
                      ts: TargetSample) -> None:
-        if prev is None or local_dt <= 0:
-            ts.unavailable["job_stats_rates"] = "warming_up"
-            return
-        rows = []
-        resets = 0
-        for jobid, job in cur.jobs.items():
-            before = prev.jobs.get(jobid)
-            try:
-                def d(counter: str, attr: str) -> int:
-                    a = getattr(before.counters.get(counter), attr, 0) if before else 0
-                    b = getattr(job.counters.get(counter), attr, 0)
-                    return delta(f"{jobid}.{counter}", a or 0, b or 0)
-                rb, wb = d("read_bytes", "sum"), d("write_bytes", "sum")
-                ops = sum(d(n, "samples") for n in set(job.counters) | set(before.counters if before else ())
-                          if n not in _RW_TIME)
-            except CounterReset:
-                resets += 1
-                continue
-            if rb or wb or ops:
-                rows.append({"job_id": jobid, "read_bytes_per_s": rb / local_dt,
-                             "write_bytes_per_s": wb / local_dt, "ops_per_s": ops / local_dt})
-        rows.sort(key=lambda r: (-(r["read_bytes_per_s"] + r["write_bytes_per_s"]), -r["ops_per_s"],
-                                 r["job_id"]))
-        ts.values["jobs_active"] = len(rows)
-        ts.jobs = rows[: self.max_jobs]
-        if resets:
-            ts.values["jobs_reset"] = resets
+        rows = reduce_jobs(prev, cur, local_dt, ts.values, ts.unavailable)
+        if rows is not None:
+            ts.jobs = rows[: self.max_jobs]
 
     def _reduce_brw(self, prev: BrwStats | None, cur: BrwStats, ts: TargetSample) -> None:
         reduce_brw(prev, cur, ts.values, ts.unavailable)
@@ -347,6 +325,45 @@ def reduce_stats(kind: str, name: str, prev: StatsSnapshot | None, cur: StatsSna
         ops = {n: c / dt for n, c in d_samples.items() if n not in _RW_BYTES and c}
         v["md_ops_per_s"] = sum(ops.values(), 0.0)
         v.update({f"md_{n}_per_s": r for n, r in sorted(ops.items())})
+
+
+def reduce_jobs(prev: JobStats | None, cur: JobStats, local_dt: float, values: dict[str, Any],
+                unavailable: dict[str, str]) -> list[dict[str, Any]] | None:
+    """A target's job_stats over ``local_dt`` s from ``prev`` to ``cur``: one row per job
+    that moved bytes or did operations (``job_id``, ``read_bytes_per_s``,
+    ``write_bytes_per_s``, ``ops_per_s``; docs/protocol.md), busiest first (bytes, then
+    operations, then id), and ``values["jobs_active"]``; a job whose counters went down (it
+    was dropped after ``job_cleanup_interval`` and came back) is skipped and counted in
+    ``values["jobs_reset"]``. The first reading marks ``job_stats_rates`` unavailable and
+    returns None. The collector and the simulator's readings
+    (:mod:`simulator.job_readings`) both reduce with it."""
+    if prev is None or local_dt <= 0:
+        unavailable["job_stats_rates"] = "warming_up"
+        return None
+    rows = []
+    resets = 0
+    for jobid, job in cur.jobs.items():
+        before = prev.jobs.get(jobid)
+        try:
+            def d(counter: str, attr: str) -> int:
+                a = getattr(before.counters.get(counter), attr, 0) if before else 0
+                b = getattr(job.counters.get(counter), attr, 0)
+                return delta(f"{jobid}.{counter}", a or 0, b or 0)
+            rb, wb = d("read_bytes", "sum"), d("write_bytes", "sum")
+            ops = sum(d(n, "samples") for n in set(job.counters) | set(before.counters if before else ())
+                      if n not in _RW_TIME)
+        except CounterReset:
+            resets += 1
+            continue
+        if rb or wb or ops:
+            rows.append({"job_id": jobid, "read_bytes_per_s": rb / local_dt,
+                         "write_bytes_per_s": wb / local_dt, "ops_per_s": ops / local_dt})
+    rows.sort(key=lambda r: (-(r["read_bytes_per_s"] + r["write_bytes_per_s"]), -r["ops_per_s"],
+                             r["job_id"]))
+    values["jobs_active"] = len(rows)
+    if resets:
+        values["jobs_reset"] = resets
+    return rows
 
 
 def reduce_brw(prev: BrwStats | None, cur: BrwStats, values: dict[str, Any],

@@ -144,6 +144,7 @@ class Simulation:
             self.watch = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
                                  network.oss_link_bytes_s)
             self.watch.readings = self.mds.readings      # one set of counters, two readers
+            self.watch.job_readings = self.mds.job_readings
         s = len(cluster.oss_names)
         self.oss_bytes_s = np.zeros(s)
         self.oss_ops_s = np.zeros(s)
@@ -158,6 +159,7 @@ class Simulation:
         self.creates_this_step = 0
         self.mds_cpu_last = scenario.mds_model.cpu_idle_percent  # MDS CPU% of the last busy step
         self.book = TransferBook(n, network, capped=scenario.rebalance is not None)
+        self.book.on_leave = self.mds.job_readings.settle
         self.ost_served_bytes = np.zeros(n)
         """Bytes each OST position served (read and written) so far."""
         self.ops = ClientOps(scenario, self.used, self.capacity, lambda: self.present,
@@ -183,7 +185,8 @@ class Simulation:
         mem = self.sc.oss_model.mem_percent(self.oss_bytes_s)
         out = self.oss_bytes_s - self.oss_in_bytes_s
         (mds or self.mds).refresh_stats(now, cpu, mem, self.oss_in_bytes_s, out,
-                                        self.used, self.capacity, self.present, self.state)
+                                        self.used, self.capacity, self.present, self.state,
+                                        inflight=self.book.remaining())
 
     def _sample_for_watcher(self, now: float) -> None:
         """A policy that steers Lustre (:class:`SteersLustre`) sees every sample interval,

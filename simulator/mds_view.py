@@ -24,8 +24,10 @@ import numpy as np
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from mapper.state.ost_health import statfs_flags
 from mapper.state.state_store import StateStore
-from collectors.collector import reduce_brw, reduce_stats
+from collectors.collector import DEFAULT_MAX_JOBS, reduce_brw, reduce_jobs, reduce_stats
+from collectors.readers.job_stats import JobStats
 from simulator.cluster import KIB, SimCluster
+from simulator.job_readings import JobReadings
 from simulator.ost_readings import OstReadings
 from simulator.scenario import Scenario
 
@@ -61,7 +63,11 @@ class MdsView:
         self.last_stats_s = -math.inf
         self.readings = OstReadings(n)
         """What each OST's brw_stats and obdfilter stats hold (the engine advances them)."""
+        self.job_readings = JobReadings()
+        """What each OST's job_stats holds (the engine's transfer book settles into it)."""
         self._prev: dict[int, tuple] = {}      # position -> its readings at the last sample
+        self.last_jobs: dict[int, list[dict]] = {}
+        """Position -> the job_stats rows its OSS's collector published at the last sample."""
 
     # -- statfs --------------------------------------------------------------------------
     def refresh_statfs(self, now: float, used: np.ndarray, capacity: np.ndarray) -> None:
@@ -85,7 +91,7 @@ class MdsView:
     def refresh_stats(self, now: float, cpu: np.ndarray, mem: np.ndarray,
                       oss_in_bytes_s: np.ndarray, oss_out_bytes_s: np.ndarray,
                       used: np.ndarray, capacity: np.ndarray, present: np.ndarray,
-                      state) -> None:
+                      state, inflight: list | tuple = ()) -> None:
         """One sample interval ends at ``now``: each OSS's collector reduces its OSTs'
         readings (:attr:`readings`) against the previous ones with the collectors' own code
         (:func:`collectors.collector.reduce_stats`, :func:`collectors.collector.reduce_brw`),
@@ -95,7 +101,9 @@ class MdsView:
 
         Per OST target: ``kbytes_total/free/avail``, obdfilter ``write/read_bytes_per_s`` and
         ``_ops_per_s``, brw_stats ``write/read_ios`` and, for RPCs that ran, their I/O time
-        mean/p50/p99 (ms) and disk I/O size, ``degraded``, ``available``. Per OSS:
+        mean/p50/p99 (ms) and disk I/O size, ``degraded``, ``available``, and job_stats'
+        ``jobs`` rows (the busiest :data:`collectors.collector.DEFAULT_MAX_JOBS`) with
+        ``jobs_active``. Per OSS:
         ``cpu_percent``, ``mem_percent``, ``lnet_send_bytes_per_s``, ``lnet_recv_bytes_per_s``.
 
         Args:
@@ -104,8 +112,11 @@ class MdsView:
             used, capacity: per OST position, bytes.
             present: OST positions that exist now.
             state: the events' effective state (None without events).
+            inflight: the transfers in flight with their bytes remaining
+                (:meth:`simulator.transfer_book.TransferBook.remaining`), for job_stats.
         """
         st = state
+        tables = self.job_readings.job_stats(now, inflight)
         ost_oss = self.cl.ost_oss if st is None else st.ost_oss
         avail = np.maximum(capacity - used, 0.0)
         interval = self.sc.cluster.stats_interval_s
@@ -117,9 +128,11 @@ class MdsView:
             values: dict = {"kbytes_total": int(capacity[p] // KIB), "kbytes_free": kb_free,
                             "kbytes_avail": kb_free, "degraded": int(st is not None and st.degraded[p])}
             unavailable: dict = {}
-            self._reduce(p, now, local_dt, values, unavailable)
+            rows = self._reduce(p, now, local_dt, values, unavailable, tables.get(p))
+            self.last_jobs[p] = (rows or [])[:DEFAULT_MAX_JOBS]
             target = {"kind": "ost", "index": int(self.cl.ost_index[p]), "available": ok,
-                      "values": values, "unavailable": unavailable}
+                      "values": values, "unavailable": unavailable,
+                      "jobs": self.last_jobs[p]}
             if not ok:
                 unavailable["ost"] = st.unavailable_reason[p] or "unavailable"
             by_oss.setdefault(int(ost_oss[p]), {})[f"OST{int(self.cl.ost_index[p]):04x}"] = target
@@ -134,15 +147,21 @@ class MdsView:
         self.view.changed()
         self.last_stats_s = now
 
-    def _reduce(self, p: int, now: float, local_dt: float, values: dict, unavailable: dict) -> None:
-        """The collectors' reduction of OST position ``p``'s readings since the last sample.
+    def _reduce(self, p: int, now: float, local_dt: float, values: dict, unavailable: dict,
+                jobs: JobStats | None = None) -> list[dict] | None:
+        """The collectors' reduction of OST position ``p``'s readings since the last sample;
+        returns its job_stats rows (``jobs``: the OST's job table now, empty if None).
         The collectors start with the run: before the first sample, an empty reading at t=0."""
         r = self.readings
-        prev_stats, prev_brw = self._prev.get(p) or (r.empty_stats(0.0), r.empty_brw(0.0))
+        prev_stats, prev_brw, prev_jobs = self._prev.get(p) or (r.empty_stats(0.0),
+                                                                 r.empty_brw(0.0), JobStats())
         cur_stats, cur_brw = r.stats(p, now), r.brw_stats(p, now)
+        cur_jobs = jobs if jobs is not None else JobStats()
         reduce_stats("ost", "stats", prev_stats, cur_stats, local_dt, values, unavailable)
         reduce_brw(prev_brw, cur_brw, values, unavailable)
-        self._prev[p] = (cur_stats, cur_brw)
+        rows = reduce_jobs(prev_jobs, cur_jobs, local_dt, values, unavailable)
+        self._prev[p] = (cur_stats, cur_brw, cur_jobs)
+        return rows
 
     def _adopt_store(self, present: np.ndarray) -> None:
         """Copy the store's outputs into the view: per OSS its load and sample time; per OST

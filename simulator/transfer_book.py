@@ -48,6 +48,9 @@ class TransferBook:
         self.transfers: list[SimTransfer] = []
         self.dirty = True
         self._rem: np.ndarray | None = None
+        self.on_leave: Callable[[SimTransfer, float], None] | None = None
+        """Called with a transfer that left the book (finished or cancelled) and the
+        fraction of its bytes it moved (the job_stats readings settle it)."""
 
     def __len__(self) -> int:
         return len(self.transfers)
@@ -84,6 +87,8 @@ class TransferBook:
         for tr in self.transfers:
             if match(tr):
                 gone.append((tr, (tr.nbytes - tr.remaining) / tr.nbytes))
+                if self.on_leave is not None:
+                    self.on_leave(*gone[-1])
             else:
                 keep.append(tr)
         if gone:
@@ -152,6 +157,8 @@ class TransferBook:
                 rate = self._rate[i]
                 finished.append((self.transfers[i], now + (progress[i] / rate if rate > 0 else dt)))
                 keep_mask[i] = False
+                if self.on_leave is not None:
+                    self.on_leave(self.transfers[i], 1.0)
             self.transfers = [t for t, k in zip(self.transfers, keep_mask) if k]
             self._rem = self._rem[keep_mask]
             self.dirty = True
