@@ -387,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scheduler", default=None, help="a running Dask scheduler's address")
     ap.add_argument("--out", type=Path, default=Path("bench/results/placement"))
     ap.add_argument("--render", action="store_true",
-                    help="print the table of <out>/<scenario>.json without running")
+                    help="print the table of <out>/<scenario>.json without running (with --all: "
+                         "every world's, written into --doc if given)")
     args = ap.parse_args(argv)
     if args.all == bool(args.scenario):
         ap.error("give a scenario or --all")
@@ -398,8 +399,11 @@ def main(argv: list[str] | None = None) -> int:
     variants = [parse_variant(v) for v in args.variant] if args.variant else list(DEFAULT_VARIANTS)
     if args.all:
         worlds = args.worlds.split(",") if args.worlds else all_worlds()
-        if args.render:
-            print("\n".join(doc_block(args.out, worlds)))
+        if args.render:             # no run: the saved results' section (into --doc if given)
+            block = doc_block(args.out, worlds)
+            if args.doc is not None:
+                write_doc_block(args.doc, block)
+            print("\n".join(block))
             return 0
         args.out.mkdir(parents=True, exist_ok=True)
         for world in worlds:

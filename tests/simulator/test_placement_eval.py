@@ -150,8 +150,12 @@ def test_all_writes_each_world_into_the_docs_generated_section_and_resumes(pe, m
     assert (out / f"{Path(world).stem}.json").stat().st_mtime_ns == saved
     # other variants are not the saved ones: measured again
     assert not pe._done(out / f"{Path(world).stem}.json", [("round_robin", "round_robin", {})], 2)
-    block = "\n".join(pe.doc_block(out, [world, "paper-32ost"]))
-    assert "Not yet measured with `--all`: `paper-32ost`." in block
+    # --render writes the saved results without running; a world never measured is listed
+    doc.write_text(f"{pe.DOC_BEGIN}\n{pe.DOC_END}\n")
+    assert pe.main(["--all", "--render", "--worlds", f"{world},paper-32ost", "--out", str(out),
+                    "--doc", str(doc)]) == 0
+    assert "| mcmf (2 seeds) |" in doc.read_text()
+    assert "Not yet measured with `--all`: `paper-32ost`." in doc.read_text()
 
 
 def test_all_refuses_a_doc_without_its_generated_section(pe, tmp_path):
