@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import json
 import signal
 import subprocess
@@ -241,6 +242,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def _sigterm(*_: object) -> None:
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, _sigterm)
+    # Python raises KeyboardInterrupt on SIGINT only if SIGINT was not ignored when it started;
+    # a background job of a non-interactive shell (how batch systems and CI start us) inherits
+    # it ignored, and Ctrl-C or `kill -INT` would then do nothing: take it back explicitly.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # `kill -USR1` prints every thread's stack to stderr: how to see where a stop hangs
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         return _run(args, scenario, workdir, console)
     except KeyboardInterrupt:

@@ -18,10 +18,15 @@ from .conftest import PROJECT_ROOT
 pytestmark = pytest.mark.timeout(240)
 
 
-def demo(workdir, *extra):
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def demo(workdir, *extra, sigint_ignored: bool = False):
     return subprocess.Popen([sys.executable, "-m", "livestack.demo", "--workdir", str(workdir),
                              "--no-live", *extra], cwd=PROJECT_ROOT, env=child_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=_sigint_ignored if sigint_ignored else None)
 
 
 def test_demo_short_window_headless_every_create_recorded(tmp_path, shim_lib):
@@ -39,7 +44,9 @@ def test_demo_short_window_headless_every_create_recorded(tmp_path, shim_lib):
 
 
 def test_demo_ctrl_c_stops_every_child(tmp_path, shim_lib):
-    p = demo(tmp_path, "--hours", "1", "--duration", "60", "--ranks", "1")
+    # started as a background job of a non-interactive shell (CI's case):: SIGINT inherited
+    # ignored, which Python would keep, so Ctrl-C did nothing and the demo ran to its end
+    p = demo(tmp_path, "--hours", "1", "--duration", "60", "--ranks", "1", sigint_ignored=True)
     deadline = time.monotonic() + 90
     children: list[psutil.Process] = []
     while time.monotonic() < deadline:
@@ -49,7 +56,14 @@ def test_demo_ctrl_c_stops_every_child(tmp_path, shim_lib):
         time.sleep(0.2)
     assert len(children) >= 7          # broker, mapper, 8 collectors, writers
     p.send_signal(signal.SIGINT)
-    out, _ = p.communicate(timeout=60)
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGUSR1)      # the demo prints every thread's stack
+        time.sleep(1)
+        p.kill()
+        out, _ = p.communicate()
+        pytest.fail(f"the demo did not stop within 60 s of Ctrl-C:\n{out[-6000:]}")
     assert p.returncode == 130, out
     gone, alive = psutil.wait_procs(children, timeout=15)
     assert alive == []
