@@ -44,7 +44,7 @@ def test_demo_short_window_headless_every_create_recorded(tmp_path, shim_lib):
 
 
 def test_demo_ctrl_c_stops_every_child(tmp_path, shim_lib):
-    # started as a background job of a non-interactive shell (CI's case):: SIGINT inherited
+    # started as a background job of a non-interactive shell (CI's case): SIGINT inherited
     # ignored, which Python would keep, so Ctrl-C did nothing and the demo ran to its end
     p = demo(tmp_path, "--hours", "1", "--duration", "60", "--ranks", "1", sigint_ignored=True)
     deadline = time.monotonic() + 90
