@@ -246,8 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a background job of a non-interactive shell (how batch systems and CI start us) inherits
     # it ignored, and Ctrl-C or `kill -INT` would then do nothing: take it back explicitly.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    # `kill -USR1` prints every thread's stack to stderr: how to see where a stop hangs
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # `kill -USR1` prints every thread's stack to stderr: how to see where a stop hangs (the
+    # process's own fd 2: sys.stderr may be a stand-in without a file descriptor)
+    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
     try:
         return _run(args, scenario, workdir, console)
     except KeyboardInterrupt:

@@ -48,9 +48,23 @@ class LiveStackError(RuntimeError):
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports on 127.0.0.1 that were free a moment ago.
+
+    Every socket stays bound until all are chosen: asked one after another, the kernel may
+    hand the same ephemeral port out twice (seen in the suite: the mapper's metrics port
+    equal to a broker socket's, so /metrics answered in ZMTP)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -157,7 +171,7 @@ class Endpoints:
 
     @classmethod
     def allocate(cls) -> "Endpoints":
-        f, b, s, m, p = (free_port() for _ in range(5))
+        f, b, s, m, p = free_ports(5)
         return cls(f"tcp://127.0.0.1:{f}", f"tcp://127.0.0.1:{b}", f"tcp://127.0.0.1:{s}",
                    f"tcp://127.0.0.1:{m}", p)
 
@@ -249,8 +263,9 @@ class LiveStack:
             self.keys = CurveKeys.generate(self.workdir / "keys", [
                 "mapper", *self.cluster.oss_names, *([MDS_NAME] if self.steer is not None else [])])
         if self.steer is not None:
-            self.agent_endpoints = {oss: f"tcp://127.0.0.1:{free_port()}"
-                                    for oss in [*self.cluster.oss_names, MDS_NAME]}
+            servers = [*self.cluster.oss_names, MDS_NAME]
+            self.agent_endpoints = {oss: f"tcp://127.0.0.1:{port}"
+                                    for oss, port in zip(servers, free_ports(len(servers)))}
             if self.keys is not None:       # the agents accept the mapper's key only
                 allowed = self.keys.directory / "steer-authorized"
                 allowed.mkdir(exist_ok=True)

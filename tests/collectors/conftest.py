@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+
+from livestack.stack import free_port, free_ports  # noqa: F401 - one port picker for every test
 
 from tests.conftest import FIXTURES
 
@@ -27,13 +28,6 @@ def hpe_root() -> Path:
     if not HPE.is_dir():
         pytest.fail(f"fixture tree missing: {HPE}")
     return HPE
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fake_lctl(tmp_path: Path, dump: Path, name: str = "lctl") -> list[str]:

@@ -14,7 +14,7 @@ import zmq
 from collectors.publisher import Publisher
 from collectors.subscriber import Subscriber
 
-from .conftest import DDN, HPE, PYTHON, fake_lctl, free_port
+from .conftest import DDN, HPE, PYTHON, fake_lctl, free_ports
 
 pytestmark = pytest.mark.timeout(60)
 INTERVAL = "0.25"
@@ -36,7 +36,7 @@ def stop(proc):
 
 
 def test_collectors_broker_subscriber_over_real_sockets(tmp_path):
-    ports = [free_port() for _ in range(3)]
+    ports = free_ports(3)
     front, back, snap = (f"tcp://127.0.0.1:{p}" for p in ports)
     broker_args = ["collectors.broker_cli", "--frontend", front, "--backend", back,
                    "--snapshot", snap, "--heartbeat", "0.2"]

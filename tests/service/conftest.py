@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,8 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import pytest
+
+from livestack.stack import free_port, free_ports  # noqa: F401 - one port picker for every test
 
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
@@ -22,13 +23,6 @@ from mapper.service.config import load_config
 
 PYTHON = sys.executable
 PROJECT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_service(**settings) -> MapperService:

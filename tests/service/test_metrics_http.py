@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mapper.service.client import MapperClient
 
-from .conftest import PROJECT, PYTHON, free_port, stop_process, wait_ready
+from .conftest import PROJECT, PYTHON, free_ports, stop_process, wait_ready
 
 pytestmark = pytest.mark.timeout(90)
 HPE = PROJECT / "tests/fixtures/lustre/hpe-lustre-2.10.1"
@@ -59,8 +59,8 @@ def scrape(port: int, want: str, timeout_s: float = 20.0) -> dict[str, list]:
 
 def test_every_service_serves_documented_metrics(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
-    ports = {name: free_port() for name in ("front", "back", "snap", "req", "m_map", "m_brk",
-                                            "m_col")}
+    names = ("front", "back", "snap", "req", "m_map", "m_brk", "m_col")
+    ports = dict(zip(names, free_ports(len(names))))
     front = f"tcp://127.0.0.1:{ports['front']}"
     log = open(tmp_path / "procs.log", "w")
     procs = []

@@ -20,7 +20,7 @@ from common.errors import ConfigError
 from mapper.service.client import MapperClient, MapperError, MapperTimeout
 from mapper.service.config import load_config
 
-from .conftest import PROJECT, PYTHON, free_port, stop_process
+from .conftest import PROJECT, PYTHON, free_port, free_ports, stop_process
 from .test_filesystems import KIB, body, ost
 
 pytestmark = pytest.mark.timeout(90)
@@ -50,7 +50,7 @@ def test_packaged_config_refuses_unkeyed_publishers_and_clients(tmp_path):
     (keys / "authorized").mkdir()
     for name in ("oss1", "mapper"):                         # the broker's: publishers + mapper
         shutil.copy(keys / f"{name}.key", keys / "authorized")
-    front, back, snap, req = (free_port() for _ in range(4))
+    front, back, snap, req = free_ports(4)
     ports = {"tcp://*:5555": f"tcp://127.0.0.1:{front}", "tcp://*:5556": f"tcp://127.0.0.1:{back}",
              "tcp://*:5557": f"tcp://127.0.0.1:{snap}", "tcp://127.0.0.1:5556":
              f"tcp://127.0.0.1:{back}", "tcp://127.0.0.1:5557": f"tcp://127.0.0.1:{snap}",
