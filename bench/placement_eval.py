@@ -10,7 +10,8 @@ and writes ``<out>/<scenario>.json``::
     python bench/placement_eval.py --all --resume --doc docs/placement.md
 
 ``--all`` runs every bundled world and the scalability study (:data:`SCALE_WORLDS`) with
-the default variants (RR, QOS, random, mcmf, mcmf_flow, oracle) and rewrites the
+the default variants (:data:`DEFAULT_VARIANTS`: RR, QOS, random, mcmf, mcmf_noplan,
+mcmf_flow, oracle), saves each world's result in :data:`RESULTS_DIR` (committed) and rewrites the
 generated section of ``--doc`` (between :data:`DOC_BEGIN` and :data:`DOC_END`) after each
 world, so an interrupted run leaves every finished world's table in place; ``--resume``
 keeps the saved result of a world already measured with the same variants and seeds.
@@ -62,9 +63,18 @@ DEFAULT_VARIANTS = (
     ("lustre_qos", "lustre_qos", {}),
     ("random", "random", {}),
     ("mcmf", "mcmf", {}),
+    ("mcmf_noplan", "mcmf", {"plan_ahead": False}),
     ("mcmf_flow", "mcmf_flow", {}),
     ("oracle", "oracle", {}),
 )
+"""(label, policy, parameters) of the default variants. ``mcmf_noplan`` is the default mcmf
+(predictor on) deciding every request in its own round instead of from plan queues;
+``mcmf_flow`` is that without the predictor (``predict_k = 0``). So ``mcmf`` against
+``mcmf_noplan`` is what the plan queues cost or earn, ``mcmf_noplan`` against ``mcmf_flow``
+what the predictor does (issue #28)."""
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "placement-eval"
+"""Where ``--all`` keeps each world's saved result (``<world>.json``), committed beside the
+doc so that ``--all --render --doc`` regenerates its tables from a fresh clone."""
 
 
 def _scenario(name: str, duration: float | None):
@@ -378,14 +388,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=None, help="seconds (default: the scenario's)")
     ap.add_argument("--variant", action="append", default=None,
                     help="label=policy:{json params}; repeatable (default: RR, QOS, random, "
-                         "mcmf, mcmf_flow, oracle)")
+                         "mcmf, mcmf_noplan, mcmf_flow, oracle)")
     ap.add_argument("--seeds", type=int, default=5,
                     help="seeds per variant (default 5; 1: the one-seed table)")
     ap.add_argument("--base", default="round_robin",
                     help="the variant the 'vs' columns compare with (default round_robin)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--scheduler", default=None, help="a running Dask scheduler's address")
-    ap.add_argument("--out", type=Path, default=Path("bench/results/placement"))
+    ap.add_argument("--out", type=Path, default=RESULTS_DIR,
+                    help=f"where results are saved (default {RESULTS_DIR.relative_to(RESULTS_DIR.parents[1])})")
     ap.add_argument("--render", action="store_true",
                     help="print the table of <out>/<scenario>.json without running (with --all: "
                          "every world's, written into --doc if given)")
