@@ -9,6 +9,7 @@ what the inline planner would on the same input.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from dataclasses import dataclass
@@ -69,8 +70,8 @@ class PlanSolution:
 
     Attributes:
         lists: per request of the job: its OST lists in stripe order, each with its
-            rank (first-stripe cost of its OSTs), cheapest first; empty when the request
-            did not get all its stripes.
+            rank in the round's hand-out order (:func:`handout_ranks`), first first;
+            empty when the request did not get all its stripes.
         placement_cost: Eq. 1 of the flow without bonuses (comparable between networks
             of the same round).
         solve_s: wall time of build + solve + deal, s.
@@ -206,6 +207,86 @@ def deal(rows: Sequence[int], lists: int, count: int, cost: np.ndarray) -> list[
     return arr.reshape(count, lists).T.tolist()
 
 
+def handout_ranks(parts: Sequence[Sequence[int]], osts: OstArrays, cost_model: CostModel,
+                  bytes_per_stripe: float) -> list[int]:
+    """The order in which a planning round's lists should be handed out: the order in
+    which one request at a time, each solved on the costs its predecessors left, would
+    have taken them. Returns each list's rank (0 first), in ``parts`` order.
+
+    A planning round decides many lists in one flow; which list the next create gets is
+    not part of the optimum. Handed out by each list's *first*-stripe cost (this
+    function's predecessor), a burst of creates took the cheapest OSTs one after another
+    with nothing in between: the copies of one OST back to back, and the OSTs of one OSS
+    together (their first-stripe costs are alike), so the burst's writes queued on a few
+    OSTs and one server's link. Measured (nersc-edison-real, one seed): 83.9 MiB/s mean
+    I/O against 97.0 when every create was solved in its own round and round-robin's 98.0.
+    Greedy over marginal costs: repeatedly the list whose stripes' next slot costs (the
+    OST's slot ``k`` from :meth:`CostModel.unit_costs`, plus its OSS's next slot from
+    :meth:`CostModel.oss_unit_costs` when the model has the OSS layer) sum lowest, then
+    those slots are taken; ties go to the earlier list (so on equal OSTs the burst walks
+    the OSSes in turn, as Lustre's round-robin does). Costs only rise as slots are taken,
+    so a lazy heap is exact: O(P log P) heap operations for P lists, each O(stripes per
+    list).
+
+    Args:
+        parts: each list's OST rows (into ``osts``).
+        osts: the round's arrays.
+        cost_model: the round's cost model.
+        bytes_per_stripe: as the round's (bytes).
+    """
+    if not parts:
+        return []
+    flat = np.fromiter((r for part in parts for r in part), dtype=np.int64)
+    used, inverse = np.unique(flat, return_inverse=True)
+    copies = np.bincount(inverse)
+    base = cost_model.request_arc_costs(osts)[used].astype(np.float64)
+    units = cost_model.unit_costs(osts, int(copies.max()), bytes_per_stripe,
+                                  rows=used).astype(np.float64)
+    slot_cost = base[:, None] + units                  # (len(used), K); K == 1: linear
+    last_slot = slot_cost.shape[1] - 1
+    oss_cost, oss_of, last_oss = None, None, 0
+    if cost_model.has_oss_layer:
+        oss_of = osts.oss.astype(np.int64)[used]
+        most = int(np.bincount(oss_of, weights=copies).max())     # stripes on one OSS
+        oss_cost = cost_model.oss_unit_costs(osts, most, bytes_per_stripe).astype(np.float64)
+        last_oss = oss_cost.shape[1] - 1
+    local: list[list[int]] = []
+    k = 0
+    for part in parts:
+        local.append(inverse[k:k + len(part)].tolist())
+        k += len(part)
+    taken = [0] * len(used)
+    oss_taken: dict[int, int] = {}
+    oss_list = oss_of.tolist() if oss_of is not None else None
+
+    def cost(rows: list[int]) -> float:
+        c = 0.0
+        for u in rows:
+            c += slot_cost[u, min(taken[u], last_slot)]
+            if oss_list is not None:
+                o = oss_list[u]
+                c += oss_cost[o, min(oss_taken.get(o, 0), last_oss)]
+        return c
+
+    heap = [(cost(rows), n) for n, rows in enumerate(local)]
+    heapq.heapify(heap)
+    ranks = [0] * len(local)
+    rank = 0
+    while heap:
+        c, n = heapq.heappop(heap)
+        now = cost(local[n])
+        if heap and (now, n) > heap[0]:      # its slots were taken meanwhile: requeue
+            heapq.heappush(heap, (now, n))
+            continue
+        ranks[n] = rank
+        rank += 1
+        for u in local[n]:
+            taken[u] += 1
+            if oss_list is not None:
+                oss_taken[oss_list[u]] = oss_taken.get(oss_list[u], 0) + 1
+    return ranks
+
+
 def solve_plan(job: PlanJob) -> PlanSolution:
     """Solve one planning round (in the planner process or inline).
 
@@ -217,20 +298,24 @@ def solve_plan(job: PlanJob) -> PlanSolution:
     got, cost = solve_rows(osts, job.requests, job.masks, job.cost_model, job.stripe_size,
                            job.bytes_per_stripe, prune=job.prune, solver=job.solver,
                            max_ost_slots=job.max_ost_slots)
-    # The flow's optimum does not say which of a class's lists gets which OSTs: the
-    # cheapest lists (their OSTs' first-stripe cost) go first.
     first = (job.cost_model.request_arc_costs(osts)
              + job.cost_model.unit_costs(osts, 1, job.bytes_per_stripe)[:, 0])
     order = StripeOrder(osts)
-    out: list[tuple[tuple[int, tuple[int, ...]], ...]] = []
+    dealt: list[list[list[int]] | None] = []
     for req, lists, rows in zip(job.requests, job.lists, got):
-        if len(rows) < req.stripes:
+        dealt.append(deal(rows, lists, req.stripes // lists, first)
+                     if len(rows) >= req.stripes else None)
+    # The flow's optimum does not say which list the next create gets: rank them in the
+    # order a create-by-create greedy would take them (computed here, in the planner
+    # process, not under the service lock).
+    ranks = iter(handout_ranks([p for parts in dealt if parts for p in parts], osts,
+                               job.cost_model, job.bytes_per_stripe))
+    out: list[tuple[tuple[int, tuple[int, ...]], ...]] = []
+    for parts in dealt:
+        if parts is None:
             out.append(())
             continue
-        count = req.stripes // lists
-        # cheapest first (sorted here, in the planner process, not under the service lock)
-        out.append(tuple(sorted(((int(first[part].sum()), order(part))
-                                 for part in deal(rows, lists, count, first)),
+        out.append(tuple(sorted(((next(ranks), order(part)) for part in parts),
                                 key=lambda rank_osts: rank_osts[0])))
     shortlists = []
     for mask in job.masks:
@@ -243,4 +328,4 @@ def solve_plan(job: PlanJob) -> PlanSolution:
 
 
 __all__ = ["PLAN_SLOT_FACTOR", "PlanJob", "build_network", "PlanSolution", "StripeOrder", "deal", "slot_cap",
-           "solve_plan", "solve_rows"]
+           "handout_ranks", "solve_plan", "solve_rows"]

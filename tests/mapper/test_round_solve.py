@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from mapper.flow.costs import ConvexCost, RateCost
 from mapper.flow.network import RoundRequest
 from mapper.flow.round_solve import build_network
-from mapper.flow.round_solve import PlanJob, deal, slot_cap, solve_plan
+from mapper.flow.round_solve import PlanJob, deal, handout_ranks, slot_cap, solve_plan
 from mapper.flow.solver import solve_ortools
 from mapper.state.arrays import OstTable, ost_arrays
 from mapper.state.cluster_state import make_uniform_cluster
@@ -96,3 +96,69 @@ def test_a_pickled_job_solves_to_the_same_lists():
     assert here.lists == there.lists and here.placement_cost == there.placement_cost
     assert len(here.lists[0]) == 10 and all(len(set(osts_)) == 4 for _, osts_ in here.lists[0])
     assert len(here.lists[1]) == 1 and len(here.lists[1][0][1]) == 3
+
+
+def _greedy_by_definition(parts, osts, model, bps):
+    """One list at a time, each the cheapest on the slots its predecessors took (ties:
+    the earlier list); the reference for handout_ranks' lazy heap."""
+    slots = max(len(parts), 1)
+    base = model.request_arc_costs(osts).astype(float)
+    unit = model.unit_costs(osts, slots, bps).astype(float)
+    oss = osts.oss.astype(int)
+    oss_unit = model.oss_unit_costs(osts, slots, bps).astype(float) if model.has_oss_layer else None
+    taken, oss_taken, ranks, left = {}, {}, {}, list(range(len(parts)))
+
+    def cost(part):
+        c = 0.0
+        for r in part:
+            c += base[r] + unit[r, min(taken.get(r, 0), unit.shape[1] - 1)]
+            if oss_unit is not None:
+                c += oss_unit[oss[r], min(oss_taken.get(oss[r], 0), oss_unit.shape[1] - 1)]
+        return c
+    while left:
+        n = min(left, key=lambda k: (cost(parts[k]), k))
+        ranks[n] = len(ranks)
+        left.remove(n)
+        for r in parts[n]:
+            taken[r] = taken.get(r, 0) + 1
+            oss_taken[oss[r]] = oss_taken.get(oss[r], 0) + 1
+    return [ranks[n] for n in range(len(parts))]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), n_lists=st.integers(1, 30), count=st.integers(1, 4),
+       model=st.sampled_from([RateCost(), ConvexCost()]))
+def test_handout_ranks_are_the_create_by_create_greedy_order(seed, n_lists, count, model):
+    osts = arrays(oss=4, per=3, seed=seed)
+    rng = random.Random(seed)
+    parts = [rng.sample(range(len(osts.index)), count) for _ in range(n_lists)]
+    got = handout_ranks(parts, osts, model, 4.0 * MIB)
+    assert sorted(got) == list(range(n_lists))
+    assert got == _greedy_by_definition(parts, osts, model, 4.0 * MIB)
+
+
+def test_a_burst_on_equal_osts_walks_every_oss_before_any_twice_and_every_ost_once():
+    # 6 OSSes x 4 equal OSTs, every OST chosen twice: handed out by first-stripe cost (the
+    # old rank) a burst took OSS 0's OSTs one after another, each twice in a row
+    snap = make_uniform_cluster(6, 4, 100 << 20)
+    table = OstTable.from_snapshot(snap)
+    osts = ost_arrays(table, table.usable_indices())
+    parts = [[r] for r in range(24) for _ in range(2)]
+    ranks = handout_ranks(parts, osts, RateCost(), 4.0 * MIB)
+    order = [parts[n][0] for n in sorted(range(len(parts)), key=lambda n: ranks[n])]
+    oss = osts.oss.astype(int)
+    assert len({oss[r] for r in order[:6]}) == 6
+    assert sorted(order[:24]) == list(range(24))
+    assert all(oss[a] != oss[b] for a, b in zip(order, order[1:24]))
+
+
+def test_a_planned_class_is_handed_out_server_by_server():
+    snap = make_uniform_cluster(6, 4, 100 << 20)
+    table = OstTable.from_snapshot(snap)
+    osts = ost_arrays(table, table.usable_indices())
+    job = PlanJob(osts, (RoundRequest(24, 0, 0, per_ost=1),), (24,),
+                  (np.ones(len(osts.index), bool),), MIB, 4.0 * MIB, RateCost())
+    lists = solve_plan(job).lists[0]
+    assert [rank for rank, _ in lists] == sorted(rank for rank, _ in lists)
+    servers = [int(osts.oss[list(osts.index).index(o[0])]) for _, o in lists]
+    assert len(set(servers[:6])) == 6 and len(set(servers[6:12])) == 6
