@@ -304,6 +304,7 @@ def evaluate(scenario: str, variants: list[tuple[str, str, dict]], seeds: int, b
     """Every variant under ``seeds`` seeds of one world: the rows of one seed (a list) or
     ``{"per_seed", "aggregate", "commit", "wall_s"}``."""
     t0 = time.perf_counter()
+    commit = _git_head()            # the code that runs (HEAD may move during a long sweep)
     tasks = [(scenario, duration, lab, pol, par, k)
              for k in range(seeds) for lab, pol, par in variants]
     labels = [lab if k == 0 else f"{lab}#{k}" for k in range(seeds) for lab, _, _ in variants]
@@ -313,8 +314,19 @@ def evaluate(scenario: str, variants: list[tuple[str, str, dict]], seeds: int, b
     if seeds == 1:
         return per_seed[0]
     return {"per_seed": per_seed, "aggregate": over_seeds(per_seed, base),
-            "commit": _git_head(), "wall_s": round(time.perf_counter() - t0, 1),
+            "commit": commit, "wall_s": round(time.perf_counter() - t0, 1),
             "duration_s": duration}
+
+
+def slim(result: list | dict) -> list | dict:
+    """``result`` without each row's per-job I/O times (``job_io_s``): what ``--all`` keeps
+    in :data:`RESULTS_DIR` (a busy day's would be 0.9 MB a world); a single world's run
+    keeps them."""
+    if not isinstance(result, dict):
+        return result
+    per_seed = [[{k: v for k, v in row.items() if k != "job_io_s"} for row in rows]
+                for rows in result["per_seed"]]
+    return {**result, "per_seed": per_seed}
 
 
 def all_worlds() -> list[str]:
@@ -424,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 result = evaluate(world, variants, args.seeds, args.base, args.duration,
                                   args.jobs, args.scheduler)
-                path.write_text(json.dumps(result, indent=1, default=str))
+                path.write_text(json.dumps(slim(result), indent=1, default=str))
                 print(f"{world}: {args.seeds} seeds, wall {result['wall_s']:.0f} s")
             if args.doc is not None:
                 write_doc_block(args.doc, doc_block(args.out, worlds))

@@ -4,6 +4,7 @@ follow the per-seed rows."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -143,6 +144,10 @@ def test_all_writes_each_world_into_the_docs_generated_section_and_resumes(pe, m
     assert text.startswith(f"intro\n{pe.DOC_BEGIN}") and text.endswith(f"{pe.DOC_END}\noutro\n")
     assert "old table" not in text
     assert "| round_robin (2 seeds) |" in text and "| mcmf (2 seeds) |" in text
+    kept = json.loads((out / f"{Path(world).stem}.json").read_text())
+    rows = [r for seed in kept["per_seed"] for r in seed]
+    assert len(rows) == 4 and not any("job_io_s" in r for r in rows)     # kept slim
+    assert kept["commit"]
     saved = (out / f"{Path(world).stem}.json").stat().st_mtime_ns
     capsys.readouterr()
     assert pe.main(argv + ["--resume"]) == 0
