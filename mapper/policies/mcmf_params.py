@@ -24,7 +24,11 @@ class McmfParams:
         cost_model: ``"rate"`` (default: expected completion time from measured rates),
             ``"convex"`` (space and queue) or ``"paper"`` (:mod:`mapper.flow.costs`).
         cost_params: parameters of the cost model (alpha, beta, weights).
-        predict_k: predicted requests per application per round (0 disables prediction).
+        predict_k: predicted requests per application per round (0, the default,
+            disables prediction: the chain learns a file's size only from the sizes
+            requests announce, and no bundled world announces any, so it never changed
+            a placement there; where it had true sizes it cost balance and time:
+            docs/placement.md, "The predictor's place"; the paper's value is 4).
         markov: :class:`~mapper.predictor.markov.MarkovConfig` fields.
         solver: ``"ortools"`` (default) or ``"networkx"`` (the paper's; slow).
         prune: exact candidate pruning (:mod:`mapper.flow.network`).
@@ -81,7 +85,7 @@ class McmfParams:
     """
     cost_model: str = "rate"
     cost_params: dict[str, float] | None = None
-    predict_k: int = 4
+    predict_k: int = 0
     markov: dict[str, Any] | None = None
     solver: str = "ortools"
     prune: bool = True

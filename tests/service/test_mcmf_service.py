@@ -23,7 +23,9 @@ def test_mcmf_is_the_default_primary_and_lustre_qos_the_fallback():
 
 
 def test_concurrent_clients_get_mcmf_layouts_and_predicted_requests_hit():
-    svc = make_service(static_cluster="4x2", round_budget_s=0)   # no budget: all MCMF
+    # no budget: all MCMF; the predictor by configuration (off by default: issue #28)
+    svc = make_service(static_cluster="4x2", round_budget_s=0,
+                       policy_params={"mcmf": {"predict_k": 4}})
     out, errors = [], []
 
     def app(job):
