@@ -242,14 +242,15 @@ def handout_ranks(parts: Sequence[Sequence[int]], osts: OstArrays, cost_model: C
     base = cost_model.request_arc_costs(osts)[used].astype(np.float64)
     units = cost_model.unit_costs(osts, int(copies.max()), bytes_per_stripe,
                                   rows=used).astype(np.float64)
-    slot_cost = base[:, None] + units                  # (len(used), K); K == 1: linear
-    last_slot = slot_cost.shape[1] - 1
-    oss_cost, oss_of, last_oss = None, None, 0
+    # plain lists: the heap loop below reads them one element at a time
+    slot_cost = (base[:, None] + units).tolist()       # [len(used)][K]; K == 1: linear
+    last_slot = units.shape[1] - 1
+    oss_cost, oss_list, last_oss = None, None, 0
     if cost_model.has_oss_layer:
         oss_of = osts.oss.astype(np.int64)[used]
         most = int(np.bincount(oss_of, weights=copies).max())     # stripes on one OSS
-        oss_cost = cost_model.oss_unit_costs(osts, most, bytes_per_stripe).astype(np.float64)
-        last_oss = oss_cost.shape[1] - 1
+        oss_units = cost_model.oss_unit_costs(osts, most, bytes_per_stripe)
+        oss_cost, oss_list, last_oss = oss_units.tolist(), oss_of.tolist(), oss_units.shape[1] - 1
     local: list[list[int]] = []
     k = 0
     for part in parts:
@@ -257,15 +258,14 @@ def handout_ranks(parts: Sequence[Sequence[int]], osts: OstArrays, cost_model: C
         k += len(part)
     taken = [0] * len(used)
     oss_taken: dict[int, int] = {}
-    oss_list = oss_of.tolist() if oss_of is not None else None
 
     def cost(rows: list[int]) -> float:
         c = 0.0
         for u in rows:
-            c += slot_cost[u, min(taken[u], last_slot)]
+            c += slot_cost[u][min(taken[u], last_slot)]
             if oss_list is not None:
                 o = oss_list[u]
-                c += oss_cost[o, min(oss_taken.get(o, 0), last_oss)]
+                c += oss_cost[o][min(oss_taken.get(o, 0), last_oss)]
         return c
 
     heap = [(cost(rows), n) for n, rows in enumerate(local)]
