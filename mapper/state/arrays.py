@@ -207,7 +207,8 @@ def ost_arrays(table: OstTable, rows: np.ndarray) -> OstArrays:
     """The :class:`~mapper.flow.costs.OstArrays` of the OSTs ``rows`` (indices, ascending):
     OSS numbers by first appearance among ``rows`` (as a round numbers its OSSes),
     ``queue`` = write latency over the fastest known latency minus 1 (0 when unknown),
-    nothing placed pending. Vectorized: no Python loop over OSTs."""
+    ``write_latency_s`` the sampled brw_stats write RPC time (NaN unknown: the rate cost's
+    ``L_j``), nothing placed pending. Vectorized: no Python loop over OSTs."""
     rows = np.asarray(rows, dtype=np.int64)
     gid = table.oss[rows]
     if len(rows):
@@ -224,7 +225,8 @@ def ost_arrays(table: OstTable, rows: np.ndarray) -> OstArrays:
         index=rows.copy(), oss=oss, kbytes_total=table.kbytes_total[rows].copy(),
         kbytes_avail=table.kbytes_avail[rows].copy(), pending_bytes=np.zeros(len(rows)),
         cpu_percent=table.cpu_percent[gid], mem_percent=table.mem_percent[gid],
-        lnet_load=table.lnet_load[gid], queue=np.where(ok, lat / base - 1.0, 0.0))
+        lnet_load=table.lnet_load[gid], queue=np.where(ok, lat / base - 1.0, 0.0),
+        write_latency_s=lat.copy())
 
 
 class TableSync:

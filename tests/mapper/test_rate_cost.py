@@ -188,3 +188,26 @@ def test_flow_round_never_slower_than_round_robin(case):
     t_rr = total_completion_s(model, osts, rr_rows, bps)
     resolution = 1e-6 * (2 * sum(stripes) + 2)       # integer costs: 1 µs per arc
     assert t_flow <= t_rr + resolution
+
+
+def test_the_policy_sees_each_osts_sampled_rpc_time():
+    """Through the whole path (snapshot -> round view -> rate cost -> flow): with equal
+    rates and nothing placed, the OST whose brw_stats RPC time shows queued streams is
+    priced by it and left alone. (A refactor once built the round's arrays without the
+    latency; every OST then looked idle after each sample and the flow herded.)"""
+    from mapper.policies.mcmf import McmfFlowOnly
+    n = 8
+    rpc_s = MIB / 300e6                      # one 1 MiB RPC on an idle 300 MB/s OST
+    busy = {2: 6.0, 5: 3.0}                  # streams queued on OSTs 2 and 5
+    snap = ClusterSnapshot(
+        osts=[OstState(i, f"oss{i % 4}", TIB_KB, TIB_KB // 2, TIB_KB // 2,
+                       write_latency_s=rpc_s * (1 + busy.get(i, 0.0)),
+                       write_bytes_per_s=300e6 if i in busy else None, sample_time_s=5.0)
+              for i in range(n)],
+        osses={f"oss{s}": OssState(f"oss{s}") for s in range(4)})
+    policy = McmfFlowOnly(seed=0, plan_ahead=False)
+    view = policy.views.view(snap)
+    assert view.base.write_latency_s is not None
+    assert view.base.write_latency_s[2] == pytest.approx(rpc_s * 7)
+    got = policy.allocate_batch(snap, [CreateRequest("job.1", stripe_count=6)])[0].osts
+    assert sorted(got) == [0, 1, 3, 4, 6, 7]
