@@ -9,9 +9,14 @@ counts what it handed out itself (arrays indexed by OST index, like
   OST's used space seen since (data that landed is in ``kbytesavail`` now). Expected
   bytes that never come (a smaller file than announced) would stay forever, so the
   estimate also decays with a half-life.
-* ``pending_stripes``: stripes placed since the OST's last statistics sample; a new
-  sample's write latency includes them, so they reset. Without sample times (a static
-  view) they decay with the same half-life.
+* ``pending_stripes``: stripes placed since the OST's last statistics sample. A new
+  sample's brw_stats write time is a mean over its interval, so it shows a stripe placed
+  at ``tau`` in the interval ``(t0, t1]`` only for the part ``(t1 - tau) / (t1 - t0)`` of
+  it. What it does not show, ``(tau - t0) / (t1 - t0)`` of a stripe, stays as
+  ``carried_stripes`` until the next sample, whose interval the stripe spans whole. (It
+  used to reset at the first sample: a burst placed just before a sample then vanished
+  from the mapper's view at once, and the next rounds piled onto the same OSTs.) Without
+  sample times (a static view) they decay with the same half-life.
 * ``reserved_stripes``: stripes of lists made ahead of their request (predicted or
   planned) and not handed out yet: they count as queued writes so other rounds do not
   pick the same OSTs meanwhile.
@@ -49,15 +54,21 @@ class PendingOverlay:
         self.half_life_s = half_life_s
         self.time_s = -math.inf
         self.capacity = 0
-        for name in ("bytes", "stripes", "reserved", "seen_used_kib"):
+        for name in ("bytes", "stripes", "reserved", "seen_used_kib", "placed_time_sum",
+                     "carried"):
             setattr(self, name, np.zeros(0))
         self.seen_sample_s = np.zeros(0)
+        self.carried_sample_s = np.zeros(0)
+        self.now_s = math.nan
+        """The time of the last :meth:`decay` call, s: when a list handed out was placed."""
         self._absorbed: tuple | None = None
         self._grow(capacity)
 
     def _grow(self, capacity: int) -> None:
         for name, fill in (("bytes", 0.0), ("stripes", 0.0), ("reserved", 0.0),
-                           ("seen_used_kib", 0.0), ("seen_sample_s", math.nan)):
+                           ("seen_used_kib", 0.0), ("seen_sample_s", math.nan),
+                           ("placed_time_sum", 0.0), ("carried", 0.0),
+                           ("carried_sample_s", math.nan)):
             a = np.full(capacity, fill)
             old = getattr(self, name)
             a[:len(old)] = old
@@ -74,6 +85,7 @@ class PendingOverlay:
     # ------------------------------------------------------------------ time
     def decay(self, now: float) -> None:
         """Age the estimates to ``now`` (seconds; a clock going back only resets)."""
+        self.now_s = now
         if self.time_s == -math.inf or now < self.time_s:
             self.time_s = now
             return
@@ -81,7 +93,7 @@ class PendingOverlay:
         if factor > DECAY_STEP:
             return      # under 0.01 %: applied once enough time has gathered (O(1) now)
         self.time_s = now
-        for a in (self.bytes, self.stripes):
+        for a in (self.bytes, self.stripes, self.carried):
             live = a > 0
             if live.any():
                 a[live] *= factor
@@ -98,7 +110,7 @@ class PendingOverlay:
             return
         self._absorbed = version
         n = min(self.capacity, table.capacity)
-        for a in (self.bytes, self.stripes):
+        for a in (self.bytes, self.stripes, self.carried):
             gone = np.flatnonzero(a[:n] > 0)
             gone = gone[~table.present[gone]]
             a[gone] = 0.0
@@ -111,12 +123,27 @@ class PendingOverlay:
             grew = used > before
             left = self.bytes[rows] - (used - before) * 1024.0
             self.bytes[rows] = np.where(grew, np.where(left > 0, left, 0.0), self.bytes[rows])
+        rows = np.flatnonzero(self.carried[:n] > 0)
+        if len(rows):
+            t = table.sample_time_s[rows]
+            newer = ~np.isnan(t) & (t != self.carried_sample_s[rows])
+            self.carried[rows[newer]] = 0.0         # a whole interval since: shown
         rows = np.flatnonzero(self.stripes[:n] > 0)
         if len(rows):
             t = table.sample_time_s[rows]
             seen = self.seen_sample_s[rows]
             newer = ~np.isnan(t) & ((seen != t) | np.isnan(seen))
-            self.stripes[rows[newer]] = 0.0
+            rows, t, t0 = rows[newer], t[newer], seen[newer]
+            count = self.stripes[rows]
+            span = t - t0
+            # Unshown part of the interval's stripes: sum((tau - t0) / (t1 - t0)).
+            unshown = np.where(np.isfinite(span) & (span > 0),
+                               (self.placed_time_sum[rows] - count * t0) / np.where(span > 0, span, 1.0),
+                               0.0)
+            self.carried[rows] = np.clip(np.nan_to_num(unshown), 0.0, count)
+            self.carried_sample_s[rows] = t
+            self.stripes[rows] = 0.0
+            self.placed_time_sum[rows] = 0.0
 
     # ------------------------------------------------------------------ hand-outs
     def add(self, osts: Sequence[int], bytes_per_stripe: float, table: OstTable) -> None:
@@ -129,20 +156,24 @@ class PendingOverlay:
             if b[i] <= 0:
                 self.seen_used_kib[i] = float(table.kbytes_total[i] - table.kbytes_avail[i])
             self.seen_sample_s[i] = table.sample_time_s[i]
+        placed = self.now_s if math.isfinite(self.now_s) else 0.0
         for i in osts:
             b[i] += bytes_per_stripe
             s[i] += 1.0
+            self.placed_time_sum[i] += placed
 
     def remove(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
         """Take back a list counted by :meth:`add` that was never used (a returned or
         expired lease): its bytes and stripe off each OST, never below zero (the samples
         may have absorbed part of it already)."""
         top = min(self.capacity, max(osts, default=-1) + 1)
-        b, s = self.bytes, self.stripes
+        b, s, placed = self.bytes, self.stripes, self.placed_time_sum
         for i in osts:
             if i < top:
                 b[i] = max(0.0, b[i] - bytes_per_stripe)
-                s[i] = max(0.0, s[i] - 1.0)
+                left = max(0.0, s[i] - 1.0)
+                placed[i] = placed[i] * left / s[i] if s[i] > 0 else 0.0   # keeps the mean time
+                s[i] = left
 
     def reserve(self, osts: Sequence[int], sign: float) -> None:
         """Reserve (``sign`` +1) or release (-1) one stripe on each OST of a kept list."""
@@ -177,7 +208,7 @@ class PendingOverlay:
         if not inside.all():
             idx = np.where(inside, idx, 0)
         pending = np.where(inside, self.bytes[idx], 0.0)
-        stripes = np.where(inside, self.stripes[idx], 0.0)
+        stripes = np.where(inside, self.stripes[idx] + self.carried[idx], 0.0)
         reserved = np.where(inside, self.reserved[idx], 0.0)
         if not (pending.any() or stripes.any() or reserved.any()):
             return base
@@ -196,8 +227,9 @@ class PendingOverlay:
         return self._as_dict(self.bytes)
 
     def stripes_by_ost(self) -> dict[int, float]:
-        """OST index -> pending stripes (nonzero only)."""
-        return self._as_dict(self.stripes)
+        """OST index -> pending stripes, the part carried past a sample included
+        (nonzero only)."""
+        return self._as_dict(self.stripes + self.carried)
 
     def reserved_by_ost(self) -> dict[int, float]:
         """OST index -> reserved stripes (nonzero only)."""

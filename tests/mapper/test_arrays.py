@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from mapper.state.arrays import OstTable, TableSync, ost_arrays
 from mapper.state.cluster_state import OstFlag, make_uniform_cluster
@@ -91,3 +92,36 @@ def test_pending_bytes_shrink_by_landed_data_and_stripes_reset_on_a_new_sample()
     assert over.queue.tolist() == [0.0, 0.5, 0.0, 1.0]
     pending.reserve([3], -1.0)
     assert pending.reserved_by_ost() == {}
+
+
+def test_a_stripe_placed_late_in_an_interval_stays_counted_for_the_part_the_sample_missed():
+    """brw_stats' write time is a mean over the sample's interval: a stripe placed at
+    ``tau`` in ``(t0, t1]`` shows in it for ``(t1 - tau) / (t1 - t0)`` only; the rest is
+    carried until the next sample, whose interval it spans whole."""
+    snap = make_uniform_cluster(1, 3, 1 << 20)
+    for o in snap.osts:
+        o.sample_time_s = 0.0
+    table = OstTable.from_snapshot(snap)
+    pending = PendingOverlay(half_life_s=1e9)
+    pending.decay(1.0)
+    pending.add([0], 1.0, table)                   # early: 4/5 of (0, 5] sees it
+    pending.decay(4.0)
+    pending.add([1, 1], 1.0, table)                # late: 1/5 each
+    for o in snap.osts:
+        o.sample_time_s = 5.0
+    table.refresh(snap)
+    pending.absorb(table)
+    got = pending.stripes_by_ost()
+    assert got[0] == pytest.approx(0.2) and got[1] == pytest.approx(1.6) and 2 not in got
+    pending.decay(6.0)
+    pending.add([0], 1.0, table)                   # a new stripe on top of the carried part
+    assert pending.stripes_by_ost()[0] == pytest.approx(1.2)
+    over = pending.overlay(ost_arrays(table, table.indices()))
+    assert over.queue.tolist() == pytest.approx([1.2, 1.6, 0.0])
+    for o in snap.osts:
+        o.sample_time_s = 10.0
+    table.refresh(snap)
+    pending.absorb(table)                          # the carried parts are shown now
+    assert pending.stripes_by_ost() == pytest.approx({0: 0.2})   # (6 - 5) / 5 of the new one
+    pending.remove([0], 1.0)
+    assert pending.stripes_by_ost() == pytest.approx({0: 0.2})   # carried: not taken back
