@@ -11,7 +11,7 @@ and writes ``<out>/<scenario>.json``::
 
 ``--all`` runs every bundled world and the scalability study (:data:`SCALE_WORLDS`) with
 the default variants (:data:`DEFAULT_VARIANTS`: RR, QOS, random, mcmf, mcmf_noplan,
-mcmf_flow, oracle), saves each world's result in :data:`RESULTS_DIR` (committed) and rewrites the
+oracle), saves each world's result in :data:`RESULTS_DIR` (committed) and rewrites the
 generated section of ``--doc`` (between :data:`DOC_BEGIN` and :data:`DOC_END`) after each
 world, so an interrupted run leaves every finished world's table in place; ``--resume``
 keeps the saved result of a world already measured with the same variants and seeds.
@@ -64,14 +64,14 @@ DEFAULT_VARIANTS = (
     ("random", "random", {}),
     ("mcmf", "mcmf", {}),
     ("mcmf_noplan", "mcmf", {"plan_ahead": False}),
-    ("mcmf_flow", "mcmf_flow", {}),
     ("oracle", "oracle", {}),
 )
 """(label, policy, parameters) of the default variants. ``mcmf_noplan`` is the default mcmf
-(predictor on) deciding every request in its own round instead of from plan queues;
-``mcmf_flow`` is that without the predictor (``predict_k = 0``). So ``mcmf`` against
-``mcmf_noplan`` is what the plan queues cost or earn, ``mcmf_noplan`` against ``mcmf_flow``
-what the predictor does (issue #28)."""
+deciding every request in its own round instead of from plan queues, so ``mcmf`` against
+``mcmf_noplan`` is what the plan queues cost or earn. The predictor has no row: it is off
+by default (``predict_k = 0``), and with it on, no bundled world announces a file size to
+learn from, so its row equalled the one without it to the last digit in every world
+(``mcmf_flow`` until issue #28's second run, docs/placement.md)."""
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "placement-eval"
 """Where ``--all`` keeps each world's saved result (``<world>.json``), committed beside the
 doc so that ``--all --render --doc`` regenerates its tables from a fresh clone."""
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=None, help="seconds (default: the scenario's)")
     ap.add_argument("--variant", action="append", default=None,
                     help="label=policy:{json params}; repeatable (default: RR, QOS, random, "
-                         "mcmf, mcmf_noplan, mcmf_flow, oracle)")
+                         "mcmf, mcmf_noplan, oracle)")
     ap.add_argument("--seeds", type=int, default=5,
                     help="seeds per variant (default 5; 1: the one-seed table)")
     ap.add_argument("--base", default="round_robin",
