@@ -101,7 +101,7 @@ def test_slot_costs_rise_and_a_faster_ost_takes_proportionally_more():
 
 
 def test_queued_streams_in_the_latency_count_like_our_own_stripes():
-    model = RateCost(oss_weight=0.0)
+    model = RateCost(oss_weight=0.0, load_weight=1.0)
     # Same rate; OST 0 has 3 streams queued (brw_stats latency 4 RPC times), OST 1 none.
     osts = _arrays([200e6, 200e6], latency=[4 * MIB / 200e6, MIB / 200e6])
     # A 4th stream on OST 1 costs as much as the first on OST 0 (4 stripe times each).
@@ -109,6 +109,23 @@ def test_queued_streams_in_the_latency_count_like_our_own_stripes():
     assert np.bincount([r[0] for r in got], minlength=2).tolist() == [0, 3]
     got = _solve(osts, [1] * 5, model, 32 * MIB)
     assert np.bincount([r[0] for r in got], minlength=2).tolist() == [1, 4]
+
+
+def test_the_sampled_load_counts_by_its_weight():
+    """By default (``load_weight`` 0.25) six streams in the sample count as 1.5 of our own
+    stripes: OST 0's slots cost 2.5, 3.5, ... stripe times against OST 1's 1, 2, 3, ..."""
+    model = RateCost(oss_weight=0.0)
+    assert model.load_weight == 0.25
+    osts = _arrays([200e6, 200e6], latency=[7 * MIB / 200e6, MIB / 200e6])
+    got = _solve(osts, [1] * 3, model, 32 * MIB)
+    assert np.bincount([r[0] for r in got], minlength=2).tolist() == [1, 2]
+    got = _solve(osts, [1] * 5, model, 32 * MIB)
+    assert np.bincount([r[0] for r in got], minlength=2).tolist() == [2, 3]
+    blind = RateCost(oss_weight=0.0, load_weight=0.0)        # the sample unseen
+    got = _solve(osts, [1] * 4, blind, 32 * MIB)
+    assert np.bincount([r[0] for r in got], minlength=2).tolist() == [2, 2]
+    with pytest.raises(ValueError, match="load_weight must be in"):
+        RateCost(load_weight=1.5)
 
 
 def test_degraded_ost_only_when_the_round_needs_it():
