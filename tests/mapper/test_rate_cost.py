@@ -90,6 +90,30 @@ def test_tracker_rises_at_once_falls_smoothly_and_fills_unmeasured_with_the_medi
     assert got[2] == pytest.approx(250e6)
 
 
+def test_a_first_sample_under_a_burst_falls_from_the_median_and_is_no_straggler():
+    """An OST added to a busy file system is first seen serving a burst: its first RPC
+    times show a share of its rate. That lower bound falls from the median by smoothing,
+    so the OST stays in the round and is measured again (it used to be taken as is, read
+    as a straggler, left out of every round and never measured again)."""
+    from mapper.flow.stragglers import slowest_outliers
+    tr = OstRateTracker(smoothing=0.05)
+    old = [OstState(i, "a", 100, 100, 100, write_latency_s=MIB / 600e6, sample_time_s=5.0)
+           for i in range(8)]
+    tr.update(old)
+    new = OstState(8, "b", 100, 100, 100, write_latency_s=4 * MIB / 600e6, sample_time_s=10.0)
+    tr.update(old + [new])
+    got = tr.rates(range(9))
+    assert got[8] == pytest.approx(0.95 * 600e6 + 0.05 * 150e6)
+    assert not slowest_outliers(zip((1.0 / got).tolist(), range(9)), 3.0, 0.0, 0.25)
+    # a really slow OST still drifts down on its own evidence
+    for k in range(60):
+        new.sample_time_s = 15.0 + 5 * k
+        new.write_latency_s = 10 * MIB / 600e6              # alone, 1/10 of the others
+        tr.update(old + [new])
+    got = tr.rates(range(9))
+    assert slowest_outliers(zip((1.0 / got).tolist(), range(9)), 3.0, 0.0, 0.25) == {8}
+
+
 def test_slot_costs_rise_and_a_faster_ost_takes_proportionally_more():
     model = RateCost(oss_weight=0.0)
     osts = _arrays([100e6, 300e6])
