@@ -17,8 +17,8 @@ tracker rises at once to a higher estimate and falls only by exponential smoothi
 new samples (``sample_time_s`` changed): a busy interval does not make a fast OST look
 slow, while an OST that really slowed down (idle samples show its own RPC time) drifts
 down within ~1/smoothing samples. Its current slowness is in the cost's ``L_j`` anyway. OSTs never sampled get the
-median of the others (no evidence it differs), and an OST's first sample below that median
-falls from it by the same smoothing; with no evidence at all every OST gets
+median of the others (no evidence it differs), and an OST's first sample below the median
+of the OSTs measured before falls from it by the same smoothing; with no evidence at all every OST gets
 ``default_rate_bytes_s``.
 
 An OSS's shared limit (its LNet link) is measured the same way when it shows: the bytes
@@ -93,6 +93,8 @@ class OstRateTracker:
         """Fold in the samples that are new since the last call. An OST without sample
         times (a static view) is taken as it is every time, unsmoothed."""
         a = self.smoothing
+        measured_before = bool(self.rate)
+        prior: float | None = None      # their median, computed at the first first sample
         for o in osts:
             t = o.sample_time_s
             if t is not None and self._seen.get(o.index) == t:
@@ -110,13 +112,15 @@ class OstRateTracker:
             if t is not None:
                 self._evidence_s[o.index] = t
             old = self.rate.get(o.index)
-            if old is None and t is not None and self.rate:
+            if old is None and t is not None and measured_before:
+                if prior is None:       # before any OST new in this call joins self.rate
+                    prior = float(np.median(list(self.rate.values())))
                 # A first sample is a lower bound like any other: it falls from what the
-                # OST was assumed to deliver unmeasured (the others' median) by smoothing.
-                # Taken as is, an OST first seen under a burst (a new OST after an
-                # expansion) read as a straggler, left every round and was never measured
-                # again.
-                old = float(np.median(list(self.rate.values())))
+                # OST was assumed to deliver unmeasured (the median of the OSTs measured
+                # before) by smoothing. Taken as is, an OST first seen under a burst (a new
+                # OST after an expansion) read as a straggler, left every round and was
+                # never measured again.
+                old = prior
             if old is None or t is None or est >= old:
                 self.rate[o.index] = est          # a lower bound above the estimate: take it
             else:
