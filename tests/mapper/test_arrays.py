@@ -70,11 +70,16 @@ def test_round_arrays_number_osses_by_first_appearance():
     assert arrays.index.tolist() == [2, 3, 4, 5]
 
 
-def test_pending_bytes_shrink_by_landed_data_and_stripes_reset_on_a_new_sample():
-    snap = make_uniform_cluster(1, 4, 1 << 20)
+def sampled_at_zero(osts: int):
+    """A one-OSS cluster of ``osts`` OSTs, every one sampled at t = 0, and its table."""
+    snap = make_uniform_cluster(1, osts, 1 << 20)
     for o in snap.osts:
         o.sample_time_s = 0.0
-    table = OstTable.from_snapshot(snap)
+    return snap, OstTable.from_snapshot(snap)
+
+
+def test_pending_bytes_shrink_by_landed_data_and_stripes_reset_on_a_new_sample():
+    snap, table = sampled_at_zero(4)
     pending = PendingOverlay(half_life_s=300.0)
     pending.decay(0.0)
     pending.add([1, 2], 4096.0, table)
@@ -98,10 +103,7 @@ def test_a_stripe_placed_late_in_an_interval_stays_counted_for_the_part_the_samp
     """brw_stats' write time is a mean over the sample's interval: a stripe placed at
     ``tau`` in ``(t0, t1]`` shows in it for ``(t1 - tau) / (t1 - t0)`` only; the rest is
     carried until the next sample, whose interval it spans whole."""
-    snap = make_uniform_cluster(1, 3, 1 << 20)
-    for o in snap.osts:
-        o.sample_time_s = 0.0
-    table = OstTable.from_snapshot(snap)
+    snap, table = sampled_at_zero(3)
     pending = PendingOverlay(half_life_s=1e9)
     pending.decay(1.0)
     pending.add([0], 1.0, table)                   # early: 4/5 of (0, 5] sees it
