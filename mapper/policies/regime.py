@@ -9,7 +9,12 @@ OSTs (:class:`mapper.flow.costs.OstArrays`):
   ``T_j(0) / b``), spread by more than ``load_ratio`` between the 90th percentile and
   the median, or the measured rates by more than ``rate_ratio`` between the median and
   the 10th percentile (slow or loaded targets, unmanaged jobs). Percentiles, not
-  max/min: in a busy uniform system a few OSTs always have a stream more.
+  max/min: in a busy uniform system a few OSTs always have a stream more. With
+  ``rate_band`` set, load is also uneven when any one OST's estimated rate is more than
+  that fraction from the median (``CapabilityInterleave``'s test,
+  :mod:`mapper.policies.interleave`): a single slow OST among hundreds is below no
+  percentile, and the rate estimate keeps its memory while the OST is idle, when its
+  brw_stats time (and so the straggler test) has nothing to say.
   Space is *within the band* when Lustre's own test holds (free space of the emptiest and
   fullest OST within ``qos_threshold_rr``, 17%: :func:`mapper.policies.lustre_qos.free_space_within_rr_band`)
   and used space max/mean is at most ``1 + used_band`` (the balance metric, so a young,
@@ -42,16 +47,20 @@ class RegimeThresholds:
         qos_threshold_rr_pct: Lustre's ``qos_threshold_rr``, percent.
         used_band: used max/mean above ``1 + used_band`` is uneven space.
         rpc_bytes: bytes of the RPC the brw_stats time refers to.
+        rate_band: any OST's estimated rate outside ``median * (1 +- rate_band)`` is
+            uneven load (None: not tested).
     """
     load_ratio: float = 2.0
     rate_ratio: float = 1.25
     qos_threshold_rr_pct: int = QOS_THRESHOLD_RR_DEFAULT_PCT
     used_band: float = 0.05
     rpc_bytes: float = 1 << 20
+    rate_band: float | None = None
 
     def __post_init__(self) -> None:
         if not (self.load_ratio > 1 and self.rate_ratio > 1 and self.used_band >= 0
-                and 0 <= self.qos_threshold_rr_pct <= 100):
+                and 0 <= self.qos_threshold_rr_pct <= 100
+                and (self.rate_band is None or 0 <= self.rate_band < 1)):
             raise ValueError(f"regime thresholds out of range: {self}")
 
 
@@ -73,6 +82,8 @@ def classify(osts: OstArrays, t: RegimeThresholds) -> Regime:
     if rate is not None:
         p10, p50 = np.percentile(rate, [10, 50])
         load_uniform = p50 <= t.rate_ratio * p10
+        if t.rate_band is not None:
+            load_uniform = load_uniform and bool(np.all(np.abs(rate / p50 - 1.0) <= t.rate_band))
         per_byte = 1.0 / rate
         if osts.write_latency_s is not None:
             lat = osts.write_latency_s.astype(float)

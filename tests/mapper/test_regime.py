@@ -41,9 +41,21 @@ def test_uneven_load_or_space_solves_the_flow(rates, used, latency, why):
     assert classify(_arrays(rates, used, latency), RegimeThresholds()).mode == FLOW, why
 
 
+def test_rate_band_sees_one_slow_ost_among_many():
+    # One OST at half speed among 40 is below no percentile the ratios look at.
+    rates = [500e6] * 39 + [250e6]
+    used = [0.4] * 40
+    assert classify(_arrays(rates, used), RegimeThresholds()).mode == ROUND_ROBIN
+    banded = RegimeThresholds(rate_band=0.25)
+    assert classify(_arrays(rates, used), banded).mode == FLOW
+    assert classify(_arrays([500e6] * 39 + [400e6], used), banded).mode == ROUND_ROBIN
+
+
 def test_thresholds_are_checked():
     with pytest.raises(ValueError, match="regime thresholds"):
         RegimeThresholds(load_ratio=0.5)
+    with pytest.raises(ValueError, match="regime thresholds"):
+        RegimeThresholds(rate_band=1.5)
 
 
 def _snapshot(latency):
