@@ -39,28 +39,33 @@ FLOW = "flow"
 
 @dataclass(frozen=True)
 class RegimeThresholds:
-    """Thresholds of the rule (module docstring).
+    """Thresholds of the rule (module docstring). A threshold set to None is not tested.
 
     Attributes:
         load_ratio: p90 / median per-byte time above which load is uneven (> 1).
         rate_ratio: median / p10 measured rate above which load is uneven (> 1).
-        qos_threshold_rr_pct: Lustre's ``qos_threshold_rr``, percent.
+        qos_threshold_rr_pct: Lustre's ``qos_threshold_rr``, percent: free space of the
+            emptiest and fullest OST further apart is uneven space.
         used_band: used max/mean above ``1 + used_band`` is uneven space.
         rpc_bytes: bytes of the RPC the brw_stats time refers to.
         rate_band: any OST's estimated rate outside ``median * (1 +- rate_band)`` is
-            uneven load (None: not tested).
+            uneven load.
     """
-    load_ratio: float = 2.0
-    rate_ratio: float = 1.25
-    qos_threshold_rr_pct: int = QOS_THRESHOLD_RR_DEFAULT_PCT
-    used_band: float = 0.05
+    load_ratio: float | None = 2.0
+    rate_ratio: float | None = 1.25
+    qos_threshold_rr_pct: int | None = QOS_THRESHOLD_RR_DEFAULT_PCT
+    used_band: float | None = 0.05
     rpc_bytes: float = 1 << 20
     rate_band: float | None = None
 
     def __post_init__(self) -> None:
-        if not (self.load_ratio > 1 and self.rate_ratio > 1 and self.used_band >= 0
-                and 0 <= self.qos_threshold_rr_pct <= 100
-                and (self.rate_band is None or 0 <= self.rate_band < 1)):
+        def off_or(value, ok) -> bool:
+            return value is None or ok(value)
+        if not (off_or(self.load_ratio, lambda v: v > 1)
+                and off_or(self.rate_ratio, lambda v: v > 1)
+                and off_or(self.used_band, lambda v: v >= 0)
+                and off_or(self.qos_threshold_rr_pct, lambda v: 0 <= v <= 100)
+                and off_or(self.rate_band, lambda v: 0 <= v < 1) and self.rpc_bytes > 0):
             raise ValueError(f"regime thresholds out of range: {self}")
 
 
@@ -76,29 +81,43 @@ def classify(osts: OstArrays, t: RegimeThresholds) -> Regime:
     """The regime of the candidate OSTs (all rows)."""
     if len(osts.index) < 2:
         return Regime(ROUND_ROBIN, True, True)
-    rate = (np.maximum(osts.rate_bytes_s.astype(float), 1.0) if osts.rate_bytes_s is not None
-            else None)
-    load_uniform = True
-    if rate is not None:
-        p10, p50 = np.percentile(rate, [10, 50])
-        load_uniform = p50 <= t.rate_ratio * p10
-        if t.rate_band is not None:
-            load_uniform = load_uniform and bool(np.all(np.abs(rate / p50 - 1.0) <= t.rate_band))
-        per_byte = 1.0 / rate
-        if osts.write_latency_s is not None:
-            lat = osts.write_latency_s.astype(float)
-            ok = np.isfinite(lat) & (lat > 0)
-            per_byte = np.where(ok, np.maximum(np.where(ok, lat, 0.0) / t.rpc_bytes, per_byte),
-                                per_byte)
-        m50, m90 = np.percentile(per_byte, [50, 90])
-        load_uniform = load_uniform and m90 <= t.load_ratio * m50
-    ba = (osts.kbytes_avail.astype(np.int64) * 1024) >> 8
-    ba = ba[ba > 0]
-    used = (osts.kbytes_total - osts.kbytes_avail).astype(float)
-    mean_used = float(used.mean())
-    space = (len(ba) > 0
-             and free_space_within_rr_band(int(ba.min()), int(ba.max()),
-                                           pct_to_stored(t.qos_threshold_rr_pct))
-             and (mean_used <= 0 or float(used.max()) / mean_used <= 1.0 + t.used_band))
+    load_uniform = _load_uniform(osts, t)
+    space = _space_in_band(osts, t)
     mode = ROUND_ROBIN if load_uniform and space else FLOW
-    return Regime(mode, bool(load_uniform), bool(space))
+    return Regime(mode, load_uniform, space)
+
+
+def _load_uniform(osts: OstArrays, t: RegimeThresholds) -> bool:
+    if osts.rate_bytes_s is None:
+        return True
+    rate = np.maximum(osts.rate_bytes_s.astype(float), 1.0)
+    p10, p50 = np.percentile(rate, [10, 50])
+    if t.rate_ratio is not None and p50 > t.rate_ratio * p10:
+        return False
+    if t.rate_band is not None and not np.all(np.abs(rate / p50 - 1.0) <= t.rate_band):
+        return False
+    if t.load_ratio is None:
+        return True
+    per_byte = 1.0 / rate
+    if osts.write_latency_s is not None:
+        lat = osts.write_latency_s.astype(float)
+        ok = np.isfinite(lat) & (lat > 0)
+        per_byte = np.where(ok, np.maximum(np.where(ok, lat, 0.0) / t.rpc_bytes, per_byte),
+                            per_byte)
+    m50, m90 = np.percentile(per_byte, [50, 90])
+    return bool(m90 <= t.load_ratio * m50)
+
+
+def _space_in_band(osts: OstArrays, t: RegimeThresholds) -> bool:
+    if t.qos_threshold_rr_pct is not None:
+        ba = (osts.kbytes_avail.astype(np.int64) * 1024) >> 8
+        ba = ba[ba > 0]
+        if len(ba) == 0 or not free_space_within_rr_band(
+                int(ba.min()), int(ba.max()), pct_to_stored(t.qos_threshold_rr_pct)):
+            return False
+    if t.used_band is not None:
+        used = (osts.kbytes_total - osts.kbytes_avail).astype(float)
+        mean_used = float(used.mean())
+        if mean_used > 0 and float(used.max()) / mean_used > 1.0 + t.used_band:
+            return False
+    return True

@@ -51,6 +51,19 @@ def test_rate_band_sees_one_slow_ost_among_many():
     assert classify(_arrays([500e6] * 39 + [400e6], used), banded).mode == ROUND_ROBIN
 
 
+@pytest.mark.parametrize("rates, used, latency, off", [
+    ([500e6] * 8, [0.4] * 8, [MIB / 500e6] * 6 + [8 * MIB / 500e6] * 2, {"load_ratio": None}),
+    ([500e6] * 6 + [100e6] * 2, [0.4] * 8, None, {"rate_ratio": None, "load_ratio": None}),
+    ([500e6] * 8, [0.4] * 7 + [0.7], None, {"qos_threshold_rr_pct": None, "used_band": None}),
+])
+def test_a_threshold_set_to_none_is_not_tested(rates, used, latency, off):
+    osts = _arrays(rates, used, latency)
+    assert classify(osts, RegimeThresholds()).mode == FLOW
+    for key in off if len(off) > 1 else ():     # the others still see it
+        assert classify(osts, RegimeThresholds(**{key: None})).mode == FLOW, key
+    assert classify(osts, RegimeThresholds(**off)).mode == ROUND_ROBIN
+
+
 def test_thresholds_are_checked():
     with pytest.raises(ValueError, match="regime thresholds"):
         RegimeThresholds(load_ratio=0.5)
