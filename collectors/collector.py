@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from common.errors import LustreStatsError, SourceUnavailable
-from collectors.readers.brw_stats import DISK_IO_SIZE, IO_TIME, BrwStats, parse_brw_stats
+from collectors.readers.brw_stats import (DISK_IN_FLIGHT, DISK_IO_SIZE, IO_TIME, BrwStats,
+                                          parse_brw_stats)
 from collectors.readers.health_check import parse_health_check
 from collectors.readers.host_load import HostLoadReader
 from collectors.readers.job_stats import JobStats, parse_job_stats
@@ -371,7 +372,9 @@ def reduce_brw(prev: BrwStats | None, cur: BrwStats, values: dict[str, Any],
     """An OST's brw_stats over the interval from ``prev`` to ``cur``: per direction the
     RPCs that ran (``read_ios``, ``write_ios``) and, when any ran, their I/O time mean,
     p50 and p99 (ms) and disk I/O size mean (bytes), from the deltas of the cumulative
-    histograms (:func:`collectors.reduce.summarize_log2`). An interval with no RPC has no
+    histograms (:func:`collectors.reduce.summarize_log2`), and the mean of "disk I/Os in
+    flight" (``write_ios_in_flight_mean``, I/Os; linear buckets, exact to 30) when the file
+    has that block (osd-zfs may not). An interval with no RPC has no
     I/O time: nothing in Lustre says what an idle OST could deliver. The first reading or
     a reset marks ``brw_stats_rates`` unavailable. The collector and the simulator's
     collector readings (:mod:`simulator.ost_readings`) both reduce with it."""
@@ -399,5 +402,14 @@ def reduce_brw(prev: BrwStats | None, cur: BrwStats, values: dict[str, Any],
                 if block == IO_TIME:
                     values[f"{direction}_{unit}_p50"] = summary.p50
                     values[f"{direction}_{unit}_p99"] = summary.p99
+        h_cur, h_prev = cur.histograms.get(DISK_IN_FLIGHT), prev.histograms.get(DISK_IN_FLIGHT)
+        for direction in ("read", "write") if h_cur is not None else ():
+            delta = histogram_delta(f"{DISK_IN_FLIGHT}.{direction}",
+                                    h_prev.as_dict(direction) if h_prev else {},
+                                    h_cur.as_dict(direction))
+            ios = sum(delta.values())
+            if ios > 0:
+                values[f"{direction}_ios_in_flight_mean"] = (
+                    sum(max(b, 1) * n for b, n in delta.items()) / ios)
     except CounterReset as exc:
         unavailable["brw_stats_rates"] = _reason(exc)

@@ -202,6 +202,7 @@ class MdsView:
                 continue
             ost.write_latency_s = ruled.write_latency_s
             ost.write_bytes_per_s = ruled.write_bytes_per_s
+            ost.write_in_flight = ruled.write_in_flight
             ost.sample_time_s = ruled.sample_time_s
             ost.active = ruled.active
             ost.flags = (ost.flags & ~OstFlag.DEGRADED) | (ruled.flags & OstFlag.DEGRADED)

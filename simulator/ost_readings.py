@@ -7,7 +7,9 @@ Per OST position, since the start of the run:
   time in ms (``lprocfs_oh_tally_log2``), each RPC's time from
   :func:`simulator.models.rpc_io_time_s` (the streams sharing the OST in that step, its
   bandwidth then, its request latency); "disk I/O size": every RPC is
-  :data:`simulator.models.RPC_BYTES`;
+  :data:`simulator.models.RPC_BYTES`, one disk I/O; "disk I/Os in flight": each RPC under
+  the streams sharing its OST in that step (one RPC each, itself included; 31 and above
+  in bucket 31, as ``lprocfs_oh_tally``);
 * obdfilter ``stats``: ``read_bytes``/``write_bytes`` samples (RPCs) and sum (bytes).
 
 Bytes become RPCs when a whole RPC has accumulated on the OST (the rest waits for the next
@@ -24,12 +26,14 @@ from __future__ import annotations
 import numpy as np
 
 from collectors.readers._common import Counter
-from collectors.readers.brw_stats import DISK_IO_SIZE, IO_TIME, BrwStats, Histogram
+from collectors.readers.brw_stats import DISK_IN_FLIGHT, DISK_IO_SIZE, IO_TIME, BrwStats, Histogram
 from collectors.readers.stats_file import StatsSnapshot
 from simulator.models import RPC_BYTES, rpc_io_time_s
 
 TIME_BUCKETS = 24
 """log2 buckets of the I/O time histogram: 1 ms .. 2**23 ms (about 2.3 h)."""
+FLIGHT_BUCKETS = 32
+"""Linear buckets of "disk I/Os in flight" (``OBD_HIST_MAX``, lustre/include/lprocfs_status.h)."""
 SIZE_BUCKET = int(RPC_BYTES)
 """The disk I/O size bucket every simulated RPC lands in, bytes."""
 
@@ -46,12 +50,14 @@ class OstReadings:
 
     Attributes:
         io_time: RPCs per I/O time bucket, int64 (2, n, TIME_BUCKETS): [0] reads, [1] writes.
+        in_flight: RPCs per "disk I/Os in flight" bucket, int64 (2, n, FLIGHT_BUCKETS).
         rpcs, nbytes: RPCs and bytes served, (2, n) int64 / float: [0] reads, [1] writes.
     """
 
     def __init__(self, n: int):
         self.n = n
         self.io_time = np.zeros((2, n, TIME_BUCKETS), dtype=np.int64)
+        self.in_flight = np.zeros((2, n, FLIGHT_BUCKETS), dtype=np.int64)
         self.rpcs = np.zeros((2, n), dtype=np.int64)
         self.nbytes = np.zeros((2, n))
         self._partial = np.zeros((2, n))      # bytes not yet a whole RPC
@@ -74,11 +80,14 @@ class OstReadings:
             if not ran.any():
                 continue
             rows, count = busy[ran], whole[ran]
+            streams = np.maximum(sharing[rows], 1)
             with np.errstate(divide="ignore"):
-                ms = 1000.0 * rpc_io_time_s(np.maximum(sharing[rows], 1), bw[rows],
+                ms = 1000.0 * rpc_io_time_s(streams, bw[rows],
                                             lat if np.isscalar(lat) else lat[rows])
             bucket = np.minimum(log2_bucket_index(ms), TIME_BUCKETS - 1)
             np.add.at(self.io_time[d], (rows, bucket), count)
+            flight = np.minimum(np.rint(streams).astype(np.int64), FLIGHT_BUCKETS - 1)
+            np.add.at(self.in_flight[d], (rows, flight), count)
             self.rpcs[d, rows] += count
 
     def brw_stats(self, p: int, now: float) -> BrwStats:
@@ -88,8 +97,11 @@ class OstReadings:
                            self.io_time[1, p].tolist())
         size_h = Histogram(DISK_IO_SIZE, "ios", [SIZE_BUCKET], [int(self.rpcs[0, p])],
                            [int(self.rpcs[1, p])])
+        flight_h = Histogram(DISK_IN_FLIGHT, "ios", list(range(FLIGHT_BUCKETS)),
+                             self.in_flight[0, p].tolist(), self.in_flight[1, p].tolist())
         return BrwStats(snapshot_time=now, start_time=0.0, elapsed_time=now,
-                        histograms={IO_TIME: time_h, DISK_IO_SIZE: size_h})
+                        histograms={DISK_IN_FLIGHT: flight_h, IO_TIME: time_h,
+                                    DISK_IO_SIZE: size_h})
 
     def stats(self, p: int, now: float) -> StatsSnapshot:
         """The obdfilter ``stats`` of OST position ``p`` at ``now`` (s) as the parser

@@ -55,6 +55,10 @@ _SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 #: Block names the collector reduces (Section III-D: "I/O read/write time and sizes per OST").
 IO_TIME = "I/O time (1/1000s)"
 DISK_IO_SIZE = "disk I/O size"
+DISK_IN_FLIGHT = "disk I/Os in flight"
+"""Linear buckets (``display_brw_stats`` scale 0): each disk I/O is counted under the number
+of I/Os in flight on the device when it was submitted, itself included (osd-ldiskfs
+``record_start_io``); ``lprocfs_oh_tally`` puts 31 and above in bucket 31."""
 
 
 @dataclass(slots=True)

@@ -7,9 +7,12 @@ below (:class:`mapper.state.cluster_state.OstState`):
 * ``write_bytes_per_s``: bytes written over the last interval (obdfilter ``stats``
   ``write_bytes``), everything the OST served, unmanaged jobs included. It reaches the
   OST's rate when the OST was busy the whole interval, less otherwise.
-* ``rpc_bytes / write_latency_s``: one bulk write RPC over its mean service time
-  (``brw_stats`` "I/O time"). Equal to the rate on an idle OST, ``rate / (q + 1)`` behind
-  ``q`` queued streams.
+* ``write_in_flight * rpc_bytes / write_latency_s``: Little's law (throughput = I/Os in
+  the system / their time in it) over the interval's bulk writes, from ``brw_stats`` "disk
+  I/Os in flight" and "I/O time". Behind ``q`` other streams an RPC takes ``q + 1`` times
+  longer and sees ``q + 1`` I/Os in flight, so a busy OST reads at its rate, not at its
+  share of it. Without the in-flight block (osd-zfs may not print it) the count is 1:
+  one RPC over its service time, the rate on an idle OST only.
 
 A sample's estimate is the larger of the two. Both are lower bounds of what the OST can
 deliver (busy behind others, the RPC and the interval's bytes show only a share), so the
@@ -41,12 +44,15 @@ DEFAULT_RATE_BYTES_S = 500e6
 
 
 def sample_rate_bytes_s(ost: OstState, rpc_bytes: int = RPC_BYTES) -> float | None:
-    """One sample's rate estimate, bytes/s: ``max(write_bytes_per_s, rpc_bytes /
-    write_latency_s)``; None when the sample has neither."""
+    """One sample's rate estimate, bytes/s: ``max(write_bytes_per_s, write_in_flight *
+    rpc_bytes / write_latency_s)`` (in flight 1 when unknown); None when the sample has
+    neither."""
     best = None
     if ost.write_latency_s is not None and math.isfinite(ost.write_latency_s) \
             and ost.write_latency_s > 0:
-        best = rpc_bytes / ost.write_latency_s
+        flight = ost.write_in_flight
+        flight = flight if flight is not None and math.isfinite(flight) and flight >= 1 else 1.0
+        best = flight * rpc_bytes / ost.write_latency_s
     w = ost.write_bytes_per_s
     if w is not None and math.isfinite(w) and w > 0:
         best = w if best is None else max(best, w)

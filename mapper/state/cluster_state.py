@@ -45,6 +45,9 @@ class OstState:
             the snapshot's clock (None when never sampled: a static or simulated view).
         write_bytes_per_s: bytes/s written to the OST over the last interval (obdfilter
             ``stats`` ``write_bytes`` rate; None when unknown).
+        write_in_flight: mean write disk I/Os in flight when each was submitted, itself
+            included, over the last interval (brw_stats "disk I/Os in flight"; None when
+            unknown or no write ran).
     """
     index: int
     oss: str
@@ -58,6 +61,7 @@ class OstState:
     write_latency_s: float | None = None
     sample_time_s: float | None = None
     write_bytes_per_s: float | None = None
+    write_in_flight: float | None = None
 
     @property
     def kbytes_used(self) -> int:

@@ -22,6 +22,7 @@ Rules (decisions where the paper is silent are marked as ours):
 * Write latency: brw_stats ``write_io_time_ms_mean`` (ms) else ``write_service_time_us_mean``
   (us), converted to seconds; None when neither is in the sample. Write rate:
   ``write_bytes_per_s`` (B/s, obdfilter ``stats``), the field the simulator fills too.
+  Write concurrency: ``write_ios_in_flight_mean`` (brw_stats "disk I/Os in flight").
 * OSS load: ``cpu_percent``, ``mem_percent``; LNet load from ``lnet_send_bytes_per_s`` and
   ``lnet_recv_bytes_per_s`` over ``lnet_capacity_bytes_per_s``
   (:func:`mapper.state.ost_health.lnet_load_percent`, the simulator's rule too).
@@ -248,6 +249,7 @@ class StateStore:
             service_us = _num(values, "write_service_time_us_mean")
             ost.write_latency_s = None if service_us is None else service_us / 1e6
         ost.write_bytes_per_s = _num(values, "write_bytes_per_s")   # as the simulator's view
+        ost.write_in_flight = _num(values, "write_ios_in_flight_mean")
         ost.sample_time_s = t
         self.snapshot.ost_table.set_ost(ost)      # the arrays follow in place, O(1)
         if (ost.active, ost.flags, ost.oss) != before:

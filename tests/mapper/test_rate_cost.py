@@ -74,6 +74,20 @@ def test_sample_rate_is_the_larger_lower_bound():
     assert sample_rate_bytes_s(OstState(2, "a", 100, 100, 100)) is None
 
 
+def test_a_busy_osts_rpc_time_over_its_ios_in_flight_is_its_rate_not_its_share():
+    # Four streams share a 400 MB/s OST for part of the interval: each RPC takes four
+    # times as long and sees four in flight (Little's law gives the OST's rate back),
+    # while the interval's bytes and one RPC over its time both read low.
+    busy = OstState(0, "a", 100, 100, 100, write_latency_s=4 * MIB / 400e6,
+                    write_bytes_per_s=150e6)
+    assert sample_rate_bytes_s(busy) == pytest.approx(150e6)
+    busy.write_in_flight = 4.0
+    assert sample_rate_bytes_s(busy) == pytest.approx(400e6)
+    # a slow OST stays slow: one stream, its own RPC time
+    slow = OstState(1, "a", 100, 100, 100, write_latency_s=MIB / 8e6, write_in_flight=1.0)
+    assert sample_rate_bytes_s(slow) == pytest.approx(8e6)
+
+
 def test_tracker_rises_at_once_falls_smoothly_and_fills_unmeasured_with_the_median():
     tr = OstRateTracker(smoothing=0.5)
     a = OstState(0, "a", 100, 100, 100, write_latency_s=MIB / 100e6, sample_time_s=5.0)

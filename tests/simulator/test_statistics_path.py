@@ -70,9 +70,12 @@ def test_live_emulator_and_simulator_give_the_same_sample(tmp_path):
         sim.mds._reduce(p, 5.0, 5.0, v, u)
         values[p] = v
     for key in ("write_ios", "write_io_time_ms_mean", "write_io_time_ms_p50",
-                "write_io_time_ms_p99", "write_io_size_bytes_mean"):
+                "write_io_time_ms_p99", "write_io_size_bytes_mean", "write_ios_in_flight_mean"):
         assert live[0][key] == values[0][key], key
     assert live[0]["write_ios"] == 8
+    # two streams shared the OST: each RPC saw two in flight, and the store keeps it
+    assert live[0]["write_ios_in_flight_mean"] == 2.0
+    assert mine[0].write_in_flight == 2.0 and mine[1].write_in_flight is None
     # the idle OST: RPC counts 0 and no I/O time, live and simulated, and so in the store
     assert live[1]["write_ios"] == values[1]["write_ios"] == 0
     assert "write_io_time_ms_mean" not in live[1] and "write_io_time_ms_mean" not in values[1]
