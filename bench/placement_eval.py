@@ -10,7 +10,7 @@ and writes ``<out>/<scenario>.json``::
     python bench/placement_eval.py --all --resume --doc docs/placement.md
 
 ``--all`` runs every bundled world and the scalability study (:data:`SCALE_WORLDS`) with
-the default variants (:data:`DEFAULT_VARIANTS`: RR, QOS, random, mcmf, mcmf_noplan,
+the default variants (:data:`DEFAULT_VARIANTS`: RR, QOS, random, mcmf, mcmf_flow,
 oracle), saves each world's result in :data:`RESULTS_DIR` (committed) and rewrites the
 generated section of ``--doc`` (between :data:`DOC_BEGIN` and :data:`DOC_END`) after each
 world, so an interrupted run leaves every finished world's table in place; ``--resume``
@@ -63,15 +63,16 @@ DEFAULT_VARIANTS = (
     ("lustre_qos", "lustre_qos", {}),
     ("random", "random", {}),
     ("mcmf", "mcmf", {}),
-    ("mcmf_noplan", "mcmf", {"plan_ahead": False}),
+    ("mcmf_flow", "mcmf_flow", {}),
     ("oracle", "oracle", {}),
 )
-"""(label, policy, parameters) of the default variants. ``mcmf_noplan`` is the default mcmf
-deciding every request in its own round instead of from plan queues, so ``mcmf`` against
-``mcmf_noplan`` is what the plan queues cost or earn. The predictor has no row: it is off
-by default (``predict_k = 0``), and with it on, no bundled world announces a file size to
-learn from, so its row equalled the one without it to the last digit in every world
-(``mcmf_flow`` until issue #28's second run, docs/placement.md)."""
+"""(label, policy, parameters) of the default variants. ``mcmf_flow`` is the flow deciding
+every request in its own round, without the switch to Lustre's RR (``regime = false``), so
+``mcmf`` against ``mcmf_flow`` is what the switch costs or earns. Until issue #28's third
+run the default mcmf was the flow with plan queues, and this row was ``mcmf_noplan`` (the
+same without plan queues). The predictor has no row: it is off by default
+(``predict_k = 0``), and no bundled world announces a file size to learn from
+(docs/placement.md)."""
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "placement-eval"
 """Where ``--all`` keeps each world's saved result (``<world>.json``), committed beside the
 doc so that ``--all --render --doc`` regenerates its tables from a fresh clone."""
@@ -400,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=None, help="seconds (default: the scenario's)")
     ap.add_argument("--variant", action="append", default=None,
                     help="label=policy:{json params}; repeatable (default: RR, QOS, random, "
-                         "mcmf, mcmf_noplan, oracle)")
+                         "mcmf, mcmf_flow, oracle)")
     ap.add_argument("--seeds", type=int, default=5,
                     help="seeds per variant (default 5; 1: the one-seed table)")
     ap.add_argument("--base", default="round_robin",

@@ -375,12 +375,14 @@ class McmfPolicy(BatchPolicy):
 
 
 class McmfFlowOnly(McmfPolicy):
-    """MCMF without the predictor (``predict_k=0``) and without plan queues: every request
-    is solved in its own round with the current state. Registered as ``mcmf_flow`` so a
-    scenario can compare it with the paper's ``mcmf`` in the same run (docs/placement.md)."""
+    """MCMF without the predictor (``predict_k=0``), without plan queues and without the
+    switch to Lustre's RR (``regime=False``): every request is solved by the flow in its own
+    round with the current state. Registered as ``mcmf_flow`` so a scenario can compare it
+    with the default ``mcmf`` in the same run (docs/placement.md)."""
     name = "mcmf_flow"
 
     def __init__(self, seed: int = 0, **params: Any):
         params.setdefault("predict_k", 0)
         params.setdefault("plan_ahead", False)
+        params.setdefault("regime", False)
         super().__init__(seed=seed, **params)

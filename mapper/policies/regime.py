@@ -2,27 +2,33 @@
 
 A Mantle-style rule (Sevilla et al., SC 2015: a balancer is "when" to move load,
 "where" to, and "how much"), applied per statistics sample to the round's candidate
-OSTs (:class:`mapper.flow.costs.OstArrays`):
+OSTs (:class:`mapper.flow.costs.OstArrays`). Stragglers (:mod:`mapper.flow.stragglers`)
+always mean the flow. Otherwise each test below says "uneven" or not; a threshold set to
+None is not tested, and the defaults (issue #28's measurements, docs/placement.md) test
+only persistent evidence, what a 5 s-old sample cannot make up:
 
-* **when**: the load is *uneven* when the OSTs' per-byte times for a new stream,
-  ``max(L_j / rpc, 1 / r_j)`` (brw_stats RPC time, smoothed rate; the rate cost's
-  ``T_j(0) / b``), spread by more than ``load_ratio`` between the 90th percentile and
-  the median, or the measured rates by more than ``rate_ratio`` between the median and
-  the 10th percentile (slow or loaded targets, unmanaged jobs). Percentiles, not
-  max/min: in a busy uniform system a few OSTs always have a stream more. With
-  ``rate_band`` set, load is also uneven when any one OST's estimated rate is more than
-  that fraction from the median (``CapabilityInterleave``'s test,
-  :mod:`mapper.policies.interleave`): a single slow OST among hundreds is below no
-  percentile, and the rate estimate keeps its memory while the OST is idle, when its
-  brw_stats time (and so the straggler test) has nothing to say.
-  Space is *within the band* when Lustre's own test holds (free space of the emptiest and
-  fullest OST within ``qos_threshold_rr``, 17%: :func:`mapper.policies.lustre_qos.free_space_within_rr_band`)
-  and used space max/mean is at most ``1 + used_band`` (the balance metric, so a young,
-  nearly empty file system with a few much fuller OSTs counts as uneven, which Lustre's
-  test alone misses).
-* **where**: uniform load and space within the band: round-robin interleaving (Lustre's
-  RR, cheap and as good as any there). Otherwise the flow.
-* **how much**: the flow's cost decides how many stripes each OST takes.
+* **speed** (default on): the estimated rates (:class:`mapper.flow.rates.OstRateTracker`,
+  which counts the I/Os in flight, so a busy OST reads at its rate) spread by more than
+  ``rate_ratio`` (1.25) between the median and the 10th percentile;
+* **one OST off the median** (``rate_band``, off): any one OST's estimated rate more than
+  that fraction from the median. A single slow OST among hundreds is below no
+  percentile;
+* **load** (``load_ratio``, off): the per-byte times for a new stream,
+  ``max(L_j / rpc, 1 / r_j)`` (brw_stats RPC time, rate; the rate cost's ``T_j(0) / b``),
+  spread by more than this between the 90th percentile and the median. Off by default:
+  in a busy world with alike OSTs some OST always has a few streams more, the test sent
+  every round to the flow, and the flow's greedy optimum over 5 s-old samples lost to
+  RR's rotation;
+* **room** (always): an OST within one RPC of Lustre's ENOSPC reserve
+  (:func:`mapper.state.ost_health.enospc_reserve_bytes`) is the flow's to keep stripes off;
+* **space balance** (``qos_threshold_rr_pct``, ``used_band``, off): free space of the
+  emptiest and fullest OST further apart than Lustre's ``qos_threshold_rr``
+  (:func:`mapper.policies.lustre_qos.free_space_within_rr_band`), or used space max/mean
+  above ``1 + used_band``. Off by default: evening out space costs bandwidth in the
+  flow, and is the rebalancer's job (:mod:`mapper.rebalance`).
+
+**Where**: nothing uneven: round-robin interleaving (Lustre's RR). Otherwise the flow.
+**How much**: the flow's cost decides how many stripes each OST takes.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper.state.arrays import OstArrays
+from mapper.state.ost_health import enospc_reserve_bytes
 from mapper.policies.lustre_qos import QOS_THRESHOLD_RR_DEFAULT_PCT, free_space_within_rr_band, pct_to_stored
 
 ROUND_ROBIN = "round_robin"
@@ -51,10 +58,10 @@ class RegimeThresholds:
         rate_band: any OST's estimated rate outside ``median * (1 +- rate_band)`` is
             uneven load.
     """
-    load_ratio: float | None = 2.0
+    load_ratio: float | None = None
     rate_ratio: float | None = 1.25
-    qos_threshold_rr_pct: int | None = QOS_THRESHOLD_RR_DEFAULT_PCT
-    used_band: float | None = 0.05
+    qos_threshold_rr_pct: int | None = None
+    used_band: float | None = None
     rpc_bytes: float = 1 << 20
     rate_band: float | None = None
 
@@ -79,9 +86,9 @@ class Regime:
 
 def classify(osts: OstArrays, t: RegimeThresholds) -> Regime:
     """The regime of the candidate OSTs (all rows)."""
-    if len(osts.index) < 2:
+    if len(osts.index) == 0:
         return Regime(ROUND_ROBIN, True, True)
-    load_uniform = _load_uniform(osts, t)
+    load_uniform = len(osts.index) < 2 or _load_uniform(osts, t)
     space = _space_in_band(osts, t)
     mode = ROUND_ROBIN if load_uniform and space else FLOW
     return Regime(mode, load_uniform, space)
@@ -109,6 +116,11 @@ def _load_uniform(osts: OstArrays, t: RegimeThresholds) -> bool:
 
 
 def _space_in_band(osts: OstArrays, t: RegimeThresholds) -> bool:
+    # Always: an OST within an RPC of Lustre's ENOSPC reserve is the flow's to handle
+    # (its space rule keeps stripes off it); Lustre's RR would use it until OSP flags it.
+    avail = osts.kbytes_avail.astype(float) * 1024.0
+    if np.any(avail < enospc_reserve_bytes(osts.kbytes_total) + t.rpc_bytes):
+        return False
     if t.qos_threshold_rr_pct is not None:
         ba = (osts.kbytes_avail.astype(np.int64) * 1024) >> 8
         ba = ba[ba > 0]

@@ -32,7 +32,10 @@ def cluster(oss=4, per=3, seed=0, fill=True):
 
 
 def planner(**kw):
+    """The planner's policy; the flow on every round (plans are the flow's: the default
+    rule answers even load with Lustre's RR, where nothing is planned)."""
     kw.setdefault("predict_k", 0)
+    kw.setdefault("regime", False)
     return McmfPolicy(plan_inline=False, **kw)
 
 
@@ -76,7 +79,7 @@ def test_the_service_path_learns_later_in_slices_not_in_the_request():
     assert "ior" not in policy.predictor            # nothing learned on the request path
     assert policy.learn(4) == 4 and "ior" in policy.predictor
     assert policy.learn() == 2 and policy.learn() == 0
-    inline = McmfPolicy(predict_k=2)                 # the simulator: learned at once
+    inline = McmfPolicy(predict_k=2, regime=False)                 # the simulator: learned at once
     inline.allocate(snap, CreateRequest("ior", 2, expected_bytes=MIB))
     assert "ior" in inline.predictor
 
@@ -131,7 +134,7 @@ def test_expired_and_unusable_plans_are_dropped_not_handed_out():
 
 def test_the_planner_plans_predicted_applications_lists():
     snap = cluster()
-    policy = McmfPolicy(predict_k=3, plan_inline=False)
+    policy = McmfPolicy(predict_k=3, plan_inline=False, regime=False)
     for k in range(12):
         snap.time_s = 0.01 * k
         policy.allocate(snap, CreateRequest("ior", 2, expected_bytes=(1 + k % 2) * 8 * MIB))
@@ -185,7 +188,7 @@ OPS = st.lists(st.tuples(
 @given(OPS)
 def test_no_list_ever_violates_the_health_rules_even_from_a_stale_plan(ops):
     snap = cluster()
-    policy = McmfPolicy(predict_k=2, plan_inline=False, plan_ttl_s=3.0)
+    policy = McmfPolicy(predict_k=2, plan_inline=False, plan_ttl_s=3.0, regime=False)
     for op, ost, count, pool, flag in ops:
         if op == "plan":
             policy.plan(snap)

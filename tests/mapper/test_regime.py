@@ -2,12 +2,17 @@
 (mapper/policies/mcmf.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mapper.state.arrays import OstArrays
 from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.placement import CreateRequest
+from mapper.policies.round_robin import RoundRobin
 from mapper.policies.regime import FLOW, ROUND_ROBIN, RegimeThresholds, classify
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState
 
@@ -26,6 +31,11 @@ def _arrays(rates, used, latency=None):
         rate_bytes_s=np.asarray(rates, float))
 
 
+EVERY_TEST = RegimeThresholds(load_ratio=2.0, rate_ratio=1.25, qos_threshold_rr_pct=17,
+                              used_band=0.05)
+"""The load and space tests the rule had on by default before issue #28's measurements."""
+
+
 def test_uniform_load_and_even_space_is_round_robin():
     got = classify(_arrays([500e6] * 8, [0.40] * 8, [MIB / 500e6] * 8), RegimeThresholds())
     assert got.mode == ROUND_ROBIN and got.load_uniform and got.space_in_band
@@ -38,7 +48,19 @@ def test_uniform_load_and_even_space_is_round_robin():
     ([500e6] * 8, [0.010] * 7 + [0.013], None, "used max/mean over the band"),
 ])
 def test_uneven_load_or_space_solves_the_flow(rates, used, latency, why):
-    assert classify(_arrays(rates, used, latency), RegimeThresholds()).mode == FLOW, why
+    assert classify(_arrays(rates, used, latency), EVERY_TEST).mode == FLOW, why
+
+
+def test_the_default_rule_answers_busy_or_unevenly_filled_alike_osts_with_round_robin():
+    default = RegimeThresholds()
+    loaded = _arrays([500e6] * 8, [0.4] * 8, [MIB / 500e6] * 6 + [8 * MIB / 500e6] * 2)
+    assert classify(loaded, default).mode == ROUND_ROBIN      # a 5 s-old queue: RR's rotation
+    assert classify(_arrays([500e6] * 8, [0.4] * 7 + [0.7]), default).mode == ROUND_ROBIN
+    # persistent evidence: slower OSTs, or one within an RPC of the ENOSPC reserve
+    assert classify(_arrays([500e6] * 6 + [100e6] * 2, [0.4] * 8), default).mode == FLOW
+    near_full = _arrays([500e6] * 8, [0.4] * 7 + [1.0 - 1e-9])
+    assert classify(near_full, default).mode == FLOW
+    assert not classify(near_full, default).space_in_band
 
 
 def test_rate_band_sees_one_slow_ost_among_many():
@@ -58,10 +80,10 @@ def test_rate_band_sees_one_slow_ost_among_many():
 ])
 def test_a_threshold_set_to_none_is_not_tested(rates, used, latency, off):
     osts = _arrays(rates, used, latency)
-    assert classify(osts, RegimeThresholds()).mode == FLOW
+    assert classify(osts, EVERY_TEST).mode == FLOW
     for key in off if len(off) > 1 else ():     # the others still see it
-        assert classify(osts, RegimeThresholds(**{key: None})).mode == FLOW, key
-    assert classify(osts, RegimeThresholds(**off)).mode == ROUND_ROBIN
+        assert classify(osts, replace(EVERY_TEST, **{key: None})).mode == FLOW, key
+    assert classify(osts, replace(EVERY_TEST, **off)).mode == ROUND_ROBIN
 
 
 def test_thresholds_are_checked():
@@ -87,6 +109,19 @@ def test_mcmf_switches_between_round_robin_and_the_flow():
     pol = McmfPolicy(cost_model="rate", predict_k=0, regime=True)
     got = pol.allocate_batch(slow, [req])[0]
     assert got.note != "regime round_robin" and not set(got.osts) & {6, 7}
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.integers(-1, 6), min_size=1, max_size=40), seed=st.integers(0, 99))
+def test_with_alike_osts_the_default_mcmf_walks_lustres_rr_order(counts, seed):
+    """Issue #28's property: equal estimated speeds give Lustre's RR order, list for list."""
+    snap = _snapshot([MIB / 500e6] * 8)
+    mcmf, rr = McmfPolicy(seed=seed), RoundRobin(seed=seed)
+    for k in counts:
+        req = CreateRequest(jobid="a", stripe_count=k, stripe_size=MIB, expected_bytes=8 * MIB)
+        got = mcmf.allocate_batch(snap, [req])[0]
+        assert got.note == "regime round_robin"
+        assert got.osts == rr.allocate(snap, req).osts
 
 
 def test_prediction_gate_follows_measured_accuracy_and_probes():

@@ -96,11 +96,16 @@ def test_round_robin_never_adapts_and_mcmf_adapts_and_returns(lt, world):
     mcmf, _ = lt.run_one(world, "mcmf", 0, 300.0)
     assert mcmf.adapt_s is not None and mcmf.adapt_s <= 600
     assert mcmf.share_during < (spell.fair_share + spell.capable_share) / 2
-    assert mcmf.return_s is not None         # back before the end of the run
-    # relaxing an OST's speed toward the others' while it shows nothing brings it back sooner
+    # relaxing an OST's speed toward the others' while it shows nothing brings it back:
+    # in this light world nothing else makes the avoided OST worth a stripe, so without
+    # relaxing its low estimate stands (docs/placement.md, "Learning time")
     relaxed, _ = lt.run_one(world, "mcmf", 0, 300.0, params={"rate_relax_s": 1800.0},
                             label="relaxed")
     assert relaxed.policy == "relaxed" and relaxed.adapt_s is not None
-    assert relaxed.return_s is not None and relaxed.return_s < mcmf.return_s
+    assert relaxed.return_s is not None
+    assert mcmf.return_s is None or relaxed.return_s < mcmf.return_s
+    # the flow on every round (regime off) adapts too
+    flow, _ = lt.run_one(world, "mcmf", 0, 300.0, params={"regime": False}, label="flow")
+    assert flow.adapt_s is not None and flow.adapt_s <= 600
     oracle, _ = lt.run_one(world, "oracle", 0, 300.0)
     assert oracle.adapt_s is not None

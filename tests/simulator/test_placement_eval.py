@@ -57,8 +57,12 @@ def test_a_variant_runs_as_the_cli_runs_it(pe, make_scenario):
 
 
 def test_variant_parameters_and_leases_reach_the_policy(pe):
-    row = pe.run_variant("paper-32ost", 600, "lease", "mcmf+lease", {}, seed_offset=1)
+    # the flow on every round, by the variant's parameters: rounds are counted
+    row = pe.run_variant("paper-32ost", 600, "lease", "mcmf+lease", {"regime": False},
+                         seed_offset=1)
     assert row["lease_stats"]["taken"] > 0 and row["policy_stats"]["rounds"] > 0
+    default = pe.run_variant("paper-32ost", 600, "lease", "mcmf+lease", {}, seed_offset=1)
+    assert default["policy_stats"]["regime_rr_requests"] > 0
     assert row["seed"] == load_scenario("paper-32ost").seed + 1
     plain = pe.run_variant("paper-32ost", 600, "rr", "round_robin", {})
     assert plain["lease_stats"] == {} and plain["policy_stats"] == {}
