@@ -43,6 +43,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from collectors.readers.brw_stats import IN_FLIGHT_BUCKETS
 from collectors.reduce import log2_bucket
 from common.fsname import target_name
 from livestack.record_file import RecordTail
@@ -250,7 +251,7 @@ class EmulatedCluster:
             ost.io_time_ms[log2_bucket(io_ms)] += rpcs
             ost.io_size[log2_bucket(RPC_BYTES)] += rpcs
             ost.pages[log2_bucket(RPC_BYTES // PAGE_BYTES)] += rpcs
-            ost.in_flight[min(writers, 31)] += rpcs
+            ost.in_flight[min(writers, IN_FLIGHT_BUCKETS - 1)] += rpcs
             ost.pending_bytes = 0.0
             ost.pending_writers.clear()
 

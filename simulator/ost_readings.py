@@ -26,14 +26,13 @@ from __future__ import annotations
 import numpy as np
 
 from collectors.readers._common import Counter
-from collectors.readers.brw_stats import DISK_IN_FLIGHT, DISK_IO_SIZE, IO_TIME, BrwStats, Histogram
+from collectors.readers.brw_stats import (DISK_IN_FLIGHT, DISK_IO_SIZE, IN_FLIGHT_BUCKETS,
+                                          IO_TIME, BrwStats, Histogram)
 from collectors.readers.stats_file import StatsSnapshot
 from simulator.models import RPC_BYTES, rpc_io_time_s
 
 TIME_BUCKETS = 24
 """log2 buckets of the I/O time histogram: 1 ms .. 2**23 ms (about 2.3 h)."""
-FLIGHT_BUCKETS = 32
-"""Linear buckets of "disk I/Os in flight" (``OBD_HIST_MAX``, lustre/include/lprocfs_status.h)."""
 SIZE_BUCKET = int(RPC_BYTES)
 """The disk I/O size bucket every simulated RPC lands in, bytes."""
 
@@ -50,14 +49,14 @@ class OstReadings:
 
     Attributes:
         io_time: RPCs per I/O time bucket, int64 (2, n, TIME_BUCKETS): [0] reads, [1] writes.
-        in_flight: RPCs per "disk I/Os in flight" bucket, int64 (2, n, FLIGHT_BUCKETS).
+        in_flight: RPCs per "disk I/Os in flight" bucket, int64 (2, n, IN_FLIGHT_BUCKETS).
         rpcs, nbytes: RPCs and bytes served, (2, n) int64 / float: [0] reads, [1] writes.
     """
 
     def __init__(self, n: int):
         self.n = n
         self.io_time = np.zeros((2, n, TIME_BUCKETS), dtype=np.int64)
-        self.in_flight = np.zeros((2, n, FLIGHT_BUCKETS), dtype=np.int64)
+        self.in_flight = np.zeros((2, n, IN_FLIGHT_BUCKETS), dtype=np.int64)
         self.rpcs = np.zeros((2, n), dtype=np.int64)
         self.nbytes = np.zeros((2, n))
         self._partial = np.zeros((2, n))      # bytes not yet a whole RPC
@@ -86,7 +85,7 @@ class OstReadings:
                                             lat if np.isscalar(lat) else lat[rows])
             bucket = np.minimum(log2_bucket_index(ms), TIME_BUCKETS - 1)
             np.add.at(self.io_time[d], (rows, bucket), count)
-            flight = np.minimum(np.rint(streams).astype(np.int64), FLIGHT_BUCKETS - 1)
+            flight = np.minimum(np.rint(streams).astype(np.int64), IN_FLIGHT_BUCKETS - 1)
             np.add.at(self.in_flight[d], (rows, flight), count)
             self.rpcs[d, rows] += count
 
@@ -97,7 +96,7 @@ class OstReadings:
                            self.io_time[1, p].tolist())
         size_h = Histogram(DISK_IO_SIZE, "ios", [SIZE_BUCKET], [int(self.rpcs[0, p])],
                            [int(self.rpcs[1, p])])
-        flight_h = Histogram(DISK_IN_FLIGHT, "ios", list(range(FLIGHT_BUCKETS)),
+        flight_h = Histogram(DISK_IN_FLIGHT, "ios", list(range(IN_FLIGHT_BUCKETS)),
                              self.in_flight[0, p].tolist(), self.in_flight[1, p].tolist())
         return BrwStats(snapshot_time=now, start_time=0.0, elapsed_time=now,
                         histograms={DISK_IN_FLIGHT: flight_h, IO_TIME: time_h,

@@ -59,6 +59,8 @@ DISK_IN_FLIGHT = "disk I/Os in flight"
 """Linear buckets (``display_brw_stats`` scale 0): each disk I/O is counted under the number
 of I/Os in flight on the device when it was submitted, itself included (osd-ldiskfs
 ``record_start_io``); ``lprocfs_oh_tally`` puts 31 and above in bucket 31."""
+IN_FLIGHT_BUCKETS = 32
+"""Buckets of "disk I/Os in flight", 0..31 (``OBD_HIST_MAX``, lustre/include/lprocfs_status.h)."""
 
 
 @dataclass(slots=True)

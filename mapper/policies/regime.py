@@ -41,7 +41,7 @@ import numpy as np
 
 from mapper.state.arrays import OstArrays
 from mapper.state.ost_health import enospc_reserve_bytes
-from mapper.policies.lustre_qos import QOS_THRESHOLD_RR_DEFAULT_PCT, free_space_within_rr_band, pct_to_stored
+from mapper.policies.lustre_qos import free_space_within_rr_band, pct_to_stored
 
 ROUND_ROBIN = "round_robin"
 FLOW = "flow"
