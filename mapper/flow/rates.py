@@ -17,9 +17,12 @@ below (:class:`mapper.state.cluster_state.OstState`):
 A sample's estimate is the larger of the two. Both are lower bounds of what the OST can
 deliver (busy behind others, the RPC and the interval's bytes show only a share), so the
 tracker rises at once to a higher estimate and falls only by exponential smoothing over
-new samples (``sample_time_s`` changed): a busy interval does not make a fast OST look
+what is new at each look (a round, at creates): every sample the state store folded since
+the last look, summed (:class:`mapper.state.write_totals.WriteTotals`; live the
+collectors sample every 5 s, and one look in minutes would otherwise see only the last
+interval). A busy interval does not make a fast OST look
 slow, while an OST that really slowed down (idle samples show its own RPC time) drifts
-down within ~1/smoothing samples. Its current slowness is in the cost's ``L_j`` anyway. OSTs never sampled get the
+down within ~1/smoothing looks. Its current slowness is in the cost's ``L_j`` anyway. OSTs never sampled get the
 median of the others (no evidence it differs), and an OST's first sample below the median
 of the OSTs measured before falls from it by the same smoothing; with no evidence at all every OST gets
 ``default_rate_bytes_s``.
@@ -35,6 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from mapper.state.cluster_state import OstState
+from mapper.state.write_totals import WriteTotals
 
 RPC_BYTES = 1 << 20
 """Bytes of the bulk write RPC whose service time brw_stats reports (1 MiB: the
@@ -55,6 +59,21 @@ def sample_rate_bytes_s(ost: OstState, rpc_bytes: int = RPC_BYTES) -> float | No
         best = flight * rpc_bytes / ost.write_latency_s
     w = ost.write_bytes_per_s
     if w is not None and math.isfinite(w) and w > 0:
+        best = w if best is None else max(best, w)
+    return best
+
+
+def totals_rate_bytes_s(span: WriteTotals, rpc_bytes: int = RPC_BYTES) -> float | None:
+    """:func:`sample_rate_bytes_s` over several samples' sums (``span``, from
+    :meth:`WriteTotals.since`): ``max(bytes / span, in_flight * rpc_bytes / latency)`` with
+    the ``write_ios``-weighted means; None when the span has neither."""
+    best = None
+    lat = span.latency_s
+    if lat is not None:
+        flight = span.mean_in_flight
+        best = max(flight if flight is not None else 1.0, 1.0) * rpc_bytes / lat
+    w = span.bytes_per_s
+    if w is not None and w > 0:
         best = w if best is None else max(best, w)
     return best
 
@@ -89,6 +108,7 @@ class OstRateTracker:
         self.latency: dict[int, float] = {}
         self.latency_smoothing = latency_smoothing
         self._seen: dict[int, float | None] = {}
+        self._totals: dict[int, WriteTotals] = {}   # each OST's totals at the last look
         self.oss_limit: dict[str, float] = {}
         self._oss_seen: dict[str, float | None] = {}
         self.min_lnet_percent = 20.0
@@ -96,18 +116,19 @@ class OstRateTracker:
         self._evidence_s: dict[int, float] = {}     # when each OST last showed evidence
 
     def update(self, osts: Sequence[OstState]) -> None:
-        """Fold in the samples that are new since the last call. An OST without sample
-        times (a static view) is taken as it is every time, unsmoothed."""
+        """Fold in what is new since the last call: with the store's write totals
+        (:class:`~mapper.state.write_totals.WriteTotals`), every sample since then as one
+        (a round looks at creates; the collectors sample every interval); else the
+        latest sample when its time moved. An OST without sample times (a static view) is
+        taken as it is every time, unsmoothed."""
         a = self.smoothing
         measured_before = bool(self.rate)
         prior: float | None = None      # their median, computed at the first first sample
         for o in osts:
-            t = o.sample_time_s
-            if t is not None and self._seen.get(o.index) == t:
+            new = self._new_evidence(o)
+            if new is None:
                 continue
-            est = sample_rate_bytes_s(o, self.rpc_bytes)
-            self._seen[o.index] = t
-            lat = o.write_latency_s
+            t, est, lat = new
             if lat is not None and math.isfinite(lat) and lat > 0:
                 old_l = self.latency.get(o.index)
                 b = self.latency_smoothing
@@ -131,6 +152,26 @@ class OstRateTracker:
                 self.rate[o.index] = est          # a lower bound above the estimate: take it
             else:
                 self.rate[o.index] = (1 - a) * old + a * est
+
+    def _new_evidence(self, o: OstState) -> tuple[float | None, float | None, float | None] | None:
+        """(sample time, rate estimate, RPC time) of what ``o`` shows that this tracker has
+        not folded, None when nothing. Several samples since the last look are summed
+        (:meth:`WriteTotals.since`); a single one is taken as it is."""
+        totals = o.write_totals
+        if totals is None or o.sample_time_s is None:
+            t = o.sample_time_s
+            if t is not None and self._seen.get(o.index) == t:
+                return None
+            self._seen[o.index] = t
+            return t, sample_rate_bytes_s(o, self.rpc_bytes), o.write_latency_s
+        last = self._totals.get(o.index)
+        if last is not None and last.samples == totals.samples:
+            return None
+        span = totals.since(last)
+        self._totals[o.index] = totals.copy()
+        if span.samples == 1:
+            return o.sample_time_s, sample_rate_bytes_s(o, self.rpc_bytes), o.write_latency_s
+        return o.sample_time_s, totals_rate_bytes_s(span, self.rpc_bytes), span.latency_s
 
     def _relax(self, index: int, t: float | None) -> None:
         """No evidence in this sample: relax the rate toward the measured median."""

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Any, Iterable, Mapping
 
+from mapper.state.write_totals import WriteTotals
+
 
 class OstFlag(IntFlag):
     """``os_state`` bits of an OST's statfs (``OS_STATFS_*`` in lustre_idl.h)."""
@@ -48,6 +50,9 @@ class OstState:
         write_in_flight: mean write disk I/Os in flight when each was submitted, itself
             included, over the last interval (brw_stats "disk I/Os in flight"; None when
             unknown or no write ran).
+        write_totals: sums over every sample the state store folded
+            (:class:`~mapper.state.write_totals.WriteTotals`; None when never sampled):
+            a reader that looks at some samples only takes the delta since its last look.
     """
     index: int
     oss: str
@@ -62,6 +67,7 @@ class OstState:
     sample_time_s: float | None = None
     write_bytes_per_s: float | None = None
     write_in_flight: float | None = None
+    write_totals: WriteTotals | None = None
 
     @property
     def kbytes_used(self) -> int:

@@ -50,6 +50,7 @@ from typing import Any, Mapping
 from mapper.state.arrays import OstTable
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from common.fsname import target_fsname
+from mapper.state.write_totals import WriteTotals
 from mapper.state.ost_health import lnet_load_percent, osp_view, stale_servers_until, statfs_flags
 
 log = logging.getLogger("mapper.state.state_store")
@@ -184,7 +185,7 @@ class StateStore:
         oss.sample_time_s = sample_time_s
         self.snapshot.ost_table.set_oss(oss)
         for index, target in mine:
-            self._apply_ost(index, host, sample_time_s, target)
+            self._apply_ost(index, host, sample_time_s, interval_s, target)
 
     def _own_osts(self, targets: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
         """(index, target) of the OST targets of this store's file system."""
@@ -207,7 +208,8 @@ class StateStore:
             out.append((index, target))
         return out
 
-    def _apply_ost(self, index: int, host: str, t: float, target: Mapping[str, Any]) -> None:
+    def _apply_ost(self, index: int, host: str, t: float, interval_s: float,
+                   target: Mapping[str, Any]) -> None:
         values = target.get("values")
         values = values if isinstance(values, Mapping) else {}
         ost = self._by_index.get(index)
@@ -250,6 +252,13 @@ class StateStore:
             ost.write_latency_s = None if service_us is None else service_us / 1e6
         ost.write_bytes_per_s = _num(values, "write_bytes_per_s")   # as the simulator's view
         ost.write_in_flight = _num(values, "write_ios_in_flight_mean")
+        totals = ost.write_totals
+        if totals is None:
+            totals = ost.write_totals = WriteTotals()
+        span = t - totals.time_s if totals.time_s is not None and t > totals.time_s \
+            else float(interval_s)
+        totals.add(t, span, _num(values, "write_ios"), ost.write_latency_s,
+                   ost.write_in_flight, ost.write_bytes_per_s)
         ost.sample_time_s = t
         self.snapshot.ost_table.set_ost(ost)      # the arrays follow in place, O(1)
         if (ost.active, ost.flags, ost.oss) != before:

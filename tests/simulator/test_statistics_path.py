@@ -14,9 +14,11 @@ from collectors.readers.host_load import HostLoad
 from collectors.reduce import log2_bucket
 from collectors.sources import FileSource
 from livestack.emulator import EmulatedCluster
+from mapper.flow.rates import OstRateTracker
 from mapper.policies.registry import make_policy
 from simulator.cluster import MIB, SimCluster
 from simulator.engine import Simulation
+from simulator.mds_view import MdsView
 from simulator.network.model import make_network
 from simulator.ost_readings import OstReadings, log2_bucket_index
 from simulator.scenario import load_scenario
@@ -98,3 +100,29 @@ def test_an_idle_ost_has_no_interval_io_time_in_a_run():
     osts = {o.index: o for o in sim.mds.store.snapshot.osts}
     assert osts[0].write_latency_s is None and osts[1].write_latency_s is None
     assert osts[0].write_bytes_per_s == 0.0
+
+
+def test_a_look_at_several_samples_equals_the_simulators_one_sample_over_their_span():
+    """Live, the collectors sample every 5 s and a round looks at creates; the simulator
+    reduces once, at the create, over everything since its last sample. Three 5 s samples
+    (a slow, shared OST 0, then idle) folded by the store and one 15 s sample of the same
+    readings give the rate tracker the same estimate: live and simulated rounds know the
+    same, and the slow interval is not lost behind the idle ones."""
+    sim = _simulation()
+    every = MdsView(sim.sc, sim.cl, sim.used, sim.present, sim.initial_osses,
+                    sim.network.oss_link_bytes_s)
+    every.readings = sim.mds.readings                     # one set of counters, two readers
+    every.job_readings = sim.mds.job_readings
+    sim.mds.readings.step(np.zeros(2), np.array([24.0 * MIB, 64.0 * MIB]), np.array([3, 1]),
+                          np.full(2, BW), np.array([BW / 4, BW]), None)
+    for t in (5.0, 10.0, 15.0):
+        sim._refresh_stats(t, every)
+    sim._refresh_stats(15.0)
+    assert every.view.osts[0].write_latency_s is None      # the latest 5 s: idle
+    looks = [OstRateTracker(smoothing=1.0) for _ in range(2)]
+    looks[0].update(every.view.osts)
+    looks[1].update(sim.mds.view.osts)
+    assert np.allclose(looks[0].rates([0, 1]), looks[1].rates([0, 1]), rtol=1e-12)
+    assert np.allclose(looks[0].latencies([0, 1]), looks[1].latencies([0, 1]), rtol=1e-12)
+    rates = looks[0].rates([0, 1])
+    assert rates[0] < rates[1] / 2
