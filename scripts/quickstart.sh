@@ -4,10 +4,12 @@
 # comparison tables printed and CSV/JSON/PNG results written to results/<scenario>/:
 # today's two worlds, then one where placement matters (straggler-ost: a real job bound
 # by a straggler OST) beside the perfect-information reference (oracle) and the share of
-# its headroom over round-robin each policy captures.
+# its headroom over round-robin each policy captures; last, paper-32ost with the periodic
+# lfs migrate rebalancer (mapper/rebalance): the paper's OST balance (Fig. 11), which no
+# placement policy reaches alone without trading bandwidth for space.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh
-for scenario in paper-32ost nersc-edison-real straggler-ost; do
+for scenario in paper-32ost nersc-edison-real straggler-ost paper-32ost-rebalance; do
     .venv/bin/lustre-alloc-sim run "$scenario" --out "results/$scenario" "$@"
 done
