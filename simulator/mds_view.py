@@ -165,7 +165,7 @@ class MdsView:
 
     def _adopt_store(self, present: np.ndarray) -> None:
         """Copy the store's outputs into the view: per OSS its load and sample time; per OST
-        its RPC time, write rate, write totals, sample time, ``active``, ``DEGRADED`` and serving OSS (the
+        its RPC time, write rate, write totals, sample time, failover, ``active``, ``DEGRADED`` and serving OSS (the
         statfs fields stay the MDS's own); OSTs the samples introduced join the view."""
         known = {o.index for o in self.view.osts}
         seen = self.store.snapshot.ost_by_index()
@@ -204,6 +204,7 @@ class MdsView:
             ost.write_bytes_per_s = ruled.write_bytes_per_s
             ost.write_in_flight = ruled.write_in_flight
             ost.write_totals = ruled.write_totals
+            ost.failed_over = ruled.failed_over
             ost.sample_time_s = ruled.sample_time_s
             ost.active = ruled.active
             ost.flags = (ost.flags & ~OstFlag.DEGRADED) | (ruled.flags & OstFlag.DEGRADED)

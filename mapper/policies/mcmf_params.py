@@ -64,8 +64,8 @@ class McmfParams:
             ``rate`` cost sees (1: the last sample).
         regime: switch to Lustre's round-robin while the evidence says the OSTs are
             alike (:mod:`mapper.policies.regime`: by default no straggler, no OST within
-            an RPC of the ENOSPC reserve, estimated rates within 1.5x between median
-            and p10), the flow otherwise. On by default since issue #28's third run:
+            an RPC of the ENOSPC reserve, no OST served by its failover partner,
+            estimated rates within 1.5x between median and p10), the flow otherwise. On by default since issue #28's third run:
             the flow's greedy optimum over 5 s-old samples lost 3-11% of job I/O time to
             RR's rotation in worlds where the OSTs are alike (docs/placement.md).
         regime_params: :class:`~mapper.policies.regime.RegimeThresholds` fields (None
@@ -115,7 +115,7 @@ class McmfParams:
     rate_smoothing: float = 0.3
     latency_smoothing: float = 1.0
     regime: bool = True
-    regime_params: dict[str, float] | None = None
+    regime_params: dict[str, float | bool] | None = None
     space_cost_model: str | None = None
     space_cost_params: dict[str, float] | None = None
     predict_min_accuracy: float = 0.0

@@ -22,6 +22,13 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   in a busy world with alike OSTs some OST always has a few streams more, the test sent
   every round to the flow, and the flow's greedy optimum over 5 s-old samples lost to
   RR's rotation;
+* **failed over** (``failed_over``, default on): an OST served by an OSS other than the
+  one that first published it (:attr:`mapper.state.cluster_state.OstState.failed_over`).
+  Its failover partner now serves two sets of OSTs through one NIC and CPU, and the
+  failed-over OSTs ran at about half speed where measured (hpc/ior issue #371). Lustre
+  exposes the move at once (the partner's collector publishes the target), while the
+  rate estimates take several rounds to spread past ``rate_ratio``: the first checkpoint
+  after the move was placed by RR (failover-half, docs/placement.md);
 * **room** (always): an OST within one RPC of Lustre's ENOSPC reserve
   (:func:`mapper.state.ost_health.enospc_reserve_bytes`) is the flow's to keep stripes off;
 * **space balance** (``qos_threshold_rr_pct``, ``used_band``, off): free space of the
@@ -60,6 +67,7 @@ class RegimeThresholds:
         rpc_bytes: bytes of the RPC the brw_stats time refers to.
         rate_band: any OST's estimated rate outside ``median * (1 +- rate_band)`` is
             uneven load.
+        failed_over: an OST served by its failover partner is uneven load.
     """
     load_ratio: float | None = None
     rate_ratio: float | None = 1.5
@@ -67,6 +75,7 @@ class RegimeThresholds:
     used_band: float | None = None
     rpc_bytes: float = 1 << 20
     rate_band: float | None = None
+    failed_over: bool = True
 
     def __post_init__(self) -> None:
         def off_or(value, ok) -> bool:
@@ -75,7 +84,8 @@ class RegimeThresholds:
                 and off_or(self.rate_ratio, lambda v: v > 1)
                 and off_or(self.used_band, lambda v: v >= 0)
                 and off_or(self.qos_threshold_rr_pct, lambda v: 0 <= v <= 100)
-                and off_or(self.rate_band, lambda v: 0 <= v < 1) and self.rpc_bytes > 0):
+                and off_or(self.rate_band, lambda v: 0 <= v < 1) and self.rpc_bytes > 0
+                and isinstance(self.failed_over, bool)):
             raise ValueError(f"regime thresholds out of range: {self}")
 
 
@@ -85,16 +95,19 @@ class Regime:
     mode: str
     load_uniform: bool
     space_in_band: bool
+    failed_over: bool = False
 
 
-def classify(osts: OstArrays, t: RegimeThresholds) -> Regime:
-    """The regime of the candidate OSTs (all rows)."""
+def classify(osts: OstArrays, t: RegimeThresholds, failed_over: bool = False) -> Regime:
+    """The regime of the candidate OSTs (all rows); ``failed_over``: one of the usable OSTs
+    is served by its failover partner."""
     if len(osts.index) == 0:
         return Regime(ROUND_ROBIN, True, True)
-    load_uniform = len(osts.index) < 2 or _load_uniform(osts, t)
+    moved = failed_over and t.failed_over
+    load_uniform = not moved and (len(osts.index) < 2 or _load_uniform(osts, t))
     space = _space_in_band(osts, t)
     mode = ROUND_ROBIN if load_uniform and space else FLOW
-    return Regime(mode, load_uniform, space)
+    return Regime(mode, load_uniform, space, moved)
 
 
 def _load_uniform(osts: OstArrays, t: RegimeThresholds) -> bool:

@@ -128,17 +128,20 @@ class RoundViews:
                        oss_limit_bytes_s=tracker.oss_limits([oss_of[int(i)] for i in base.index]),
                        degraded=table.degraded[candidates].astype(bool),
                        extra_stripes=np.zeros(len(candidates)))
-        regime = self._regime(base, stragglers) if p.regime else None
+        failed_over = any(o.failed_over for o in usable_osts)
+        regime = self._regime(base, stragglers, failed_over) if p.regime else None
         view = RoundView(key, table, len(usable), stragglers, candidates, base,
                          self._cost(regime), regime)
         self._last = view
         return view
 
-    def _regime(self, base: OstArrays, stragglers: set[int]) -> Regime:
+    def _regime(self, base: OstArrays, stragglers: set[int], failed_over: bool) -> Regime:
         # Stragglers are uneven load by definition (and Lustre's RR would use them).
-        regime = classify(base, self.regime_thresholds) if not stragglers else Regime(FLOW, False, True)
+        regime = (classify(base, self.regime_thresholds, failed_over) if not stragglers
+                  else Regime(FLOW, False, True))
         self._count(f"regime_{regime.mode}_load_{'uniform' if regime.load_uniform else 'uneven'}"
-                    f"_space_{'in' if regime.space_in_band else 'out'}")
+                    f"_space_{'in' if regime.space_in_band else 'out'}"
+                    + ("_failed_over" if regime.failed_over else ""))
         return regime
 
     def _cost(self, regime: Regime | None) -> CostModel:

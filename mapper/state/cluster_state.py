@@ -50,6 +50,9 @@ class OstState:
         write_in_flight: mean write disk I/Os in flight when each was submitted, itself
             included, over the last interval (brw_stats "disk I/Os in flight"; None when
             unknown or no write ran).
+        failed_over: served by an OSS other than the one that first published it (its
+            failover partner, Lustre's ``--servicenode``/failover NIDs: the partner's
+            collector publishes the target once it is mounted there).
         write_totals: sums over every sample the state store folded
             (:class:`~mapper.state.write_totals.WriteTotals`; None when never sampled):
             a reader that looks at some samples only takes the delta since its last look.
@@ -67,6 +70,7 @@ class OstState:
     sample_time_s: float | None = None
     write_bytes_per_s: float | None = None
     write_in_flight: float | None = None
+    failed_over: bool = False
     write_totals: WriteTotals | None = None
 
     @property

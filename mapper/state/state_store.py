@@ -106,6 +106,9 @@ class StateStore:
         self.samples = 0
         self.ignored_targets = 0
         self._by_index: dict[int, OstState] = {}
+        self._home_oss: dict[int, str] = {}
+        """OST index -> the OSS that first published it (its home; another one serving it
+        later is its failover partner)."""
         self.mds_view: dict[int, tuple[bool, int | None, int]] = {}
         """OST index -> (OSP active, max_create_count, prealloc_status) from the MDS."""
         self.pools_from_mds = False
@@ -222,6 +225,7 @@ class StateStore:
             log.info("new OST", extra={"event": "ost_new", "ost": index, "oss": host})
         before = (ost.active, ost.flags, ost.oss)
         ost.oss = host
+        ost.failed_over = host != self._home_oss.setdefault(index, host)
         total, free = _num(values, "kbytes_total"), _num(values, "kbytes_free")
         avail = _num(values, "kbytes_avail")
         if total is not None:

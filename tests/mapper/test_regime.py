@@ -135,3 +135,39 @@ def test_prediction_gate_follows_measured_accuracy_and_probes():
     allowed = [pol.gate.may_predict("a") for _ in range(16)]
     assert allowed.count(True) == 2                  # a probe every 8th round
     assert McmfPolicy().gate.may_predict("a")            # threshold 0: always predict
+
+
+def test_an_ost_served_by_its_failover_partner_sends_the_round_to_the_flow():
+    alike = _arrays([500e6] * 8, [0.4] * 8)
+    moved = classify(alike, RegimeThresholds(), failed_over=True)
+    assert moved.mode == FLOW and moved.failed_over and not moved.load_uniform
+    assert classify(alike, RegimeThresholds(failed_over=False), failed_over=True).mode == ROUND_ROBIN
+    assert classify(alike, RegimeThresholds()).mode == ROUND_ROBIN
+    with pytest.raises(ValueError):
+        RegimeThresholds(failed_over=1.5)
+
+
+def _publish(store, t: float, served: dict[str, range]) -> None:
+    """Each OSS's collector sample (live field names) with the OSTs it serves now."""
+    for host, osts in served.items():
+        targets = {f"OST{i:04x}": {"kind": "ost", "index": i, "available": True,
+                                   "values": {"kbytes_total": KB, "kbytes_free": KB // 2}}
+                   for i in osts}
+        store.apply("oss", host, t, 5.0, {"values": {"cpu_percent": 5.0}}, targets)
+
+
+def test_the_store_marks_an_ost_its_partner_serves_and_the_default_leaves_rr():
+    from mapper.state.state_store import StateStore
+    store = StateStore()
+    _publish(store, 5.0, {"oss0": range(0, 4), "oss1": range(4, 8)})
+    policy = McmfPolicy()
+    policy.allocate_batch(store.current(5.0), [CreateRequest("a", 2)])
+    assert policy.stats["regime_rr_requests"] == 1
+    _publish(store, 10.0, {"oss0": range(0, 8)})          # oss1 failed over to oss0
+    snap = store.current(10.0)
+    assert [o.failed_over for o in snap.osts] == [False] * 4 + [True] * 4
+    policy.allocate_batch(snap, [CreateRequest("a", 2)])
+    assert policy.stats["regime_rr_requests"] == 1         # the flow decided
+    assert any(k.endswith("_failed_over") for k in policy.stats)
+    _publish(store, 15.0, {"oss0": range(0, 4), "oss1": range(4, 8)})   # failback
+    assert not any(o.failed_over for o in store.current(15.0).osts)

@@ -48,8 +48,8 @@ class Spy:
 
     def allocate(self, view, req):
         sim = self.sim_ref[0]
-        self.seen.append((view.time_s, {o.index: (o.active, o.flags, o.oss, o.write_bytes_per_s)
-                                         for o in view.osts},
+        self.seen.append((view.time_s, {o.index: (o.active, o.flags, o.oss, o.write_bytes_per_s,
+                                                  o.failed_over) for o in view.osts},
                           {o.index: o.write_bytes_per_s for o in sim.mds.store.snapshot.osts}
                           if sim.mds.store else {}))
         return self.inner.allocate(view, req)
@@ -169,6 +169,23 @@ def test_failover_moves_osts_to_the_partner_oss(make_scenario):
     r, seen = run_spy(sc)
     assert not seen[0][1][0][0] and seen[0][1][0][2] == "oss1"    # in recovery, on oss1
     assert seen[1][1][0][0] and seen[1][1][1][2] == "oss1"        # recovered, still on oss1
+
+
+def test_the_mapper_sees_an_ost_served_by_its_failover_partner(make_scenario):
+    """Through the collectors' samples and the store: OST 0 first published by oss0, then
+    by oss1 after the failover, is failed over; oss1's own OSTs are not."""
+    extra = ('\n[[event]]\nkind = "failover"\nat_s = 10\noss = 0\nto_oss = 1\nrecovery_s = 5\n'
+             'duration_s = 30\n')
+    body = cluster(extra=extra)
+    recs = [rec(6, "write", "a", "f", MIB), rec(30, "write", "a", "g", MIB),
+            rec(60, "write", "a", "h", MIB)]
+    sc = load_scenario(make_scenario(body, recs))
+    _, seen = run_spy(sc)
+    before, during, after = (s[1] for s in seen)
+    assert before[0][2] == "oss0" and not before[0][4]
+    assert during[0][2] == "oss1" and during[0][4]                 # served by its partner
+    assert during[2][2] == "oss1" and not during[2][4]             # oss1's own OST
+    assert after[0][2] == "oss0" and not after[0][4]               # failed back
 
 
 # -- reads --------------------------------------------------------------------------------
