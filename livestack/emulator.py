@@ -16,6 +16,9 @@ then left to ``lctl set_param`` (the steering agents, :mod:`collectors.lustre_pa
 emulated MDS's allocator (:meth:`EmulatedCluster.snapshot`) honours both as LOD does, from
 the values read at the last :meth:`EmulatedCluster.flush` (a statfs interval late, as live).
 
+A failover (:meth:`EmulatedCluster.fail_over`, :meth:`EmulatedCluster.fail_back`) moves an
+OST's obdfilter/osd directories to its partner's root, as mounting it there does.
+
 The formats are those of the real files (fixtures in ``tests/fixtures/lustre/``; the
 readers in ``collectors/readers/`` document each with a real example). Every file is
 rewritten atomically (temporary file in the same directory, then ``rename``), so a reader
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import struct
 import time
 from collections import defaultdict
@@ -216,6 +220,39 @@ class EmulatedCluster:
                 self.lnet[ost.oss][8] += int(d)        # recv_length
             else:
                 ost.ops["punch"] += 1
+
+    def fail_over(self, oss: str, to_oss: str) -> list[int]:
+        """OSS ``oss`` fails: its partner ``to_oss`` mounts its OSTs (Lustre failover), so
+        their obdfilter/osd directories leave ``oss``'s proc/sys root and appear under
+        ``to_oss``'s at the next :meth:`flush`. Returns the OST indices moved.
+
+        Raises:
+            ValueError: an unknown OSS.
+        """
+        if oss not in self.oss_names or to_oss not in self.oss_names:
+            raise ValueError(f"unknown OSS in failover {oss!r} -> {to_oss!r}")
+        moved = []
+        for ost in self.osts:
+            if ost.oss == oss:
+                self._unmount(ost)
+                ost.oss = to_oss
+                moved.append(ost.index)
+        self.flush()
+        return moved
+
+    def fail_back(self, osts: list[int], oss: str) -> None:
+        """The OSTs ``osts`` are mounted on ``oss`` again (failback)."""
+        for index in osts:
+            ost = self.by_index[index]
+            self._unmount(ost)
+            ost.oss = oss
+        self.flush()
+
+    def _unmount(self, ost: EmulatedOst) -> None:
+        root = self.oss_root(ost.oss)
+        for base in ("sys/fs/lustre/obdfilter", "proc/fs/lustre/obdfilter",
+                     "sys/kernel/debug/lustre/osd-ldiskfs"):
+            shutil.rmtree(root / base / ost.name, ignore_errors=True)
 
     def create_objects(self, osts: list[int], job: str) -> None:
         """The MDS precreated one object per stripe for a new file."""

@@ -105,6 +105,8 @@ class StateStore:
         """Bumped whenever an OST's usability inputs or the OST set change."""
         self.samples = 0
         self.ignored_targets = 0
+        self.superseded_reports = 0
+        """Unavailable reports of an OST from an OSS that no longer serves it, skipped."""
         self._by_index: dict[int, OstState] = {}
         self._home_oss: dict[int, str] = {}
         """OST index -> the OSS that first published it (its home; another one serving it
@@ -223,6 +225,12 @@ class StateStore:
             self.snapshot.osts.insert(pos, ost)
             self.version += 1
             log.info("new OST", extra={"event": "ost_new", "ost": index, "oss": host})
+        elif host != ost.oss and target.get("available") is not True \
+                and self._served_elsewhere(ost, t):
+            # The OSS it left (a failover, or the partner after failback) reports it gone
+            # once ("missing: no longer listed"); the OSS serving it now said otherwise.
+            self.superseded_reports += 1
+            return
         before = (ost.active, ost.flags, ost.oss)
         ost.oss = host
         ost.failed_over = host != self._home_oss.setdefault(index, host)
@@ -271,6 +279,13 @@ class StateStore:
                 log.info("OST usability changed", extra={
                     "event": "ost_active" if ost.active else "ost_inactive", "ost": index,
                     "oss": host, "unavailable": _unavailable(target)})
+
+    def _served_elsewhere(self, ost: OstState, t: float) -> bool:
+        """``ost``'s current OSS reported it available at its last sample, within
+        :meth:`max_age_s` of ``t``."""
+        served = self._oss_view.get(ost.index, (False, ost.flags))[0]
+        return bool(served and ost.sample_time_s is not None
+                    and t - ost.sample_time_s <= self.max_age_s())
 
     def _merge_views(self, ost: OstState) -> None:
         """``active``/``flags`` of ``ost`` from the OSS's sample and the MDS's view."""
