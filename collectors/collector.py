@@ -25,6 +25,7 @@ from collectors.readers.kbytes import parse_single_value
 from collectors.readers.lnet_stats import GAUGES, parse_lnet_stats
 from collectors.readers.lnetctl import parse_lnetctl_stats
 from collectors.readers.stats_file import StatsSnapshot, parse_stats
+from collectors.schema import TARGET_GONE
 from collectors.reduce import (CounterReset, choose_interval, delta, histogram_delta,
                                summarize_log2)
 from common.fsname import fsname_of
@@ -281,7 +282,7 @@ class Collector:
         for gone in set(self._targets) - set(names):
             targets[gone] = TargetSample(self.kind, target_index(gone), fsname_of(gone),
                                          available=False,
-                                         unavailable={"target": "missing: no longer listed"}).as_dict()
+                                         unavailable={"target": TARGET_GONE}).as_dict()
             del self._targets[gone]  # reported once; the mapper ages it out from there
         return {"server": server, "targets": targets}
 

@@ -30,6 +30,9 @@ ENC_ZLIB = 0x01
 #: Largest accepted decoded payload, bytes (a zlib bomb guard; a 64-OST sample is ~20 KiB).
 MAX_PAYLOAD = 16 << 20
 ROLES = ("oss", "mds")
+TARGET_GONE = "missing: no longer listed"
+"""``unavailable["target"]`` of the one report a collector sends for a target it no longer
+lists (unmounted, or mounted on a failover partner)."""
 _REQUIRED = {"schema": int, "role": str, "host": str, "epoch": int, "seq": int,
              "time": (int, float), "interval_s": (int, float), "server": dict, "targets": dict}
 

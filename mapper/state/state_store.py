@@ -49,6 +49,7 @@ from typing import Any, Mapping
 
 from mapper.state.arrays import OstTable
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from collectors.schema import TARGET_GONE
 from common.fsname import target_fsname
 from mapper.state.write_totals import WriteTotals
 from mapper.state.ost_health import lnet_load_percent, osp_view, stale_servers_until, statfs_flags
@@ -64,6 +65,13 @@ def _num(values: Mapping[str, Any], name: str) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v)
+
+
+def _gone(target: Mapping[str, Any]) -> bool:
+    """The one report a collector sends for a target it no longer lists."""
+    unavailable = target.get("unavailable")
+    return target.get("available") is not True and isinstance(unavailable, Mapping) \
+        and unavailable.get("target") == TARGET_GONE
 
 
 def _unavailable(target: Mapping[str, Any]) -> dict[str, Any]:
@@ -225,10 +233,9 @@ class StateStore:
             self.snapshot.osts.insert(pos, ost)
             self.version += 1
             log.info("new OST", extra={"event": "ost_new", "ost": index, "oss": host})
-        elif host != ost.oss and target.get("available") is not True \
-                and self._served_elsewhere(ost, t):
+        elif host != ost.oss and _gone(target) and self._served_elsewhere(ost, t):
             # The OSS it left (a failover, or the partner after failback) reports it gone
-            # once ("missing: no longer listed"); the OSS serving it now said otherwise.
+            # once; the OSS serving it now said otherwise.
             self.superseded_reports += 1
             return
         before = (ost.active, ost.flags, ost.oss)
