@@ -177,12 +177,14 @@ def test_the_mapper_sees_an_ost_served_by_its_failover_partner(make_scenario):
     extra = ('\n[[event]]\nkind = "failover"\nat_s = 10\noss = 0\nto_oss = 1\nrecovery_s = 5\n'
              'duration_s = 30\n')
     body = cluster(extra=extra)
-    recs = [rec(6, "write", "a", "f", MIB), rec(30, "write", "a", "g", MIB),
-            rec(60, "write", "a", "h", MIB)]
+    recs = [rec(6, "write", "a", "f", MIB), rec(12, "write", "a", "r", MIB),
+            rec(30, "write", "a", "g", MIB), rec(60, "write", "a", "h", MIB)]
     sc = load_scenario(make_scenario(body, recs))
     _, seen = run_spy(sc)
-    before, during, after = (s[1] for s in seen)
+    before, recovering, during, after = (s[1] for s in seen)
     assert before[0][2] == "oss0" and not before[0][4]
+    # in recovery on the partner: its report (unavailable, not "no longer listed") counts
+    assert recovering[0][2] == "oss1" and recovering[0][4] and not recovering[0][0]
     assert during[0][2] == "oss1" and during[0][4]                 # served by its partner
     assert during[2][2] == "oss1" and not during[2][4]             # oss1's own OST
     assert after[0][2] == "oss0" and not after[0][4]               # failed back
