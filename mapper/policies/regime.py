@@ -22,9 +22,11 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   in a busy world with alike OSTs some OST always has a few streams more, the test sent
   every round to the flow, and the flow's greedy optimum over 5 s-old samples lost to
   RR's rotation;
-* **failed over** (``failed_over``, default on): an OST served by an OSS other than the
-  one that first published it (:attr:`mapper.state.cluster_state.OstState.failed_over`).
-  Its failover partner now serves two sets of OSTs through one NIC and CPU, and the
+* **failed over** (``failed_over``, default on; :func:`failover_evidence`): an OST served
+  by an OSS other than the one that first published it
+  (:attr:`mapper.state.cluster_state.OstState.failed_over`), on an OSS that now serves
+  more OSTs than the median OSS. Its failover partner serves two sets of OSTs through one
+  NIC and CPU, and the
   failed-over OSTs ran at about half speed where measured (hpc/ior issue #371). Lustre
   exposes the move at once (the partner's collector publishes the target), while the
   rate estimates take several rounds to spread past ``rate_ratio``: the first checkpoint
@@ -42,11 +44,14 @@ only persistent evidence, what a 5 s-old sample cannot make up:
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
 from mapper.state.arrays import OstArrays
+from mapper.state.cluster_state import OstState
 from mapper.state.ost_health import enospc_reserve_bytes
 from mapper.policies.lustre_qos import free_space_within_rr_band, pct_to_stored
 
@@ -96,6 +101,22 @@ class Regime:
     load_uniform: bool
     space_in_band: bool
     failed_over: bool = False
+
+
+def failover_evidence(osts: Iterable[OstState], oss_names: Iterable[str] = ()) -> bool:
+    """Some OST is served by its failover partner: moved from the OSS that first published
+    it (``failed_over``) to one that now serves more OSTs than the median OSS (over
+    ``oss_names``, every OSS that ever sent a sample, the failed one serving none, and the
+    OSTs' servers). The count keeps a wrong first OSS from counting: a mapper started
+    during a failover takes the partner as home, and after the failback every OSS serves
+    its usual count again."""
+    osts = list(osts)
+    moved_to = {o.oss for o in osts if o.failed_over}
+    if not moved_to:
+        return False
+    served = Counter(o.oss for o in osts)
+    median = float(np.median([served.get(n, 0) for n in set(oss_names) | set(served)]))
+    return any(served[oss] > median for oss in moved_to)
 
 
 def classify(osts: OstArrays, t: RegimeThresholds, failed_over: bool = False) -> Regime:

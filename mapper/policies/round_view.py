@@ -17,7 +17,7 @@ from mapper.flow.costs import STRAGGLERS_BY_RATE, CostModel
 from mapper.flow.rates import OstRateTracker
 from mapper.flow.stragglers import slowest_outliers, straggler_indices
 from mapper.policies.mcmf_params import McmfParams
-from mapper.policies.regime import FLOW, Regime, RegimeThresholds, classify
+from mapper.policies.regime import FLOW, Regime, RegimeThresholds, classify, failover_evidence
 from mapper.state.arrays import OstArrays, OstTable, TableSync, ost_arrays
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import pool_members
@@ -128,7 +128,7 @@ class RoundViews:
                        oss_limit_bytes_s=tracker.oss_limits([oss_of[int(i)] for i in base.index]),
                        degraded=table.degraded[candidates].astype(bool),
                        extra_stripes=np.zeros(len(candidates)))
-        failed_over = any(o.failed_over for o in usable_osts)
+        failed_over = failover_evidence(snapshot.osts, snapshot.osses)
         regime = self._regime(base, stragglers, failed_over) if p.regime else None
         view = RoundView(key, table, len(usable), stragglers, candidates, base,
                          self._cost(regime), regime)

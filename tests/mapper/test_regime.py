@@ -171,3 +171,35 @@ def test_the_store_marks_an_ost_its_partner_serves_and_the_default_leaves_rr():
     assert any(k.endswith("_failed_over") for k in policy.stats)
     _publish(store, 15.0, {"oss0": range(0, 4), "oss1": range(4, 8)})   # failback
     assert not any(o.failed_over for o in store.current(15.0).osts)
+
+
+def test_failover_evidence_needs_the_partner_to_serve_more_osts_than_usual():
+    from mapper.policies.regime import failover_evidence
+
+    def osts(servers, moved=()):
+        return [OstState(index=i, oss=s, kbytes_total=KB, kbytes_free=KB // 2,
+                         kbytes_avail=KB // 2, failed_over=i in moved)
+                for i, s in enumerate(servers)]
+    usual = ["oss0"] * 4 + ["oss1"] * 4 + ["oss2"] * 4
+    assert not failover_evidence(osts(usual))
+    assert failover_evidence(osts(["oss0"] * 8 + ["oss2"] * 4, moved=range(4, 8)),
+                             ["oss0", "oss1", "oss2"])
+    # one HA pair: the failed OSS serves none, its partner all
+    assert failover_evidence(osts(["oss0"] * 8, moved=range(4, 8)), ["oss0", "oss1"])
+    # an OST "moved" but every OSS serves its usual count: a wrong home (a mapper started
+    # during a failover, after the failback) or a swap, not a loaded partner
+    assert not failover_evidence(osts(usual, moved=range(4, 8)))
+
+
+def test_a_mapper_started_during_a_failover_stays_with_rr_after_the_failback():
+    from mapper.state.state_store import StateStore
+    store = StateStore()
+    _publish(store, 5.0, {"oss0": range(0, 8), "oss2": range(8, 12)})   # oss1 failed over
+    policy = McmfPolicy()
+    policy.allocate_batch(store.current(5.0), [CreateRequest("a", 2)])
+    assert policy.stats["regime_rr_requests"] == 1        # the partner is taken as home
+    _publish(store, 10.0, {"oss0": range(0, 4), "oss1": range(4, 8), "oss2": range(8, 12)})
+    snap = store.current(10.0)
+    assert [o.failed_over for o in snap.osts][4:8] == [True] * 4
+    policy.allocate_batch(snap, [CreateRequest("a", 2)])
+    assert policy.stats["regime_rr_requests"] == 2        # failback: RR, no false evidence
