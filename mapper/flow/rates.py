@@ -63,6 +63,17 @@ def sample_rate_bytes_s(ost: OstState, rpc_bytes: int = RPC_BYTES) -> float | No
     return best
 
 
+Evidence = tuple[float | None, float | None, float | None, float | None]
+"""(sample time s, rate estimate bytes/s, RPC time s, busy seconds) of a look."""
+
+
+def busy_seconds(span: WriteTotals) -> float:
+    """Seconds an OST spent writing over ``span``: the summed brw_stats I/O time over the
+    mean I/Os in flight (Little's law: I/Os in flight = I/O time per second busy)."""
+    flight = span.mean_in_flight
+    return span.io_time_s / max(flight if flight is not None else 1.0, 1.0)
+
+
 def totals_rate_bytes_s(span: WriteTotals, rpc_bytes: int = RPC_BYTES) -> float | None:
     """:func:`sample_rate_bytes_s` over several samples' sums (``span``, from
     :meth:`WriteTotals.since`): ``max(bytes / span, in_flight * rpc_bytes / latency)`` with
@@ -90,13 +101,18 @@ class OstRateTracker:
         relax_s: while an OST's samples carry no evidence (no RPC ran, nothing written),
             its rate relaxes toward the median of the measured OSTs with this time
             constant, s: ``r <- m + (r - m) exp(-dt / relax_s)`` (0: kept as it was).
+        busy_s: None: a look's estimate falls in with weight ``smoothing``. Else with
+            ``1 - (1 - smoothing) ** (b / busy_s)``, ``b`` the seconds the OST spent
+            writing since the last look (:func:`busy_seconds`): each ``busy_s`` of
+            evidence counts as one sample, however the samples were grouped into looks.
     Raises:
         ValueError: smoothing outside (0, 1] or a non-positive rate/RPC size.
     """
 
     def __init__(self, smoothing: float = 0.05, rpc_bytes: int = RPC_BYTES,
                  default_rate_bytes_s: float = DEFAULT_RATE_BYTES_S,
-                 latency_smoothing: float = 1.0, relax_s: float = 0.0):
+                 latency_smoothing: float = 1.0, relax_s: float = 0.0,
+                 busy_s: float | None = None):
         if not 0 < smoothing <= 1:
             raise ValueError(f"rate smoothing must be in (0, 1], got {smoothing}")
         if rpc_bytes <= 0 or default_rate_bytes_s <= 0:
@@ -113,6 +129,7 @@ class OstRateTracker:
         self._oss_seen: dict[str, float | None] = {}
         self.min_lnet_percent = 20.0
         self.relax_s = relax_s
+        self.busy_s = busy_s
         self._evidence_s: dict[int, float] = {}     # when each OST last showed evidence
 
     def update(self, osts: Sequence[OstState]) -> None:
@@ -128,7 +145,7 @@ class OstRateTracker:
             new = self._new_evidence(o)
             if new is None:
                 continue
-            t, est, lat = new
+            t, est, lat, busy = new
             if lat is not None and math.isfinite(lat) and lat > 0:
                 old_l = self.latency.get(o.index)
                 b = self.latency_smoothing
@@ -151,27 +168,31 @@ class OstRateTracker:
             if old is None or t is None or est >= old:
                 self.rate[o.index] = est          # a lower bound above the estimate: take it
             else:
-                self.rate[o.index] = (1 - a) * old + a * est
+                w = a if self.busy_s is None or busy is None else 1 - (1 - a) ** (busy / self.busy_s)
+                self.rate[o.index] = (1 - w) * old + w * est
 
-    def _new_evidence(self, o: OstState) -> tuple[float | None, float | None, float | None] | None:
-        """(sample time, rate estimate, RPC time) of what ``o`` shows that this tracker has
-        not folded, None when nothing. Several samples since the last look are summed
-        (:meth:`WriteTotals.since`); a single one is taken as it is."""
+    def _new_evidence(self, o: OstState) -> Evidence | None:
+        """(sample time, rate estimate, RPC time, busy seconds) of what ``o`` shows that
+        this tracker has not folded, None when nothing. Several samples since the last
+        look are summed (:meth:`WriteTotals.since`); a single one is taken as it is. Busy
+        seconds are None without write totals."""
         totals = o.write_totals
         if totals is None or o.sample_time_s is None:
             t = o.sample_time_s
             if t is not None and self._seen.get(o.index) == t:
                 return None
             self._seen[o.index] = t
-            return t, sample_rate_bytes_s(o, self.rpc_bytes), o.write_latency_s
+            return t, sample_rate_bytes_s(o, self.rpc_bytes), o.write_latency_s, None
         last = self._totals.get(o.index)
         if last is not None and last.samples == totals.samples:
             return None
         span = totals.since(last)
         self._totals[o.index] = totals.copy()
+        busy = busy_seconds(span)
         if span.samples == 1:
-            return o.sample_time_s, sample_rate_bytes_s(o, self.rpc_bytes), o.write_latency_s
-        return o.sample_time_s, totals_rate_bytes_s(span, self.rpc_bytes), span.latency_s
+            return (o.sample_time_s, sample_rate_bytes_s(o, self.rpc_bytes), o.write_latency_s,
+                    busy)
+        return o.sample_time_s, totals_rate_bytes_s(span, self.rpc_bytes), span.latency_s, busy
 
     def _relax(self, index: int, t: float | None) -> None:
         """No evidence in this sample: relax the rate toward the measured median."""

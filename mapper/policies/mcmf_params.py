@@ -87,6 +87,11 @@ class McmfParams:
         rate_relax_s: an OST's speed estimate relaxes toward the others' median with this
             time constant, s, while its samples carry no evidence (0: never;
             :class:`mapper.flow.rates.OstRateTracker`).
+        rate_busy_s: weigh what a look at the state adds by the evidence in it: the
+            estimate over the samples since the last look falls in with weight
+            ``1 - (1 - rate_smoothing) ** (busy_s / rate_busy_s)``, ``busy_s`` the seconds
+            the OST spent writing in them (brw_stats I/O time over I/Os in flight). None:
+            ``rate_smoothing`` per look, whatever it holds (the default).
 
     Raises (on construction):
         ValueError: a value out of range or an unknown name, naming the field.
@@ -125,6 +130,7 @@ class McmfParams:
     interleave_tolerance: float = 0.25
     explore_share: float = 0.01
     rate_relax_s: float = 0.0
+    rate_busy_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:
@@ -143,5 +149,7 @@ class McmfParams:
             raise ValueError(f"placement must be 'flow' or 'interleave', got {self.placement!r}")
         if self.rate_relax_s < 0:
             raise ValueError(f"rate_relax_s must be >= 0, got {self.rate_relax_s!r}")
+        if self.rate_busy_s is not None and not self.rate_busy_s > 0:
+            raise ValueError(f"rate_busy_s must be > 0 or None, got {self.rate_busy_s!r}")
         if self.plan_aggregate_above < 1:
             raise ValueError(f"plan_aggregate_above must be >= 1, got {self.plan_aggregate_above!r}")

@@ -88,7 +88,8 @@ class RoundViews:
         self.regime_thresholds = RegimeThresholds(**(params.regime_params or {}))
         self.rate_tracker = OstRateTracker(params.rate_smoothing,
                                            latency_smoothing=params.latency_smoothing,
-                                           relax_s=params.rate_relax_s)
+                                           relax_s=params.rate_relax_s,
+                                           busy_s=params.rate_busy_s)
         self._count = count
         self._tables = TableSync()
         self._last: RoundView | None = None

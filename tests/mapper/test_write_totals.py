@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapper.flow.rates import OstRateTracker, totals_rate_bytes_s
 from mapper.policies.mcmf import McmfPolicy
+from mapper.policies.mcmf_params import McmfParams
 from mapper.policies.placement import CreateRequest
 from mapper.state.state_store import StateStore
 from mapper.state.write_totals import WriteTotals
@@ -111,3 +113,32 @@ def test_rounds_after_idle_samples_still_learn_the_ost_that_was_slow():
     tracker.update(snap.osts)                               # everything since the store began
     rates = tracker.rates(list(range(8)))
     assert max(rates[6:]) < rates[:6].min() / 2
+
+
+def test_evidence_weighting_counts_busy_seconds_however_the_samples_were_grouped():
+    """``rate_busy_s``: with the same slow estimate in every sample, a look after each of
+    three busy samples and one look after all three end at the same rate (each busy
+    interval weighs one sample), and the single look falls further than the default's one
+    ``smoothing`` step per look."""
+    def stores():
+        store = StateStore()
+        _sample(store, 0.0, (), busy=True)
+        return store
+
+    each, once, default = stores(), stores(), stores()
+    trackers = [OstRateTracker(0.3, busy_s=1.0), OstRateTracker(0.3, busy_s=1.0),
+                OstRateTracker(0.3)]
+    for store, tracker in zip((each, once, default), trackers):
+        tracker.update(store.current(0.0).osts)                 # all at the fast rate
+    for t in (5.0, 10.0, 15.0):
+        for store in (each, once, default):
+            _sample(store, t, (6, 7), busy=True)
+        trackers[0].update(each.current(t).osts)
+    trackers[1].update(once.current(15.0).osts)
+    trackers[2].update(default.current(15.0).osts)
+    r_each, r_once, r_default = (tr.rates([7])[0] for tr in trackers)
+    assert math.isclose(r_each, r_once, rel_tol=1e-9)
+    fast = trackers[2].rates([0])[0]
+    assert r_once < r_default < fast
+    with pytest.raises(ValueError):
+        McmfParams(rate_busy_s=0.0)
