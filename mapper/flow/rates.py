@@ -101,6 +101,9 @@ class OstRateTracker:
         relax_s: while an OST's samples carry no evidence (no RPC ran, nothing written),
             its rate relaxes toward the median of the measured OSTs with this time
             constant, s: ``r <- m + (r - m) exp(-dt / relax_s)`` (0: kept as it was).
+        first_look_median: the very first look's samples fall from their own median by
+            smoothing, as later first samples fall from the median of the OSTs measured
+            before (False: taken as they are).
         busy_s: None: a look's estimate falls in with weight ``smoothing``. Else with
             ``1 - (1 - smoothing) ** (b / busy_s)``, ``b`` the seconds the OST spent
             writing since the last look (:func:`busy_seconds`): each ``busy_s`` of
@@ -112,7 +115,7 @@ class OstRateTracker:
     def __init__(self, smoothing: float = 0.05, rpc_bytes: int = RPC_BYTES,
                  default_rate_bytes_s: float = DEFAULT_RATE_BYTES_S,
                  latency_smoothing: float = 1.0, relax_s: float = 0.0,
-                 busy_s: float | None = None):
+                 busy_s: float | None = None, first_look_median: bool = False):
         if not 0 < smoothing <= 1:
             raise ValueError(f"rate smoothing must be in (0, 1], got {smoothing}")
         if rpc_bytes <= 0 or default_rate_bytes_s <= 0:
@@ -130,6 +133,7 @@ class OstRateTracker:
         self.min_lnet_percent = 20.0
         self.relax_s = relax_s
         self.busy_s = busy_s
+        self.first_look_median = first_look_median
         self._evidence_s: dict[int, float] = {}     # when each OST last showed evidence
 
     def update(self, osts: Sequence[OstState]) -> None:
@@ -141,11 +145,13 @@ class OstRateTracker:
         a = self.smoothing
         measured_before = bool(self.rate)
         prior: float | None = None      # their median, computed at the first first sample
-        for o in osts:
-            new = self._new_evidence(o)
-            if new is None:
-                continue
-            t, est, lat, busy = new
+        news = [(o, new) for o in osts if (new := self._new_evidence(o)) is not None]
+        if not measured_before and self.first_look_median:
+            first = [new[1] for _, new in news if new[0] is not None and new[1] is not None]
+            if first:
+                prior = float(np.median(first))
+                measured_before = True
+        for o, (t, est, lat, busy) in news:
             if lat is not None and math.isfinite(lat) and lat > 0:
                 old_l = self.latency.get(o.index)
                 b = self.latency_smoothing

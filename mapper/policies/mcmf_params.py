@@ -92,6 +92,9 @@ class McmfParams:
             ``1 - (1 - rate_smoothing) ** (busy_s / rate_busy_s)``, ``busy_s`` the seconds
             the OST spent writing in them (brw_stats I/O time over I/Os in flight). None:
             ``rate_smoothing`` per look, whatever it holds (the default).
+        rate_first_look_median: the first look's estimates fall from their median by
+            ``rate_smoothing`` (as an OST's first sample after others were measured does)
+            instead of being taken as they are. Off by default.
 
     Raises (on construction):
         ValueError: a value out of range or an unknown name, naming the field.
@@ -131,6 +134,7 @@ class McmfParams:
     explore_share: float = 0.01
     rate_relax_s: float = 0.0
     rate_busy_s: float | None = None
+    rate_first_look_median: bool = False
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:

@@ -89,7 +89,8 @@ class RoundViews:
         self.rate_tracker = OstRateTracker(params.rate_smoothing,
                                            latency_smoothing=params.latency_smoothing,
                                            relax_s=params.rate_relax_s,
-                                           busy_s=params.rate_busy_s)
+                                           busy_s=params.rate_busy_s,
+                                           first_look_median=params.rate_first_look_median)
         self._count = count
         self._tables = TableSync()
         self._last: RoundView | None = None
