@@ -128,6 +128,23 @@ def test_a_first_sample_under_a_burst_falls_from_the_median_and_is_no_straggler(
     assert slowest_outliers(zip((1.0 / got).tolist(), range(9)), 3.0, 0.0, 0.25) == {8}
 
 
+def test_the_first_look_can_fall_from_its_own_median():
+    """``first_look_median``: alike OSTs whose first RPC times straddle a log2 I/O-time
+    bucket (12 ms against 24 ms bucket means: scale-800-hetero's first look) do not read
+    2x apart; without it they are taken as they are."""
+    def first_look(**kw):
+        tr = OstRateTracker(smoothing=0.3, **kw)
+        tr.update([OstState(i, "a", 100, 100, 100, sample_time_s=5.0,
+                            write_latency_s=(0.024 if i < 3 else 0.012), write_in_flight=4.0)
+                   for i in range(8)])
+        return tr.rates(range(8))
+    raw, prior = first_look(), first_look(first_look_median=True)
+    assert raw[0] == pytest.approx(raw[7] / 2)
+    assert prior[7] == pytest.approx(raw[7])                 # at or above the median: as is
+    assert prior[0] == pytest.approx(0.7 * raw[7] + 0.3 * raw[0])
+    assert np.median(prior) / np.percentile(prior, 10) < 1.5 < np.median(raw) / np.percentile(raw, 10)
+
+
 def test_slot_costs_rise_and_a_faster_ost_takes_proportionally_more():
     model = RateCost(oss_weight=0.0)
     osts = _arrays([100e6, 300e6])
