@@ -176,6 +176,7 @@ class ControlServer:
             "osts": len(snap.osts), "usable": len(snap.osts) - len(excluded),
             "excluded": excluded, "degraded": degraded,
             "stragglers": primary.straggler_osts() if isinstance(primary, ReportsStragglers) else [],
+            "failed_over": [{"ost": o.index, "oss": o.oss} for o in snap.osts if o.failed_over],
             "stale_servers": ctx.store.stale_servers(snap, ctx.store.max_age_s())
             if not ctx.store.static else [],
             "newest_sample_age_s": age,

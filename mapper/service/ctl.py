@@ -83,6 +83,8 @@ def format_status(reply: dict[str, Any]) -> str:
         lines.append(f"  excluded: {excluded or 'none'}")
         lines.append(f"  degraded: {', '.join(f'OST{i:04x}' for i in fs['degraded']) or 'none'}"
                      f"; stragglers: {', '.join(f'OST{i:04x}' for i in fs['stragglers']) or 'none'}")
+        moved = ", ".join(f"OST{m['ost']:04x} (on {m['oss']})" for m in fs.get("failed_over", []))
+        lines.append(f"  failed over: {moved or 'none'}")
         depths = ", ".join(f"{k}: {v}" for k, v in fs["plan_queue_depths"].items())
         lines.append(f"  plan queues (pool/count/size band/bytes band): {depths or 'empty'}")
         fb = ", ".join(f"{k} {v}" for k, v in fs["fallbacks"].items())

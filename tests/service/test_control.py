@@ -45,6 +45,13 @@ def test_status_as_text_and_json(served, capsys):
     assert (fs["fsname"], fs["usable"], fs["excluded"]) == ("static", 8, [])
     assert reply["requests"]["ok"] == 6 and reply["fallback_share"] == 0.0
     assert reply["leases"] == {"held": 0, "layouts": 0, "clients": 0}
+    assert fs["failed_over"] == [] and "failed over: none" in text
+    # an OST its failover partner serves (the store marks it from the samples,
+    # tests/mapper/test_failover_seen.py) is listed with the OSS serving it
+    ost = next(iter(svc.contexts.values())).store.snapshot.osts[3]
+    ost.failed_over = True
+    code, text, _ = run(capsys, "--socket", sock, "status")
+    assert code == 0 and f"failed over: OST0003 (on {ost.oss})" in text
 
 
 def test_status_counts_the_leases_held(served, capsys):
