@@ -65,7 +65,7 @@ class McmfParams:
         regime: switch to Lustre's round-robin while the evidence says the OSTs are
             alike (:mod:`mapper.policies.regime`: by default no straggler, no OST within
             an RPC of the ENOSPC reserve, no OST served by its failover partner,
-            estimated rates within 1.5x between median and p10), the flow otherwise. On by default since issue #28's third run:
+            estimated rates within 2x between median and p10), the flow otherwise. On by default since issue #28's third run:
             the flow's greedy optimum over 5 s-old samples lost 3-11% of job I/O time to
             RR's rotation in worlds where the OSTs are alike (docs/placement.md).
         regime_params: :class:`~mapper.policies.regime.RegimeThresholds` fields (None

@@ -63,6 +63,18 @@ def test_the_default_rule_answers_busy_or_unevenly_filled_alike_osts_with_round_
     assert not classify(near_full, default).space_in_band
 
 
+def test_one_log2_bucket_step_between_alike_osts_is_not_evidence():
+    # OSTs of 291-348 MiB/s (scale-800-hetero) whose RPC times fall either side of the
+    # 16 ms edge read at the bucket means 12 and 24 ms: rates 2x apart in one look.
+    rpc_12ms, rpc_24ms = MIB / 0.012, MIB / 0.024
+    straddle = [rpc_12ms] * 6 + [rpc_24ms] * 4
+    used = [0.4] * 10
+    assert classify(_arrays(straddle, used), RegimeThresholds()).mode == ROUND_ROBIN
+    # Beyond one step (an OSS at 30%: 3.3x) it is.
+    degraded = [rpc_12ms] * 6 + [rpc_12ms * 0.3] * 4
+    assert classify(_arrays(degraded, used), RegimeThresholds()).mode == FLOW
+
+
 def test_rate_band_sees_one_slow_ost_among_many():
     # One OST at half speed among 40 is below no percentile the ratios look at.
     rates = [500e6] * 39 + [250e6]
