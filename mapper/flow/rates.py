@@ -37,6 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
+from mapper.flow.stragglers import MIN_PEERS
 from mapper.state.cluster_state import OstState
 from mapper.state.write_totals import WriteTotals
 
@@ -135,6 +136,7 @@ class OstRateTracker:
         self.busy_s = busy_s
         self.first_look_median = first_look_median
         self._evidence_s: dict[int, float] = {}     # when each OST last showed evidence
+        self.last_look: dict[int, float] = {}       # each OST's latest estimate, unsmoothed
 
     def update(self, osts: Sequence[OstState]) -> None:
         """Fold in what is new since the last call: with the store's write totals
@@ -161,6 +163,7 @@ class OstRateTracker:
                 continue
             if t is not None:
                 self._evidence_s[o.index] = t
+            self.last_look[o.index] = est
             old = self.rate.get(o.index)
             if old is None and t is not None and measured_before:
                 if prior is None:       # before any OST new in this call joins self.rate
@@ -231,6 +234,24 @@ class OstRateTracker:
             est = w / (st.lnet_load / 100.0)
             old = self.oss_limit.get(name)
             self.oss_limit[name] = est if old is None or t is None else (1 - a) * old + a * est
+
+    def slow_looks(self, indices: Sequence[int] | np.ndarray, factor: float) -> list[int]:
+        """OSTs of ``indices`` whose latest estimate, unsmoothed, read more than ``factor``
+        times slower than the median smoothed rate of ``indices``; empty with fewer than
+        :data:`~mapper.flow.stragglers.MIN_PEERS` OSTs. The smoothed estimate needs several
+        looks to fall that far from where it started (0.3 per look: four looks for a 49x
+        straggler to pass 3x); one look beyond the brw_stats bucket noise is evidence now.
+
+        Raises:
+            ValueError: factor <= 1.
+        """
+        if not factor > 1:
+            raise ValueError(f"slow-look factor must be > 1, got {factor}")
+        idx = [int(i) for i in indices]
+        if len(idx) < MIN_PEERS:
+            return []
+        median = float(np.median(self.rates(idx)))
+        return [i for i in idx if (r := self.last_look.get(i)) is not None and r * factor < median]
 
     def oss_limits(self, oss_names: Sequence[str]) -> np.ndarray:
         """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""

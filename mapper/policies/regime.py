@@ -33,6 +33,13 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   exposes the move at once (the partner's collector publishes the target), while the
   rate estimates take several rounds to spread past ``rate_ratio``: the first checkpoint
   after the move was placed by RR (failover-half, docs/placement.md);
+* **a slow look** (``look_factor``, default 3; :meth:`mapper.flow.rates.OstRateTracker.slow_looks`):
+  an OST whose latest look, unsmoothed, read more than 3x slower than the median
+  smoothed rate. 3 is the straggler factor (:mod:`mapper.flow.stragglers`), beyond the 2x
+  one log2 bucket step can make of alike OSTs. The smoothed estimate falls 0.3 of the way
+  per look, so a 49x straggler first seen in a look after the others needed four looks to
+  pass the straggler test; in the meantime RR kept placing on it (straggler-ost-pfl,
+  docs/placement.md "A slow look is evidence");
 * **room** (always): an OST within one RPC of Lustre's ENOSPC reserve
   (:func:`mapper.state.ost_health.enospc_reserve_bytes`) is the flow's to keep stripes off;
 * **space balance** (``qos_threshold_rr_pct``, ``used_band``, off): free space of the
@@ -75,6 +82,8 @@ class RegimeThresholds:
         rate_band: any OST's estimated rate outside ``median * (1 +- rate_band)`` is
             uneven load.
         failed_over: an OST served by its failover partner is uneven load.
+        look_factor: an OST whose latest look read more than this many times slower than
+            the median smoothed rate is uneven load (> 1).
     """
     load_ratio: float | None = None
     rate_ratio: float | None = 2.0
@@ -83,12 +92,14 @@ class RegimeThresholds:
     rpc_bytes: float = 1 << 20
     rate_band: float | None = None
     failed_over: bool = True
+    look_factor: float | None = 3.0
 
     def __post_init__(self) -> None:
         def off_or(value, ok) -> bool:
             return value is None or ok(value)
         if not (off_or(self.load_ratio, lambda v: v > 1)
                 and off_or(self.rate_ratio, lambda v: v > 1)
+                and off_or(self.look_factor, lambda v: v > 1)
                 and off_or(self.used_band, lambda v: v >= 0)
                 and off_or(self.qos_threshold_rr_pct, lambda v: 0 <= v <= 100)
                 and off_or(self.rate_band, lambda v: 0 <= v < 1) and self.rpc_bytes > 0
@@ -103,6 +114,7 @@ class Regime:
     load_uniform: bool
     space_in_band: bool
     failed_over: bool = False
+    slow_look: bool = False
 
 
 def failover_evidence(osts: Iterable[OstState], oss_names: Iterable[str] = ()) -> bool:
@@ -121,16 +133,19 @@ def failover_evidence(osts: Iterable[OstState], oss_names: Iterable[str] = ()) -
     return any(served[oss] > median for oss in moved_to)
 
 
-def classify(osts: OstArrays, t: RegimeThresholds, failed_over: bool = False) -> Regime:
+def classify(osts: OstArrays, t: RegimeThresholds, failed_over: bool = False,
+             slow_look: bool = False) -> Regime:
     """The regime of the candidate OSTs (all rows); ``failed_over``: one of the usable OSTs
-    is served by its failover partner."""
+    is served by its failover partner; ``slow_look``: one read slower than the median by
+    more than ``t.look_factor`` in its latest look."""
     if len(osts.index) == 0:
         return Regime(ROUND_ROBIN, True, True)
     moved = failed_over and t.failed_over
-    load_uniform = not moved and (len(osts.index) < 2 or _load_uniform(osts, t))
+    slow = slow_look and t.look_factor is not None
+    load_uniform = not moved and not slow and (len(osts.index) < 2 or _load_uniform(osts, t))
     space = _space_in_band(osts, t)
     mode = ROUND_ROBIN if load_uniform and space else FLOW
-    return Regime(mode, load_uniform, space, moved)
+    return Regime(mode, load_uniform, space, moved, slow)
 
 
 def _load_uniform(osts: OstArrays, t: RegimeThresholds) -> bool:

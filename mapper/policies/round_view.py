@@ -131,19 +131,23 @@ class RoundViews:
                        degraded=table.degraded[candidates].astype(bool),
                        extra_stripes=np.zeros(len(candidates)))
         failed_over = failover_evidence(snapshot.osts, snapshot.osses)
-        regime = self._regime(base, stragglers, failed_over) if p.regime else None
+        factor = self.regime_thresholds.look_factor
+        slow_look = factor is not None and bool(tracker.slow_looks(base.index, factor))
+        regime = self._regime(base, stragglers, failed_over, slow_look) if p.regime else None
         view = RoundView(key, table, len(usable), stragglers, candidates, base,
                          self._cost(regime), regime)
         self._last = view
         return view
 
-    def _regime(self, base: OstArrays, stragglers: set[int], failed_over: bool) -> Regime:
+    def _regime(self, base: OstArrays, stragglers: set[int], failed_over: bool,
+                slow_look: bool) -> Regime:
         # Stragglers are uneven load by definition (and Lustre's RR would use them).
-        regime = (classify(base, self.regime_thresholds, failed_over) if not stragglers
-                  else Regime(FLOW, False, True))
+        regime = (classify(base, self.regime_thresholds, failed_over, slow_look)
+                  if not stragglers else Regime(FLOW, False, True))
         self._count(f"regime_{regime.mode}_load_{'uniform' if regime.load_uniform else 'uneven'}"
                     f"_space_{'in' if regime.space_in_band else 'out'}"
-                    + ("_failed_over" if regime.failed_over else ""))
+                    + ("_failed_over" if regime.failed_over else "")
+                    + ("_slow_look" if regime.slow_look else ""))
         return regime
 
     def _cost(self, regime: Regime | None) -> CostModel:

@@ -215,3 +215,54 @@ def test_a_mapper_started_during_a_failover_stays_with_rr_after_the_failback():
     assert [o.failed_over for o in snap.osts][4:8] == [True] * 4
     policy.allocate_batch(snap, [CreateRequest("a", 2)])
     assert policy.stats["regime_rr_requests"] == 2        # failback: RR, no false evidence
+
+
+def _looks(tracker, t, latency_s):
+    """One look of the tracker at OSTs with the given brw_stats RPC times (1 in flight)."""
+    osts = [OstState(i, f"oss{i // 2}", KB, KB // 2, KB // 2, write_latency_s=lat,
+                     sample_time_s=t) for i, lat in enumerate(latency_s)]
+    tracker.update(osts)
+
+
+def test_a_look_beyond_the_bucket_noise_flags_the_ost_before_its_estimate_falls():
+    from mapper.flow.rates import OstRateTracker
+    tracker = OstRateTracker(smoothing=0.3)
+    fast = MIB / 700e6
+    _looks(tracker, 0.0, [fast] * 8)
+    _looks(tracker, 5.0, [fast] * 7 + [49 * fast])      # OST 7 at 1/49 (straggler-ost)
+    rates = tracker.rates(range(8))
+    assert rates[7] > rates[0] / 3                      # smoothed: not a straggler yet
+    assert tracker.slow_looks(range(8), 3.0) == [7]
+    _looks(tracker, 10.0, [fast] * 6 + [2 * fast, fast])   # a bucket step: not evidence
+    assert tracker.slow_looks(range(8), 3.0) == []
+    assert tracker.slow_looks(range(3), 3.0) == []      # fewer than MIN_PEERS: no median
+    with pytest.raises(ValueError, match="slow-look factor"):
+        tracker.slow_looks(range(8), 1.0)
+
+
+def test_a_slow_look_sends_the_round_to_the_flow_unless_turned_off():
+    alike = _arrays([500e6] * 8, [0.4] * 8)
+    got = classify(alike, RegimeThresholds(), slow_look=True)
+    assert got.mode == FLOW and got.slow_look and not got.load_uniform
+    assert classify(alike, RegimeThresholds(look_factor=None), slow_look=True).mode == ROUND_ROBIN
+    with pytest.raises(ValueError, match="regime thresholds"):
+        RegimeThresholds(look_factor=1.0)
+
+
+def test_mcmf_leaves_lustres_rr_at_the_first_look_that_shows_a_straggler():
+    """The policy end to end: after a look at eight alike OSTs, one look with OST 7 at 1/49
+    of their rate sends the round to the flow, which gives OST 7 no more than its share."""
+    pol = McmfPolicy()
+    req = [CreateRequest(jobid=f"j{k}", stripe_count=4, stripe_size=MIB,
+                         expected_bytes=256 * MIB) for k in range(8)]
+    fast = MIB / 700e6
+    def snap(t, lat):
+        osts = [OstState(i, f"oss{i // 2}", KB, KB // 2, KB // 2, write_latency_s=lat[i],
+                         sample_time_s=t) for i in range(8)]
+        return ClusterSnapshot(osts=osts, osses={f"oss{s}": OssState(f"oss{s}") for s in range(4)})
+    first = pol.allocate_batch(snap(0.0, [fast] * 8), req)
+    assert all(p.note == "regime round_robin" for p in first)
+    got = pol.allocate_batch(snap(5.0, [fast] * 7 + [49 * fast]), req)
+    assert not any(p.note == "regime round_robin" for p in got)
+    assert sum(7 in p.osts for p in got) < sum(7 in p.osts for p in first)
+    assert any("slow_look" in k for k in pol.stats)

@@ -84,16 +84,22 @@ def _sample(store: StateStore, t: float, slow: tuple[int, ...], busy: bool) -> N
         store.apply("oss", f"oss{oss}", t, 5.0, {"values": {"cpu_percent": 5.0}}, targets)
 
 
-def test_rounds_after_idle_samples_still_learn_the_ost_that_was_slow():
+@pytest.mark.parametrize("regime_params, rr_rounds_expected", [
+    (None, [1, 1, 1, 1]),                           # the slow look: 8x > 3x, at once
+    ({"look_factor": None}, [1 + 8, 1 + 16, 1 + 16, 1 + 16]),   # the spread alone
+])
+def test_rounds_after_idle_samples_still_learn_the_ost_that_was_slow(regime_params,
+                                                                   rr_rounds_expected):
     """Each minute OSTs 6 and 7 write at an eighth of the others' rate, then idle for two
     samples before the next round. A round that saw only the latest sample found no
-    evidence, ever, and kept Lustre's RR over all eight OSTs; the default policy learns it
-    (smoothing 0.3 per look: the estimates spread 1.36x, 1.80x, 2.35x): from the third
-    round, past the regime's 2x, the flow decides and gives each slow OST at most half a
-    fast one's stripes."""
+    evidence, ever, and kept Lustre's RR over all eight OSTs. The default policy learns it
+    at the first round: its look reads them 8x slower than the median, past the regime's
+    slow-look factor 3. Without that test the smoothed estimates (0.3 per look) spread
+    1.36x, 1.80x, 2.35x, and the flow decides from the third round, past the rate test's
+    2x. Either way each slow OST gets at most half a fast one's stripes."""
     store = StateStore()
     _sample(store, 0.0, (), busy=True)
-    policy = McmfPolicy()
+    policy = McmfPolicy(regime_params=regime_params)
     policy.allocate_batch(store.current(0.0), [CreateRequest("warm", 1)])   # first look
     rr_rounds = []
     for minute in (1, 2, 3, 4):
@@ -105,7 +111,7 @@ def test_rounds_after_idle_samples_still_learn_the_ost_that_was_slow():
         assert snap.osts[7].write_latency_s is None        # the latest sample: idle
         out = policy.allocate_batch(snap, [CreateRequest(f"j{k}", 4) for k in range(8)])
         rr_rounds.append(policy.stats["regime_rr_requests"])
-    assert rr_rounds == [1 + 8, 1 + 16, 1 + 16, 1 + 16]    # RR in the first two rounds only
+    assert rr_rounds == rr_rounds_expected
     stripes = Counter(o for p in out for o in p.osts)
     fast_mean = sum(stripes[i] for i in range(6)) / 6
     assert max(stripes[6], stripes[7]) <= fast_mean / 2
