@@ -163,7 +163,10 @@ class OstRateTracker:
                 continue
             if t is not None:
                 self._evidence_s[o.index] = t
-            self.last_look[o.index] = est
+            if lat is not None and math.isfinite(lat) and lat > 0:
+                # Only a look with RPC times says how fast the OST serves; bytes alone
+                # are a lower bound (an OST that wrote little is not slow).
+                self.last_look[o.index] = est
             old = self.rate.get(o.index)
             if old is None and t is not None and measured_before:
                 if prior is None:       # before any OST new in this call joins self.rate
@@ -236,8 +239,9 @@ class OstRateTracker:
             self.oss_limit[name] = est if old is None or t is None else (1 - a) * old + a * est
 
     def slow_looks(self, indices: Sequence[int] | np.ndarray, factor: float) -> list[int]:
-        """OSTs of ``indices`` whose latest estimate, unsmoothed, read more than ``factor``
-        times slower than the median smoothed rate of ``indices``; empty with fewer than
+        """OSTs of ``indices`` whose latest estimate with brw_stats RPC times, unsmoothed,
+        read more than ``factor`` times slower than the median smoothed rate of ``indices``
+        (a look with bytes only is a lower bound and does not count); empty with fewer than
         :data:`~mapper.flow.stragglers.MIN_PEERS` OSTs. The smoothed estimate needs several
         looks to fall that far from where it started (0.3 per look: four looks for a 49x
         straggler to pass 3x); one look beyond the brw_stats bucket noise is evidence now.
