@@ -34,12 +34,14 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   rate estimates take several rounds to spread past ``rate_ratio``: the first checkpoint
   after the move was placed by RR (failover-half, docs/placement.md);
 * **a slow look** (``look_factor``, default 3; :meth:`mapper.flow.rates.OstRateTracker.slow_looks`):
-  an OST whose latest look, unsmoothed, read more than 3x slower than the median
-  smoothed rate. 3 is the straggler factor (:mod:`mapper.flow.stragglers`), beyond the 2x
-  one log2 bucket step can make of alike OSTs. The smoothed estimate falls 0.3 of the way
-  per look, so a 49x straggler first seen in a look after the others needed four looks to
-  pass the straggler test; in the meantime RR kept placing on it (straggler-ost-pfl,
-  docs/placement.md "A slow look is evidence");
+  an OST whose latest look with brw_stats RPC times, unsmoothed, read more than 3x slower
+  than the median smoothed rate. 3 is the straggler factor (:mod:`mapper.flow.stragglers`):
+  beyond the 2x one log2 bucket step makes of alike OSTs, and above the 2.86x that
+  queue depth alone gave alike OSTs' single looks on nersc-edison-real (Little's law over
+  an I/O time with a fixed per-RPC latency reads a lightly loaded OST slower). The
+  smoothed estimate falls 0.3 of the way per look, so an OSS at 30% (degraded-oss) needs
+  about four looks to spread the rates past ``rate_ratio``; one look can show it
+  (docs/placement.md, "A slow look");
 * **room** (always): an OST within one RPC of Lustre's ENOSPC reserve
   (:func:`mapper.state.ost_health.enospc_reserve_bytes`) is the flow's to keep stripes off;
 * **space balance** (``qos_threshold_rr_pct``, ``used_band``, off): free space of the
