@@ -41,7 +41,7 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   an I/O time with a fixed per-RPC latency reads a lightly loaded OST slower). The
   smoothed estimate falls 0.3 of the way per look, so an OSS at 30% (degraded-oss) needs
   about four looks to spread the rates past ``rate_ratio``; one look can show it
-  (docs/placement.md, "A slow look");
+  (docs/placement.md, "One bucket step and a slow look");
 * **room** (always): an OST within one RPC of Lustre's ENOSPC reserve
   (:func:`mapper.state.ost_health.enospc_reserve_bytes`) is the flow's to keep stripes off;
 * **space balance** (``qos_threshold_rr_pct``, ``used_band``, off): free space of the
