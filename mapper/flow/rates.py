@@ -154,7 +154,8 @@ class OstRateTracker:
                 prior = float(np.median(first))
                 measured_before = True
         for o, (t, est, lat, busy) in news:
-            if lat is not None and math.isfinite(lat) and lat > 0:
+            rpc_timed = lat is not None and math.isfinite(lat) and lat > 0
+            if rpc_timed:
                 old_l = self.latency.get(o.index)
                 b = self.latency_smoothing
                 self.latency[o.index] = lat if old_l is None or t is None else (1 - b) * old_l + b * lat
@@ -163,7 +164,7 @@ class OstRateTracker:
                 continue
             if t is not None:
                 self._evidence_s[o.index] = t
-            if lat is not None and math.isfinite(lat) and lat > 0:
+            if rpc_timed:
                 # Only a look with RPC times says how fast the OST serves; bytes alone
                 # are a lower bound (an OST that wrote little is not slow).
                 self.last_look[o.index] = est

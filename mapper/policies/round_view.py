@@ -130,10 +130,12 @@ class RoundViews:
                        oss_limit_bytes_s=tracker.oss_limits([oss_of[int(i)] for i in base.index]),
                        degraded=table.degraded[candidates].astype(bool),
                        extra_stripes=np.zeros(len(candidates)))
-        failed_over = failover_evidence(snapshot.osts, snapshot.osses)
-        factor = self.regime_thresholds.look_factor
-        slow_look = factor is not None and bool(tracker.slow_looks(base.index, factor))
-        regime = self._regime(base, stragglers, failed_over, slow_look) if p.regime else None
+        regime = None
+        if p.regime:        # evidence only the regime reads; the flow alone skips it
+            failed_over = failover_evidence(snapshot.osts, snapshot.osses)
+            factor = self.regime_thresholds.look_factor
+            slow_look = factor is not None and bool(tracker.slow_looks(base.index, factor))
+            regime = self._regime(base, stragglers, failed_over, slow_look)
         view = RoundView(key, table, len(usable), stragglers, candidates, base,
                          self._cost(regime), regime)
         self._last = view
