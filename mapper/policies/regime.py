@@ -61,6 +61,7 @@ from typing import Iterable
 
 import numpy as np
 
+from mapper.flow.stragglers import MIN_PEERS
 from mapper.state.arrays import OstArrays
 from mapper.state.cluster_state import OstState
 from mapper.state.ost_health import enospc_reserve_bytes
@@ -86,6 +87,9 @@ class RegimeThresholds:
         failed_over: an OST served by its failover partner is uneven load.
         look_factor: an OST whose latest look read more than this many times slower than
             the median smoothed rate is uneven load (> 1).
+        slowest_ratio: median over the slowest OST's estimated (smoothed) rate above
+            which load is uneven (> 1); tested with at least
+            :data:`~mapper.flow.stragglers.MIN_PEERS` OSTs.
     """
     load_ratio: float | None = None
     rate_ratio: float | None = 2.0
@@ -95,6 +99,7 @@ class RegimeThresholds:
     rate_band: float | None = None
     failed_over: bool = True
     look_factor: float | None = 3.0
+    slowest_ratio: float | None = None
 
     def __post_init__(self) -> None:
         def off_or(value, ok) -> bool:
@@ -102,6 +107,7 @@ class RegimeThresholds:
         if not (off_or(self.load_ratio, lambda v: v > 1)
                 and off_or(self.rate_ratio, lambda v: v > 1)
                 and off_or(self.look_factor, lambda v: v > 1)
+                and off_or(self.slowest_ratio, lambda v: v > 1)
                 and off_or(self.used_band, lambda v: v >= 0)
                 and off_or(self.qos_threshold_rr_pct, lambda v: 0 <= v <= 100)
                 and off_or(self.rate_band, lambda v: 0 <= v < 1) and self.rpc_bytes > 0
@@ -158,6 +164,9 @@ def _load_uniform(osts: OstArrays, t: RegimeThresholds) -> bool:
     if t.rate_ratio is not None and p50 > t.rate_ratio * p10:
         return False
     if t.rate_band is not None and not np.all(np.abs(rate / p50 - 1.0) <= t.rate_band):
+        return False
+    if t.slowest_ratio is not None and len(rate) >= MIN_PEERS \
+            and p50 > t.slowest_ratio * float(rate.min()):
         return False
     if t.load_ratio is None:
         return True
