@@ -85,6 +85,23 @@ def test_rate_band_sees_one_slow_ost_among_many():
     assert classify(_arrays([500e6] * 39 + [400e6], used), banded).mode == ROUND_ROBIN
 
 
+def test_slowest_ratio_sees_one_ost_below_half_the_median_and_nothing_above():
+    # One OST at 0.35 of the median among 40 (straggler-ost-pfl's 49x OST as the
+    # smoothed estimate read it) moves no percentile; the slowest-OST test sees it.
+    used = [0.4] * 40
+    one_slow = _arrays([500e6] * 39 + [175e6], used)
+    on = RegimeThresholds(slowest_ratio=2.0)
+    assert classify(one_slow, replace(on, slowest_ratio=None)).mode == ROUND_ROBIN
+    assert classify(one_slow, on).mode == FLOW
+    # one-sided: a fast OST, or a slow one within the ratio, is not evidence
+    assert classify(_arrays([500e6] * 39 + [2000e6], used), on).mode == ROUND_ROBIN
+    assert classify(_arrays([500e6] * 39 + [260e6], used), on).mode == ROUND_ROBIN
+    # too few peers to call one of them slow
+    assert classify(_arrays([500e6] * 2 + [200e6], [0.4] * 3), on).mode == ROUND_ROBIN
+    with pytest.raises(ValueError, match="regime thresholds"):
+        RegimeThresholds(slowest_ratio=1.0)
+
+
 @pytest.mark.parametrize("rates, used, latency, off", [
     ([500e6] * 8, [0.4] * 8, [MIB / 500e6] * 6 + [8 * MIB / 500e6] * 2, {"load_ratio": None}),
     ([500e6] * 6 + [100e6] * 2, [0.4] * 8, None, {"rate_ratio": None, "load_ratio": None}),
