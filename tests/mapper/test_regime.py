@@ -257,22 +257,6 @@ def test_a_look_beyond_the_bucket_noise_flags_the_ost_before_its_estimate_falls(
         tracker.slow_looks(range(8), 1.0)
 
 
-def test_a_slow_look_prices_the_ost_at_that_look_until_the_next():
-    from mapper.flow.rates import OstRateTracker
-    tracker = OstRateTracker(smoothing=0.3)
-    fast = MIB / 700e6
-    _looks(tracker, 0.0, [fast] * 8)
-    _looks(tracker, 5.0, [fast] * 7 + [49 * fast])      # OST 7 at 1/49
-    smoothed = tracker.rates(range(8))
-    priced = tracker.rates_with_slow_looks(range(8), 3.0)
-    assert priced[7] == pytest.approx(700e6 / 49) and priced[7] < smoothed[7] / 10
-    assert np.array_equal(priced[:7], smoothed[:7])     # the others as smoothed
-    _looks(tracker, 10.0, [fast] * 6 + [2 * fast, 2 * fast])   # its next look: a bucket step
-    assert np.array_equal(tracker.rates_with_slow_looks(range(8), 3.0), tracker.rates(range(8)))
-    with pytest.raises(ValueError, match="slow-look factor"):
-        tracker.rates_with_slow_looks(range(8), 1.0)
-
-
 def test_a_slow_look_sends_the_round_to_the_flow_unless_turned_off():
     alike = _arrays([500e6] * 8, [0.4] * 8)
     got = classify(alike, RegimeThresholds(), slow_look=True)
