@@ -258,23 +258,6 @@ class OstRateTracker:
         median = float(np.median(self.rates(idx)))
         return [i for i in idx if (r := self.last_look.get(i)) is not None and r * factor < median]
 
-    def rates_with_slow_looks(self, indices: Sequence[int] | np.ndarray,
-                              factor: float) -> np.ndarray:
-        """:meth:`rates` of ``indices``, except that an OST of :meth:`slow_looks` (its latest
-        look with RPC times read more than ``factor`` slower than the median) is at that
-        look's rate, until a later look replaces it. bytes/s, float (len,).
-
-        Raises:
-            ValueError: factor <= 1.
-        """
-        got = self.rates(indices)
-        slow = set(self.slow_looks(indices, factor))
-        if slow:
-            for k, i in enumerate(indices):
-                if int(i) in slow:
-                    got[k] = min(got[k], self.last_look[int(i)])
-        return got
-
     def oss_limits(self, oss_names: Sequence[str]) -> np.ndarray:
         """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""
         return np.array([self.oss_limit.get(n, math.inf) for n in oss_names], dtype=float)

@@ -95,10 +95,6 @@ class McmfParams:
         rate_first_look_median: the first look's estimates fall from their median by
             ``rate_smoothing`` (as an OST's first sample after others were measured does)
             instead of being taken as they are. Off by default.
-        rate_price_slow_look: the flow prices an OST whose latest look read more than the
-            regime's ``look_factor`` slower than the median (a slow look) at that look's
-            rate rather than its smoothed estimate, until its next look
-            (:meth:`mapper.flow.rates.OstRateTracker.rates_with_slow_looks`). Off by default.
 
     Raises (on construction):
         ValueError: a value out of range or an unknown name, naming the field.
@@ -139,7 +135,6 @@ class McmfParams:
     rate_relax_s: float = 0.0
     rate_busy_s: float | None = None
     rate_first_look_median: bool = False
-    rate_price_slow_look: bool = False
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:

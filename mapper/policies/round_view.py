@@ -126,19 +126,15 @@ class RoundViews:
         if tracker.latency_smoothing < 1.0:
             base = replace(base, write_latency_s=tracker.latencies(base.index))
         oss_of = {o.index: o.oss for o in usable_osts}
-        look_factor = self.regime_thresholds.look_factor
-        rates = (tracker.rates_with_slow_looks(base.index, look_factor)
-                 if p.rate_price_slow_look and look_factor is not None
-                 else tracker.rates(base.index))
-        base = replace(base, rate_bytes_s=rates,
+        base = replace(base, rate_bytes_s=tracker.rates(base.index),
                        oss_limit_bytes_s=tracker.oss_limits([oss_of[int(i)] for i in base.index]),
                        degraded=table.degraded[candidates].astype(bool),
                        extra_stripes=np.zeros(len(candidates)))
         regime = None
         if p.regime:        # evidence only the regime reads; the flow alone skips it
             failed_over = failover_evidence(snapshot.osts, snapshot.osses)
-            slow_look = (look_factor is not None
-                         and bool(tracker.slow_looks(base.index, look_factor)))
+            factor = self.regime_thresholds.look_factor
+            slow_look = factor is not None and bool(tracker.slow_looks(base.index, factor))
             regime = self._regime(base, stragglers, failed_over, slow_look)
         view = RoundView(key, table, len(usable), stragglers, candidates, base,
                          self._cost(regime), regime)
