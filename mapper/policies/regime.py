@@ -15,9 +15,17 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   read 12 and 24 ms, median over p10 1.53-1.59; nersc-edison-real, alike OSTs, up to
   1.43x), so only a spread beyond one step is evidence. It was 1.5, below the 2x of OSTs
   failed over to half speed; the failover test below sees those at once;
+* **the slowest OST** (``slowest_ratio``, default 2.0): the median estimated rate more
+  than 2.0 times the slowest OST's, with at least :data:`~mapper.flow.stragglers.MIN_PEERS`
+  OSTs. A single slow OST among hundreds is below no percentile, so the speed test above
+  misses it. 2.0 is the same one log2 bucket step: the smoothed estimate takes any higher
+  look at once, so an alike OST that read one step slow in one look is back at its next
+  busy one, while an OST that never reads within a step of the median stays below it.
+  straggler-ost-pfl's OST at 1/49 reads only 2.87x slower (the per-RPC latency
+  compresses the ratio; below the straggler and slow-look factor of 3), and this test
+  sends the next job's creates to the flow (docs/placement.md, "The slowest OST");
 * **one OST off the median** (``rate_band``, off): any one OST's estimated rate more than
-  that fraction from the median. A single slow OST among hundreds is below no
-  percentile;
+  that fraction from the median, either side;
 * **load** (``load_ratio``, off): the per-byte times for a new stream,
   ``max(L_j / rpc, 1 / r_j)`` (brw_stats RPC time, rate; the rate cost's ``T_j(0) / b``),
   spread by more than this between the 90th percentile and the median. Off by default:
@@ -88,7 +96,7 @@ class RegimeThresholds:
         look_factor: an OST whose latest look read more than this many times slower than
             the median smoothed rate is uneven load (> 1).
         slowest_ratio: median over the slowest OST's estimated (smoothed) rate above
-            which load is uneven (> 1); tested with at least
+            which load is uneven (> 1; 2.0: one log2 bucket step); tested with at least
             :data:`~mapper.flow.stragglers.MIN_PEERS` OSTs.
     """
     load_ratio: float | None = None
@@ -99,7 +107,7 @@ class RegimeThresholds:
     rate_band: float | None = None
     failed_over: bool = True
     look_factor: float | None = 3.0
-    slowest_ratio: float | None = None
+    slowest_ratio: float | None = 2.0
 
     def __post_init__(self) -> None:
         def off_or(value, ok) -> bool:

@@ -90,7 +90,8 @@ def test_slowest_ratio_sees_one_ost_below_half_the_median_and_nothing_above():
     # smoothed estimate read it) moves no percentile; the slowest-OST test sees it.
     used = [0.4] * 40
     one_slow = _arrays([500e6] * 39 + [175e6], used)
-    on = RegimeThresholds(slowest_ratio=2.0)
+    on = RegimeThresholds()                             # the default tests it, at 2.0
+    assert on.slowest_ratio == 2.0
     assert classify(one_slow, replace(on, slowest_ratio=None)).mode == ROUND_ROBIN
     assert classify(one_slow, on).mode == FLOW
     # one-sided: a fast OST, or a slow one within the ratio, is not evidence
@@ -104,7 +105,8 @@ def test_slowest_ratio_sees_one_ost_below_half_the_median_and_nothing_above():
 
 @pytest.mark.parametrize("rates, used, latency, off", [
     ([500e6] * 8, [0.4] * 8, [MIB / 500e6] * 6 + [8 * MIB / 500e6] * 2, {"load_ratio": None}),
-    ([500e6] * 6 + [100e6] * 2, [0.4] * 8, None, {"rate_ratio": None, "load_ratio": None}),
+    ([500e6] * 6 + [100e6] * 2, [0.4] * 8, None,
+     {"rate_ratio": None, "load_ratio": None, "slowest_ratio": None}),
     ([500e6] * 8, [0.4] * 7 + [0.7], None, {"qos_threshold_rr_pct": None, "used_band": None}),
 ])
 def test_a_threshold_set_to_none_is_not_tested(rates, used, latency, off):
