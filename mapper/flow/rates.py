@@ -258,6 +258,24 @@ class OstRateTracker:
         median = float(np.median(self.rates(idx)))
         return [i for i in idx if (r := self.last_look.get(i)) is not None and r * factor < median]
 
+    def slow_in_both(self, indices: Sequence[int] | np.ndarray, factor: float) -> list[int]:
+        """OSTs of ``indices`` more than ``factor`` times slower than the median smoothed rate
+        of ``indices`` by both their smoothed estimate and their latest look with brw_stats
+        RPC times (:meth:`slow_looks`): the memory and the latest evidence agree. The
+        smoothed estimate alone also falls with bytes-only looks (an OST that wrote
+        little), and the look alone is one look; empty with fewer than
+        :data:`~mapper.flow.stragglers.MIN_PEERS` OSTs.
+
+        Raises:
+            ValueError: factor <= 1.
+        """
+        looked = self.slow_looks(indices, factor)
+        if not looked:
+            return []
+        median = float(np.median(self.rates(indices)))
+        smoothed = self.rates(looked)
+        return [i for i, r in zip(looked, smoothed.tolist()) if r * factor < median]
+
     def oss_limits(self, oss_names: Sequence[str]) -> np.ndarray:
         """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""
         return np.array([self.oss_limit.get(n, math.inf) for n in oss_names], dtype=float)

@@ -15,15 +15,17 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   read 12 and 24 ms, median over p10 1.53-1.59; nersc-edison-real, alike OSTs, up to
   1.43x), so only a spread beyond one step is evidence. It was 1.5, below the 2x of OSTs
   failed over to half speed; the failover test below sees those at once;
-* **the slowest OST** (``slowest_ratio``, default 2.0): the median estimated rate more
-  than 2.0 times the slowest OST's, with at least :data:`~mapper.flow.stragglers.MIN_PEERS`
-  OSTs. A single slow OST among hundreds is below no percentile, so the speed test above
-  misses it. 2.0 is the same one log2 bucket step: the smoothed estimate takes any higher
-  look at once, so an alike OST that read one step slow in one look is back at its next
-  busy one, while an OST that never reads within a step of the median stays below it.
-  straggler-ost-pfl's OST at 1/49 reads only 2.87x slower (the per-RPC latency
-  compresses the ratio; below the straggler and slow-look factor of 3), and this test
-  sends the next job's creates to the flow (docs/placement.md, "The slowest OST");
+* **a slow OST** (``slowest_ratio``, default 2.0;
+  :meth:`mapper.flow.rates.OstRateTracker.slow_in_both`): an OST more than 2.0 times
+  slower than the median by both its smoothed estimate and its latest look with RPC
+  times. A single slow OST among hundreds is below no percentile, so the speed test above
+  misses it. 2.0 is the same one log2 bucket step. Both must agree: the smoothed estimate
+  alone also falls with bytes-only looks (an OST that wrote little), and among 3,600 OSTs
+  one read 2.06x below the median that way while its latest look read 1.45x
+  (scale-3600); a single look is the slow look's, below. straggler-ost-pfl's OST at 1/49
+  reads 2.87x slower in both (the per-RPC latency and the in-flight histogram's last
+  bucket, 31, compress the ratio below the straggler and slow-look factor of 3), and this
+  test sends the next job's creates to the flow (docs/placement.md, "The slowest OST");
 * **one OST off the median** (``rate_band``, off): any one OST's estimated rate more than
   that fraction from the median, either side;
 * **load** (``load_ratio``, off): the per-byte times for a new stream,
@@ -69,7 +71,6 @@ from typing import Iterable
 
 import numpy as np
 
-from mapper.flow.stragglers import MIN_PEERS
 from mapper.state.arrays import OstArrays
 from mapper.state.cluster_state import OstState
 from mapper.state.ost_health import enospc_reserve_bytes
@@ -95,9 +96,9 @@ class RegimeThresholds:
         failed_over: an OST served by its failover partner is uneven load.
         look_factor: an OST whose latest look read more than this many times slower than
             the median smoothed rate is uneven load (> 1).
-        slowest_ratio: median over the slowest OST's estimated (smoothed) rate above
-            which load is uneven (> 1; 2.0: one log2 bucket step); tested with at least
-            :data:`~mapper.flow.stragglers.MIN_PEERS` OSTs.
+        slowest_ratio: an OST whose smoothed estimate and latest look both read more
+            than this many times slower than the median is uneven load (> 1; 2.0: one
+            log2 bucket step).
     """
     load_ratio: float | None = None
     rate_ratio: float | None = 2.0
@@ -131,6 +132,7 @@ class Regime:
     space_in_band: bool
     failed_over: bool = False
     slow_look: bool = False
+    slow_ost: bool = False
 
 
 def failover_evidence(osts: Iterable[OstState], oss_names: Iterable[str] = ()) -> bool:
@@ -150,18 +152,21 @@ def failover_evidence(osts: Iterable[OstState], oss_names: Iterable[str] = ()) -
 
 
 def classify(osts: OstArrays, t: RegimeThresholds, failed_over: bool = False,
-             slow_look: bool = False) -> Regime:
+             slow_look: bool = False, slow_ost: bool = False) -> Regime:
     """The regime of the candidate OSTs (all rows); ``failed_over``: one of the usable OSTs
     is served by its failover partner; ``slow_look``: one read slower than the median by
-    more than ``t.look_factor`` in its latest look."""
+    more than ``t.look_factor`` in its latest look; ``slow_ost``: one read slower than
+    the median by more than ``t.slowest_ratio`` in both its estimate and its latest look."""
     if len(osts.index) == 0:
         return Regime(ROUND_ROBIN, True, True)
     moved = failed_over and t.failed_over
     slow = slow_look and t.look_factor is not None
-    load_uniform = not moved and not slow and (len(osts.index) < 2 or _load_uniform(osts, t))
+    slowest = slow_ost and t.slowest_ratio is not None
+    load_uniform = (not moved and not slow and not slowest
+                    and (len(osts.index) < 2 or _load_uniform(osts, t)))
     space = _space_in_band(osts, t)
     mode = ROUND_ROBIN if load_uniform and space else FLOW
-    return Regime(mode, load_uniform, space, moved, slow)
+    return Regime(mode, load_uniform, space, moved, slow, slowest)
 
 
 def _load_uniform(osts: OstArrays, t: RegimeThresholds) -> bool:
@@ -172,9 +177,6 @@ def _load_uniform(osts: OstArrays, t: RegimeThresholds) -> bool:
     if t.rate_ratio is not None and p50 > t.rate_ratio * p10:
         return False
     if t.rate_band is not None and not np.all(np.abs(rate / p50 - 1.0) <= t.rate_band):
-        return False
-    if t.slowest_ratio is not None and len(rate) >= MIN_PEERS \
-            and p50 > t.slowest_ratio * float(rate.min()):
         return False
     if t.load_ratio is None:
         return True

@@ -132,24 +132,28 @@ class RoundViews:
                        extra_stripes=np.zeros(len(candidates)))
         regime = None
         if p.regime:        # evidence only the regime reads; the flow alone skips it
+            t = self.regime_thresholds
             failed_over = failover_evidence(snapshot.osts, snapshot.osses)
-            factor = self.regime_thresholds.look_factor
-            slow_look = factor is not None and bool(tracker.slow_looks(base.index, factor))
-            regime = self._regime(base, stragglers, failed_over, slow_look)
+            slow_look = (t.look_factor is not None
+                         and bool(tracker.slow_looks(base.index, t.look_factor)))
+            slow_ost = (t.slowest_ratio is not None
+                        and bool(tracker.slow_in_both(base.index, t.slowest_ratio)))
+            regime = self._regime(base, stragglers, failed_over, slow_look, slow_ost)
         view = RoundView(key, table, len(usable), stragglers, candidates, base,
                          self._cost(regime), regime)
         self._last = view
         return view
 
     def _regime(self, base: OstArrays, stragglers: set[int], failed_over: bool,
-                slow_look: bool) -> Regime:
+                slow_look: bool, slow_ost: bool) -> Regime:
         # Stragglers are uneven load by definition (and Lustre's RR would use them).
-        regime = (classify(base, self.regime_thresholds, failed_over, slow_look)
+        regime = (classify(base, self.regime_thresholds, failed_over, slow_look, slow_ost)
                   if not stragglers else Regime(FLOW, False, True))
         self._count(f"regime_{regime.mode}_load_{'uniform' if regime.load_uniform else 'uneven'}"
                     f"_space_{'in' if regime.space_in_band else 'out'}"
                     + ("_failed_over" if regime.failed_over else "")
-                    + ("_slow_look" if regime.slow_look else ""))
+                    + ("_slow_look" if regime.slow_look else "")
+                    + ("_slow_ost" if regime.slow_ost else ""))
         return regime
 
     def _cost(self, regime: Regime | None) -> CostModel:

@@ -85,28 +85,9 @@ def test_rate_band_sees_one_slow_ost_among_many():
     assert classify(_arrays([500e6] * 39 + [400e6], used), banded).mode == ROUND_ROBIN
 
 
-def test_slowest_ratio_sees_one_ost_below_half_the_median_and_nothing_above():
-    # One OST at 0.35 of the median among 40 (straggler-ost-pfl's 49x OST as the
-    # smoothed estimate read it) moves no percentile; the slowest-OST test sees it.
-    used = [0.4] * 40
-    one_slow = _arrays([500e6] * 39 + [175e6], used)
-    on = RegimeThresholds()                             # the default tests it, at 2.0
-    assert on.slowest_ratio == 2.0
-    assert classify(one_slow, replace(on, slowest_ratio=None)).mode == ROUND_ROBIN
-    assert classify(one_slow, on).mode == FLOW
-    # one-sided: a fast OST, or a slow one within the ratio, is not evidence
-    assert classify(_arrays([500e6] * 39 + [2000e6], used), on).mode == ROUND_ROBIN
-    assert classify(_arrays([500e6] * 39 + [260e6], used), on).mode == ROUND_ROBIN
-    # too few peers to call one of them slow
-    assert classify(_arrays([500e6] * 2 + [200e6], [0.4] * 3), on).mode == ROUND_ROBIN
-    with pytest.raises(ValueError, match="regime thresholds"):
-        RegimeThresholds(slowest_ratio=1.0)
-
-
 @pytest.mark.parametrize("rates, used, latency, off", [
     ([500e6] * 8, [0.4] * 8, [MIB / 500e6] * 6 + [8 * MIB / 500e6] * 2, {"load_ratio": None}),
-    ([500e6] * 6 + [100e6] * 2, [0.4] * 8, None,
-     {"rate_ratio": None, "load_ratio": None, "slowest_ratio": None}),
+    ([500e6] * 6 + [100e6] * 2, [0.4] * 8, None, {"rate_ratio": None, "load_ratio": None}),
     ([500e6] * 8, [0.4] * 7 + [0.7], None, {"qos_threshold_rr_pct": None, "used_band": None}),
 ])
 def test_a_threshold_set_to_none_is_not_tested(rates, used, latency, off):
@@ -259,6 +240,38 @@ def test_a_look_beyond_the_bucket_noise_flags_the_ost_before_its_estimate_falls(
         tracker.slow_looks(range(8), 1.0)
 
 
+def test_an_ost_slow_by_its_estimate_and_its_latest_look_is_evidence_beyond_one_step():
+    from mapper.flow.rates import OstRateTracker
+    tracker = OstRateTracker(smoothing=0.3)
+    fast = MIB / 700e6
+    osts = range(40)
+    _looks(tracker, 0.0, [fast] * 39 + [2.9 * fast])    # the 49x OST as pfl's look read it
+    assert tracker.slow_in_both(osts, 2.0) == [39]
+    assert tracker.slow_looks(osts, 3.0) == []          # below the slow look's 3x
+    assert tracker.slow_in_both(osts, 3.0) == []
+    # Its next look reads within one bucket step: the estimate rises at once, no evidence.
+    _looks(tracker, 5.0, [fast] * 39 + [1.5 * fast])
+    assert tracker.slow_in_both(osts, 2.0) == []
+    # Its estimate low from bytes-only looks, its latest look within a step (scale-3600):
+    # the two disagree, no evidence.
+    tracker.rate[39] = 700e6 / 2.06
+    assert tracker.slow_in_both(osts, 2.0) == []
+    assert tracker.slow_in_both(range(3), 2.0) == []    # fewer than MIN_PEERS
+    with pytest.raises(ValueError, match="slow-look factor"):
+        tracker.slow_in_both(osts, 1.0)
+
+
+def test_a_slow_ost_sends_the_round_to_the_flow_unless_turned_off():
+    alike = _arrays([500e6] * 8, [0.4] * 8)
+    assert RegimeThresholds().slowest_ratio == 2.0
+    got = classify(alike, RegimeThresholds(), slow_ost=True)
+    assert got.mode == FLOW and got.slow_ost and not got.load_uniform
+    off = RegimeThresholds(slowest_ratio=None)
+    assert classify(alike, off, slow_ost=True).mode == ROUND_ROBIN
+    with pytest.raises(ValueError, match="regime thresholds"):
+        RegimeThresholds(slowest_ratio=1.0)
+
+
 def test_a_slow_look_sends_the_round_to_the_flow_unless_turned_off():
     alike = _arrays([500e6] * 8, [0.4] * 8)
     got = classify(alike, RegimeThresholds(), slow_look=True)
@@ -285,3 +298,23 @@ def test_mcmf_leaves_lustres_rr_at_the_first_look_that_shows_a_straggler():
     assert not any(p.note == "regime round_robin" for p in got)
     assert sum(7 in p.osts for p in got) < sum(7 in p.osts for p in first)
     assert any("slow_look" in k for k in pol.stats)
+
+
+def test_mcmf_leaves_lustres_rr_for_an_ost_slow_by_more_than_a_step_below_the_slow_look():
+    """End to end: 40 alike OSTs, one reading 2.9x slower from its first look (below the
+    straggler and slow-look factor of 3, as straggler-ost-pfl's 49x OST read): the round
+    goes to the flow, which gives that OST less than its turn; with the test off RR deals
+    it its turn."""
+    req = [CreateRequest(jobid=f"j{k}", stripe_count=4, stripe_size=MIB,
+                         expected_bytes=256 * MIB) for k in range(20)]
+    fast = MIB / 700e6
+    lat = [fast] * 39 + [2.9 * fast]
+    osts = [OstState(i, f"oss{i // 4}", KB, KB // 2, KB // 2, write_latency_s=lat[i],
+                     sample_time_s=0.0) for i in range(40)]
+    snap = ClusterSnapshot(osts=osts, osses={f"oss{s}": OssState(f"oss{s}") for s in range(10)})
+    on = McmfPolicy().allocate_batch(snap, req)
+    assert not any(p.note == "regime round_robin" for p in on)
+    off = McmfPolicy(regime_params={"slowest_ratio": None}).allocate_batch(snap, req)
+    assert all(p.note == "regime round_robin" for p in off)
+    assert sum(39 in p.osts for p in off) == 2          # 80 stripes over 40 OSTs
+    assert sum(39 in p.osts for p in on) < 2
