@@ -25,7 +25,7 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   (scale-3600); a single look is the slow look's, below. straggler-ost-pfl's OST at 1/49
   reads 2.87x slower in both (the per-RPC latency and the in-flight histogram's last
   bucket, 31, compress the ratio below the straggler and slow-look factor of 3), and this
-  test sends the next job's creates to the flow (docs/placement.md, "The slowest OST");
+  test sends the next job's creates to the flow (docs/placement.md, "A slow OST by estimate and look");
 * **one OST off the median** (``rate_band``, off): any one OST's estimated rate more than
   that fraction from the median, either side;
 * **load** (``load_ratio``, off): the per-byte times for a new stream,
