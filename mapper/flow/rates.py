@@ -250,13 +250,8 @@ class OstRateTracker:
         Raises:
             ValueError: factor <= 1.
         """
-        if not factor > 1:
-            raise ValueError(f"slow-look factor must be > 1, got {factor}")
-        idx = [int(i) for i in indices]
-        if len(idx) < MIN_PEERS:
-            return []
-        median = float(np.median(self.rates(idx)))
-        return [i for i in idx if (r := self.last_look.get(i)) is not None and r * factor < median]
+        idx, look_slow, _ = self._slower_than_median(indices, factor)
+        return idx[look_slow].tolist()
 
     def slow_in_both(self, indices: Sequence[int] | np.ndarray, factor: float) -> list[int]:
         """OSTs of ``indices`` more than ``factor`` times slower than the median smoothed rate
@@ -269,12 +264,24 @@ class OstRateTracker:
         Raises:
             ValueError: factor <= 1.
         """
-        looked = self.slow_looks(indices, factor)
-        if not looked:
-            return []
-        median = float(np.median(self.rates(indices)))
-        smoothed = self.rates(looked)
-        return [i for i, r in zip(looked, smoothed.tolist()) if r * factor < median]
+        idx, look_slow, rate_slow = self._slower_than_median(indices, factor)
+        return idx[look_slow & rate_slow].tolist()
+
+    def _slower_than_median(self, indices: Sequence[int] | np.ndarray, factor: float
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``indices`` (int64, (N,)) and two masks over them: latest look with RPC times,
+        and smoothed estimate, more than ``factor`` times below the median smoothed rate.
+        Both all False with fewer than MIN_PEERS OSTs or no look."""
+        if not factor > 1:
+            raise ValueError(f"slow-look factor must be > 1, got {factor}")
+        idx = np.asarray([int(i) for i in indices], dtype=np.int64)
+        if len(idx) < MIN_PEERS:
+            none = np.zeros(len(idx), dtype=bool)
+            return idx, none, none
+        rates = self.rates(idx)
+        median = float(np.median(rates))
+        looks = np.array([self.last_look.get(int(i), math.nan) for i in idx], dtype=float)
+        return idx, looks * factor < median, rates * factor < median   # NaN: False
 
     def oss_limits(self, oss_names: Sequence[str]) -> np.ndarray:
         """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""

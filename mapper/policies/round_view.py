@@ -130,25 +130,26 @@ class RoundViews:
                        oss_limit_bytes_s=tracker.oss_limits([oss_of[int(i)] for i in base.index]),
                        degraded=table.degraded[candidates].astype(bool),
                        extra_stripes=np.zeros(len(candidates)))
-        regime = None
-        if p.regime:        # evidence only the regime reads; the flow alone skips it
-            t = self.regime_thresholds
-            failed_over = failover_evidence(snapshot.osts, snapshot.osses)
-            slow_look = (t.look_factor is not None
-                         and bool(tracker.slow_looks(base.index, t.look_factor)))
-            slow_ost = (t.slowest_ratio is not None
-                        and bool(tracker.slow_in_both(base.index, t.slowest_ratio)))
-            regime = self._regime(base, stragglers, failed_over, slow_look, slow_ost)
+        regime = self._regime(snapshot, base, stragglers) if p.regime else None
         view = RoundView(key, table, len(usable), stragglers, candidates, base,
                          self._cost(regime), regime)
         self._last = view
         return view
 
-    def _regime(self, base: OstArrays, stragglers: set[int], failed_over: bool,
-                slow_look: bool, slow_ost: bool) -> Regime:
-        # Stragglers are uneven load by definition (and Lustre's RR would use them).
-        regime = (classify(base, self.regime_thresholds, failed_over, slow_look, slow_ost)
-                  if not stragglers else Regime(FLOW, False, True))
+    def _regime(self, snapshot: ClusterSnapshot, base: OstArrays,
+                stragglers: set[int]) -> Regime:
+        if stragglers:
+            # Uneven load by definition (and Lustre's RR would use them): no other
+            # evidence needed.
+            regime = Regime(FLOW, False, True)
+        else:
+            t, tracker = self.regime_thresholds, self.rate_tracker
+            failed_over = failover_evidence(snapshot.osts, snapshot.osses)
+            slow_look = (t.look_factor is not None
+                         and bool(tracker.slow_looks(base.index, t.look_factor)))
+            slow_ost = (t.slowest_ratio is not None
+                        and bool(tracker.slow_in_both(base.index, t.slowest_ratio)))
+            regime = classify(base, t, failed_over, slow_look, slow_ost)
         self._count(f"regime_{regime.mode}_load_{'uniform' if regime.load_uniform else 'uneven'}"
                     f"_space_{'in' if regime.space_in_band else 'out'}"
                     + ("_failed_over" if regime.failed_over else "")
