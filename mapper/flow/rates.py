@@ -17,14 +17,16 @@ below (:class:`mapper.state.cluster_state.OstState`):
 A sample's estimate is the larger of the two. Both are lower bounds of what the OST can
 deliver (busy behind others, the RPC and the interval's bytes show only a share), so the
 tracker rises at once to a higher estimate and falls only by exponential smoothing over
-what is new at each look (a round, at creates): every sample the state store folded since
+what is new at each look with brw_stats RPC times (a look with bytes alone, below the
+estimate, leaves it: the OST may simply have been asked for little). What is new at a look
+(a round, at creates) is every sample the state store folded since
 the last look, summed (:class:`mapper.state.write_totals.WriteTotals`; live the
 collectors sample every 5 s, and one look in minutes would otherwise see only the last
 interval). A busy interval does not make a fast OST look
 slow, while an OST that really slowed down (idle samples show its own RPC time) drifts
 down within ~1/smoothing looks. Its current slowness is in the cost's ``L_j`` anyway. OSTs never sampled get the
-median of the others (no evidence it differs), and an OST's first sample below the median
-of the OSTs measured before falls from it by the same smoothing; with no evidence at all every OST gets
+median of the others (no evidence it differs), and an OST's first RPC-timed sample below
+the median of the OSTs measured before falls from it by the same smoothing; with no evidence at all every OST gets
 ``default_rate_bytes_s``.
 
 An OSS's shared limit (its LNet link) is measured the same way when it shows: the bytes
@@ -178,6 +180,12 @@ class OstRateTracker:
                 # OST after an expansion) read as a straggler, left every round and was
                 # never measured again.
                 old = prior
+            if old is not None and t is not None and est < old and not rpc_timed:
+                # Bytes alone show what was asked of the OST, not what it can do: an OST
+                # that wrote little over a look is not slow. Smoothed down toward them,
+                # an alike OST among thousands read 2x below the median (scale-3600).
+                # Only a look with RPC times lowers the estimate.
+                continue
             if old is None or t is None or est >= old:
                 self.rate[o.index] = est          # a lower bound above the estimate: take it
             else:

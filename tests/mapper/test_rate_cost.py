@@ -128,6 +128,35 @@ def test_a_first_sample_under_a_burst_falls_from_the_median_and_is_no_straggler(
     assert slowest_outliers(zip((1.0 / got).tolist(), range(9)), 3.0, 0.0, 0.25) == {8}
 
 
+def test_bytes_alone_raise_the_estimate_but_never_lower_it():
+    """A look with write bytes and no brw_stats RPC time is what the OST was asked for:
+    above the estimate it raises it, below it leaves it (an OST that wrote little is not
+    slow); a look with RPC times below it still lowers it by smoothing."""
+    tr = OstRateTracker(smoothing=0.5)
+    osts = [OstState(i, "a", 100, 100, 100, write_latency_s=MIB / 400e6, sample_time_s=5.0)
+            for i in range(4)]
+    tr.update(osts)
+    quiet = osts[0]
+    for k, written in enumerate((40e6, 1e6, 100e6)):         # bytes only, all below 400 MB/s
+        quiet.write_latency_s, quiet.write_bytes_per_s = None, written
+        quiet.sample_time_s = 10.0 + 5 * k
+        tr.update(osts)
+        assert tr.rates([0])[0] == pytest.approx(400e6)
+    quiet.write_bytes_per_s, quiet.sample_time_s = 900e6, 30.0  # bytes above: taken at once
+    tr.update(osts)
+    assert tr.rates([0])[0] == pytest.approx(900e6)
+    quiet.write_bytes_per_s, quiet.write_latency_s = None, MIB / 100e6  # timed and slow
+    quiet.sample_time_s = 35.0
+    tr.update(osts)
+    assert tr.rates([0])[0] == pytest.approx(0.5 * 900e6 + 0.5 * 100e6)
+    # an OST first seen with bytes alone, below the others, stays at their median
+    new = OstState(4, "b", 100, 100, 100, write_bytes_per_s=5e6, sample_time_s=40.0)
+    tr.update(osts + [new])
+    got = tr.rates(range(5))
+    assert got[4] == pytest.approx(np.median(got[:4]))
+    assert 4 not in tr.rate                                  # unmeasured, not measured slow
+
+
 def test_the_first_look_can_fall_from_its_own_median():
     """``first_look_median``: alike OSTs whose first RPC times straddle a log2 I/O-time
     bucket (12 ms against 24 ms bucket means: scale-800-hetero's first look) do not read
