@@ -314,7 +314,45 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     seed = top.get("seed", int, 0)
     policies = tuple(top.get("policies", list, ["round_robin", "lustre_qos", "random"]))
     _check_policies(path, policies)
-    pp = top.table("policy_params")
+    policy_params = _policy_params(top.table("policy_params"))
+    cluster = _cluster(top.table("cluster"))
+    oss_model = _model(top.table("oss_model"), OssModel)
+    mds_model = _model(top.table("mds_model"), MdsModel)
+    purge = _purge(top.table("purge"))
+    network, network_params = _network(top.table("network"))
+
+    from simulator.events import EventError, parse_events
+    top.used.add("event")
+    try:
+        events = parse_events(path, data.get("event"), duration_s)
+    except EventError as e:
+        raise ScenarioError(str(e)) from None
+    unmanaged_allocator = _unmanaged_allocator(top.table("unmanaged"))
+    rebalance = _rebalance_events(path, data.get("event") or [])
+
+    pfl = _pfl(top.table("layout"), cluster.oss_count * cluster.osts_per_oss)
+    if pfl and rebalance:
+        raise top.err("layout", "a composite layout with rebalance events is not modelled")
+
+    top.used.add("workload")
+    raw_workloads = data.get("workload", [])
+    if not isinstance(raw_workloads, list) or not raw_workloads:
+        raise top.err("workload", "at least one [[workload]] table is needed")
+    workloads = tuple(_workload(_Table(path, f"workload[{i}].", w), i, raw_workloads, seed)
+                      for i, w in enumerate(raw_workloads))
+    top.finish()
+    return Scenario(name=name, path=path, description=description, duration_s=duration_s,
+                    step_s=step_s, seed=seed, policies=policies, policy_params=policy_params,
+                    cluster=cluster, workloads=workloads, oss_model=oss_model,
+                    mds_model=mds_model, purge=purge, network=network,
+                    network_params=network_params, events=events,
+                    unmanaged_allocator=unmanaged_allocator,
+                    rebalance=rebalance, pfl=pfl)
+
+
+def _policy_params(pp: _Table) -> dict[str, dict]:
+    """``[policy_params.<policy>]``: each known policy's table of known parameters (its
+    own, :func:`mapper.policies.registry.policy_param_names`, or the gate's)."""
     policy_params = {k: dict(v) for k, v in pp.data.items()}
     pp.used.update(pp.data)
     for k, params in policy_params.items():
@@ -324,9 +362,12 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             if key not in GATE_PARAMS and key not in policy_param_names(k):
                 raise pp.err(f"{k}.{key}", f"unknown parameter of {k}; known: "
                              f"{', '.join(policy_param_names(k) + GATE_PARAMS)}")
+    return policy_params
 
-    c = top.table("cluster")
-    f = c.table("initial_fill")
+
+def _initial_fill(f: _Table) -> InitialFill:
+    """``[cluster.initial_fill]`` in one of :data:`FILL_MODES` (referenced files must
+    exist)."""
     mode = f.get("mode", str, "explicit")
     if mode not in FILL_MODES:
         raise f.err("mode", f"unknown mode {mode!r} (known: {', '.join(FILL_MODES)})")
@@ -343,17 +384,25 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             raise f.err("cold_fraction", "expected [lo, hi] with 0 <= lo <= hi <= 1")
         fill_kw["cold_fraction"] = (float(lo_hi[0]), float(lo_hi[1]))
     else:
-        fill_kw["path"] = _expand(path, f.get("path", str))
+        fill_kw["path"] = _expand(f.path, f.get("path", str))
         if not fill_kw["path"].is_file():
             raise f.err("path", f"file not found: {fill_kw['path']}")
         fill_kw["filesystem"] = f.get("filesystem", str)
         fill_kw["snapshot"] = f.get("snapshot", int, 0, minimum=0)
         if "ost_map" in f.data:
-            fill_kw["ost_map"] = _expand(path, f.get("ost_map", str))
+            fill_kw["ost_map"] = _expand(f.path, f.get("ost_map", str))
             if not fill_kw["ost_map"].is_file():
                 raise f.err("ost_map", f"file not found: {fill_kw['ost_map']}")
     f.finish()
-    fill = InitialFill(**fill_kw)
+    return InitialFill(**fill_kw)
+
+
+def _cluster(c: _Table) -> ClusterSpec:
+    """``[cluster]`` with its initial fill; without an ``lfs df`` fill the OSS count and
+    OST size are required and the fill must fit the OST count."""
+    f = c.table("initial_fill")
+    fill = _initial_fill(f)
+    lfs_df = fill.mode == "lfs_df"
 
     def per_target(key: str, required: bool = False, allow_zero: bool = False) -> TargetValues | None:
         c.used.add(key)
@@ -363,14 +412,14 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             return None
         try:
             return parse_target_values(f"{c.prefix}{key}", c.data[key],
-                                       lambda raw: _expand(path, raw), allow_zero=allow_zero)
+                                       lambda raw: _expand(c.path, raw), allow_zero=allow_zero)
         except TargetValueError as e:
-            raise ScenarioError(f"{path}: {e}") from None
+            raise ScenarioError(f"{c.path}: {e}") from None
 
     cluster = ClusterSpec(
-        oss_count=c.get("oss_count", int, 0 if mode == "lfs_df" else ..., minimum=0),
+        oss_count=c.get("oss_count", int, 0 if lfs_df else ..., minimum=0),
         osts_per_oss=c.get("osts_per_oss", int, minimum=1),
-        ost_size_gib=c.get("ost_size_gib", float, 0.0 if mode == "lfs_df" else ..., minimum=0.0),
+        ost_size_gib=c.get("ost_size_gib", float, 0.0 if lfs_df else ..., minimum=0.0),
         ost_bandwidth_mib_s=per_target("ost_bandwidth_mib_s", required=True),
         ost_read_bandwidth_mib_s=per_target("ost_read_bandwidth_mib_s"),
         ost_latency_ms=per_target("ost_latency_ms", allow_zero=True),
@@ -381,111 +430,104 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         stats_interval_s=c.get("stats_interval_s", float, 5.0, minimum=0.001),
     )
     c.finish()
-    if mode != "lfs_df":
+    if not lfs_df:
         if cluster.oss_count < 1:
             raise c.err("oss_count", "must be >= 1")
         if cluster.ost_size_gib <= 0:
             raise c.err("ost_size_gib", "must be > 0")
         n = cluster.oss_count * cluster.osts_per_oss
-        if mode == "explicit" and len(fill.used_fraction) != n:
+        if fill.mode == "explicit" and len(fill.used_fraction) != n:
             raise f.err("used_fraction", f"has {len(fill.used_fraction)} values for {n} OSTs")
-        if mode == "generated" and fill.hot_osts > n:
+        if fill.mode == "generated" and fill.hot_osts > n:
             raise f.err("hot_osts", f"{fill.hot_osts} > {n} OSTs")
+    return cluster
 
-    oss_model = _model(top.table("oss_model"), OssModel)
-    mds_model = _model(top.table("mds_model"), MdsModel)
 
-    pu = top.table("purge")
+def _purge(pu: _Table) -> PurgeSpec:
+    """``[purge]``: the site's purge policy (off unless ``enabled``)."""
     purge = PurgeSpec(enabled=pu.get("enabled", bool, False),
                       interval_s=pu.get("interval_s", float, 3600.0, minimum=1.0),
                       age_s=pu.get("age_s", float, 43200.0, minimum=0.0),
                       when_used_above=pu.get("when_used_above", float, 0.0, minimum=0.0, maximum=1.0))
     pu.finish()
+    return purge
 
-    net = top.table("network")
-    network = net.get("model", str, "none")
-    network_params = {k: float(v) for k, v in net.data.items() if k != "model"}
+
+def _network(net: _Table) -> tuple[str, dict[str, float]]:
+    """``[network]``: the model's name and its float parameters, checked by building it
+    once (:func:`simulator.network.model.make_network`)."""
+    model = net.get("model", str, "none")
+    params = {k: float(v) for k, v in net.data.items() if k != "model"}
     net.used.update(net.data)
     from simulator.network.model import make_network
     try:
-        make_network(network, **network_params)
+        make_network(model, **params)
     except (ValueError, TypeError) as e:
         raise net.err("model", str(e)) from None
+    return model, params
 
-    from simulator.events import EventError, parse_events
-    top.used.add("event")
-    try:
-        events = parse_events(path, data.get("event"), duration_s)
-    except EventError as e:
-        raise ScenarioError(str(e)) from None
-    um = top.table("unmanaged")
-    unmanaged_allocator = um.get("allocator", str, "lustre_qos")
-    if unmanaged_allocator not in ("lustre_qos", "round_robin"):
+
+def _unmanaged_allocator(um: _Table) -> str:
+    """``[unmanaged] allocator``: which of Lustre's own allocators places the creates
+    the mapper does not manage."""
+    allocator = um.get("allocator", str, "lustre_qos")
+    if allocator not in ("lustre_qos", "round_robin"):
         raise um.err("allocator", f"expected 'lustre_qos' or 'round_robin' (Lustre's own "
-                                  f"allocators), got {unmanaged_allocator!r}")
+                                  f"allocators), got {allocator!r}")
     um.finish()
-    rebalance = []
+    return allocator
+
+
+def _rebalance_events(path: Path, events: list) -> tuple:
+    """The ``[[event]]`` tables of kind ``rebalance``, parsed
+    (:func:`simulator.rebalance.parse_rebalance_event`)."""
     from simulator.rebalance import parse_rebalance_event
-    for i, e in enumerate(data.get("event") or []):
-        if isinstance(e, dict) and e.get("kind") == "rebalance":
-            rebalance.append(parse_rebalance_event(_Table(path, f"event[{i}].", e)))
+    return tuple(parse_rebalance_event(_Table(path, f"event[{i}].", e))
+                 for i, e in enumerate(events)
+                 if isinstance(e, dict) and e.get("kind") == "rebalance")
 
-    pfl = _pfl(top.table("layout"), cluster.oss_count * cluster.osts_per_oss)
-    if pfl and rebalance:
-        raise top.err("layout", "a composite layout with rebalance events is not modelled")
 
-    top.used.add("workload")
-    raw_workloads = data.get("workload", [])
-    if not isinstance(raw_workloads, list) or not raw_workloads:
-        raise top.err("workload", "at least one [[workload]] table is needed")
-    workloads = []
-    for i, w in enumerate(raw_workloads):
-        t = _Table(path, f"workload[{i}].", w)
-        kinds = [k for k in ("trace", "generator", "darshan", "background", "reads") if k in w]
-        if len(kinds) != 1:
-            raise t.err("trace|generator|darshan|background|reads", "exactly one of these keys is needed")
-        kind = kinds[0]
-        if kind == "reads":
-            source = t.get(kind, int, minimum=0)
-            if source >= len(raw_workloads) or source == i or "reads" in raw_workloads[source] \
-                    or "background" in raw_workloads[source]:
-                raise t.err("reads", f"expected the index of another writing workload, got {source}")
-            source = str(source)
-        else:
-            source = t.get(kind, str)
-        if kind in ("trace", "background"):
-            p = _expand(path, source)
-            if not p.is_file():
-                raise t.err(kind, f"trace file not found: {p}")
-            source = str(p)
-        elif kind == "darshan":
-            p = _expand(path, source)
-            source = str(p) if p.is_file() else source  # else: a shipped example log's name
-        ws = WorkloadSpec(kind=kind, source=source, seed=t.get("seed", int, seed),
-                          jobid=t.get("jobid", str, None),
-                          params=dict(t.get("params", dict, {})),
-                          repeat_every_s=t.get("repeat_every_s", float, None, minimum=1.0),
-                          start_s=t.get("start_s", float, 0.0, minimum=0.0),
-                          managed=_managed(t),
-                          reads_after_s=t.get("after_s", float, 0.0, minimum=0.0) if kind == "reads" else 0.0,
-                          reads_fraction=t.get("fraction", float, 1.0, minimum=0.0, maximum=1.0)
-                          if kind == "reads" else 1.0,
-                          size_hint=_size_hint(t))
-        if kind == "background" and ws.managed != 0.0:
-            if "managed" in w:
-                raise t.err("managed", "background traffic is never managed")
-            from dataclasses import replace as _replace
-            ws = _replace(ws, managed=0.0)
-        t.finish()
-        workloads.append(ws)
-    top.finish()
-    return Scenario(name=name, path=path, description=description, duration_s=duration_s,
-                    step_s=step_s, seed=seed, policies=policies, policy_params=policy_params,
-                    cluster=cluster, workloads=tuple(workloads), oss_model=oss_model,
-                    mds_model=mds_model, purge=purge, network=network,
-                    network_params=network_params, events=events,
-                    unmanaged_allocator=unmanaged_allocator,
-                    rebalance=tuple(rebalance), pfl=pfl)
+def _workload(t: _Table, i: int, raw_workloads: list, seed: int) -> WorkloadSpec:
+    """``[[workload]]`` number ``i``: exactly one source key (trace, generator, darshan,
+    background, or reads of another writing workload); background is never managed."""
+    w = t.data
+    kinds = [k for k in ("trace", "generator", "darshan", "background", "reads") if k in w]
+    if len(kinds) != 1:
+        raise t.err("trace|generator|darshan|background|reads", "exactly one of these keys is needed")
+    kind = kinds[0]
+    if kind == "reads":
+        source = t.get(kind, int, minimum=0)
+        if source >= len(raw_workloads) or source == i or "reads" in raw_workloads[source] \
+                or "background" in raw_workloads[source]:
+            raise t.err("reads", f"expected the index of another writing workload, got {source}")
+        source = str(source)
+    else:
+        source = t.get(kind, str)
+    if kind in ("trace", "background"):
+        p = _expand(t.path, source)
+        if not p.is_file():
+            raise t.err(kind, f"trace file not found: {p}")
+        source = str(p)
+    elif kind == "darshan":
+        p = _expand(t.path, source)
+        source = str(p) if p.is_file() else source  # else: a shipped example log's name
+    ws = WorkloadSpec(kind=kind, source=source, seed=t.get("seed", int, seed),
+                      jobid=t.get("jobid", str, None),
+                      params=dict(t.get("params", dict, {})),
+                      repeat_every_s=t.get("repeat_every_s", float, None, minimum=1.0),
+                      start_s=t.get("start_s", float, 0.0, minimum=0.0),
+                      managed=_managed(t),
+                      reads_after_s=t.get("after_s", float, 0.0, minimum=0.0) if kind == "reads" else 0.0,
+                      reads_fraction=t.get("fraction", float, 1.0, minimum=0.0, maximum=1.0)
+                      if kind == "reads" else 1.0,
+                      size_hint=_size_hint(t))
+    if kind == "background" and ws.managed != 0.0:
+        if "managed" in w:
+            raise t.err("managed", "background traffic is never managed")
+        from dataclasses import replace as _replace
+        ws = _replace(ws, managed=0.0)
+    t.finish()
+    return ws
 
 
 def _pfl(t: _Table, n_osts: int) -> tuple[tuple[int, int], ...]:
