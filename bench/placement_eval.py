@@ -14,7 +14,10 @@ the default variants (:data:`DEFAULT_VARIANTS`: RR, QOS, random, mcmf, mcmf_flow
 oracle), saves each world's result in :data:`RESULTS_DIR` (committed) and rewrites the
 generated section of ``--doc`` (between :data:`DOC_BEGIN` and :data:`DOC_END`) after each
 world, so an interrupted run leaves every finished world's table in place; ``--resume``
-keeps the saved result of a world already measured with the same variants and seeds.
+keeps the saved result of a world already measured with the same variants and seeds;
+``--update --variant ...`` re-measures only those variants (same labels, the saved seeds
+and duration) and puts their rows in place of the saved ones, the heading naming the
+commit they were measured on (:func:`replace_variants`).
 
 ``SCENARIO`` is a bundled scenario name or TOML path, or ``scale-<OSTs>`` (uniform) or
 ``scale-<OSTs>-hetero`` (the LMT-measured OST spread) for the scalability study's
@@ -330,6 +333,32 @@ def slim(result: list | dict) -> list | dict:
     return {**result, "per_seed": per_seed}
 
 
+def replace_variants(saved: dict, fresh: dict, base: str = "round_robin",
+                     where: str = "saved result") -> dict:
+    """``saved`` with the rows of ``fresh``'s variants put in place of its own, seed by
+    seed, and its aggregate recomputed (:func:`over_seeds`); the other variants' rows and
+    ``commit`` are kept, and ``updated`` maps each replaced label to the commit it was
+    measured on (``fresh["commit"]``). Both are :func:`evaluate` results under the same
+    seeds.
+
+    Raises:
+        SystemExit: one line naming ``where`` and the label or seed that does not match
+            (a variant the saved result lacks, or other seeds)."""
+    labels = [r["variant"] for r in fresh["per_seed"][0]]
+    if [rows[0]["seed"] for rows in saved["per_seed"]] != [rows[0]["seed"] for rows in fresh["per_seed"]]:
+        raise SystemExit(f"{where}: measured under other seeds than the update")
+    per_seed = []
+    for old, new in zip(saved["per_seed"], fresh["per_seed"]):
+        by_label = {r["variant"]: r for r in new}
+        missing = sorted(set(by_label) - {r["variant"] for r in old})
+        if missing:
+            raise SystemExit(f"{where}: has no variant {missing[0]!r} to replace")
+        per_seed.append([by_label.get(r["variant"], r) for r in old])
+    updated = {**saved.get("updated", {}), **{lab: fresh.get("commit", "unknown") for lab in labels}}
+    return {**saved, "per_seed": per_seed, "aggregate": over_seeds(per_seed, base),
+            "updated": updated}
+
+
 def all_worlds() -> list[str]:
     """Every bundled world, then the scalability study's (:data:`SCALE_WORLDS`)."""
     from simulator.scenario import SCENARIO_DIR
@@ -364,12 +393,21 @@ def doc_block(out: Path, worlds: list[str]) -> list[str]:
         dur = saved.get("duration_s")
         lines += [f"**`{world}`** ({len(saved['per_seed'])} seeds"
                   + (f", cut to {dur:g} s" if dur else ", the scenario's duration")
-                  + f"; commit {saved.get('commit', 'unknown')}):", ""]
+                  + f"; commit {saved.get('commit', 'unknown')}" + _updated_note(saved) + "):", ""]
         lines += render(saved) + [""]
     if missing:
         lines += ["Not yet measured with `--all`: " + ", ".join(f"`{w}`" for w in missing)
                   + ".", ""]
     return lines + [DOC_END]
+
+
+def _updated_note(saved: dict) -> str:
+    """``; mcmf, mcmf_flow re-measured on <commit>`` for a result's replaced variants
+    (:func:`replace_variants`), grouped by commit; empty when none."""
+    by_commit: dict[str, list[str]] = {}
+    for lab, commit in saved.get("updated", {}).items():
+        by_commit.setdefault(commit, []).append(lab)
+    return "".join(f"; {', '.join(labs)} re-measured on {c}" for c, labs in by_commit.items())
 
 
 def write_doc_block(doc: Path, block: list[str]) -> None:
@@ -395,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --all: a comma-separated list instead of every world")
     ap.add_argument("--resume", action="store_true",
                     help="with --all: skip worlds whose saved result has these variants and seeds")
+    ap.add_argument("--update", action="store_true",
+                    help="with --all and --variant: measure only these variants and put their "
+                         "rows in place of the saved result's own (its other rows kept)")
     ap.add_argument("--doc", type=Path, default=None,
                     help="with --all: rewrite this file's generated section after each world "
                          "(e.g. docs/placement.md)")
@@ -418,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give a scenario or --all")
     if args.seeds < 1:
         ap.error("--seeds must be at least 1")
+    if args.update and not (args.all and args.variant) or args.update and (args.render or args.resume):
+        ap.error("--update needs --all and the --variant rows to re-measure (not --render "
+                 "or --resume)")
     if args.all and args.seeds < 2:
         ap.error("--all reports intervals: --seeds must be at least 2")
     variants = [parse_variant(v) for v in args.variant] if args.variant else list(DEFAULT_VARIANTS)
@@ -434,6 +478,17 @@ def main(argv: list[str] | None = None) -> int:
             path = args.out / f"{Path(world).stem}.json"
             if args.resume and _done(path, variants, args.seeds):
                 print(f"{world}: kept {path}")
+            elif args.update:
+                try:
+                    saved = json.loads(path.read_text())
+                except (OSError, ValueError) as e:
+                    raise SystemExit(f"{path}: no saved result to update ({e})") from None
+                result = evaluate(world, variants, len(saved["per_seed"]), args.base,
+                                  saved.get("duration_s"), args.jobs, args.scheduler)
+                path.write_text(json.dumps(slim(replace_variants(saved, result, args.base, str(path))),
+                                           indent=1, default=str))
+                print(f"{world}: {', '.join(lab for lab, _, _ in variants)} re-measured, "
+                      f"wall {result['wall_s']:.0f} s")
             else:
                 result = evaluate(world, variants, args.seeds, args.base, args.duration,
                                   args.jobs, args.scheduler)

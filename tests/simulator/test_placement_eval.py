@@ -173,3 +173,39 @@ def test_all_refuses_a_doc_without_its_generated_section(pe, tmp_path):
     with pytest.raises(SystemExit, match="doc.md: no generated section"):
         pe.write_doc_block(doc, ["x"])
     assert doc.read_text() == "no markers here\n"
+
+
+def test_update_replaces_only_the_given_variants_rows_and_names_their_commit(pe, make_scenario,
+                                                                              tmp_path):
+    """``--update`` re-measures the given variants under the saved seeds and duration,
+    keeps every other row, recomputes the aggregate, and the heading names the commit of
+    the replaced rows; a label the saved result lacks is one clear error."""
+    world = str(make_scenario(small(duration=300, policies='["mcmf"]'),
+                              [rec(1 + i, "write", "a", f"f{i}", 1 << 26, sc=2) for i in range(6)]))
+    out, stem = tmp_path / "out", Path(world).stem
+    base = ["--all", "--worlds", world, "--jobs", "1", "--out", str(out)]
+    assert pe.main(base + ["--seeds", "2", "--variant", "round_robin", "--variant", "mcmf"]) == 0
+    saved = json.loads((out / f"{stem}.json").read_text())
+    saved["commit"] = "0ld0ld0"
+    for rows in saved["per_seed"]:                 # mark the rows an update must replace
+        rows[1]["phase_io_mean_s"] = -1.0
+    (out / f"{stem}.json").write_text(json.dumps(saved))
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"{pe.DOC_BEGIN}\n{pe.DOC_END}\n")
+    # --seeds is the saved result's, whatever is asked
+    assert pe.main(base + ["--seeds", "3", "--update", "--variant", "mcmf", "--doc", str(doc)]) == 0
+    got = json.loads((out / f"{stem}.json").read_text())
+    assert [[r["variant"] for r in rows] for rows in got["per_seed"]] == [["round_robin", "mcmf"]] * 2
+    assert [rows[0] for rows in got["per_seed"]] == [rows[0] for rows in saved["per_seed"]]
+    assert all(rows[1]["phase_io_mean_s"] > 0 for rows in got["per_seed"])
+    agg = {a["variant"]: a for a in got["aggregate"]}
+    assert agg["mcmf"]["phase_io_mean_s"]["mean"] == pytest.approx(
+        np.mean([rows[1]["phase_io_mean_s"] for rows in got["per_seed"]]))
+    assert got["commit"] == "0ld0ld0" and got["updated"]["mcmf"] not in ("", "0ld0ld0")
+    assert f"commit 0ld0ld0; mcmf re-measured on {got['updated']['mcmf']})" in doc.read_text()
+    before = (out / f"{stem}.json").read_text()
+    with pytest.raises(SystemExit, match=f"{stem}.json: has no variant 'oracle' to replace"):
+        pe.main(base + ["--update", "--variant", "oracle"])
+    assert (out / f"{stem}.json").read_text() == before
+    with pytest.raises(SystemExit):
+        pe.main(["--all", "--update", "--worlds", world, "--out", str(out)])   # no --variant
