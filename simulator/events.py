@@ -120,73 +120,89 @@ def parse_events(path: Path, raw: Any, duration_s: float) -> tuple[Event, ...]:
         at = _num(where, "at_s", t["at_s"], 0.0)
         if at >= duration_s:
             raise EventError(f"{where}at_s: {at:g} is at or after the end of the run ({duration_s:g} s)")
-        allowed = {"kind", "at_s", "duration_s"} | {
-            "degrade": {"ost", "oss", "fraction", "flagged"}, "ost_state": {"ost", "state"},
-            "add_osts": {"count", "ost_size_gib", "bandwidth_mib_s", "osts_per_oss"},
-            "failover": {"oss", "to_oss", "recovery_s"},
-            "fail_slow": fail_slow.KEYS}[kind]
+        allowed = {"kind", "at_s", "duration_s"} | _KIND_KEYS[kind]
         for k in t:
             if k not in allowed:
                 raise EventError(f"{where}{k}: unknown key for kind {kind!r} "
                                  f"(known: {', '.join(sorted(allowed))})")
         end = at + _num(where, "duration_s", t["duration_s"], 0.0, lo_open=True) \
             if "duration_s" in t else math.inf
-        kw: dict[str, Any] = {"index": i, "kind": kind, "at_s": at, "end_s": end}
-        if kind == "degrade":
-            if ("ost" in t) == ("oss" in t):
-                raise EventError(f"{where}ost|oss: exactly one of these keys is needed")
-            if "ost" in t:
-                kw["osts"] = _ints(where, "ost", t["ost"])
-            else:
-                kw["osses"] = _ints(where, "oss", t["oss"])
-            if "fraction" not in t:
-                raise EventError(f"{where}fraction: missing")
-            kw["fraction"] = _num(where, "fraction", t["fraction"], 0.0, lo_open=True, hi=1.0)
-            if not isinstance(t.get("flagged", True), bool):
-                raise EventError(f"{where}flagged: expected true or false, got {t['flagged']!r}")
-            kw["flagged"] = t.get("flagged", True)
-        elif kind == "ost_state":
-            if "ost" not in t:
-                raise EventError(f"{where}ost: missing")
-            kw["osts"] = _ints(where, "ost", t["ost"])
-            if t.get("state") not in OST_STATES:
-                raise EventError(f"{where}state: unknown state {t.get('state')!r} "
-                                 f"(known: {', '.join(OST_STATES)})")
-            kw["state"] = t["state"]
-        elif kind == "fail_slow":
-            kw.update(fail_slow.parse(where, t, _num, EventError))
-        elif kind == "add_osts":
-            if "count" not in t:
-                raise EventError(f"{where}count: missing")
-            c = t["count"]
-            if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-                raise EventError(f"{where}count: expected an integer >= 1, got {c!r}")
-            kw["count"] = c
-            if "ost_size_gib" in t:
-                kw["ost_size_gib"] = _num(where, "ost_size_gib", t["ost_size_gib"], 0.0, lo_open=True)
-            if "bandwidth_mib_s" in t:
-                kw["bandwidth_mib_s"] = _num(where, "bandwidth_mib_s", t["bandwidth_mib_s"], 0.0,
-                                             lo_open=True)
-            if "osts_per_oss" in t:
-                p = t["osts_per_oss"]
-                if isinstance(p, bool) or not isinstance(p, int) or p < 1:
-                    raise EventError(f"{where}osts_per_oss: expected an integer >= 1, got {p!r}")
-                kw["osts_per_oss"] = p
-            if "duration_s" in t:
-                raise EventError(f"{where}duration_s: an expansion is permanent")
-        else:
-            for k in ("oss", "to_oss"):
-                if k not in t:
-                    raise EventError(f"{where}{k}: missing")
-            kw["osses"] = _ints(where, "oss", t["oss"])
-            if len(kw["osses"]) != 1:
-                raise EventError(f"{where}oss: one OSS per failover")
-            kw["to_oss"] = _ints(where, "to_oss", t["to_oss"])[0]
-            if kw["to_oss"] == kw["osses"][0]:
-                raise EventError(f"{where}to_oss: the same OSS as oss")
-            kw["recovery_s"] = _num(where, "recovery_s", t.get("recovery_s", 0.0), 0.0)
-        out.append(Event(**kw))
+        out.append(Event(index=i, kind=kind, at_s=at, end_s=end, **_KIND_PARSERS[kind](where, t)))
     return tuple(out)
+
+
+def _degrade(where: str, t: dict) -> dict[str, Any]:
+    """``degrade``: ``ost`` or ``oss`` (exactly one), ``fraction`` in (0, 1], ``flagged``."""
+    if ("ost" in t) == ("oss" in t):
+        raise EventError(f"{where}ost|oss: exactly one of these keys is needed")
+    kw: dict[str, Any] = ({"osts": _ints(where, "ost", t["ost"])} if "ost" in t
+                          else {"osses": _ints(where, "oss", t["oss"])})
+    if "fraction" not in t:
+        raise EventError(f"{where}fraction: missing")
+    kw["fraction"] = _num(where, "fraction", t["fraction"], 0.0, lo_open=True, hi=1.0)
+    if not isinstance(t.get("flagged", True), bool):
+        raise EventError(f"{where}flagged: expected true or false, got {t['flagged']!r}")
+    kw["flagged"] = t.get("flagged", True)
+    return kw
+
+
+def _ost_state(where: str, t: dict) -> dict[str, Any]:
+    """``ost_state``: ``ost`` and one of :data:`OST_STATES`."""
+    if "ost" not in t:
+        raise EventError(f"{where}ost: missing")
+    osts = _ints(where, "ost", t["ost"])
+    if t.get("state") not in OST_STATES:
+        raise EventError(f"{where}state: unknown state {t.get('state')!r} "
+                         f"(known: {', '.join(OST_STATES)})")
+    return {"osts": osts, "state": t["state"]}
+
+
+def _positive_int(where: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EventError(f"{where}{key}: expected an integer >= 1, got {value!r}")
+    return value
+
+
+def _add_osts(where: str, t: dict) -> dict[str, Any]:
+    """``add_osts``: ``count`` (>= 1), optional ``ost_size_gib``, ``bandwidth_mib_s`` and
+    ``osts_per_oss``; permanent (no ``duration_s``)."""
+    if "count" not in t:
+        raise EventError(f"{where}count: missing")
+    kw: dict[str, Any] = {"count": _positive_int(where, "count", t["count"])}
+    for key in ("ost_size_gib", "bandwidth_mib_s"):
+        if key in t:
+            kw[key] = _num(where, key, t[key], 0.0, lo_open=True)
+    if "osts_per_oss" in t:
+        kw["osts_per_oss"] = _positive_int(where, "osts_per_oss", t["osts_per_oss"])
+    if "duration_s" in t:
+        raise EventError(f"{where}duration_s: an expansion is permanent")
+    return kw
+
+
+def _failover(where: str, t: dict) -> dict[str, Any]:
+    """``failover``: one ``oss`` to another ``to_oss``, ``recovery_s`` (default 0)."""
+    for k in ("oss", "to_oss"):
+        if k not in t:
+            raise EventError(f"{where}{k}: missing")
+    osses = _ints(where, "oss", t["oss"])
+    if len(osses) != 1:
+        raise EventError(f"{where}oss: one OSS per failover")
+    to_oss = _ints(where, "to_oss", t["to_oss"])[0]
+    if to_oss == osses[0]:
+        raise EventError(f"{where}to_oss: the same OSS as oss")
+    return {"osses": osses, "to_oss": to_oss,
+            "recovery_s": _num(where, "recovery_s", t.get("recovery_s", 0.0), 0.0)}
+
+
+_KIND_KEYS: dict[str, set[str]] = {
+    "degrade": {"ost", "oss", "fraction", "flagged"}, "ost_state": {"ost", "state"},
+    "add_osts": {"count", "ost_size_gib", "bandwidth_mib_s", "osts_per_oss"},
+    "failover": {"oss", "to_oss", "recovery_s"}, "fail_slow": set(fail_slow.KEYS)}
+"""Each kind's own keys, beside ``kind``, ``at_s`` and ``duration_s``."""
+_KIND_PARSERS = {
+    "degrade": _degrade, "ost_state": _ost_state, "add_osts": _add_osts, "failover": _failover,
+    "fail_slow": lambda where, t: fail_slow.parse(where, t, _num, EventError)}
+"""Each kind's parser: ``(where, table) -> the Event fields of that kind``."""
 
 
 def added_osts(events: tuple[Event, ...]) -> int:

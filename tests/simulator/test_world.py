@@ -212,6 +212,17 @@ def test_reads_workload_reads_files_back_from_their_osts(make_scenario):
     ('[[event]]\nkind = "ost_state"\nat_s = 1\nost = 1\nstate = "melted"\n', "event[0].state: unknown state"),
     ('[[event]]\nkind = "failover"\nat_s = 1\noss = 0\nto_oss = 5\n', "event[0].to_oss: OSS 5 out of range"),
     ('[[event]]\nkind = "degrade"\nat_s = 1\nost = 1\nfraction = 0.5\nspeed = 2\n', "event[0].speed: unknown key"),
+    ('[[event]]\nkind = "degrade"\nat_s = 1\nost = 1\noss = 0\nfraction = 0.5\n',
+     "event[0].ost|oss: exactly one of these keys is needed"),
+    ('[[event]]\nkind = "degrade"\nat_s = 1\nost = 1\nfraction = 0.5\nflagged = 1\n',
+     "event[0].flagged: expected true or false"),
+    ('[[event]]\nkind = "failover"\nat_s = 1\noss = 1\nto_oss = 1\n', "event[0].to_oss: the same OSS as oss"),
+    ('[[event]]\nkind = "failover"\nat_s = 1\noss = [0, 1]\nto_oss = 2\n', "event[0].oss: one OSS per failover"),
+    ('[[event]]\nkind = "add_osts"\nat_s = 1\ncount = 0\n', "event[0].count: expected an integer >= 1"),
+    ('[[event]]\nkind = "add_osts"\nat_s = 1\ncount = 2\nosts_per_oss = true\n',
+     "event[0].osts_per_oss: expected an integer >= 1"),
+    ('[[event]]\nkind = "add_osts"\nat_s = 1\ncount = 2\nduration_s = 60\n',
+     "event[0].duration_s: an expansion is permanent"),
 ])
 def test_bad_events_are_rejected_with_one_line_naming_the_key(make_scenario, extra, msg):
     sc_path = make_scenario(cluster(extra="\n" + extra), [rec(0, "write", "a", "f", MIB)])
