@@ -334,75 +334,21 @@ def import_darshan(path: str | Path, *, jobid: str | None = None,
 def _import_report(report: Any, path: str | Path, jobid: str | None, aggregate_s: float,
                    default_stripe_count: int, default_stripe_size: int) -> DarshanImport:
     job = jobid or darshan_jobid(report)
-    names = report.name_records
     notes: list[str] = []
     modules = set(report.modules)
-    layouts = lustre_layouts(report)
+    files = _ReportFiles(report, job, default_stripe_count, default_stripe_size)
     if "LUSTRE" not in modules:
         notes.append(f"LUSTRE: module absent; stripe count {default_stripe_count}, "
                      f"stripe size {default_stripe_size} used for every file")
-
-    path_of: dict[str, str] = {}  # file id -> file path
-
-    def fid(rec_id: int) -> tuple[str, str]:
-        name = names.get(rec_id, str(rec_id))
-        path_of[f"{job}:{name}"] = name
-        return name, f"{job}:{name}"
-
-    def layout(name: str) -> tuple[int, int]:
-        lay = layouts.get(name)
-        if lay is None:
-            return default_stripe_count, default_stripe_size
-        size = lay.stripe_size
-        if size <= 0 or size % STRIPE_SIZE_UNIT_BYTES:
-            size = default_stripe_size
-        return lay.stripe_count, size
-
-    raw: list[TraceRecord] = []
     dxt = _records(report, "DXT_POSIX")
     dxt_ids = {rec["id"] for rec in dxt}
+    raw: list[TraceRecord] = []
     if "DXT_POSIX" in modules:
-        n_seg = 0
-        for rec in dxt:
-            name, file_id = fid(rec["id"])
-            sc, ss = layout(name)
-            for op, key in (("write", "write_segments"), ("read", "read_segments")):
-                segs = sorted(rec[key], key=lambda s: s["start_time"])
-                n_seg += len(segs)
-                for t, b, n in _aggregate(segs, aggregate_s):
-                    raw.append(TraceRecord(t, op, job, file_id, b,
-                                           sc if op == "write" else 0,
-                                           ss if op == "write" else 0, None, n))
-        notes.append(f"DXT_POSIX: {len(dxt)} (rank, file) records, {n_seg} segments imported")
+        raw += _dxt_records(dxt, files, aggregate_s, notes)
     else:
         notes.append("DXT_POSIX: module absent; POSIX counters used")
     if "POSIX" in modules:
-        cols = report.counters["POSIX"]
-        used = 0
-        for rec in _records(report, "POSIX"):
-            if rec["id"] in dxt_ids:
-                continue
-            c = dict(zip(cols["counters"], rec["counters"]))
-            f = dict(zip(cols["fcounters"], rec["fcounters"]))
-            name, file_id = fid(rec["id"])
-            sc, ss = layout(name)
-            opened = max(0.0, float(f.get("POSIX_F_OPEN_START_TIMESTAMP", 0.0)))
-            w_at = float(f.get("POSIX_F_WRITE_START_TIMESTAMP", 0.0)) or opened
-            r_at = float(f.get("POSIX_F_READ_START_TIMESTAMP", 0.0)) or opened
-            if c["POSIX_WRITES"] > 0:
-                raw.append(TraceRecord(max(0.0, w_at), "write", job, file_id,
-                                       int(c["POSIX_BYTES_WRITTEN"]), sc, ss, None,
-                                       int(c["POSIX_WRITES"])))
-                used += 1
-                if c["POSIX_READS"] > 0 and r_at < w_at:
-                    r_at = w_at  # a read-write file: its read counter follows the create
-            if c["POSIX_READS"] > 0:
-                raw.append(TraceRecord(max(0.0, r_at), "read", job, file_id,
-                                       int(c["POSIX_BYTES_READ"]), 0, 0, None,
-                                       int(c["POSIX_READS"])))
-                used += 1
-        notes.append(f"POSIX: counters of {len(report.records['POSIX'])} records "
-                     f"({len(dxt_ids)} files covered by DXT), {used} trace records from counters")
+        raw += _posix_counter_records(report, files, dxt_ids, notes)
     else:
         notes.append("POSIX: module absent; no counters imported")
     if "MPI-IO" in modules:
@@ -411,7 +357,99 @@ def _import_report(report: Any, path: str | Path, jobid: str | None, aggregate_s
                      "written (not added: the POSIX layer carries the same bytes)")
     for other in sorted(modules - {"POSIX", "DXT_POSIX", "LUSTRE", "MPI-IO"}):
         notes.append(f"{other}: not imported")
+    records = _in_order_with_old_files_read(raw, files, notes)
+    notes.append("deletes: Darshan records no unlink; the trace has none")
+    return DarshanImport(str(path), job, records, files.layouts, notes)
 
+
+class _ReportFiles:
+    """One report's files as the import names them: ``<jobid>:<path>`` ids (the record
+    id where the log has no name) and each file's stripe count and size, from its LUSTRE
+    record or the defaults (a stripe size that is not a 64 KiB multiple is a default)."""
+
+    def __init__(self, report: Any, job: str, default_stripe_count: int,
+                 default_stripe_size: int):
+        self.job = job
+        self.names = report.name_records
+        self.layouts = lustre_layouts(report)
+        self.default = (default_stripe_count, default_stripe_size)
+        self.path_of: dict[str, str] = {}     # file id -> file path
+
+    def file_id(self, rec_id: int) -> tuple[str, str]:
+        """(path, file id) of a module record's id."""
+        name = self.names.get(rec_id, str(rec_id))
+        self.path_of[f"{self.job}:{name}"] = name
+        return name, f"{self.job}:{name}"
+
+    def layout(self, name: str) -> tuple[int, int]:
+        """(stripe count, stripe size bytes) of the file at ``name``."""
+        lay = self.layouts.get(name)
+        if lay is None:
+            return self.default
+        size = lay.stripe_size
+        if size <= 0 or size % STRIPE_SIZE_UNIT_BYTES:
+            size = self.default[1]
+        return lay.stripe_count, size
+
+
+def _dxt_records(dxt: list[dict], files: _ReportFiles, aggregate_s: float,
+                 notes: list[str]) -> list[TraceRecord]:
+    """DXT_POSIX segments as trace records, each (rank, file, op)'s runs within
+    ``aggregate_s`` of their first segment merged (:func:`_aggregate`)."""
+    raw: list[TraceRecord] = []
+    n_seg = 0
+    for rec in dxt:
+        name, file_id = files.file_id(rec["id"])
+        sc, ss = files.layout(name)
+        for op, key in (("write", "write_segments"), ("read", "read_segments")):
+            segs = sorted(rec[key], key=lambda s: s["start_time"])
+            n_seg += len(segs)
+            for t, b, n in _aggregate(segs, aggregate_s):
+                raw.append(TraceRecord(t, op, files.job, file_id, b,
+                                       sc if op == "write" else 0,
+                                       ss if op == "write" else 0, None, n))
+    notes.append(f"DXT_POSIX: {len(dxt)} (rank, file) records, {n_seg} segments imported")
+    return raw
+
+
+def _posix_counter_records(report: Any, files: _ReportFiles, dxt_ids: set,
+                           notes: list[str]) -> list[TraceRecord]:
+    """One write and one read record per POSIX record DXT does not cover, at its
+    ``POSIX_F_*_START_TIMESTAMP`` (the open time when zero); a read-write file's read
+    follows its create."""
+    cols = report.counters["POSIX"]
+    raw: list[TraceRecord] = []
+    for rec in _records(report, "POSIX"):
+        if rec["id"] in dxt_ids:
+            continue
+        c = dict(zip(cols["counters"], rec["counters"]))
+        f = dict(zip(cols["fcounters"], rec["fcounters"]))
+        name, file_id = files.file_id(rec["id"])
+        sc, ss = files.layout(name)
+        opened = max(0.0, float(f.get("POSIX_F_OPEN_START_TIMESTAMP", 0.0)))
+        w_at = float(f.get("POSIX_F_WRITE_START_TIMESTAMP", 0.0)) or opened
+        r_at = float(f.get("POSIX_F_READ_START_TIMESTAMP", 0.0)) or opened
+        if c["POSIX_WRITES"] > 0:
+            raw.append(TraceRecord(max(0.0, w_at), "write", files.job, file_id,
+                                   int(c["POSIX_BYTES_WRITTEN"]), sc, ss, None,
+                                   int(c["POSIX_WRITES"])))
+            if c["POSIX_READS"] > 0 and r_at < w_at:
+                r_at = w_at  # a read-write file: its read counter follows the create
+        if c["POSIX_READS"] > 0:
+            raw.append(TraceRecord(max(0.0, r_at), "read", files.job, file_id,
+                                   int(c["POSIX_BYTES_READ"]), 0, 0, None,
+                                   int(c["POSIX_READS"])))
+    notes.append(f"POSIX: counters of {len(report.records['POSIX'])} records "
+                 f"({len(dxt_ids)} files covered by DXT), {len(raw)} trace records from counters")
+    return raw
+
+
+def _in_order_with_old_files_read(raw: list[TraceRecord], files: _ReportFiles,
+                                  notes: list[str]) -> list[TraceRecord]:
+    """``raw`` in time order (microseconds, writes first at a tie). A read of a file the
+    log never wrote reads a file that existed before the job: spread over the OSTs of its
+    LUSTRE layout (bytes and ops split evenly), or skipped, counted in ``notes``, without
+    one."""
     # microseconds: what the trace writer keeps, so a written trace reads back equal
     raw = [r._replace(timestamp_s=round(r.timestamp_s, 6)) for r in raw]
     raw.sort(key=lambda r: (r.timestamp_s, r.op != "write"))
@@ -422,7 +460,7 @@ def _import_report(report: Any, path: str | Path, jobid: str | None, aggregate_s
         if r.op == "write":
             written.add(r.file_id)
         elif r.file_id not in written:
-            lay = layouts.get(path_of[r.file_id])
+            lay = files.layouts.get(files.path_of[r.file_id])
             if lay is None or not lay.ost_ids:
                 skipped_reads += 1
                 continue
@@ -430,11 +468,10 @@ def _import_report(report: Any, path: str | Path, jobid: str | None, aggregate_s
             for i, ost in enumerate(lay.ost_ids):
                 b = r.bytes // k + (1 if i < r.bytes % k else 0)
                 n = max(1, r.ops // k + (1 if i < r.ops % k else 0))
-                records.append(TraceRecord(r.timestamp_s, "read", job, "", b, 0, 0, ost, n))
+                records.append(TraceRecord(r.timestamp_s, "read", files.job, "", b, 0, 0, ost, n))
             continue
         records.append(r)
     if skipped_reads:
         notes.append(f"reads: {skipped_reads} read records of files neither written in the "
                      "log nor with a LUSTRE layout skipped")
-    notes.append("deletes: Darshan records no unlink; the trace has none")
-    return DarshanImport(str(path), job, records, layouts, notes)
+    return records
