@@ -250,7 +250,8 @@ class OstRateTracker:
     def slow_looks(self, indices: Sequence[int] | np.ndarray, factor: float) -> list[int]:
         """OSTs of ``indices`` whose latest estimate with brw_stats RPC times, unsmoothed,
         read more than ``factor`` times slower than the median smoothed rate of ``indices``
-        (a look with bytes only is a lower bound and does not count); empty with fewer than
+        and than the median of their latest looks (most OSTs slow at once is load; a look
+        with bytes only is a lower bound and does not count); empty with fewer than
         :data:`~mapper.flow.stragglers.MIN_PEERS` OSTs. The smoothed estimate needs several
         looks to fall that far from where it started (0.3 per look: four looks for a 49x
         straggler to pass 3x); one look beyond the brw_stats bucket noise is evidence now.
@@ -277,9 +278,10 @@ class OstRateTracker:
 
     def _slower_than_median(self, indices: Sequence[int] | np.ndarray, factor: float
                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``indices`` (int64, (N,)) and two masks over them: latest look with RPC times,
-        and smoothed estimate, more than ``factor`` times below the median smoothed rate.
-        Both all False with fewer than MIN_PEERS OSTs or no look."""
+        """``indices`` (int64, (N,)) and two masks over them: latest look with RPC times
+        more than ``factor`` times below both the median smoothed rate and the median of
+        the latest looks, and smoothed estimate more than ``factor`` times below the median
+        smoothed rate. Both all False with fewer than MIN_PEERS OSTs or no look."""
         if not factor > 1:
             raise ValueError(f"slow-look factor must be > 1, got {factor}")
         idx = np.asarray([int(i) for i in indices], dtype=np.int64)

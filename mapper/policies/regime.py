@@ -45,7 +45,9 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   after the move was placed by RR (failover-half, docs/placement.md);
 * **a slow look** (``look_factor``, default 3; :meth:`mapper.flow.rates.OstRateTracker.slow_looks`):
   an OST whose latest look with brw_stats RPC times, unsmoothed, read more than 3x slower
-  than the median smoothed rate. 3 is the straggler factor (:mod:`mapper.flow.stragglers`):
+  than the median smoothed rate and than the median of the OSTs' latest looks (most OSTs
+  slow in one look is load: behind more than 31 queued RPCs brw_stats' in-flight
+  histogram stops counting, expansion-25pct). 3 is the straggler factor (:mod:`mapper.flow.stragglers`):
   beyond the 2x one log2 bucket step makes of alike OSTs, and above the 2.86x that
   queue depth alone gave alike OSTs' single looks on nersc-edison-real (Little's law over
   an I/O time with a fixed per-RPC latency reads a lightly loaded OST slower). The

@@ -261,6 +261,24 @@ def test_an_ost_slow_by_its_estimate_and_its_latest_look_is_evidence_beyond_one_
         tracker.slow_in_both(osts, 1.0)
 
 
+def test_most_osts_slow_in_one_look_is_load_not_evidence():
+    """Behind more than 31 queued RPCs brw_stats' "disk I/Os in flight" stops counting
+    (its last bucket), so every saturated OST reads slow in the same look
+    (expansion-25pct: 24 of 30 OSTs 4.9x below the median estimate). A look is slow only
+    against its peers' latest looks too; one OST slow among them still is."""
+    from mapper.flow.rates import OstRateTracker
+    tracker = OstRateTracker(smoothing=0.3)
+    fast = MIB / 500e6
+    osts = range(30)
+    _looks(tracker, 0.0, [fast] * 30)
+    _looks(tracker, 5.0, [5 * fast] * 24 + [fast] * 6)      # the 24 old OSTs saturated
+    rates = tracker.rates(osts)
+    assert (rates[:24] * 3 < np.median(rates)).sum() == 0    # smoothed: 380 MB/s each
+    assert tracker.slow_looks(osts, 3.0) == []
+    _looks(tracker, 10.0, [fast] * 29 + [5 * fast])          # one OST slow among its peers
+    assert tracker.slow_looks(osts, 3.0) == [29]
+
+
 def test_a_slow_ost_sends_the_round_to_the_flow_unless_turned_off():
     alike = _arrays([500e6] * 8, [0.4] * 8)
     assert RegimeThresholds().slowest_ratio == 2.0
