@@ -48,9 +48,9 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   than the median smoothed rate and than the median of the OSTs' latest looks (most OSTs
   slow in one look is load: behind more than 31 queued RPCs brw_stats' in-flight
   histogram stops counting, expansion-25pct). 3 is the straggler factor (:mod:`mapper.flow.stragglers`):
-  beyond the 2x one log2 bucket step makes of alike OSTs, and above the 2.86x that
-  queue depth alone gave alike OSTs' single looks on nersc-edison-real (Little's law over
-  an I/O time with a fixed per-RPC latency reads a lightly loaded OST slower). The
+  beyond the 2x one log2 bucket step makes of alike OSTs, and above the 2.88-2.98x that
+  alike OSTs' single looks read on nersc-edison-real, each at 31 RPCs in flight (the
+  in-flight histogram's last bucket: Little's law under-reads a saturated OST). The
   smoothed estimate falls 0.3 of the way per look, so an OSS at 30% (degraded-oss) needs
   about four looks to spread the rates past ``rate_ratio``; one look can show it
   (docs/placement.md, "One bucket step and a slow look");
