@@ -459,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give a scenario or --all")
     if args.seeds < 1:
         ap.error("--seeds must be at least 1")
-    if args.update and not (args.all and args.variant) or args.update and (args.render or args.resume):
+    if args.update and (not (args.all and args.variant) or args.render or args.resume):
         ap.error("--update needs --all and the --variant rows to re-measure (not --render "
                  "or --resume)")
     if args.all and args.seeds < 2:
