@@ -259,8 +259,8 @@ class OstRateTracker:
         Raises:
             ValueError: factor <= 1.
         """
-        idx, look_slow, _ = self._slower_than_median(indices, factor)
-        return idx[look_slow].tolist()
+        spread = _Spread(self, indices)
+        return spread.idx[spread.look_slow(factor)].tolist()
 
     def slow_in_both(self, indices: Sequence[int] | np.ndarray, factor: float) -> list[int]:
         """OSTs of ``indices`` more than ``factor`` times slower than the median smoothed rate
@@ -273,32 +273,23 @@ class OstRateTracker:
         Raises:
             ValueError: factor <= 1.
         """
-        idx, look_slow, rate_slow = self._slower_than_median(indices, factor)
-        return idx[look_slow & rate_slow].tolist()
+        spread = _Spread(self, indices)
+        return spread.idx[spread.both_slow(factor)].tolist()
 
-    def _slower_than_median(self, indices: Sequence[int] | np.ndarray, factor: float
-                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``indices`` (int64, (N,)) and two masks over them: latest look with RPC times
-        more than ``factor`` times below both the median smoothed rate and the median of
-        the latest looks, and smoothed estimate more than ``factor`` times below the median
-        smoothed rate. Both all False with fewer than MIN_PEERS OSTs or no look."""
-        if not factor > 1:
-            raise ValueError(f"slow-look factor must be > 1, got {factor}")
-        idx = np.asarray([int(i) for i in indices], dtype=np.int64)
-        if len(idx) < MIN_PEERS:
-            none = np.zeros(len(idx), dtype=bool)
-            return idx, none, none
-        rates = self.rates(idx)
-        median = float(np.median(rates))
-        looks = np.array([self.last_look.get(int(i), math.nan) for i in idx], dtype=float)
-        seen = looks[np.isfinite(looks)]
-        # A look is slow against its peers' looks too: when most OSTs read slow at once the
-        # cause is load, not the OST. Behind more than 31 queued RPCs brw_stats' "disk I/Os
-        # in flight" stops counting (its last bucket), so Little's law under-reads every
-        # busy OST alike (expansion-25pct: 24 of 30 OSTs 4.9x below the median estimate in
-        # one look).
-        look_median = float(np.median(seen)) if len(seen) else math.inf
-        return idx, looks * factor < min(median, look_median), rates * factor < median   # NaN: False
+    def slow_evidence(self, indices: Sequence[int] | np.ndarray, look_factor: float | None,
+                      both_factor: float | None) -> tuple[bool, bool]:
+        """Whether :meth:`slow_looks` with ``look_factor`` and :meth:`slow_in_both` with
+        ``both_factor`` find any OST (False for a factor of None), from one pass over
+        ``indices``: what a round's regime reads.
+
+        Raises:
+            ValueError: a factor <= 1.
+        """
+        if look_factor is None and both_factor is None:
+            return False, False
+        spread = _Spread(self, indices)
+        return (look_factor is not None and bool(spread.look_slow(look_factor).any()),
+                both_factor is not None and bool(spread.both_slow(both_factor).any()))
 
     def oss_limits(self, oss_names: Sequence[str]) -> np.ndarray:
         """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""
@@ -315,3 +306,43 @@ class OstRateTracker:
         known = np.isfinite(got)
         fill = float(np.median(got[known])) if known.any() else self.default_rate_bytes_s
         return np.where(known, got, fill)
+
+
+class _Spread:
+    """One pass over ``indices`` of a tracker: their smoothed rates and latest looks with
+    RPC times (NaN: none), the median rate, and the median of the looks. A look is slow
+    against both medians: when most OSTs read slow at once the cause is load, not the
+    OST. Behind more than 31 queued RPCs brw_stats' "disk I/Os in flight" stops counting
+    (its last bucket), so Little's law under-reads every busy OST alike (expansion-25pct:
+    24 of 30 OSTs 4.9x below the median estimate in one look). Nothing is slow with fewer
+    than MIN_PEERS OSTs."""
+
+    def __init__(self, tracker: OstRateTracker, indices: Sequence[int] | np.ndarray):
+        self.idx = np.asarray([int(i) for i in indices], dtype=np.int64)
+        self.enough = len(self.idx) >= MIN_PEERS
+        if not self.enough:
+            return
+        self.rates = tracker.rates(self.idx)
+        self.median = float(np.median(self.rates))
+        self.looks = np.array([tracker.last_look.get(int(i), math.nan) for i in self.idx],
+                              dtype=float)
+        seen = self.looks[np.isfinite(self.looks)]
+        self.look_ref = min(self.median, float(np.median(seen)) if len(seen) else math.inf)
+
+    def look_slow(self, factor: float) -> np.ndarray:
+        """Mask: latest look more than ``factor`` below both medians (NaN: False)."""
+        _check_factor(factor)
+        if not self.enough:
+            return np.zeros(len(self.idx), dtype=bool)
+        return self.looks * factor < self.look_ref
+
+    def both_slow(self, factor: float) -> np.ndarray:
+        """Mask: :meth:`look_slow` and the smoothed rate more than ``factor`` below the
+        median rate."""
+        look = self.look_slow(factor)
+        return look & (self.rates * factor < self.median) if self.enough else look
+
+
+def _check_factor(factor: float) -> None:
+    if not factor > 1:
+        raise ValueError(f"slow-look factor must be > 1, got {factor}")

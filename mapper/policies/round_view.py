@@ -145,10 +145,8 @@ class RoundViews:
         else:
             t, tracker = self.regime_thresholds, self.rate_tracker
             failed_over = failover_evidence(snapshot.osts, snapshot.osses)
-            slow_look = (t.look_factor is not None
-                         and bool(tracker.slow_looks(base.index, t.look_factor)))
-            slow_ost = (t.slowest_ratio is not None
-                        and bool(tracker.slow_in_both(base.index, t.slowest_ratio)))
+            slow_look, slow_ost = tracker.slow_evidence(base.index, t.look_factor,
+                                                        t.slowest_ratio)
             regime = classify(base, t, failed_over, slow_look, slow_ost)
         self._count(f"regime_{regime.mode}_load_{'uniform' if regime.load_uniform else 'uneven'}"
                     f"_space_{'in' if regime.space_in_band else 'out'}"

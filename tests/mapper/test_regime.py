@@ -275,8 +275,14 @@ def test_most_osts_slow_in_one_look_is_load_not_evidence():
     rates = tracker.rates(osts)
     assert (rates[:24] * 3 < np.median(rates)).sum() == 0    # smoothed: 380 MB/s each
     assert tracker.slow_looks(osts, 3.0) == []
+    assert tracker.slow_evidence(osts, 3.0, 2.0) == (False, False)
     _looks(tracker, 10.0, [fast] * 29 + [5 * fast])          # one OST slow among its peers
     assert tracker.slow_looks(osts, 3.0) == [29]
+    # the round's one pass agrees with both tests; an untested factor finds nothing
+    assert tracker.slow_evidence(osts, 3.0, 2.0) == (True, bool(tracker.slow_in_both(osts, 2.0)))
+    assert tracker.slow_evidence(osts, None, None) == (False, False)
+    with pytest.raises(ValueError, match="slow-look factor"):
+        tracker.slow_evidence(osts, 1.0, None)
 
 
 def test_a_slow_ost_sends_the_round_to_the_flow_unless_turned_off():
