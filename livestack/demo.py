@@ -194,6 +194,28 @@ def render(state: RunState, emu: EmulatedCluster, metrics: dict[str, float]):
 
 
 # ---------------------------------------------------------------------------------- run
+class StopRequest:
+    """The SIGINT/SIGTERM handler: raises KeyboardInterrupt and remembers that it did.
+
+    Python runs `os.register_at_fork` handlers (logging's lock release among them) after every
+    `subprocess.Popen` with a `preexec_fn`, and an exception raised inside one is printed and
+    dropped ("Exception ignored in ..."). A Ctrl-C that lands while a child is being spawned
+    would be lost and the demo would run to its end; `check()` raises it again at the next tick.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        self.signum = signum
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise KeyboardInterrupt if a stop signal has arrived (even one already dropped)."""
+        if self.signum is not None:
+            raise KeyboardInterrupt
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = command_parser(
         prog=PROG,
@@ -239,18 +261,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="lustre-alloc-demo-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
 
-    def _sigterm(*_: object) -> None:
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, _sigterm)
+    stop = StopRequest()
+    signal.signal(signal.SIGTERM, stop)
     # Python raises KeyboardInterrupt on SIGINT only if SIGINT was not ignored when it started;
     # a background job of a non-interactive shell (how batch systems and CI start us) inherits
     # it ignored, and Ctrl-C or `kill -INT` would then do nothing: take it back explicitly.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, stop)
     # `kill -USR1` prints every thread's stack to stderr: how to see where a stop hangs (the
     # process's own fd 2: sys.stderr may be a stand-in without a file descriptor)
     faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
     try:
-        return _run(args, scenario, workdir, console)
+        return _run(args, scenario, workdir, console, stop)
     except KeyboardInterrupt:
         console.print("lustre-alloc-demo: interrupted; every process stopped. "
                       f"Files are in {workdir}")
@@ -259,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, exc)
 
 
-def _run(args: argparse.Namespace, scenario: Scenario, workdir: Path, console) -> int:
+def _run(args: argparse.Namespace, scenario: Scenario, workdir: Path, console,
+         stop: StopRequest) -> int:
     from simulator.cluster import build_cluster
     time_scale = args.hours * 3600 / args.duration
     data = workdir / "data"
@@ -313,7 +335,8 @@ def _run(args: argparse.Namespace, scenario: Scenario, workdir: Path, console) -
                                   f"{start:.6f}"], stack.log_path(f"writer-{plan.name}"),
                                  env=env, cwd=workdir, stdout=out))
             out.close()
-        _watch(args, state, emu, stack, pump, writers, console)
+        stop.check()
+        _watch(args, state, emu, stack, pump, writers, console, stop)
         pump.step()
     finally:
         terminate_all(writers, 2.0)
@@ -326,7 +349,7 @@ def _run(args: argparse.Namespace, scenario: Scenario, workdir: Path, console) -
 
 
 def _watch(args, state: RunState, emu: EmulatedCluster, stack: LiveStack, pump: EmulatorPump,
-           writers: list[subprocess.Popen], console) -> None:
+           writers: list[subprocess.Popen], console, stop: StopRequest) -> None:
     """Refresh the view until every writer is done (or the time budget is spent)."""
     from rich.live import Live
     deadline = state.started + args.duration * 1.5 + 30
@@ -337,6 +360,7 @@ def _watch(args, state: RunState, emu: EmulatedCluster, stack: LiveStack, pump: 
 
     def tick() -> bool:
         nonlocal metrics, next_metrics
+        stop.check()
         state.writers_done = sum(w.poll() is not None for w in writers)
         now = time.time()
         with pump.lock:

@@ -67,3 +67,26 @@ def test_demo_ctrl_c_stops_every_child(tmp_path, shim_lib):
     assert p.returncode == 130, out
     gone, alive = psutil.wait_procs(children, timeout=15)
     assert alive == []
+
+
+def test_a_stop_dropped_inside_a_fork_handler_is_raised_at_the_next_check():
+    # the CI failure this guards: Ctrl-C landed while the demo spawned a writer (Popen with a
+    # preexec_fn runs the at-fork handlers, which print and drop any exception), so the demo
+    # ran to its end. Run in a child: at-fork handlers cannot be unregistered.
+    script = (
+        "import os, signal, subprocess, sys\n"
+        "from livestack.demo import StopRequest\n"
+        "stop = StopRequest()\n"
+        "os.register_at_fork(after_in_parent=lambda: stop(signal.SIGINT, None))\n"
+        "subprocess.run(['true'], preexec_fn=lambda: None, check=True)\n"
+        "print('spawned; interrupt dropped', flush=True)\n"
+        "try:\n"
+        "    stop.check()\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, env=child_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert "spawned; interrupt dropped" in p.stdout, p.stderr
+    assert "KeyboardInterrupt" in p.stderr          # Python's own "Exception ignored" line
+    assert p.returncode == 130, p.stdout + p.stderr
