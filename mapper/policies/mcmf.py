@@ -41,6 +41,7 @@ from mapper.flow.round_solve import PlanJob, PlanSolution, solve_plan
 from mapper.policies.flow_round import CurrentRequest, FlowRound, bytes_per_stripe, shortlist_rows
 from mapper.policies.interleave import CapabilityInterleave
 from mapper.policies.kept_lists import KeptLists
+from mapper.policies.learned_state import learned_extras, load_learned, save_learned
 from mapper.policies.mcmf_params import McmfParams
 from mapper.policies.mcmf_planner import PREDICT_ROUND_S, McmfPlanner
 from mapper.policies.placed_books import PlacedBooks
@@ -52,7 +53,6 @@ from mapper.policies.regime import ROUND_ROBIN
 from mapper.policies.round_robin import RoundRobin
 from mapper.policies.round_view import RoundView, RoundViews
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor
-from mapper.predictor.markov_store import load_predictor, save_predictor
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import resolve_stripe_count
 from mapper.state.pending import PendingOverlay
@@ -183,18 +183,24 @@ class McmfPolicy(BatchPolicy):
 
     # -- persistence (PersistsState) -------------------------------------------------
     def save_state(self, path: str | Path) -> Path:
-        """Write the learned predictor to ``path`` atomically (:mod:`mapper.predictor.markov_store`)."""
-        return save_predictor(self.predictor, path)
+        """Write the learned predictor and the OST rate memory to ``path`` atomically
+        (:mod:`mapper.policies.learned_state`)."""
+        return save_learned(self.predictor, self.views.rate_tracker, path)
 
     def load_state(self, path: str | Path) -> int:
-        """Replace the predictor with the one saved at ``path``; returns the records
-        skipped as unusable.
+        """Replace the predictor with the one saved at ``path`` and restore the OST rate
+        memory saved with it; returns the records skipped as unusable
+        (:func:`mapper.policies.learned_state.load_learned`).
 
         Raises:
             PredictorStateError: missing, corrupt or incompatible file.
         """
-        self.predictor = load_predictor(path, self.markov_config)
-        return self.predictor.stats.skipped_on_load
+        self.predictor, skipped = load_learned(path, self.markov_config, self.views.rate_tracker)
+        return skipped
+
+    def learned_extras(self) -> dict[str, Any]:
+        """The OST rate memory, saved beside the predictor's records."""
+        return learned_extras(self.views.rate_tracker)
 
     def learned_predictor(self) -> MarkovPredictor:
         """The predictor (the service saves it in slices, :mod:`mapper.service.persist`)."""

@@ -171,6 +171,12 @@ class PersistsState(Protocol):
         the state is saved by :meth:`save_state` alone."""
         ...
 
+    def learned_extras(self) -> dict[str, Any]:
+        """Other learned state saved beside :meth:`learned_predictor`'s records, as plain
+        JSON types under keys of its own (copied in the loop thread at once: it must be
+        small); empty when there is none."""
+        ...
+
 
 @runtime_checkable
 class ReportsLoad(Protocol):

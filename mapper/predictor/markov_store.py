@@ -15,6 +15,11 @@ holds the last ``history`` byte counts, ``trans`` the last transitions as
 ``context * 5 + next state index``; everything else is rebuilt from them
 (:meth:`mapper.predictor.markov.MarkovPredictor.import_app`).
 
+The mapper saves other learned state in the same file under keys of its own (``extras`` of
+:func:`state_document`): ``ost_rates``, the per-OST speed estimates
+(:mod:`mapper.flow.rate_memory`). Readers ignore keys they do not know, so a file from
+either side of that addition loads.
+
 :func:`load_predictor` raises :class:`PredictorStateError` for a missing, unreadable,
 corrupt, wrong-format, wrong-version or incompatible file; :func:`load_or_new` logs that
 error and returns a fresh predictor instead, which is what the mapper service does at start.
@@ -39,11 +44,32 @@ VERSION = 1
 """Version of the layout above; bump on any incompatible change."""
 
 
-def state_document(predictor: MarkovPredictor) -> dict[str, Any]:
+def state_document(predictor: MarkovPredictor,
+                   extras: dict[str, Any] | None = None) -> dict[str, Any]:
     """The state file's document: a copy of the learned state (plain lists), so it can be
-    written from another thread while the predictor keeps learning."""
-    return {"format": FORMAT, "version": VERSION, "config": predictor.config.as_dict(),
-            "apps": predictor.export_apps()}
+    written from another thread while the predictor keeps learning. ``extras``: other
+    learned state saved in the same file under its own keys (the OST rate memory,
+    :mod:`mapper.flow.rate_memory`); it may not replace the predictor's keys.
+
+    Raises:
+        ValueError: an extra key is one of the predictor's.
+    """
+    doc = {"format": FORMAT, "version": VERSION, "config": predictor.config.as_dict(),
+           "apps": predictor.export_apps()}
+    return with_extras(doc, extras)
+
+
+def with_extras(doc: dict[str, Any], extras: dict[str, Any] | None) -> dict[str, Any]:
+    """``doc`` with ``extras``' keys added (see :func:`state_document`).
+
+    Raises:
+        ValueError: an extra key is already in ``doc``.
+    """
+    for key, value in (extras or {}).items():
+        if key in doc:
+            raise ValueError(f"state document: extra key {key!r} is the predictor's")
+        doc[key] = value
+    return doc
 
 
 def write_document(doc: dict[str, Any], path: str | Path) -> Path:
@@ -94,13 +120,15 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
     return removed
 
 
-def save_predictor(predictor: MarkovPredictor, path: str | Path) -> Path:
-    """Write ``predictor``'s learned state to ``path`` atomically; returns the path.
+def save_predictor(predictor: MarkovPredictor, path: str | Path,
+                   extras: dict[str, Any] | None = None) -> Path:
+    """Write ``predictor``'s learned state (and ``extras``, :func:`state_document`) to
+    ``path`` atomically; returns the path.
 
     Raises:
         OSError: the directory is not writable (the previous file, if any, is untouched).
     """
-    path = write_document(state_document(predictor), path)
+    path = write_document(state_document(predictor, extras), path)
     log.info("event=markov_saved path=%s apps=%d version=%d", path, len(predictor), VERSION)
     return path
 
@@ -124,6 +152,19 @@ def load_predictor(path: str | Path, config: MarkovConfig | None = None, *,
             state file, of another version, or inconsistent (the message says where).
     """
     path = Path(path)
+    return predictor_from_document(path, read_state_document(path), config, strict=strict)
+
+
+def read_state_document(path: str | Path) -> dict[str, Any]:
+    """The document of a state file written by :func:`save_predictor`, its format and
+    version checked (the rest is read by :func:`predictor_from_document` and the extras'
+    owners).
+
+    Raises:
+        PredictorStateError: the file is missing or unreadable, not JSON, not a predictor
+            state file, or of another version.
+    """
+    path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -139,6 +180,19 @@ def load_predictor(path: str | Path, config: MarkovConfig | None = None, *,
     version = doc.get("version")
     if version != VERSION:
         raise PredictorStateError(path, f"version {version!r}, this build reads version {VERSION}")
+    return doc
+
+
+def predictor_from_document(path: str | Path, doc: dict[str, Any],
+                            config: MarkovConfig | None = None, *,
+                            strict: bool = False) -> MarkovPredictor:
+    """The predictor of a :func:`read_state_document` document read from ``path``
+    (:func:`load_predictor` for the arguments and what is skipped).
+
+    Raises:
+        PredictorStateError: the configuration or the records are inconsistent.
+    """
+    path = Path(path)
     stored = _stored_config(path, doc.get("config"))
     if config is None:
         config = stored

@@ -49,7 +49,7 @@ class LearnedStates:
                 continue
             predictor = ctx.primary.learned_predictor()
             if predictor is not None:
-                jobs.append((ctx.state_path, predictor))
+                jobs.append((ctx.state_path, predictor, ctx.primary.learned_extras()))
             else:
                 self._count(ctx.save_state())
         return self.saver.begin(jobs) if jobs else True

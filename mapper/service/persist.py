@@ -2,7 +2,8 @@
 
 A save has two halves:
 
-1. **Snapshot, in the loop thread, in slices.** The job ids are listed at once (the LRU
+1. **Snapshot, in the loop thread, in slices.** The small extras (the OST rate memory)
+   are copied at once when the save begins. The job ids are listed at once (the LRU
    order); their records are copied :data:`SLICE_APPS` at a time between request batches
    (:meth:`MarkovPredictor.export_apps` with ``job_ids``), so no batch waits more than one
    slice. ``bench/mapper_save_stall.py`` (4,096 applications, shared machine, load 6): the
@@ -29,7 +30,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mapper.policies.placement import PersistsState
-from mapper.predictor.markov_store import FORMAT, VERSION, remove_stale_temporaries, write_document
+from mapper.predictor.markov_store import (FORMAT, VERSION, remove_stale_temporaries, with_extras,
+                                          write_document)
 
 log = logging.getLogger("mapper.service.persist")
 
@@ -40,9 +42,10 @@ SLICE_APPS = 256
 class SlicedSnapshot:
     """The state document of one predictor, copied a slice at a time."""
 
-    def __init__(self, predictor: Any, path: str):
+    def __init__(self, predictor: Any, path: str, extras: dict[str, Any] | None = None):
         self.predictor = predictor
         self.path = path
+        self.extras = extras or {}
         self.jobids = predictor.jobids()
         self.apps: list[dict[str, Any]] = []
         self.pos = 0
@@ -56,7 +59,8 @@ class SlicedSnapshot:
         return self.pos >= len(self.jobids)
 
     def document(self) -> dict[str, Any]:
-        return {"format": FORMAT, "version": VERSION, "config": self.config, "apps": self.apps}
+        return with_extras({"format": FORMAT, "version": VERSION, "config": self.config,
+                            "apps": self.apps}, self.extras)
 
 
 def load_learned_state(path: str, primary: PersistsState) -> tuple[bool, int]:
@@ -115,12 +119,15 @@ class BackgroundSaver:
     def busy(self) -> bool:
         return bool(self._snapshots) or not self._idle.is_set()
 
-    def begin(self, jobs: list[tuple[str, Any]]) -> bool:
-        """Start saving ``jobs`` (path, Markov predictor); False (skipped) while busy."""
+    def begin(self, jobs: list[tuple[str, Any, dict[str, Any]]]) -> bool:
+        """Start saving ``jobs`` (path, Markov predictor, extras copied now:
+        :meth:`~mapper.policies.placement.PersistsState.learned_extras`); False (skipped)
+        while busy."""
         if self.busy:
             self.skipped += 1
             return False
-        self._snapshots = [SlicedSnapshot(predictor, path) for path, predictor in jobs]
+        self._snapshots = [SlicedSnapshot(predictor, path, extras)
+                           for path, predictor, extras in jobs]
         return True
 
     @property
