@@ -291,6 +291,29 @@ class OstRateTracker:
         return (look_factor is not None and bool(spread.look_slow(look_factor).any()),
                 both_factor is not None and bool(spread.both_slow(both_factor).any()))
 
+    def forget(self, indices: Sequence[int]) -> list[int]:
+        """Drop what was learned of ``indices``' speed (estimate, RPC time, latest look):
+        they count as unmeasured (the median, :meth:`rates`) until their next RPC-timed
+        look, which then falls from that median like any first sample. What the store
+        summed up to now stays folded, so that look sees only samples after this call.
+        Returns the indices that had something to forget, ascending (an admin's
+        ``lustre-alloc-ctl forget-speed`` after a slow drive was replaced)."""
+        had = []
+        for i in sorted({int(i) for i in indices}):
+            found = [table.pop(i, None) for table in (self.rate, self.latency, self.last_look)]
+            self._evidence_s.pop(i, None)
+            if any(v is not None for v in found):
+                had.append(i)
+        return had
+
+    def ratios_to_median(self) -> dict[int, float]:
+        """Each measured OST's smoothed estimate over the median of the measured ones
+        (OST index -> ratio; 0.02: 50x slower); empty when none is measured."""
+        if not self.rate:
+            return {}
+        median = float(np.median(list(self.rate.values())))
+        return {i: r / median for i, r in sorted(self.rate.items())}
+
     def oss_limits(self, oss_names: Sequence[str]) -> np.ndarray:
         """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""
         return np.array([self.oss_limit.get(n, math.inf) for n in oss_names], dtype=float)

@@ -176,6 +176,17 @@ class McmfPolicy(BatchPolicy):
         """OSTs the last round left out as stragglers (:mod:`mapper.flow.stragglers`)."""
         return sorted(int(i) for i in self.last_stragglers)
 
+    def ost_speed_ratios(self) -> dict[int, float]:
+        """Each measured OST's speed estimate over the median (:mod:`mapper.flow.rates`)."""
+        return self.views.rate_tracker.ratios_to_median()
+
+    def forget_ost_speeds(self, osts: Sequence[int]) -> list[int]:
+        """Forget ``osts``' speed estimates (:meth:`mapper.flow.rates.OstRateTracker.forget`);
+        the next round builds its view afresh. Returns the indices that had one."""
+        forgotten = self.views.rate_tracker.forget(osts)
+        self.views.invalidate()
+        return forgotten
+
     def tracks_jobid(self, jobid: str) -> bool:
         """True when the predictor holds a chain for ``jobid`` (the service's bound on
         new applications per client reads it)."""

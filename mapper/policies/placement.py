@@ -218,6 +218,21 @@ class ReportsStragglers(Protocol):
 
 
 @runtime_checkable
+class LearnsOstSpeeds(Protocol):
+    """Learns each OST's speed from its samples (``lustre-alloc-ctl status`` and
+    ``forget-speed``)."""
+
+    def ost_speed_ratios(self) -> dict[int, float]:
+        """Each measured OST's speed estimate over the median of the measured ones."""
+        ...
+
+    def forget_ost_speeds(self, osts: Sequence[int]) -> list[int]:
+        """Forget what was learned of ``osts``' speed (unmeasured until their next look);
+        the indices that had an estimate, ascending."""
+        ...
+
+
+@runtime_checkable
 class TracksJobids(Protocol):
     """Keeps per-jobid state (the service bounds how many jobids a client may create)."""
 

@@ -136,6 +136,11 @@ class RoundViews:
         self._last = view
         return view
 
+    def invalidate(self) -> None:
+        """Build the next view afresh even if the snapshot has not changed (the rate
+        tracker was changed from outside a round)."""
+        self._last = None
+
     def _regime(self, snapshot: ClusterSnapshot, base: OstArrays,
                 stragglers: set[int]) -> Regime:
         if stragglers:

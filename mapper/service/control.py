@@ -10,7 +10,9 @@ thread of its own. One msgpack map per request, one per reply:
 ``status``         --                                          ``filesystems``: per file system
                                                                its mode, policies, OSTs usable
                                                                and excluded (and why), degraded,
-                                                               stragglers, plan queue depths,
+                                                               stragglers, OSTs believed slow
+                                                               (``slow_estimates``), plan queue
+                                                               depths,
                                                                sample age, fallbacks, shadow
                                                                agreement (last hour), steering;
                                                                ``requests``: replies by result
@@ -20,6 +22,10 @@ thread of its own. One msgpack map per request, one per reply:
                                                                (:mod:`mapper.shadow.report`)
 ``reload``         --                                          ``result``: ``applied`` or
                                                                ``rejected`` with ``error``
+``forget_speed``   ``osts`` (OST indices), ``fsname`` (opt.)   ``forgotten``: per file system
+                                                               the OSTs whose learned speed was
+                                                               dropped (unmeasured until their
+                                                               next RPC-timed look)
 =================  ==========================================  =================================
 
 An error is ``{ok: false, error: "<one line>"}``; the socket serves on. Everything is read
@@ -36,7 +42,7 @@ from typing import Any, Callable
 import msgpack
 import zmq
 
-from mapper.policies.placement import PlansAhead, ReportsStragglers
+from mapper.policies.placement import LearnsOstSpeeds, PlansAhead, ReportsStragglers
 from mapper.service.fs_context import FsContext
 from mapper.service.metrics import RESULTS
 from mapper.state.ost_health import unusable_reason
@@ -47,6 +53,10 @@ log = logging.getLogger("mapper.service.control")
 MAX_REQUEST_BYTES = 65_536
 SHADOW_STATUS_WINDOW_S = 3600.0
 """Window of the shadow agreement shown by ``status``, s."""
+SLOW_ESTIMATE_RATIO = 0.5
+"""``status`` lists an OST as believed slow when its speed estimate is below this fraction
+of the median: the default ``slowest_ratio`` 2.0 (docs/placement.md, "A slow OST by
+estimate and look")."""
 RELOAD_WAIT_S = 10.0
 """How long a ``reload`` request waits for the service loop to apply it, s."""
 
@@ -74,7 +84,8 @@ class ControlServer:
         self._error: BaseException | None = None
         self.handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "status": self.status, "explain": self.explain,
-            "shadow_report": self.shadow_report, "reload": self.reload}
+            "shadow_report": self.shadow_report, "reload": self.reload,
+            "forget_speed": self.forget_speed}
 
     def start(self) -> "ControlServer":
         """Bind and serve in a daemon thread.
@@ -176,6 +187,9 @@ class ControlServer:
             "osts": len(snap.osts), "usable": len(snap.osts) - len(excluded),
             "excluded": excluded, "degraded": degraded,
             "stragglers": primary.straggler_osts() if isinstance(primary, ReportsStragglers) else [],
+            "slow_estimates": [{"ost": i, "ratio": r} for i, r in primary.ost_speed_ratios().items()
+                               if r < SLOW_ESTIMATE_RATIO]
+            if isinstance(primary, LearnsOstSpeeds) else [],
             "failed_over": [{"ost": o.index, "oss": o.oss} for o in snap.osts if o.failed_over],
             "stale_servers": ctx.store.stale_servers(snap, ctx.store.max_age_s())
             if not ctx.store.static else [],
@@ -205,6 +219,30 @@ class ControlServer:
         with self.service.lock:
             return {"report": self.service.rounds.desk.shadow_report(float(window),
                                                                      req.get("fsname"))}
+
+    def forget_speed(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Drop the learned speed of ``osts`` in every file system served (or ``fsname``'s):
+        after a slow drive was replaced, the OSTs rejoin at once instead of when other
+        traffic shows them fast. Logged (``event=ost_speed_forgotten``); the next save
+        keeps it."""
+        osts, fsname = req.get("osts"), req.get("fsname")
+        if (not isinstance(osts, list) or not osts
+                or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in osts)):
+            raise ControlError("forget_speed needs osts: a list of OST indices (integers >= 0)")
+        svc = self.service
+        forgotten: dict[str, list[int]] = {}
+        with svc.lock:
+            for ctx in svc.contexts.values():
+                if fsname and ctx.fsname != fsname:
+                    continue
+                primary = ctx.gate.primary
+                if isinstance(primary, LearnsOstSpeeds):
+                    forgotten[ctx.fsname] = primary.forget_ost_speeds(osts)
+        if fsname and fsname not in forgotten:
+            raise ControlError(f"no file system {fsname!r} whose policy learns OST speeds")
+        log.info("OST speeds forgotten", extra={"event": "ost_speed_forgotten",
+                                                "osts": osts, "forgotten": forgotten})
+        return {"forgotten": forgotten}
 
     def reload(self, req: dict[str, Any]) -> dict[str, Any]:
         reloader = self.service.reloader

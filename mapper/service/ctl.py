@@ -9,6 +9,8 @@
     lustre-alloc-ctl shadow-report --window 3600 the mapper's choices beside Lustre's
     lustre-alloc-ctl reload                      reload the configuration (as SIGHUP) and say
                                                  whether it was applied
+    lustre-alloc-ctl forget-speed --ost OST000e  drop the speed learned of an OST (a replaced
+                                                 slow drive): it rejoins at once, re-measured
 
 ``--json`` prints the reply as JSON. Exit status (:mod:`common.cli`): 0 answered, 1 the
 mapper refused, a reload was rejected or nothing answered (one line on stderr), 2 a usage
@@ -16,7 +18,9 @@ error.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 from typing import Any, Sequence
 
@@ -28,6 +32,25 @@ from common.cli import EXIT_FAILED, OneLineParser, command_parser, fail
 PROG = "lustre-alloc-ctl"
 DEFAULT_SOCKET = "ipc:///run/lustre-alloc/control"
 """The mapper's ``control_endpoint`` under systemd (``RuntimeDirectory=lustre-alloc``)."""
+
+
+_OST_RE = re.compile(r"^(?:[A-Za-z0-9_]{1,8}-)?OST([0-9a-fA-F]{4,8})$")
+
+
+def parse_ost(text: str) -> int:
+    """An OST index from ``14``, ``OST000e`` or ``scratch-OST000e`` (Lustre prints the
+    index in hexadecimal: lustre/include/obd.h target names).
+
+    Raises:
+        argparse.ArgumentTypeError: none of those forms.
+    """
+    m = _OST_RE.match(text)
+    if m:
+        return int(m.group(1), 16)
+    if text.isdigit():
+        return int(text)
+    raise argparse.ArgumentTypeError(f"not an OST index or name: {text!r} "
+                                     "(14, OST000e or scratch-OST000e)")
 
 
 class CtlError(Exception):
@@ -85,6 +108,9 @@ def format_status(reply: dict[str, Any]) -> str:
                      f"; stragglers: {', '.join(f'OST{i:04x}' for i in fs['stragglers']) or 'none'}")
         moved = ", ".join(f"OST{m['ost']:04x} (on {m['oss']})" for m in fs.get("failed_over", []))
         lines.append(f"  failed over: {moved or 'none'}")
+        slow = ", ".join(f"OST{e['ost']:04x} ({e['ratio']:.2f}x the median)"
+                         for e in fs.get("slow_estimates", []))
+        lines.append(f"  believed slow (speed estimate): {slow or 'none'}")
         depths = ", ".join(f"{k}: {v}" for k, v in fs["plan_queue_depths"].items())
         lines.append(f"  plan queues (pool/count/size band/bytes band): {depths or 'empty'}")
         fb = ", ".join(f"{k} {v}" for k, v in fs["fallbacks"].items())
@@ -123,7 +149,8 @@ def format_explain(d: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = command_parser(PROG, "Ask a running mapper: status, explain, shadow-report, reload.")
+    ap = command_parser(PROG, "Ask a running mapper: status, explain, shadow-report, reload, "
+                              "forget-speed.")
     ap.add_argument("--socket", default=DEFAULT_SOCKET,
                     help="the mapper's control_endpoint (default %(default)s)")
     ap.add_argument("--json", action="store_true", help="print the reply as JSON")
@@ -139,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sh.add_argument("--window", type=float, default=3600.0, help="seconds back (default 3600)")
     sh.add_argument("--fsname")
     sub.add_parser("reload", help="reload the configuration (as SIGHUP)")
+    fg = sub.add_parser("forget-speed", help="drop the speed learned of OSTs (a replaced drive)")
+    fg.add_argument("--ost", type=parse_ost, action="append", required=True,
+                    help="14, OST000e or scratch-OST000e; repeatable")
+    fg.add_argument("--fsname")
     args = ap.parse_args(argv)
     request: dict[str, Any] = {"op": args.op.replace("-", "_")}
     if args.op == "explain":
@@ -146,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           ("fsname", args.fsname)) if v})
     elif args.op == "shadow-report":
         request["window_s"] = args.window
+        if args.fsname:
+            request["fsname"] = args.fsname
+    elif args.op == "forget-speed":
+        request["osts"] = args.ost
         if args.fsname:
             request["fsname"] = args.fsname
     try:
@@ -163,6 +198,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.op == "shadow-report":
         from mapper.shadow.report import format_report
         print(format_report(args.fsname or "", reply["report"]))
+    elif args.op == "forget-speed":
+        for fs, osts in reply["forgotten"].items():
+            print(f"{fs}: forgot the speed of "
+                  f"{', '.join(f'OST{i:04x}' for i in osts) or 'nothing (none was measured)'}")
     else:
         print(f"reload {reply['result']}" + (f": {reply['error']}" if reply.get("error") else
                                              f" (changed: {', '.join(reply.get('changed') or []) or 'nothing'})"))

@@ -115,3 +115,16 @@ def test_a_malformed_memory_loses_nothing_else(tmp_path):
     back = McmfPolicy(predict_k=1)
     assert back.load_state(path) == 1                   # counted, logged
     assert back.predictor.jobids() == ["ior.1"]         # the predictor is restored
+
+
+def test_forget_makes_an_ost_unmeasured_until_its_next_look():
+    tr = _learned_tracker()
+    assert tr.ratios_to_median()[SLOW] < 0.1
+    assert tr.forget([SLOW, 99, SLOW]) == [SLOW]            # 99 never measured
+    idx = list(range(8))
+    assert tr.rates(idx)[SLOW] == pytest.approx(500e6)      # the median of the others
+    assert SLOW not in tr.ratios_to_median() and tr.slow_looks(idx, 3.0) == []
+    # its next RPC-timed look falls from that median by smoothing, as a first sample does
+    tr.update(_snapshot(100.0, timed=True).osts)
+    assert 500e6 / 49.475 < tr.rate[SLOW] < 500e6
+    assert OstRateTracker().ratios_to_median() == {}

@@ -167,3 +167,46 @@ def test_control_endpoint_is_local_only_and_auto_follows_systemd(monkeypatch):
     monkeypatch.setenv("RUNTIME_DIRECTORY", "/run/lustre-alloc")
     assert load_config(None, {}).control_address() == "ipc:///run/lustre-alloc/control"
     assert load_config(None, {"control_endpoint": ""}).control_address() == ""
+
+
+def test_status_shows_osts_believed_slow_and_forget_speed_brings_them_back(tmp_path, capsys):
+    from mapper.flow.rate_memory import restore_rate_memory
+    sock = f"ipc://{tmp_path}/control"
+    svc = make_service(static_cluster="4x2", policy="mcmf", control_endpoint=sock)
+    try:
+        ctx = next(iter(svc.contexts.values()))
+        primary = ctx.gate.primary
+        # what a mapper learned (or restored from its state file): OST 3 at 1/49 of the others
+        rates = {str(i): 5e8 / (49.475 if i == 3 else 1.0) for i in range(8)}
+        with svc.lock:
+            restore_rate_memory(primary.views.rate_tracker,
+                                {"version": 1, "rate_bytes_s": rates, "last_look_bytes_s": rates})
+
+        def placed() -> set[int]:
+            with MapperClient(svc.endpoint, timeout_s=5) as c:
+                return {i for k in range(8) for i in c.alloc("ior.7", 2, path=f"/r/f{k}").osts}
+
+        assert 3 not in placed()
+        code, text, _ = run(capsys, "--socket", sock, "status")
+        assert code == 0 and "believed slow (speed estimate): OST0003 (0.02x the median)" in text
+        code, out, _ = run(capsys, "--socket", sock, "forget-speed", "--ost", "static-OST0003")
+        assert code == 0 and out.strip() == "static: forgot the speed of OST0003"
+        code, out, _ = run(capsys, "--socket", sock, "--json", "status")
+        assert json.loads(out)["filesystems"][0]["slow_estimates"] == []
+        assert 3 in placed()                        # unmeasured again: Lustre's RR order
+        code, out, _ = run(capsys, "--socket", sock, "forget-speed", "--ost", "3")
+        assert out.strip() == "static: forgot the speed of nothing (none was measured)"
+        # bad input: one line, and the socket serves on
+        with pytest.raises(SystemExit) as usage:
+            ctl.main(["--socket", sock, "forget-speed", "--ost", "OSTzz"])
+        assert usage.value.code == 2
+        assert "not an OST index or name: 'OSTzz'" in capsys.readouterr().err
+        code, _, err = run(capsys, "--socket", sock, "forget-speed", "--ost", "1",
+                           "--fsname", "home")
+        assert code == 1 and "no file system 'home'" in err
+        reply = ctl.ask(sock, {"op": "forget_speed", "osts": [-1]})
+        assert reply == {"ok": False, "error": "forget_speed needs osts: a list of OST "
+                                               "indices (integers >= 0)"}
+        assert run(capsys, "--socket", sock, "status")[0] == 0
+    finally:
+        svc.stop()
