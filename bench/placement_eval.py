@@ -7,6 +7,7 @@ and writes ``<out>/<scenario>.json``::
     python bench/placement_eval.py scale-800 --duration 600
     python bench/placement_eval.py SCENARIO --variant 'rate=mcmf_flow:{"cost_model": "rate"}'
     python bench/placement_eval.py straggler-ost --seeds 5      # mean +- 95% interval
+    python bench/placement_eval.py fail-slow-drives --variant 'warm=mcmf:{"warm_start": true}'
     python bench/placement_eval.py --all --resume --doc docs/placement.md
 
 ``--all`` runs every bundled world and the scalability study (:data:`SCALE_WORLDS`) with
@@ -76,6 +77,12 @@ run the default mcmf was the flow with plan queues, and this row was ``mcmf_nopl
 same without plan queues). The predictor has no row: it is off by default
 (``predict_k = 0``), and no bundled world announces a file size to learn from
 (docs/placement.md)."""
+WARM_START = "warm_start"
+"""A variant parameter that is not the policy's: ``{"warm_start": true}`` first runs the
+world with its state at t = 0 held all day (the day before, :func:`simulator.events.held_at_start`:
+no onset still to come is seen), saves the policy's learned state to a file
+(``PersistsState.save_state``), and starts the measured run from that file, as a mapper
+that was already running restarts with its ``state_file``."""
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "placement-eval"
 """Where ``--all`` keeps each world's saved result (``<world>.json``), committed beside the
 doc so that ``--all --render --doc`` regenerates its tables from a fresh clone."""
@@ -119,14 +126,20 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     table's figures."""
     from simulator.cluster import KIB, MIB
     from simulator.runner import build_simulation, prepare, scenario_policy
-    sc = _with_params(_scenario(scenario, duration).with_seed_offset(seed_offset), policy, params)
+    own = {k: v for k, v in params.items() if k != WARM_START}
+    sc = _with_params(_scenario(scenario, duration).with_seed_offset(seed_offset), policy, own)
     cluster = prepare(sc)
-    sim = build_simulation(sc, cluster, scenario_policy(sc, policy))
-    t0 = time.perf_counter()
+    placing = scenario_policy(sc, policy)
+    warm_s = 0.0
+    if params.get(WARM_START):
+        t_warm = time.perf_counter()
+        _warm_start(sc, policy, placing)
+        warm_s = time.perf_counter() - t_warm
+    sim = build_simulation(sc, cluster, placing)
+    t0 = time.perf_counter() - warm_s         # wall_s counts the day before too
     r = sim.run()
     outer = sim.policy
-    inner = outer.policy if isinstance(outer, LeasedCreates) else outer
-    inner = inner.primary if isinstance(inner, GatedPolicy) else inner
+    inner = _inner(outer)
     extra = {"policy_stats": dict(inner.stats) if isinstance(inner, McmfPolicy) else {},
              "lease_stats": dict(outer.stats) if isinstance(outer, LeasedCreates) else {},
              "app_accuracy": ({k: [round(v, 1) for v in hn] for k, hn in inner.gate.accuracy.items()}
@@ -167,6 +180,30 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
         "notes": dict(r.notes), "wall_s": time.perf_counter() - t0,
         "job_io_s": {k: round(j.io_time_s, 1) for k, j in sorted(mine.items())}, **extra,
     }
+
+
+def _inner(policy):
+    """The placement policy inside the leases and the MDS CPU gate."""
+    inner = policy.policy if isinstance(policy, LeasedCreates) else policy
+    return inner.primary if isinstance(inner, GatedPolicy) else inner
+
+
+def _warm_start(sc, policy: str, placing) -> None:
+    """:data:`WARM_START`: run the day before into a fresh ``policy`` and load the state
+    file it saves into ``placing``'s policy.
+
+    Raises:
+        SystemExit: the policy keeps no learned state (one line naming it).
+    """
+    from mapper.policies.placement import PersistsState
+    from simulator.runner import build_simulation, prepare, scenario_policy
+    before = scenario_policy(sc, policy)
+    if not isinstance(_inner(before), PersistsState):
+        raise SystemExit(f"{WARM_START}: policy {policy!r} keeps no learned state")
+    build_simulation(sc, prepare(sc), before, held_at_start=True).run()
+    with tempfile.TemporaryDirectory() as d:
+        path = _inner(before).save_state(Path(d) / "mapper-state.json")
+        _inner(placing).load_state(path)
 
 
 def parse_variant(text: str) -> tuple[str, str, dict]:

@@ -94,18 +94,22 @@ class Simulation:
             (``scenario.unmanaged_allocator``), not ``policy``.
         size_hints: jobid -> what its creates say of a file's size
             (:func:`simulator.workload.size_hints`; absent: ``expected_bytes`` 0).
+        held_at_start: run with the events' state at t = 0 held throughout
+            (:func:`simulator.events.held_at_start`): the day before a warm start.
     """
 
     def __init__(self, scenario: Scenario, cluster: SimCluster, policy: PlacementPolicy,
                  records: Iterable[TraceRecord], network: NetworkModel,
                  progress: Callable[[float, float], None] | None = None,
                  unmanaged_jobs: frozenset[str] = frozenset(),
-                 size_hints: Mapping[str, str | int] | None = None):
-        from simulator.events import added_osts, transition_times
+                 size_hints: Mapping[str, str | int] | None = None, held_at_start: bool = False):
+        from simulator.events import added_osts, held_at_start as hold, transition_times
         from simulator.fail_slow import realise
         self.sc = scenario
         self.events = realise(scenario.events, cluster.ost_count, scenario.duration_s, scenario.seed)
         """The scenario's events with this run's draws (fail-slow drives) made concrete."""
+        if held_at_start:
+            self.events = hold(self.events)
         self.initial_osts = cluster.ost_count
         self.initial_osses = len(cluster.oss_names)
         if added_osts(scenario.events):

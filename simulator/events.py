@@ -320,6 +320,15 @@ def effective_state(events: tuple[Event, ...], now: float, base_ost_oss: np.ndar
     return st
 
 
+def held_at_start(events: tuple[Event, ...]) -> tuple[Event, ...]:
+    """The servers' state at t = 0 held for a whole run: the events active at the start,
+    lasting to its end; those starting later left out. What the day before a run looked
+    like to a mapper that was already running (``bench/placement_eval.py``'s warm start):
+    it learns what was true at t = 0, never an onset still to come."""
+    from dataclasses import replace
+    return tuple(replace(e, end_s=math.inf) for e in events if e.at_s <= 0)
+
+
 def transition_times(events: tuple[Event, ...]) -> list[float]:
     """Sorted distinct times at which the effective state may change."""
     times = set()

@@ -66,14 +66,16 @@ def run_policy(scenario: Scenario, cluster: SimCluster, policy: str,
 
 
 def build_simulation(scenario: Scenario, cluster: SimCluster, policy: PlacementPolicy,
-                     progress: Callable[[float, float], None] | None = None) -> Simulation:
+                     progress: Callable[[float, float], None] | None = None,
+                     held_at_start: bool = False) -> Simulation:
     """The simulation of one run of ``policy`` (an instance) over ``scenario``: its records,
     network, unmanaged jobs and size hints, as every run gets them (the CLI's and the
-    benchmarks')."""
+    benchmarks'); ``held_at_start``: the events' state at t = 0 held throughout
+    (:class:`~simulator.engine.Simulation`)."""
     net = make_network(scenario.network, **scenario.network_params)
     return Simulation(scenario, cluster, policy, scenario_records(scenario), net, progress,
                       unmanaged_jobs=unmanaged_jobs(scenario),
-                      size_hints=size_hints(scenario))
+                      size_hints=size_hints(scenario), held_at_start=held_at_start)
 
 
 def _run_one(task: tuple[Scenario, SimCluster, str], report: Callable[[float, float], None] | None
