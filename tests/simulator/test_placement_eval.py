@@ -209,3 +209,65 @@ def test_update_replaces_only_the_given_variants_rows_and_names_their_commit(pe,
     assert (out / f"{stem}.json").read_text() == before
     with pytest.raises(SystemExit):
         pe.main(["--all", "--update", "--worlds", world, "--out", str(out)])   # no --variant
+
+
+WARM_WORLD = """
+name = "warm"
+duration_s = 3600
+seed = 7
+policies = ["mcmf"]
+
+[cluster]
+oss_count = 4
+osts_per_oss = 2
+ost_size_gib = 1000
+ost_bandwidth_mib_s = 100
+stats_interval_s = 5
+statfs_interval_s = 5
+
+[cluster.initial_fill]
+mode = "explicit"
+used_fraction = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
+
+[[event]]
+kind = "degrade"
+at_s = 0
+ost = 5
+fraction = 0.2
+duration_s = 600
+flagged = false
+
+[[event]]
+kind = "degrade"
+at_s = 1800
+ost = 2
+fraction = 0.2
+flagged = false
+
+[[workload]]
+trace = "t.csv"
+"""
+
+
+def test_a_warm_start_learns_the_state_at_t0_and_no_onset_to_come(pe, make_scenario):
+    from simulator.runner import scenario_policy
+    records = [rec(t, "write", f"job{t % 3}", f"/f{t}.{k}", 64 << 20)
+               for t in range(0, 3600, 10) for k in range(4)]
+    sc = load_scenario(make_scenario(WARM_WORLD, records))
+    placing = scenario_policy(sc, "mcmf")
+    assert pe._inner(placing).ost_speed_ratios() == {}          # cold: nothing known
+    pe._warm_start(sc, "mcmf", placing)
+    ratios = pe._inner(placing).ost_speed_ratios()
+    # OST 5, slow at t = 0, was slow all the day before (its 600 s end held off); OST 2's
+    # onset at 1800 s is still to come, so the day before never showed it
+    assert ratios[5] < 0.5 and ratios[2] > 0.5
+    with pytest.raises(SystemExit, match="warm_start: policy 'round_robin' keeps no learned state"):
+        pe._warm_start(sc, "round_robin", scenario_policy(sc, "round_robin"))
+    row = pe.run_variant(str(sc.path), None, "warm", "mcmf", {"warm_start": True})
+    assert row["params"] == {"warm_start": True} and row["creates"] == len(records)
+
+
+def test_held_at_start_keeps_what_is_active_at_t0_for_the_whole_run():
+    from simulator.events import Event, held_at_start
+    events = (Event(0, "degrade", 0.0, 600.0, osts=(5,)), Event(1, "degrade", 1800.0, osts=(2,)))
+    assert held_at_start(events) == (Event(0, "degrade", 0.0, math.inf, osts=(5,)),)
