@@ -8,39 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import rec
+from .conftest import eight_ost_world, rec, unflagged_degrade
 
 ROOT = Path(__file__).resolve().parents[2]
 
-WORLD = """
-name = "slow-spell"
-duration_s = 3600
-seed = 7
-policies = ["round_robin"]
-
-[cluster]
-oss_count = 4
-osts_per_oss = 2
-ost_size_gib = 1000
-ost_bandwidth_mib_s = 100
-stats_interval_s = 5
-statfs_interval_s = 5
-
-[cluster.initial_fill]
-mode = "explicit"
-used_fraction = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
-
-[[event]]
-kind = "degrade"
-at_s = 900
-ost = 5
-fraction = 0.2
-duration_s = 1500
-flagged = false
-
-[[workload]]
-trace = "t.csv"
-"""
+WORLD = eight_ost_world("slow-spell", '["round_robin"]', unflagged_degrade(5, 900, 1500))
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from simulator.report import headroom_captured, user_metrics
 from simulator.runner import prepare, run_policy
 from simulator.scenario import load_scenario
 
-from .conftest import rec, small
+from .conftest import eight_ost_world, rec, small, unflagged_degrade
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -211,42 +211,8 @@ def test_update_replaces_only_the_given_variants_rows_and_names_their_commit(pe,
         pe.main(["--all", "--update", "--worlds", world, "--out", str(out)])   # no --variant
 
 
-WARM_WORLD = """
-name = "warm"
-duration_s = 3600
-seed = 7
-policies = ["mcmf"]
-
-[cluster]
-oss_count = 4
-osts_per_oss = 2
-ost_size_gib = 1000
-ost_bandwidth_mib_s = 100
-stats_interval_s = 5
-statfs_interval_s = 5
-
-[cluster.initial_fill]
-mode = "explicit"
-used_fraction = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
-
-[[event]]
-kind = "degrade"
-at_s = 0
-ost = 5
-fraction = 0.2
-duration_s = 600
-flagged = false
-
-[[event]]
-kind = "degrade"
-at_s = 1800
-ost = 2
-fraction = 0.2
-flagged = false
-
-[[workload]]
-trace = "t.csv"
-"""
+WARM_WORLD = eight_ost_world("warm", '["mcmf"]', unflagged_degrade(5, 0, 600),
+                             unflagged_degrade(2, 1800))
 
 
 def test_a_warm_start_learns_the_state_at_t0_and_no_onset_to_come(pe, make_scenario):
