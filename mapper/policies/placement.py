@@ -171,12 +171,6 @@ class PersistsState(Protocol):
         the state is saved by :meth:`save_state` alone."""
         ...
 
-    def learned_extras(self) -> dict[str, Any]:
-        """Other learned state saved beside :meth:`learned_predictor`'s records, as plain
-        JSON types under keys of its own (copied in the loop thread at once: it must be
-        small); empty when there is none."""
-        ...
-
 
 @runtime_checkable
 class ReportsLoad(Protocol):
@@ -214,6 +208,17 @@ class ReportsStragglers(Protocol):
 
     def straggler_osts(self) -> list[int]:
         """OST indices left out of the last round as stragglers, ascending."""
+        ...
+
+
+@runtime_checkable
+class PersistsExtras(Protocol):
+    """Saves other learned state beside its predictor's records (a protocol of its own, so
+    a policy written against :class:`PersistsState` alone is still saved)."""
+
+    def learned_extras(self) -> dict[str, Any]:
+        """That state as plain JSON types under keys of its own (copied in the loop thread
+        at once when a background save begins: it must be small); empty when none."""
         ...
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from mapper.policies.placement import PersistsState
+from mapper.policies.placement import PersistsExtras, PersistsState
 from mapper.service.fs_context import FsContext
 from mapper.service.metrics import MapperMetrics
 from mapper.service.persist import BackgroundSaver
@@ -49,7 +49,9 @@ class LearnedStates:
                 continue
             predictor = ctx.primary.learned_predictor()
             if predictor is not None:
-                jobs.append((ctx.state_path, predictor, ctx.primary.learned_extras()))
+                extras = (ctx.primary.learned_extras()
+                          if isinstance(ctx.primary, PersistsExtras) else {})
+                jobs.append((ctx.state_path, predictor, extras))
             else:
                 self._count(ctx.save_state())
         return self.saver.begin(jobs) if jobs else True

@@ -121,7 +121,7 @@ class BackgroundSaver:
 
     def begin(self, jobs: list[tuple[str, Any, dict[str, Any]]]) -> bool:
         """Start saving ``jobs`` (path, Markov predictor, extras copied now:
-        :meth:`~mapper.policies.placement.PersistsState.learned_extras`); False (skipped)
+        :meth:`~mapper.policies.placement.PersistsExtras.learned_extras`); False (skipped)
         while busy."""
         if self.busy:
             self.skipped += 1
