@@ -101,3 +101,39 @@ def test_failed_save_keeps_the_previous_file_and_keeps_serving(tmp_path, job_cou
             assert c.alloc("a", 1).osts
     finally:
         svc.stop()
+
+
+def test_the_mapper_process_keeps_the_ost_speeds_it_learned_across_a_restart(tmp_path):
+    # the real lustre-alloc-mapper process, mcmf, its state file: saved on SIGTERM with the
+    # OST rate memory, restored by the next process, which then avoids the slow OST
+    state = tmp_path / "mapper-state.json"
+
+    def serve():
+        endpoint = f"tcp://127.0.0.1:{free_port()}"
+        proc = spawn_mapper(["--bind", endpoint, "--static-cluster", "4x2", "--policy", "mcmf",
+                             "--state-file", str(state)], tmp_path / "m.log")
+        wait_ready(endpoint, proc)
+        return endpoint, proc
+
+    def placed(endpoint) -> set[int]:
+        with MapperClient(endpoint) as c:
+            return {i for k in range(8) for i in c.alloc("ior.7", 2, path=f"/r/f{k}").osts}
+
+    endpoint, proc = serve()
+    try:
+        assert 3 in placed(endpoint)                 # nothing measured: Lustre's RR order
+    finally:
+        assert stop_process(proc) == 0
+    doc = json.loads(state.read_text())
+    assert doc["ost_rates"]["version"] == 1 and doc["format"] == "lustre-alloc-markov-predictor"
+    # what a mapper that had measured OST 3 at 1/49 of the others would have saved
+    rates = {str(i): 5e8 / (49.475 if i == 3 else 1.0) for i in range(8)}
+    doc["ost_rates"].update(rate_bytes_s=rates, last_look_bytes_s=rates)
+    state.write_text(json.dumps(doc))
+    endpoint, proc = serve()
+    try:
+        assert 3 not in placed(endpoint)
+    finally:
+        assert stop_process(proc) == 0
+    events = [e.get("event") for e in log_events(tmp_path / "m.log")]
+    assert "state_loaded" in events
