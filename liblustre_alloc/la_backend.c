@@ -6,8 +6,9 @@
  *   "Two ways", 2): open(O_CREAT|O_EXCL|O_LOV_DELAY_CREATE), then
  *   ioctl(LL_IOC_LOV_SETSTRIPE) with a LOV_USER_MAGIC_SPECIFIC lov_user_md_v3
  *   listing the OSTs, or, under a composite default, an lov_comp_md_v1
- *   whose OST components are such blobs (la_pfl.c).  Any SETSTRIPE error keeps the file and descriptor:
- *   Lustre's default allocator places it at the first write.
+ *   whose OST components are such blobs (la_pfl.c).  A refused SETSTRIPE
+ *   is followed by the default layout (la_lustre_create), so the file
+ *   never stays without one.
  *   (llapi_file_open_param() is not used: on a failed SETSTRIPE it closes the
  *   descriptor of the file it created, and the path alone no longer tells
  *   our empty file from another writer's.)
@@ -63,21 +64,81 @@ size_t la_build_lum(void *buf, uint64_t stripe_size, int count,
 	return size;
 }
 
+/* The layout Lustre's own allocator chooses for this file: the request's
+ * stripe count, size and pool (the effective default when the application
+ * asked for none) with no start OST, or the directory's composite template
+ * unchanged.  Bytes in lum. */
+static size_t la_build_default(void *lum, const struct la_request *rq,
+			       const struct la_decision *d)
+{
+	struct la_lov_user_md_v3 *v3 = lum;
+
+	if (d->pfl) {
+		memcpy(lum, d->pfl->raw, d->pfl->len);
+		return d->pfl->len;
+	}
+	memset(v3, 0, sizeof(*v3));
+	v3->lmm_magic = rq->pool && *rq->pool ? LA_LOV_USER_MAGIC_V3
+					     : LA_LOV_USER_MAGIC_V1;
+	v3->lmm_pattern = LA_LOV_PATTERN_RAID0;
+	v3->lmm_stripe_size = (uint32_t)rq->stripe_size;
+	v3->lmm_stripe_count = (uint16_t)(rq->stripe_count < 0 ? 0xffff
+					  : rq->stripe_count);
+	v3->lmm_stripe_offset = LA_LOV_OFFSET_DEFAULT;
+	if (rq->pool && *rq->pool)
+		strncpy(v3->lmm_pool_name, rq->pool, LA_LOV_MAXPOOLNAME);
+	return sizeof(*v3);
+}
+
+/* A write-mode open of the same inode (not the path) without
+ * O_LOV_DELAY_CREATE: the MDS instantiates the default layout
+ * (mdt_open.c mdt_mfd_open() -> mdt_create_data(), when md_should_create():
+ * lustre_mds.h), and the new descriptor takes the old one's number. */
+static int la_reopen_for_layout(int fd, int flags)
+{
+	char self[32] = "/proc/self/fd/";
+	struct la_out o = { self, strlen(self), sizeof(self) };
+	int nfd, keep = flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY |
+				  FASYNC);
+
+	if ((flags & O_ACCMODE) == O_RDONLY)
+		return ENOTSUP; /* a read-only open never instantiates */
+	la_put_u64(&o, (uint64_t)fd);
+	nfd = la_real.openat(AT_FDCWD, self, keep | O_CLOEXEC, 0);
+	if (nfd < 0)
+		return errno;
+	if (dup3(nfd, fd, (flags & O_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		int e = errno;
+
+		close(nfd);
+		return e;
+	}
+	close(nfd);
+	return 0;
+}
+
 /*
  * The file is created here with O_EXCL, so it is ours until this call
- * returns; a failed SETSTRIPE keeps it (and the descriptor): Lustre gives it
- * the default layout at the first write.  Nothing is ever unlinked or opened
- * again: between our create and a failed ioctl another process may have
- * opened the same path (O_CREAT without O_EXCL succeeds on an existing file)
- * and written to it.  (llite drops O_LOV_DELAY_CREATE from the descriptor's
- * flags at open, cl_lov_delay_create_clear(), so the application's
- * descriptor carries its own flags.)
+ * returns.  A file opened with O_LOV_DELAY_CREATE has no layout, and a write
+ * on it fails with EBADF (lov/lov_io.c lov_io_init_empty(): CIT_WRITE), so
+ * the descriptor is never handed back without one: a refused SETSTRIPE
+ * (LOD checks an OST list all or nothing, lod_qos.c lod_alloc_ost_list())
+ * is followed by a SETSTRIPE of the default layout with no start OST, and
+ * if Lustre refuses that too, by a write-mode reopen of the same inode,
+ * which instantiates the default.  Nothing is ever unlinked, and the path
+ * is never opened again: between our create and a failed ioctl another
+ * process may have opened the same path.  (llite drops
+ * O_LOV_DELAY_CREATE from the descriptor's flags at open,
+ * cl_lov_delay_create_clear(), so the application's descriptor carries its
+ * own flags.)
  */
 static int la_lustre_create(int dirfd, const char *path, int flags,
 			    mode_t mode, const struct la_decision *d,
-			    const char *pool, void *lum, struct la_outcome *out)
+			    const struct la_request *rq, void *lum,
+			    struct la_outcome *out)
 {
-	int fd, e;
+	const char *pool = rq->pool;
+	int fd, e, e2;
 
 	if (d->pfl && la_build_comp(lum, LA_LUM_MAX, d, pool) == 0) {
 		/* wider than one SETSTRIPE buffer: the directory's own
@@ -100,9 +161,43 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 		out->applied = 1;
 		return fd;
 	}
-	la_reason(out->reason, sizeof(out->reason), "setstripe_rejected", e);
 	out->applied = 0;
+	out->refused_errno = e;
+	la_build_default(lum, rq, d);
+	e2 = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ? 0 : errno;
+	if (e2 == 0) {
+		out->recovery = LA_RECOVERED_DEFAULT;
+	} else {
+		out->recovery = la_reopen_for_layout(fd, flags) == 0
+					? LA_RECOVERED_REOPEN
+					: LA_RECOVERY_FAILED;
+	}
+	la_reason(out->reason, sizeof(out->reason), "setstripe_rejected", e);
+	{
+		struct la_out o = { out->reason, strlen(out->reason),
+				    sizeof(out->reason) };
+
+		la_put_str(&o, out->recovery == LA_RECOVERED_DEFAULT
+				       ? "+default_layout"
+			       : out->recovery == LA_RECOVERED_REOPEN
+				       ? "+reopened"
+				       : "+no_layout");
+	}
 	return fd;
+}
+
+static _Atomic uint64_t la_refusals[LA_RECOVERY_FAILED + 1];
+
+void la_refusal_count(int recovery)
+{
+	if (recovery > LA_NOT_REFUSED && recovery <= LA_RECOVERY_FAILED)
+		atomic_fetch_add(&la_refusals[recovery], 1);
+}
+
+uint64_t la_refusal_stat(int recovery)
+{
+	return recovery > LA_NOT_REFUSED && recovery <= LA_RECOVERY_FAILED
+		       ? atomic_load(&la_refusals[recovery]) : 0;
 }
 
 /* LL_IOC_LOV_GETSTRIPE on a directory: its default layout, v1/v3 or
@@ -128,8 +223,18 @@ int la_parse_dir_default(const void *buf, size_t len, struct la_dirinfo *di)
 	if (len < sizeof(magic))
 		return -1;
 	memcpy(&magic, buf, sizeof(magic));
-	if (magic == LA_LOV_USER_MAGIC_COMP_V1) {
+	if (magic == LA_LOV_USER_MAGIC_COMP_V1 ||
+	    magic == LA_LOV_USER_MAGIC_SEL) {
 		di->composite = 1;
+		if (magic == LA_LOV_USER_MAGIC_SEL)
+			di->untouched = LA_DIR_SEL;
+		return 0;
+	}
+	if (magic == LA_LOV_USER_MAGIC_SPECIFIC &&
+	    len >= sizeof(struct la_lov_user_md_v3)) {
+		/* lfs setstripe -o on the directory: the admin named them */
+		di->has_default = 1;
+		di->untouched = LA_DIR_SPECIFIC;
 		return 0;
 	}
 	if (!(magic == LA_LOV_USER_MAGIC_V1 &&
@@ -138,7 +243,8 @@ int la_parse_dir_default(const void *buf, size_t len, struct la_dirinfo *di)
 		return -1;
 	di->has_default = 1;
 	di->stripe_size = lum->lmm_stripe_size;
-	/* stripe count 0 = filesystem default (1), 0xffff = all OSTs */
+	/* stripe count 0 = the file system's default (the root's, filled in
+	 * by la_paths.c), 0xffff = all OSTs */
 	di->stripe_count = lum->lmm_stripe_count == 0xffff ? -1 :
 						     lum->lmm_stripe_count;
 	di->pool[0] = '\0';
@@ -219,12 +325,13 @@ const struct la_backend la_backend_lustre = {
 
 static int la_record_create(int dirfd, const char *path, int flags,
 			    mode_t mode, const struct la_decision *d,
-			    const char *pool, void *lum, struct la_outcome *out)
+			    const struct la_request *rq, void *lum,
+			    struct la_outcome *out)
 {
 	int fd = la_real.openat(dirfd, path, flags | O_CREAT | O_EXCL, mode);
 
 	(void)d;
-	(void)pool;
+	(void)rq;
 	(void)lum;
 	if (fd >= 0)
 		out->applied = 1; /* would have been applied */

@@ -55,7 +55,7 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 {
 	const struct la_backend *be =
 		di->is_lustre ? &la_backend_lustre : &la_backend_record;
-	struct la_outcome out = { 0, "" };
+	struct la_outcome out = { 0, 0, LA_NOT_REFUSED, "" };
 	struct la_decision *d = &w->d;
 	struct la_record_line rec;
 	struct la_request rq;
@@ -71,7 +71,11 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	d->shadow_token = 0;
 	d->ncomp = 0;
 	d->pfl = NULL;
-	if (di->composite && !(hint && hint->stripe_count)) {
+	if (di->untouched && !(hint && hint->stripe_count)) {
+		/* a default the admin wants Lustre to apply as it is */
+		strcpy(d->reason, di->untouched == LA_DIR_SEL ? "dir_sel"
+							     : "dir_specific");
+	} else if (di->composite && !(hint && hint->stripe_count)) {
 		/* A PFL/composite default: the mapper places each OST
 		 * component; one it cannot be asked for (FLR mirrors, no OST
 		 * component, unreadable) is left to Lustre untouched. */
@@ -100,8 +104,15 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 		}
 	}
 	if (d->ok) {
-		fd = be->create(pfd, base, flags, mode, d, rq.pool, w->u.lum,
+		fd = be->create(pfd, base, flags, mode, d, &rq, w->u.lum,
 				&out);
+		if (fd >= 0 && out.refused_errno) {
+			la_refusal_count(out.recovery);
+			/* the rest of a lease was chosen from the same
+			 * sample: ask again rather than be refused again */
+			if (d->lease)
+				la_lease_forget(d->lease);
+		}
 		if (fd < 0 && errno == EEXIST) /* created meanwhile */
 			return la_real.openat(pfd, base, flags, mode);
 		if (fd < 0) {

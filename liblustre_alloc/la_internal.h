@@ -72,6 +72,7 @@ struct la_config {
 	uint64_t stripe_size;      /* LUSTRE_ALLOC_STRIPE_SIZE, 0 = not given */
 	uint64_t expected_bytes;   /* LUSTRE_ALLOC_EXPECTED_BYTES */
 	char pool[LA_LOV_MAXPOOLNAME + 1]; /* LUSTRE_ALLOC_POOL */
+	int pfl_all;               /* LUSTRE_ALLOC_PFL_ALL: name OSTs of every PFL component */
 	char fsname[9];            /* LUSTRE_ALLOC_FSNAME (mkfs.lustre --fsname: at most 8), "" = the mapper's only one */
 	char record[LA_PATH_MAX];  /* LUSTRE_ALLOC_RECORD, "" = no record */
 	int npaths;                /* LUSTRE_ALLOC_PATHS */
@@ -137,8 +138,10 @@ struct la_pfl {
 	unsigned char raw[LA_PFL_BYTES]; /* the default as GETSTRIPE gave it */
 };
 /* Parse a composite default (lov_comp_md_v1 from GETSTRIPE) into pfl.
- * 0, or -1: not one the shim places (malformed, too large, more than
- * LA_PFL_MAX components, FLR mirrors): the create is left to Lustre. */
+ * 0; -2 a self-extending (SEL) default; -1 not one the shim places
+ * (malformed, too large, more than LA_PFL_MAX components, FLR mirrors):
+ * either way the create is left to Lustre.  OST components that start
+ * after 0 are kept as the template has them unless la_cfg.pfl_all. */
 LA_HIDDEN int la_parse_comp_default(const void *buf, size_t len,
 				    struct la_pfl *pfl);
 /* *dst = *src, copying only the bytes in use. */
@@ -170,11 +173,16 @@ struct la_dirinfo {
 	int has_default;       /* a plain (v1/v3) default layout was read */
 	int composite;         /* PFL/composite default */
 	int pfl_ok;            /* composite and parsed into the workspace's pfl */
+	int untouched;         /* LA_DIR_*: a default the shim leaves to Lustre */
 	int stripe_count;      /* directory default, 0 = unknown */
 	uint64_t stripe_size;  /* directory default, 0 = unknown */
 	char pool[LA_LOV_MAXPOOLNAME + 1]; /* directory default's pool, "" */
 	int64_t projid;        /* project id a new file gets here, -1 unknown */
 };
+/* Defaults the shim passes to Lustre untouched: a self-extending layout
+ * (LOV_USER_MAGIC_SEL, or a composite with an extension component) and a
+ * directory default that names its OSTs (LOV_USER_MAGIC_SPECIFIC). */
+enum { LA_DIR_PLACE, LA_DIR_SEL, LA_DIR_SPECIFIC };
 /* A directory default layout as LL_IOC_LOV_GETSTRIPE (or the lustre.lov
  * xattr) gives it: lov_user_md v1/v3 or a composite; 0 or -1. */
 LA_HIDDEN int la_parse_dir_default(const void *buf, size_t len,
@@ -330,6 +338,9 @@ LA_HIDDEN void la_leases_atfork_child(void);
 enum { LA_LS_TAKEN, LA_LS_WAITED, LA_LS_ASKED, LA_LS_GRANTED, LA_LS_REFUSED,
        LA_LS_REVOKED, LA_LS_EXPIRED, LA_LS_RELEASES, LA_LS_N };
 LA_HIDDEN uint64_t la_lease_stat(int which);
+/* Drop what is left of lease (Lustre refused one of its layouts: the rest
+ * came from the same sample); async-signal-safe. */
+LA_HIDDEN void la_lease_forget(uint64_t lease);
 
 /* ---- the helper thread (la_helper.c) ---- */
 #define LA_REQ_MAX (LA_PATH_MAX + 1024)
@@ -386,19 +397,25 @@ LA_HIDDEN size_t la_pack_report(char *buf, size_t cap, uint64_t id,
 LA_HIDDEN void la_curve_load(void);
 
 /* ---- layout backends: the Lustre / not-on-Lustre seam ---- */
+/* How a file whose layout Lustre refused got one (la_backend.c). */
+enum { LA_NOT_REFUSED, LA_RECOVERED_DEFAULT, LA_RECOVERED_REOPEN,
+       LA_RECOVERY_FAILED };
 struct la_outcome {
 	int applied;        /* layout applied (or, record backend, would be) */
+	int refused_errno;  /* SETSTRIPE's errno when Lustre refused it, else 0 */
+	int recovery;       /* LA_RECOVERED_*: what gave the file its layout */
 	char reason[64];    /* why not, when the backend fell back */
 };
 struct la_backend {
 	const char *name;
-	/* Create the NEW file (dirfd, path) with d's layout in pool (or no
-	 * pool).  flags are the application's; the backend adds
-	 * O_CREAT|O_EXCL (and what it needs).  lum is scratch space of
-	 * LA_LUM_MAX bytes.  Returns fd, or -1 with errno (EEXIST: the caller
-	 * opens normally). */
+	/* Create the NEW file (dirfd, path) with d's layout in rq's pool (or
+	 * no pool).  flags are the application's; the backend adds
+	 * O_CREAT|O_EXCL (and what it needs).  rq's stripe count and size are
+	 * the layout Lustre's allocator is asked for when it refuses d's.
+	 * lum is scratch space of LA_LUM_MAX bytes.  Returns fd, or -1 with
+	 * errno (EEXIST: the caller opens normally). */
 	int (*create)(int dirfd, const char *path, int flags, mode_t mode,
-		      const struct la_decision *d, const char *pool,
+		      const struct la_decision *d, const struct la_request *rq,
 		      void *lum, struct la_outcome *out);
 	/* Default layout of the directory dirfd (an O_RDONLY descriptor) into
 	 * buf (cap bytes); returns its length, or -1 (none, unknown). */
@@ -411,6 +428,10 @@ struct la_backend {
 			   uint32_t *osts, int max, uint64_t *stripe_size);
 };
 LA_HIDDEN extern const struct la_backend la_backend_lustre;
+/* Layouts Lustre refused, by how the file then got one (LA_RECOVERED_*,
+ * LA_RECOVERY_FAILED); async-signal-safe. */
+LA_HIDDEN void la_refusal_count(int recovery);
+LA_HIDDEN uint64_t la_refusal_stat(int recovery);
 LA_HIDDEN extern const struct la_backend la_backend_record;
 /* The ioctl the Lustre backend calls: the replaceable point of the seam
  * (tests/test_layout_abi.c drives the backend through it). */

@@ -544,6 +544,11 @@ static void la_revoke(const uint64_t *ids, int n)
 	}
 }
 
+void la_lease_forget(uint64_t lease)
+{
+	la_revoke(&lease, 1);
+}
+
 static void la_on_lease_reply(const char *buf, size_t len, double now)
 {
 	static struct la_lease_reply r; /* helper only: large */

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -139,6 +140,113 @@ static int la_slot_trylock(struct la_dirslot *s)
 	return 1;
 }
 
+/* The top directory of the Lustre mount dfd is on: walk ".." while the
+ * parent is the same file system and Lustre.  A new descriptor, or -1. */
+static int la_mount_root(int dfd)
+{
+	struct stat a, b;
+	int cur = la_real.openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int depth;
+
+	if (cur < 0 || fstat(cur, &a) != 0)
+		goto fail;
+	for (depth = 0; depth < 256; depth++) {
+		int up = la_real.openat(cur, "..",
+					O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (up < 0)
+			goto fail;
+		if (fstat(up, &b) != 0 || b.st_dev != a.st_dev ||
+		    b.st_ino == a.st_ino || !la_dir_is_lustre(up)) {
+			close(up);
+			return cur;
+		}
+		close(cur);
+		cur = up;
+		a = b;
+	}
+fail:
+	if (cur >= 0)
+		close(cur);
+	return -1;
+}
+
+/* The file system's default (the mount root's layout; a root without one
+ * answers the MDT's lov.stripecount/stripesize, lod_object.c
+ * lod_xattr_get()) parsed into root; 0 or -1. */
+static int la_root_default(int dfd, struct la_work *w, struct la_dirinfo *root)
+{
+	int rfd = la_mount_root(dfd);
+	ssize_t n;
+
+	if (rfd < 0)
+		return -1;
+	n = la_backend_lustre.dir_default(rfd, w->u.lum, sizeof(w->u.lum));
+	close(rfd);
+	memset(root, 0, sizeof(*root));
+	return n > 0 ? la_parse_dir_default(w->u.lum, (size_t)n, root) : -1;
+}
+
+/* A composite default in w->u.lum: parsed into the workspace's pfl, or
+ * marked self-extending (left to Lustre). */
+static void la_take_composite(ssize_t n, struct la_work *w,
+			      struct la_dirinfo *di)
+{
+	int rc = di->untouched ? -2
+		 : la_parse_comp_default(w->u.lum, (size_t)n, &w->pfl);
+
+	di->pfl_ok = rc == 0;
+	if (rc == -2)
+		di->untouched = LA_DIR_SEL;
+}
+
+/* The default a new file in this directory gets, as LOD decides it
+ * (lod_object.c lod_ah_init()): the directory's own; without one, the
+ * root's (clients before 2.13.51 answer ENODATA for such a directory,
+ * after it the root's: llite/dir.c ll_dir_getstripe_default()); a plain
+ * default's unset stripe count, size or pool come from the root's
+ * (lod_need_inherit_more()).  A composite root default is parsed into the
+ * workspace's pfl like a directory's. */
+static void la_effective_default(int dfd, ssize_t n, struct la_work *w,
+				 struct la_dirinfo *di)
+{
+	struct la_dirinfo root;
+
+	if (n > 0 && la_parse_dir_default(w->u.lum, (size_t)n, di) == 0) {
+		if (di->composite) {
+			la_take_composite(n, w, di);
+			return;
+		}
+		if (!di->is_lustre || di->untouched ||
+		    (di->stripe_count && di->stripe_size && di->pool[0]))
+			return;
+		if (la_root_default(dfd, w, &root) == 0 && !root.composite &&
+		    !root.untouched) {
+			if (!di->stripe_count)
+				di->stripe_count = root.stripe_count;
+			if (!di->stripe_size)
+				di->stripe_size = root.stripe_size;
+			if (!di->pool[0])
+				memcpy(di->pool, root.pool, sizeof(di->pool));
+		}
+		return;
+	}
+	if (!di->is_lustre)
+		return;
+	{
+		int rfd = la_mount_root(dfd);
+
+		if (rfd < 0)
+			return;
+		n = la_backend_lustre.dir_default(rfd, w->u.lum,
+						  sizeof(w->u.lum));
+		close(rfd);
+	}
+	if (n > 0 && la_parse_dir_default(w->u.lum, (size_t)n, di) == 0 &&
+	    di->composite)
+		la_take_composite(n, w, di);
+}
+
 /* Read the directory's facts from the file system (no cache). */
 static int la_dirinfo_read(int pfd, struct la_work *w, struct la_dirinfo *di)
 {
@@ -169,11 +277,8 @@ static int la_dirinfo_read(int pfd, struct la_work *w, struct la_dirinfo *di)
 			di->projid = (fsx.fsx_xflags & FS_XFLAG_PROJINHERIT) ?
 					     (int64_t)fsx.fsx_projid : 0;
 	}
+	la_effective_default(dfd, n, w, di);
 	close(dfd);
-	if (n > 0 && la_parse_dir_default(w->u.lum, (size_t)n, di) == 0 &&
-	    di->composite)
-		di->pfl_ok = la_parse_comp_default(w->u.lum, (size_t)n,
-						   &w->pfl) == 0;
 	return 0;
 }
 

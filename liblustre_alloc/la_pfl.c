@@ -67,7 +67,7 @@ int la_parse_comp_default(const void *buf, size_t len, struct la_pfl *pfl)
 	struct la_lov_comp_md_v1 h;
 	size_t table;
 	uint64_t prev_end = 0;
-	int i;
+	int i, sel = 0;
 
 	if (len < sizeof(h))
 		return -1;
@@ -102,10 +102,23 @@ int la_parse_comp_default(const void *buf, size_t len, struct la_pfl *pfl)
 		c->blob_len = e.lcme_size;
 		c->kind = la_pfl_kind(e.lcme_flags, pfl->raw + e.lcme_offset,
 				      e.lcme_size, c);
+		if (c->kind == LA_PFL_EXT)
+			sel = 1;
+		/* Only the components that start at 0 are instantiated at
+		 * create (lod_qos.c lod_qos_prep_create(): size >= e_start);
+		 * the others when I/O reaches them, when a list named now may
+		 * name an OST drained or full by then, and the write fails.
+		 * They are left to Lustre's allocator unless the site opts in
+		 * (LUSTRE_ALLOC_PFL_ALL). */
+		if (c->kind == LA_PFL_OST && c->start > 0 && !la_cfg.pfl_all)
+			c->kind = LA_PFL_KEEP;
 		if (c->kind == LA_PFL_OST)
 			pfl->nost++;
 	}
-	return 0;
+	/* a self-extending layout is passed to Lustre untouched: it grows
+	 * and spills over on the OSTs it chooses (lod_object.c,
+	 * lod_sel_handler()) */
+	return sel ? -2 : 0;
 }
 
 void la_pfl_copy(struct la_pfl *dst, const struct la_pfl *src)

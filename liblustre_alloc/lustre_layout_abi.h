@@ -12,6 +12,7 @@
 #ifndef LUSTRE_LAYOUT_ABI_H
 #define LUSTRE_LAYOUT_ABI_H
 
+#include <linux/ioctl.h>
 #include <stdint.h>
 
 /* statfs(2) f_type of a Lustre client mount (lustre_user.h LL_SUPER_MAGIC). */
@@ -24,6 +25,8 @@
 #define LA_LOV_USER_MAGIC_SPECIFIC 0x0BD50BD0u
 /* PFL composite layout: lov_comp_md_v1 (below). */
 #define LA_LOV_USER_MAGIC_COMP_V1 0x0BD60BD0u
+/* A self-extending layout, lov_comp_md_v1 shaped (LOV_USER_MAGIC_SEL). */
+#define LA_LOV_USER_MAGIC_SEL 0x0BD80BD0u
 
 #define LA_LOV_PATTERN_RAID0 0x1u
 /* Data-on-MDT component: no OST objects (lustre_user.h LOV_PATTERN_MDT). */
@@ -33,9 +36,12 @@
 /* Pool name: 15 characters plus NUL (LOV_MAXPOOLNAME). */
 #define LA_LOV_MAXPOOLNAME 15
 
-/* ioctls on the file descriptor (lustre_user.h, x86_64 values). */
-#define LA_LL_IOC_LOV_SETSTRIPE 0x4008669Aul /* _IOW('f', 154, long) */
-#define LA_LL_IOC_LOV_GETSTRIPE 0x4008669Bul /* _IOW('f', 155, long) */
+/* ioctls on the file descriptor (lustre_user.h LL_IOC_LOV_SETSTRIPE,
+ * LL_IOC_LOV_GETSTRIPE), built with this architecture's _IOW: 0x4008669A and
+ * 0x4008669B on x86_64 and aarch64, 0x8008669A and 0x8008669B on ppc64le
+ * (its _IOC_WRITE is 4 and its direction field starts at bit 29). */
+#define LA_LL_IOC_LOV_SETSTRIPE ((unsigned long)_IOW('f', 154, long))
+#define LA_LL_IOC_LOV_GETSTRIPE ((unsigned long)_IOW('f', 155, long))
 
 /* open(2) flag asking llite not to instantiate objects until SETSTRIPE.
  * O_NOCTTY | FASYNC: the spelling accepted by every Lustre version. */

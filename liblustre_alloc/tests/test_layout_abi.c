@@ -105,6 +105,9 @@ static void other_writer(const char *path)
 	      WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* with fake_errno: fail the first fake_fail_calls calls (0: every one) */
+static int fake_fail_calls;
+
 static int fake_ioctl(int fd, unsigned long req, void *arg)
 {
 	fake_calls++;
@@ -114,7 +117,7 @@ static int fake_ioctl(int fd, unsigned long req, void *arg)
 	if (race_path)
 		other_writer(race_path);
 	memcpy(seen_lum, arg, la_lum_size(2));
-	if (fake_errno) {
+	if (fake_errno && (fake_fail_calls == 0 || fake_calls <= fake_fail_calls)) {
 		errno = fake_errno;
 		return -1;
 	}
@@ -128,6 +131,7 @@ static void test_lustre_backend(const char *scratch)
 	struct la_outcome out;
 	char path[LA_PATH_MAX + 64];
 	struct stat st;
+	char buf0[64];
 	int fd;
 	/* every errno SETSTRIPE gives on Lustre, plus "not Lustre" (ENOTTY) */
 	static const int setstripe_errnos[] = { EEXIST, EBUSY, ENOSPC, EDQUOT,
@@ -136,6 +140,11 @@ static void test_lustre_backend(const char *scratch)
 	unsigned i;
 
 	int (*orig)(int, unsigned long, void *) = la_lustre_ioctl;
+
+	struct la_request rq = { .pool = "flash", .stripe_count = 3,
+				 .stripe_size = 2u << 20 };
+	struct la_request rq_none = { .pool = "", .stripe_count = 3,
+				      .stripe_size = 2u << 20 };
 
 	la_init();
 	la_lustre_ioctl = fake_ioctl;
@@ -149,7 +158,7 @@ static void test_lustre_backend(const char *scratch)
 	memset(&out, 0, sizeof(out));
 	fake_errno = 0;
 	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
-				      d, "flash", lum, &out);
+				      d, &rq, lum, &out);
 	CHECK(fd >= 0);
 	CHECK(out.applied == 1 && out.reason[0] == '\0');
 	CHECK(seen_req == LA_LL_IOC_LOV_SETSTRIPE);
@@ -166,8 +175,36 @@ static void test_lustre_backend(const char *scratch)
 	/* an existing file: EEXIST, no ioctl, the caller opens normally */
 	fake_calls = 0;
 	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
-				      d, "", lum, &out);
+				      d, &rq_none, lum, &out);
 	CHECK(fd == -1 && errno == EEXIST && fake_calls == 0);
+
+	/* a refused list: a second SETSTRIPE asks Lustre's allocator for the
+	 * request's count, size and pool, no start OST */
+	snprintf(path, sizeof(path), "%s/lustre_refused_once", scratch);
+	memset(&out, 0, sizeof(out));
+	fake_errno = ENOBUFS;
+	fake_fail_calls = 1;
+	fake_calls = 0;
+	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
+				      d, &rq, lum, &out);
+	CHECK(fd >= 0 && fake_calls == 2 && out.applied == 0);
+	CHECK(out.refused_errno == ENOBUFS &&
+	      out.recovery == LA_RECOVERED_DEFAULT);
+	snprintf(buf0, sizeof(buf0), "setstripe_rejected:%d+default_layout",
+		 ENOBUFS);
+	CHECK(strcmp(out.reason, buf0) == 0);
+	{
+		struct la_lov_user_md_v3 *v3 = (void *)seen_lum;
+
+		CHECK(v3->lmm_magic == LA_LOV_USER_MAGIC_V3 &&
+		      v3->lmm_stripe_count == 3 &&
+		      v3->lmm_stripe_size == (2u << 20) &&
+		      v3->lmm_stripe_offset == LA_LOV_OFFSET_DEFAULT &&
+		      strcmp(v3->lmm_pool_name, "flash") == 0);
+	}
+	if (fd >= 0)
+		close(fd);
+	fake_fail_calls = 0;
 
 	for (i = 0; i < sizeof(setstripe_errnos) / sizeof(setstripe_errnos[0]);
 	     i++) {
@@ -183,9 +220,11 @@ static void test_lustre_backend(const char *scratch)
 		race_path = path; /* another rank writes before the ioctl fails */
 		fd = la_backend_lustre.create(AT_FDCWD, path,
 					      O_RDWR | O_CREAT | O_TRUNC, 0640,
-					      d, NULL, lum, &out);
+					      d, &rq_none, lum, &out);
 		race_path = NULL;
-		snprintf(want, sizeof(want), "setstripe_rejected:%d", e);
+		/* both SETSTRIPEs refused: a write-mode reopen of the inode
+		 * gives it the default layout */
+		snprintf(want, sizeof(want), "setstripe_rejected:%d+reopened", e);
 		CHECK(fd >= 0);
 		CHECK(out.applied == 0 && strcmp(out.reason, want) == 0);
 		/* the file is the one we created, still linked, the other

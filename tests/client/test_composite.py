@@ -74,10 +74,26 @@ def _lists(rec: dict[str, str]) -> list[list[int] | str]:
             for part in rec["osts"].split(";")]
 
 
+def test_by_default_only_the_first_component_is_placed_and_the_rest_left_to_lustre(
+        shim_run_factory, mcmf, create_files):
+    """Components after the first are instantiated when I/O reaches them (lod_qos.c
+    lod_qos_prep_create()), by then a list named now may be refused: Lustre places them."""
+    run = shim_run_factory(mcmf.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    set_dir_default(run.data, pfl_default(THREE))
+    run.run([create_files, "-n", "3", run.data])
+    recs = run.records()
+    assert len(recs) == 3
+    for r in recs:
+        assert r["result"] == "layout" and r["reason"] == "", r
+        lists = _lists(r)
+        assert len(lists[0]) == 1 and lists[1:] == ["keep", "keep"], r
+
+
 def test_every_ost_component_of_a_pfl_default_gets_its_osts_from_the_mapper(
         shim_run_factory, mcmf, create_files):
     run = shim_run_factory(mcmf.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000",
-                           LUSTRE_ALLOC_EXPECTED_BYTES=str(4 * GIB))
+                           LUSTRE_ALLOC_EXPECTED_BYTES=str(4 * GIB),
+                           LUSTRE_ALLOC_PFL_ALL="1")
     set_dir_default(run.data, pfl_default(THREE))
     p = run.run([create_files, "-n", "5", run.data])
     assert "created=5" in p.stdout
@@ -98,19 +114,32 @@ def test_every_ost_component_of_a_pfl_default_gets_its_osts_from_the_mapper(
             pytest.approx(5 * 4 * GIB)
 
 
-def test_dom_and_sel_components_are_kept_and_only_ost_components_are_asked(
+def test_dom_components_are_kept_and_only_ost_components_are_asked(
         shim_run_factory, mcmf, create_files):
     run = shim_run_factory(mcmf.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000",
-                           LUSTRE_ALLOC_POOL="")
-    set_dir_default(run.data, pfl_default(DOM_SEL))
+                           LUSTRE_ALLOC_POOL="", LUSTRE_ALLOC_PFL_ALL="1")
+    dom = [c for c in DOM_SEL if not c[6] & LCME_FL_EXTENSION]
+    set_dir_default(run.data, pfl_default(dom))
     run.run([create_files, "-n", "2", run.data])
     for r in run.records():
         assert r["result"] == "layout", r
         lists = _lists(r)
-        assert lists[0] == "mdt" and lists[3] == "ext"
-        assert [len(lists[i]) for i in (1, 2, 4)] == [2, 1, 2]
-        assert r["stripe_size"] == f";{4 * MIB};{MIB};;{MIB}"
+        assert lists[0] == "mdt"
+        assert [len(lists[i]) for i in (1, 2, 3)] == [2, 1, 2]
+        assert r["stripe_size"] == f";{4 * MIB};{MIB};{MIB}"
         assert r["extents"].split(";")[0] == "0-65536"
+
+
+def test_a_self_extending_default_is_left_to_lustre_untouched(
+        shim_run_factory, mcmf, create_files):
+    """SEL layouts grow and spill over on OSTs Lustre chooses (lod_object.c
+    lod_sel_handler()): the shim does not ask the mapper for them."""
+    run = shim_run_factory(mcmf.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000",
+                           LUSTRE_ALLOC_PFL_ALL="1")
+    set_dir_default(run.data, pfl_default(DOM_SEL))
+    run.run([create_files, "-n", "2", run.data])
+    assert [(r["result"], r["reason"]) for r in run.records()] == [("default", "dir_sel")] * 2
+    assert mcmf.metrics.requests.labels("ok")._value.get() == 0
 
 
 def test_what_the_shim_cannot_place_is_left_to_lustre_with_its_reason(
