@@ -1,0 +1,173 @@
+"""Real programs (cp, dd, Python) under the shim on the Lustre client stand-in, with a
+mapper that hands out lists Lustre refuses: two OSTs are drained (max_create_count=0)
+behind the mapper's back.  Whatever the mode (per create, leased, PFL, no mapper, a lease
+gone stale), every write succeeds, every file has a layout, none is on a refused OST, and
+a file whose application asked for nothing gets the effective default's stripe count."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from common import lustre_layout as ll
+
+from ..service.conftest import make_service
+from .conftest import parse_records
+from .lustre_model import make_model
+
+MIB = 1 << 20
+DRAINED = {3, 17}
+FILES = 60
+
+
+@pytest.fixture(scope="module")
+def mapper():
+    """Round-robin over 32 OSTs: it knows nothing of the drain, so its lists name them."""
+    svc = make_service(static_cluster="8x4", policy="round_robin")
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture
+def model(tmp_path):
+    m = make_model(tmp_path, osts=32, nocreate=set(DRAINED))
+    m.set_default(m.root, ll.plain(2, MIB))          # lfs setstripe -c 2 /mnt/lustre
+    (m.root / "data").mkdir()
+    return m
+
+
+def _source(tmp_path):
+    src = tmp_path / "src.bin"
+    src.write_bytes(bytes(range(256)) * 256)          # 64 KiB
+    return src
+
+
+def _check(model, files, want_count=2):
+    missing, refused, wrong = [], [], []
+    for f in files:
+        layout = model.layout(f)
+        if layout is None:
+            missing.append(f)
+            continue
+        osts = layout.components[0].osts if layout.components else layout.osts
+        if set(osts) & DRAINED:
+            refused.append(f)
+        if want_count and len(osts) != want_count:
+            wrong.append((f, len(osts)))
+    assert (missing, refused, wrong) == ([], [], [])
+
+
+def _run(cmd, env):
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _refusals(record):
+    return [r for r in parse_records(record) if r["reason"].startswith("setstripe_rejected")]
+
+
+@pytest.mark.parametrize("lease", ["0", "1"], ids=["per-create", "leased"])
+def test_cp_and_dd_write_every_file_with_drained_osts_in_the_lists(
+        model, mapper, tmp_path, lease):
+    src = _source(tmp_path)
+    record = tmp_path / "record.tsv"
+    env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint,
+                    LUSTRE_ALLOC_TIMEOUT_MS="5000", LUSTRE_ALLOC_LEASE=lease,
+                    LUSTRE_ALLOC_RECORD=str(record))
+    data = model.root / "data"
+    script = (f"for i in $(seq 1 {FILES // 2}); do cp {src} {data}/cp$i || exit 1; "
+              f"dd if={src} of={data}/dd$i bs=64k count=1 status=none || exit 1; done")
+    p = _run(["sh", "-c", script], env)
+    assert p.returncode == 0, p.stderr
+    files = sorted(data.iterdir())
+    assert len(files) == FILES
+    assert all(f.read_bytes() == src.read_bytes() for f in files)
+    _check(model, files)
+    # the mapper's lists named the drained OSTs, and Lustre refused them
+    refused = _refusals(record)
+    assert refused and all(r["reason"].endswith("+default_layout") for r in refused)
+
+
+@pytest.mark.parametrize("client", ["2.15.4", "2.12.9"])
+def test_python_writes_under_the_roots_default_whatever_the_client_answers(
+        model, mapper, tmp_path, client):
+    """A 2.12 client answers ENODATA for a directory without a default; the shim reads
+    the mount root's as Lustre would apply it, not 1 stripe."""
+    model.client = client
+    env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint,
+                    LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    data = model.root / "data"
+    code = (f"import os\nfor i in range({FILES}):\n"
+            f"    with open('{data}/py%d' % i, 'wb') as f:\n"
+            f"        f.write(b'x' * 65536)\n")
+    p = _run(["python3", "-c", code], env)
+    assert p.returncode == 0, p.stderr
+    _check(model, sorted(data.iterdir()))
+
+
+def test_a_pfl_default_places_the_first_component_and_later_ones_never_fail_writes(
+        model, mapper, tmp_path):
+    model.set_default(model.root / "data", ll.composite([
+        ll.Component(0, MIB, ll.plain(1, MIB)),
+        ll.Component(MIB, ll.LUSTRE_EOF, ll.plain(4, MIB))]))
+    env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint,
+                    LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    data = model.root / "data"
+    code = (f"import os\nfor i in range(20):\n"
+            f"    with open('{data}/pfl%d' % i, 'wb') as f:\n"
+            f"        f.write(b'x' * (2 << 20))\n")
+    p = _run(["python3", "-c", code], env)
+    assert p.returncode == 0, p.stderr
+    for f in sorted(data.iterdir()):
+        comps = model.layout(f).components
+        assert [c.initialized for c in comps] == [True, True]
+        assert [len(c.osts) for c in comps] == [1, 4]
+        assert not set(comps[0].osts + comps[1].osts) & DRAINED
+
+
+def test_without_a_mapper_every_file_gets_lustres_default(model, tmp_path, dead_endpoint):
+    src = _source(tmp_path)
+    env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=dead_endpoint,
+                    LUSTRE_ALLOC_TIMEOUT_MS="20")
+    data = model.root / "data"
+    p = _run(["sh", "-c", f"for i in $(seq 1 20); do cp {src} {data}/f$i || exit 1; done"],
+             env)
+    assert p.returncode == 0, p.stderr
+    _check(model, sorted(data.iterdir()))
+
+
+def test_a_lease_gone_stale_is_replaced_and_no_write_fails(model, mapper, tmp_path):
+    """Layouts leased, then an OST drained: the refused layout gets the default, and the
+    rest of that lease is dropped (asked again) rather than refused file by file."""
+    record = tmp_path / "record.tsv"
+    model.nocreate = set()
+    env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint,
+                    LUSTRE_ALLOC_TIMEOUT_MS="5000", LUSTRE_ALLOC_RECORD=str(record))
+    data = model.root / "data"
+    drained = "\\n".join(model.state.read_text().splitlines()).replace(
+        "nocreate = ", "nocreate = " + ",".join(map(str, sorted(DRAINED))))
+    code = (f"import os\n"
+            f"def make(i):\n"
+            f"    with open('{data}/f%d' % i, 'wb') as f:\n"
+            f"        f.write(b'x' * 65536)\n"
+            f"for i in range(10): make(i)\n"
+            f"open('{model.state}', 'w').write('{drained}\\n')\n"
+            f"for i in range(10, 80): make(i)\n")
+    p = _run(["python3", "-c", code], env)
+    assert p.returncode == 0, p.stderr
+    files = sorted(data.iterdir())
+    assert len(files) == 80
+    late = [f for f in files if int(f.name[1:]) >= 10]
+    _check(model, late)
+    recs = parse_records(record)
+    refused = _refusals(record)
+    assert refused, "the stale lease's lists were never refused: the test saw nothing"
+    # no layout naming a drained OST was applied after the drain ...
+    naming = [r for r in recs if r["result"] == "layout" and
+              int(r["path"].rsplit("/f", 1)[1]) >= 10 and
+              set(map(int, r["osts"].split(","))) & DRAINED]
+    assert naming == []
+    # ... each refused one got the default, and the rest of its lease was never used
+    assert all(r["reason"].endswith("+default_layout") for r in refused)
+    for r in refused:
+        later = recs[recs.index(r) + 1:]
+        assert r["lease"] and all(x["lease"] != r["lease"] for x in later), r
