@@ -411,6 +411,6 @@ def reduce_brw(prev: BrwStats | None, cur: BrwStats, values: dict[str, Any],
             ios = sum(delta.values())
             if ios > 0:
                 values[f"{direction}_ios_in_flight_mean"] = (
-                    sum(max(b, 1) * n for b, n in delta.items()) / ios)
+                    sum(h_cur.in_flight_value(b) * n for b, n in delta.items()) / ios)
     except CounterReset as exc:
         unavailable["brw_stats_rates"] = _reason(exc)

@@ -60,6 +60,8 @@ DISK_IN_FLIGHT = "disk I/Os in flight"
 of I/Os in flight on the device when it was submitted, itself included (osd-ldiskfs
 ``record_start_io``); ``lprocfs_oh_tally`` puts 31 and above in bucket 31."""
 IN_FLIGHT_BUCKETS = 32
+# Master can print "disk I/Os in flight" in log2 buckets (``bs_inflight_io_log2``,
+# lprocfs_status_server.c ``brw_stats_seq_show``): labels 1, 2, 4, ... like the size blocks.
 """Buckets of "disk I/Os in flight", 0..31 (``OBD_HIST_MAX``, lustre/include/lprocfs_status.h)."""
 
 
@@ -73,12 +75,22 @@ class Histogram:
         buckets: bucket labels as integers (upper bounds; 1K -> 1024), ascending.
         read: count per bucket for reads, cumulative since start; same length as ``buckets``.
         write: the same for writes.
+        log2_labels: "disk I/Os in flight" only: its labels are log2 bucket upper bounds
+            (a label ``L`` holds values in ``(L/2, L]``), not the count itself.
     """
     name: str
     unit: str
     buckets: list[int] = field(default_factory=list)
     read: list[int] = field(default_factory=list)
     write: list[int] = field(default_factory=list)
+    log2_labels: bool = False
+
+    def in_flight_value(self, bucket: int) -> float:
+        """The number of I/Os in flight a "disk I/Os in flight" bucket stands for: the label
+        itself (at least 1), or for log2 labels the middle of ``(L/2, L]``."""
+        if self.log2_labels and bucket >= 2:
+            return 0.75 * bucket
+        return float(max(bucket, 1))
 
     def as_dict(self, direction: str) -> dict[int, int]:
         """``{bucket: count}`` for ``direction`` ``"read"`` or ``"write"``."""
@@ -100,6 +112,15 @@ class BrwStats:
     elapsed_time: float | None = None
     histograms: dict[str, Histogram] = field(default_factory=dict)
     skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _log2_labels(buckets: list[int]) -> bool:
+    """Whether an in-flight block's labels are log2 buckets: linear ones are printed for every
+    index from the first non-zero one (``display_brw_stats``), so a skipped integer between
+    two labels, or a label past 31, means powers of two."""
+    if any(b >= IN_FLIGHT_BUCKETS for b in buckets):
+        return True
+    return any(b > a + 1 for a, b in zip(buckets, buckets[1:]))
 
 
 def parse_brw_stats(text: str, source: str = "<text>") -> BrwStats:
@@ -156,6 +177,9 @@ def parse_brw_stats(text: str, source: str = "<text>") -> BrwStats:
             current.write.append(int(m.group("w")))
             continue
         skipped.append((lineno, "row outside a block" if m else "unrecognised line"))
+    flight = histograms.get(DISK_IN_FLIGHT)
+    if flight is not None:
+        flight.log2_labels = _log2_labels(flight.buckets)
     if "snapshot_time" not in times:
         raise BrwStatsError("no 'snapshot_time:' line", source=source, field="snapshot_time")
     return BrwStats(times["snapshot_time"], times.get("start_time"), times.get("elapsed_time"),

@@ -21,6 +21,13 @@ with ``start_time`` and ``elapsed_time``), then one line per counter
 Counter values are cumulative while the job stays in the table; a job idle for
 ``job_cleanup_interval`` (600 s default) is dropped and restarts from zero if it comes back.
 
+Release forms besides that one: 2.15.0 and 2.15.1 print the three times of each job unindented
+and padded before the colon (``lprocfs_stats_header(p, ..., 16, ":", true)`` called inside a list
+item; ``snapshot_time   : 1322494486.123456789 secs.nsecs``), which is not YAML: such a line is
+indented into its job before parsing (fixed upstream by LU-16110).  From 2.17 an empty table
+prints nothing at all, not even ``job_stats:`` (the header is printed by the first job's
+``lprocfs_jobstats_seq_show``, ``OJS_HEADER``): empty text is a table with no job.
+
 The file is YAML and is read with PyYAML (:mod:`collectors.readers._yaml`, every scalar a string so
 ``job_id: 24`` stays ``"24"``): quoted ids, document markers, flow or block style and extra keys
 all work. A job id Lustre printed unquoted with YAML syntax in it (``jobid_name`` allows any
@@ -42,6 +49,8 @@ _TIME_RE = re.compile(r"^(\d{1,20})(?:\.(\d{1,9}))?(?:\s+secs\.nsecs)?$", re.ASC
 _TIME_KEYS = ("snapshot_time", "start_time", "elapsed_time")
 _COUNT_RE = re.compile(r"^\d{1,20}$", re.ASCII)
 _COUNTER_FIELDS = ("min", "max", "sum", "sumsq")
+# 2.15.0/2.15.1: "snapshot_time   : <t> secs.nsecs" at column 0 inside a job's list item
+_UNINDENTED_TIME_RE = re.compile(r"^(snapshot_time|start_time|elapsed_time)\s*:", re.ASCII | re.M)
 
 
 @dataclass(slots=True)
@@ -77,7 +86,7 @@ def parse_job_stats(text: str, source: str = "<text>") -> JobStats:
         source: path or parameter name, used in errors.
 
     Returns:
-        Jobs with their counters (an empty table is valid); entries that are not a job, a
+        Jobs with their counters (an empty table, or empty text, is valid); entries that are not a job, a
         repeated job, and fields that are not a time or a counter are in ``skipped`` with their
         line and reason.
 
@@ -85,9 +94,12 @@ def parse_job_stats(text: str, source: str = "<text>") -> JobStats:
         JobStatsError: malformed YAML (one line: source, line, PyYAML's reason), or the top is
             not a ``job_stats:`` mapping.
     """
+    if not text.strip():
+        return JobStats()  # 2.17: an empty table prints nothing
+    text = _UNINDENTED_TIME_RE.sub(r"  \1:", text)
     root = compose(text, source, JobStatsError)
     if root is None:
-        raise JobStatsError("empty text, expected 'job_stats:'", source=source)
+        raise JobStatsError("no document, expected 'job_stats:'", source=source)
     top = dict(mapping_items(root))
     if "job_stats" not in top:
         raise JobStatsError("first line is not 'job_stats:'", source=source, line=line_of(root))

@@ -14,6 +14,7 @@ from tests.conftest import FIXTURES
 LUSTRE = FIXTURES / "lustre"
 HPE = LUSTRE / "hpe-lustre-2.10.1"
 DDN = LUSTRE / "ddn-lctl-2.14-2.15"
+CONSTRUCTED = LUSTRE / "constructed"
 HPE_PROC = HPE / "proc" / "fs" / "lustre"
 PYTHON = sys.executable
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from common.errors import BrwStatsError
-from collectors.readers.brw_stats import DISK_IO_SIZE, IO_TIME, parse_brw_stats
+from collectors.readers.brw_stats import DISK_IN_FLIGHT, DISK_IO_SIZE, IO_TIME, parse_brw_stats
 
-from .conftest import DDN, HPE_PROC
+from .conftest import CONSTRUCTED, DDN, HPE_PROC
 
 ALL_BLOCKS = ["pages per bulk r/w", "discontiguous pages", "discontiguous blocks",
               "disk fragmented I/Os", "disk I/Os in flight", IO_TIME, DISK_IO_SIZE, "block maps msec"]
@@ -74,3 +74,22 @@ def test_obdfilter_brw_stats_symlink_reads_the_osd_histogram():
 def test_rows_outside_blocks_are_skipped():
     brw = parse_brw_stats("snapshot_time: 1.5 secs.nsecs\n1:\t\t 1 1 1 | 1 1 1\n")
     assert brw.histograms == {} and brw.skipped == [(2, "row outside a block")]
+
+
+def test_reads_master_in_flight_in_log2_buckets():
+    """lprocfs_status_server.c brw_stats_seq_show(): with bs_inflight_io_log2 the in-flight
+    block has power-of-two labels; a label L then stands for (L/2, L]."""
+    bs = parse_brw_stats((CONSTRUCTED / "brw_stats-inflight-log2.txt").read_text())
+    h = bs.histograms[DISK_IN_FLIGHT]
+    assert h.buckets == [1, 2, 4, 8, 16, 32, 64] and h.log2_labels
+    assert h.in_flight_value(64) == 48 and h.in_flight_value(1) == 1
+    assert bs.skipped == []
+
+
+def test_linear_in_flight_labels_stay_linear():
+    text = (CONSTRUCTED / "brw_stats-inflight-log2.txt").read_text()
+    linear = text.replace("4:\t\t         0   0   0   |   30", "3:\t\t         0   0   0   |   30")
+    linear = "\n".join(ln for ln in linear.splitlines()
+                       if not ln.startswith(("8:", "16:", "32:", "64:")))
+    h = parse_brw_stats(linear).histograms[DISK_IN_FLIGHT]
+    assert h.buckets == [1, 2, 3] and not h.log2_labels and h.in_flight_value(3) == 3

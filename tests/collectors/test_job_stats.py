@@ -7,7 +7,7 @@ from common.errors import JobStatsError
 from collectors.readers.job_stats import parse_job_stats
 from collectors.readers.lctl_get_param import parse_get_param
 
-from .conftest import DDN, HPE_PROC
+from .conftest import CONSTRUCTED, DDN, HPE_PROC
 
 
 def test_reads_2_10_ost_job_stats():
@@ -68,7 +68,27 @@ def test_reads_2_16_hist_and_quoted_master_job_id():
     assert js.skipped == []
 
 
-@pytest.mark.parametrize("text", ["", "jobs:\n- job_id: 1\n", "- job_id: 1\n"])
+def test_reads_2_15_0_unindented_times():
+    """2.15.0/2.15.1: lprocfs_stats_header(p, ..., 16, ":", true) inside the list item prints
+    the times at column 0 (not YAML: every OST's table was refused)."""
+    js = parse_job_stats((CONSTRUCTED / "job_stats-2.15.0.txt").read_text())
+    assert set(js.jobs) == {"dd.4854", "ior.1207"}
+    job = js.jobs["dd.4854"]
+    assert job.snapshot_time == pytest.approx(1322494486.123456789)
+    assert job.elapsed_time == pytest.approx(10.111111111)
+    assert job.counters["write_bytes"].sum == 1073741824
+    assert js.jobs["ior.1207"].counters["read_bytes"].samples == 16
+    assert js.skipped == []
+
+
+def test_an_empty_2_17_table_prints_nothing_and_reads_as_no_jobs():
+    """2.17: the header comes with the first job (OJS_HEADER), an empty table is empty."""
+    text = (CONSTRUCTED / "job_stats-2.17-empty.txt").read_text()
+    assert text == ""
+    assert parse_job_stats(text).jobs == {}
+
+
+@pytest.mark.parametrize("text", ["jobs:\n- job_id: 1\n", "- job_id: 1\n"])
 def test_missing_header_raises_job_stats_error(text):
     with pytest.raises(JobStatsError):
         parse_job_stats(text)
