@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Prometheus /metrics port (0: off)")
     p.add_argument("--steer-endpoint", dest="steer_endpoint",
                    help="serve the steering agent here, e.g. tcp://*:5561 (default: off)")
+    p.add_argument("--steer-journal", dest="steer_journal",
+                   help="the steering agent's lease journal (default "
+                        "/var/lib/lustre-alloc/steer-journal.json)")
     p.add_argument("--steer-authorized-keys", dest="steer_authorized_keys",
                    help="directory of the public keys allowed to steer (the mapper's)")
     p.add_argument("--log-level", dest="log_level", help="debug, info, warning, error or critical (info)")
@@ -137,7 +140,8 @@ def start_agent(config: CollectorConfig, source):
     else:
         def targets():
             return list(source.read_family("osp", "max_create_count"))
-    agent = SteerAgent(config.role, targets, params, config.steer_max_lease_s)
+    agent = SteerAgent(config.role, targets, params, config.steer_max_lease_s,
+                       journal=config.steer_journal)
     return AgentServer(agent, config.steer_endpoint, config.steer_curve()).start()
 
 

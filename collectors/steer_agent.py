@@ -15,6 +15,19 @@ What the agent refuses (answered with ``ok = False`` and one line, nothing chang
   already 0): an admin's or a RAID script's action is never taken over or undone;
 * a kind this role does not act on, a lease beyond ``max_lease_s``, a malformed request.
 
+The agent journals every lease to disk (``journal``: written atomically at every change, like the
+mapper's state file) so that a collector killed with SIGKILL or by the OOM killer does not leave
+an OST drained or degraded for good: at start it reads the journal and, for each parameter it
+had set, restores the value it found once the lease has run out, or resumes holding it for what
+is left. A parameter found changed since (an admin cleared it) is forgotten, not touched.
+
+Two behaviours of Lustre it allows for (docs/reference/lustre-semantics.md, rules 12 and 13):
+setting ``max_create_count`` back does not bring ``create_count`` back (lproc_osp.c
+``max_create_count_store()`` resets it to 32), so a drain records ``create_count`` and restores
+it after ``max_create_count``; ``degraded`` goes back to 0 when the OST is mounted again
+(``ofd_init0()``, a failover), so a held flag found reset by :meth:`SteerAgent.expire` is
+applied again while its lease runs.
+
 Requests and replies (msgpack maps over :mod:`collectors.steer_socket`)::
 
     {"op": "steer", "ost": "demofs-OST000e", "kind": "degraded" | "drain", "lease_s": 900,
@@ -24,9 +37,12 @@ Requests and replies (msgpack maps over :mod:`collectors.steer_socket`)::
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from common.errors import SourceUnavailable
@@ -54,6 +70,8 @@ class Lease:
     previous: str
     until_s: float
     reason: str
+    restore_after: dict[str, str] = field(default_factory=dict)
+    """Other parameters to set back after this one (a drain: ``create_count``)."""
 
 
 class SteerAgent:
@@ -65,10 +83,15 @@ class SteerAgent:
         params: the :class:`~collectors.lustre_params.ParamAccess` to act through.
         max_lease_s: longest lease granted, s.
         clock: monotonic seconds (tests pass their own).
+        journal: the lease journal's path (None: not journalled, tests only); read at once
+            (:meth:`recover`).
+        wall: wall-clock seconds, for the journal's deadlines (tests pass their own).
     """
 
     def __init__(self, role: str, targets: Callable[[], Sequence[str]], params: ParamAccess,
-                 max_lease_s: float = MAX_LEASE_S, clock: Callable[[], float] = time.monotonic):
+                 max_lease_s: float = MAX_LEASE_S, clock: Callable[[], float] = time.monotonic,
+                 journal: str | os.PathLike[str] | None = None,
+                 wall: Callable[[], float] = time.time):
         if role not in KIND_OF_ROLE:
             raise ValueError(f"role must be oss or mds, not {role!r}")
         self.role = role
@@ -78,7 +101,12 @@ class SteerAgent:
         self.max_lease_s = max_lease_s
         self.clock = clock
         self.leases: dict[str, Lease] = {}          # parameter name -> lease
-        self.counts = {"applied": 0, "renewed": 0, "restored": 0, "refused": 0, "failed": 0}
+        self.counts = {"applied": 0, "renewed": 0, "restored": 0, "refused": 0, "failed": 0,
+                       "reapplied": 0, "resumed": 0}
+        self.wall = wall
+        self.journal = Path(journal) if journal else None
+        if self.journal is not None:
+            self.recover()
 
     # -- requests ---------------------------------------------------------------------
     def handle(self, request: Any) -> dict[str, Any]:
@@ -120,12 +148,14 @@ class SteerAgent:
         if held:
             for n in held:
                 self.leases[n].until_s = until
+            self._save()
             self.counts["renewed"] += 1
             return {"ok": True, "params": held, "until_s": until, "renewed": True}
         current = {n: self.params.get(n) for n in names}
         for n, v in current.items():
             if v == self._applied_value():
                 raise SteerRequestError(f"{n} is already {v}: set by someone else, left alone")
+        after = {n: self._companions(n) for n in names}
         done: list[str] = []
         try:
             for n in names:
@@ -136,7 +166,8 @@ class SteerAgent:
                 self._restore_quietly(n, current[n])
             raise
         for n in names:
-            self.leases[n] = Lease(ost, kind, n, current[n], until, reason)
+            self.leases[n] = Lease(ost, kind, n, current[n], until, reason, after[n])
+        self._save()
         self.counts["applied"] += 1
         log.info("steered %s: %s", ost, reason, extra={
             "event": "steer_applied", "ost": ost, "kind": kind, "params": names,
@@ -153,13 +184,85 @@ class SteerAgent:
     # -- leases -----------------------------------------------------------------------
     def expire(self) -> list[str]:
         """Restore every lease past its end; returns the parameters restored. A restore
-        that fails stays held and is retried at the next call."""
+        that fails stays held and is retried at the next call. A held parameter found reset
+        (``degraded`` after a remount) is applied again."""
         now = self.clock()
         out = []
         for n, x in list(self.leases.items()):
-            if x.until_s <= now and self._restore(n, "lease expired"):
-                out.append(n)
+            if x.until_s <= now:
+                if self._restore(n, "lease expired"):
+                    out.append(n)
+            else:
+                self._reapply_if_reset(n, x)
         return out
+
+    def _reapply_if_reset(self, name: str, x: Lease) -> None:
+        try:
+            value = self.params.get(name)
+            if value == self._applied_value():
+                return
+            self.params.set(name, self._applied_value())
+        except ParamError as exc:
+            log.warning("cannot check or re-apply %s: %s", name, exc,
+                        extra={"event": "steer_reapply_failed", "param": name})
+            return
+        self.counts["reapplied"] += 1
+        log.warning("%s was %s while its lease runs (a remount resets it): applied again",
+                    name, value, extra={"event": "steer_reapplied", "ost": x.ost,
+                                        "param": name, "found": value})
+
+    # -- the journal ------------------------------------------------------------------
+    def recover(self) -> None:
+        """Read the journal a previous run of this agent left: restore what it set whose
+        lease ran out, resume holding the rest, forget what someone changed since. A journal
+        that cannot be read is renamed aside (``.bad``) and logged; nothing is touched."""
+        try:
+            doc = json.loads(self.journal.read_text())
+            entries = [Lease(**e) for e in doc["leases"]] if doc.get("role") == self.role \
+                else []
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.error("steer journal %s unreadable (%s): moved to .bad, nothing restored",
+                      self.journal, exc, extra={"event": "steer_journal_bad"})
+            self.journal.replace(self.journal.with_suffix(".bad"))
+            return
+        wall_now, now = self.wall(), self.clock()
+        for x in entries:
+            left = x.until_s - wall_now          # the journal holds wall-clock deadlines
+            try:
+                value = self.params.get(x.param)
+            except ParamError as exc:
+                log.error("steer journal: cannot read %s (%s): kept for the next start",
+                          x.param, exc, extra={"event": "steer_journal_unread"})
+                self.leases[x.param] = Lease(**{**asdict(x), "until_s": now})
+                continue
+            if value != self._applied_value():
+                log.warning("steer journal: %s is %s, not ours any more: forgotten", x.param,
+                            value, extra={"event": "steer_journal_forgot", "param": x.param})
+                continue
+            self.leases[x.param] = Lease(**{**asdict(x), "until_s": now + max(left, 0.0)})
+            if left <= 0:
+                self._restore(x.param, "lease ran out while the agent was down")
+            else:
+                self.counts["resumed"] += 1
+                log.info("steer journal: %s held for %.0f s more", x.param, left,
+                         extra={"event": "steer_resumed", "param": x.param})
+        self._save()
+
+    def _save(self) -> None:
+        if self.journal is None:
+            return
+        now, wall_now = self.clock(), self.wall()
+        leases = [{**asdict(x), "until_s": wall_now + (x.until_s - now)}
+                  for x in self.leases.values()]
+        tmp = self.journal.with_name(self.journal.name + ".tmp")
+        self.journal.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump({"version": 1, "role": self.role, "leases": leases}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.journal)
 
     def release_all(self, why: str) -> list[str]:
         """Restore everything (the collector is stopping)."""
@@ -169,12 +272,15 @@ class SteerAgent:
         x = self.leases[name]
         try:
             self.params.set(name, x.previous)
+            for other, value in x.restore_after.items():
+                self.params.set(other, value)
         except ParamError as exc:
             self.counts["failed"] += 1
             log.error("cannot restore %s: %s", name, exc, extra={
                 "event": "steer_restore_failed", "param": name, "error": str(exc)})
             return False
         del self.leases[name]
+        self._save()
         self.counts["restored"] += 1
         log.info("restored %s=%s (%s)", name, x.previous, why, extra={
             "event": "steer_restored", "ost": x.ost, "param": name, "value": x.previous,
@@ -188,6 +294,17 @@ class SteerAgent:
             log.error("cannot restore %s after a failed request: %s", name, exc)
 
     # -- helpers ----------------------------------------------------------------------
+    def _companions(self, name: str) -> dict[str, str]:
+        """What setting ``name`` changes besides itself, to set back after it: a drain's
+        ``create_count`` (lproc_osp.c ``max_create_count_store()``)."""
+        if not name.endswith(".max_create_count"):
+            return {}
+        cc = name[: -len("max_create_count")] + "create_count"
+        try:
+            return {cc: self.params.get(cc)}
+        except ParamError:
+            return {}
+
     def _applied_value(self) -> str:
         return "1" if self.kind == "degraded" else "0"
 

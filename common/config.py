@@ -49,6 +49,8 @@ class CollectorConfig:
             with the CURVE keys above the agent is a CURVE server under this collector's
             own key pair. Required with ``steer_endpoint`` when CURVE is on.
         steer_max_lease_s: longest lease the agent grants, s.
+        steer_journal: the agent's lease journal (``collectors/steer_agent.py``): what it set,
+            kept across a crash so that a restarted agent restores it.
     """
     role: str = "oss"
     broker: str = "tcp://127.0.0.1:5555"
@@ -68,6 +70,7 @@ class CollectorConfig:
     steer_endpoint: str = ""
     steer_authorized_keys: str = ""
     steer_max_lease_s: float = 3600.0
+    steer_journal: str = "/var/lib/lustre-alloc/steer-journal.json"
 
     def validate(self) -> "CollectorConfig":
         if self.role not in ("oss", "mds"):

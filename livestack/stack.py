@@ -339,7 +339,8 @@ class LiveStack:
             argv += ["--curve-secret-key", self.keys.secret(oss),
                      "--curve-server-key", self.keys.public("broker")]
         if self.steer is not None:
-            argv += ["--steer-endpoint", self.agent_endpoints[oss]]
+            argv += ["--steer-endpoint", self.agent_endpoints[oss], "--steer-journal",
+                     str(self.log_path(f"collector-{oss}").with_suffix(".steer-journal.json"))]
             if self.keys is not None:
                 argv += ["--steer-authorized-keys",
                          str(self.keys.directory / "steer-authorized")]

@@ -196,3 +196,102 @@ def test_agent_socket_expires_leases_on_its_own(tmp_path):
         assert files.get(degraded_param(OST)) == "0"
     finally:
         server.stop()
+
+
+class OspFiles(FileParams):
+    """An MDS's OSP files with lproc_osp.c's side effect: max_create_count=0 sets
+    create_count to 0, a non-zero value after it sets create_count to 32
+    (``max_create_count_store()``, OST_MIN_PRECREATE)."""
+
+    def set(self, name, value):
+        super().set(name, value)
+        if name.endswith(".max_create_count"):
+            cc = name[: -len("max_create_count")] + "create_count"
+            if value == "0" or super().get(cc) == "0":
+                super().set(cc, "0" if value == "0" else "32")
+
+
+def _osp_root(tmp_path, devices):
+    root = tmp_path / "mds"
+    for d in devices:
+        base = root / "sys/fs/lustre/osp" / d
+        base.mkdir(parents=True)
+        (base / "max_create_count").write_text("20000\n")
+        (base / "create_count").write_text("4096\n")
+    return root
+
+
+class Clocks:
+    def __init__(self):
+        self.mono, self.wall = 100.0, 1_800_000_000.0
+
+    def advance(self, s):
+        self.mono += s
+        self.wall += s
+
+
+@pytest.mark.parametrize("down_s, resumed", [(30.0, True), (700.0, False)])
+def test_a_killed_agent_restarted_restores_or_resumes_its_drain_on_two_mdts(
+        tmp_path, down_s, resumed):
+    """kill -9 during a drain (the agent object abandoned without a release): the next
+    agent reads the journal; restored at once if the lease ran out meanwhile, else held
+    and restored when it does, create_count too."""
+    devices = [OSP, "demofs-OST000e-osc-MDT0001"]
+    files = OspFiles(_osp_root(tmp_path, devices))
+    clock, journal = Clocks(), tmp_path / "journal.json"
+    first = SteerAgent("mds", lambda: devices, files, clock=lambda: clock.mono,
+                       wall=lambda: clock.wall, journal=journal)
+    assert first.handle({"op": "steer", "ost": OST, "kind": "drain", "lease_s": 600})["ok"]
+    assert {files.get(f"osp.{d}.max_create_count") for d in devices} == {"0"}
+    del first                                                   # SIGKILL: nothing restored
+    clock.advance(down_s)
+    clock.mono = 5.0                                            # a new process, a new clock
+    second = SteerAgent("mds", lambda: devices, files, clock=lambda: clock.mono,
+                        wall=lambda: clock.wall, journal=journal)
+    if resumed:
+        assert {files.get(f"osp.{d}.max_create_count") for d in devices} == {"0"}
+        assert second.counts["resumed"] == 2
+        clock.advance(600 - down_s - 1)
+        assert second.expire() == []
+        clock.advance(2)
+        assert len(second.expire()) == 2
+    for d in devices:
+        assert files.get(f"osp.{d}.max_create_count") == "20000"
+        assert files.get(f"osp.{d}.create_count") == "4096"    # not lproc's 32
+    assert not second.leases and json.loads(journal.read_text())["leases"] == []
+
+
+def test_a_flag_reset_by_a_remount_is_applied_again_while_the_lease_runs(tmp_path):
+    files = FileParams(tmp_path)
+    base = tmp_path / "sys/fs/lustre/obdfilter" / OST
+    base.mkdir(parents=True)
+    (base / "degraded").write_text("0\n")
+    clock = Clocks()
+    agent = SteerAgent("oss", lambda: [OST], files, clock=lambda: clock.mono,
+                       wall=lambda: clock.wall, journal=tmp_path / "j.json")
+    assert agent.handle({"op": "steer", "ost": OST, "kind": "degraded", "lease_s": 60})["ok"]
+    (base / "degraded").write_text("0\n")                     # the OST was mounted again
+    clock.advance(10)
+    assert agent.expire() == [] and files.get(degraded_param(OST)) == "1"
+    assert agent.counts["reapplied"] == 1
+    clock.advance(60)
+    assert agent.expire() == [degraded_param(OST)] and files.get(degraded_param(OST)) == "0"
+
+
+def test_a_journal_entry_someone_changed_since_is_forgotten_and_a_bad_journal_kept_aside(
+        tmp_path):
+    files = FileParams(tmp_path)
+    base = tmp_path / "sys/fs/lustre/obdfilter" / OST
+    base.mkdir(parents=True)
+    (base / "degraded").write_text("0\n")
+    journal, clock = tmp_path / "j.json", Clocks()
+    agent = SteerAgent("oss", lambda: [OST], files, clock=lambda: clock.mono,
+                       wall=lambda: clock.wall, journal=journal)
+    agent.handle({"op": "steer", "ost": OST, "kind": "degraded", "lease_s": 60})
+    (base / "degraded").write_text("0\n")                     # an admin cleared it
+    again = SteerAgent("oss", lambda: [OST], files, clock=lambda: clock.mono,
+                       wall=lambda: clock.wall, journal=journal)
+    assert not again.leases and files.get(degraded_param(OST)) == "0"
+    journal.write_text("{not json")
+    SteerAgent("oss", lambda: [OST], files, journal=journal)
+    assert journal.with_suffix(".bad").read_text() == "{not json"
