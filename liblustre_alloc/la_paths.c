@@ -173,8 +173,8 @@ fail:
 
 /* The file system's default (the mount root's layout; a root without one
  * answers the MDT's lov.stripecount/stripesize, lod_object.c
- * lod_xattr_get()) parsed into root; 0 or -1. */
-static int la_root_default(int dfd, struct la_work *w, struct la_dirinfo *root)
+ * lod_xattr_get()) into w->u.lum; its length, or -1. */
+static ssize_t la_read_root_default(int dfd, struct la_work *w)
 {
 	int rfd = la_mount_root(dfd);
 	ssize_t n;
@@ -183,8 +183,7 @@ static int la_root_default(int dfd, struct la_work *w, struct la_dirinfo *root)
 		return -1;
 	n = la_backend_lustre.dir_default(rfd, w->u.lum, sizeof(w->u.lum));
 	close(rfd);
-	memset(root, 0, sizeof(*root));
-	return n > 0 ? la_parse_dir_default(w->u.lum, (size_t)n, root) : -1;
+	return n;
 }
 
 /* A composite default in w->u.lum: parsed into the workspace's pfl, or
@@ -220,8 +219,11 @@ static void la_effective_default(int dfd, ssize_t n, struct la_work *w,
 		if (!di->is_lustre || di->untouched ||
 		    (di->stripe_count && di->stripe_size && di->pool[0]))
 			return;
-		if (la_root_default(dfd, w, &root) == 0 && !root.composite &&
-		    !root.untouched) {
+		n = la_read_root_default(dfd, w);
+		memset(&root, 0, sizeof(root));
+		if (n > 0 &&
+		    la_parse_dir_default(w->u.lum, (size_t)n, &root) == 0 &&
+		    !root.composite && !root.untouched) {
 			if (!di->stripe_count)
 				di->stripe_count = root.stripe_count;
 			if (!di->stripe_size)
@@ -233,15 +235,7 @@ static void la_effective_default(int dfd, ssize_t n, struct la_work *w,
 	}
 	if (!di->is_lustre)
 		return;
-	{
-		int rfd = la_mount_root(dfd);
-
-		if (rfd < 0)
-			return;
-		n = la_backend_lustre.dir_default(rfd, w->u.lum,
-						  sizeof(w->u.lum));
-		close(rfd);
-	}
+	n = la_read_root_default(dfd, w);
 	if (n > 0 && la_parse_dir_default(w->u.lum, (size_t)n, di) == 0 &&
 	    di->composite)
 		la_take_composite(n, w, di);

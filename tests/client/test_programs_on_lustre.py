@@ -61,6 +61,17 @@ def _run(cmd, env):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
 
+def _python_writes(model, env, files, size):
+    """A Python child on the mount writing ``files`` new files of ``size`` bytes each."""
+    data = model.root / "data"
+    code = (f"import os\nfor i in range({files}):\n"
+            f"    with open('{data}/py%d' % i, 'wb') as f:\n"
+            f"        f.write(b'x' * {size})\n")
+    p = _run(["python3", "-c", code], env)
+    assert p.returncode == 0, p.stderr
+    return sorted(data.iterdir())
+
+
 def _refusals(record):
     return [r for r in parse_records(record) if r["reason"].startswith("setstripe_rejected")]
 
@@ -95,13 +106,7 @@ def test_python_writes_under_the_roots_default_whatever_the_client_answers(
     model.client = client
     env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint,
                     LUSTRE_ALLOC_TIMEOUT_MS="5000")
-    data = model.root / "data"
-    code = (f"import os\nfor i in range({FILES}):\n"
-            f"    with open('{data}/py%d' % i, 'wb') as f:\n"
-            f"        f.write(b'x' * 65536)\n")
-    p = _run(["python3", "-c", code], env)
-    assert p.returncode == 0, p.stderr
-    _check(model, sorted(data.iterdir()))
+    _check(model, _python_writes(model, env, FILES, 65536))
 
 
 def test_a_pfl_default_places_the_first_component_and_later_ones_never_fail_writes(
@@ -111,13 +116,7 @@ def test_a_pfl_default_places_the_first_component_and_later_ones_never_fail_writ
         ll.Component(MIB, ll.LUSTRE_EOF, ll.plain(4, MIB))]))
     env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint,
                     LUSTRE_ALLOC_TIMEOUT_MS="5000")
-    data = model.root / "data"
-    code = (f"import os\nfor i in range(20):\n"
-            f"    with open('{data}/pfl%d' % i, 'wb') as f:\n"
-            f"        f.write(b'x' * (2 << 20))\n")
-    p = _run(["python3", "-c", code], env)
-    assert p.returncode == 0, p.stderr
-    for f in sorted(data.iterdir()):
+    for f in _python_writes(model, env, 20, 2 << 20):
         comps = model.layout(f).components
         assert [c.initialized for c in comps] == [True, True]
         assert [len(c.osts) for c in comps] == [1, 4]
