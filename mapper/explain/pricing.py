@@ -71,6 +71,8 @@ class ChoicePricer:
         self._arrays: OstArrays | None = None
         self._version: int | None = None
         self._sync = TableSync()
+        self._usable_pos: dict[str | None, np.ndarray] = {}
+        """Pool -> positions of its usable OSTs in ``_arrays``, for the state priced."""
 
     def _state(self, snapshot: ClusterSnapshot) -> OstArrays:
         key = (id(snapshot), snapshot.version)
@@ -83,7 +85,28 @@ class ChoicePricer:
                 base, rate_bytes_s=self.tracker.rates(rows),
                 write_latency_s=self.tracker.latencies(rows), degraded=table.degraded[rows])
             self._key, self._version = key, snapshot.version
+            self._usable_pos = {}
         return self._arrays
+
+    def prepare(self, snapshot: ClusterSnapshot) -> None:
+        """Price the cheapest OST of the file system and of each pool on ``snapshot`` now
+        (read only): the first decision log line reuses the arrays while the version
+        holds, and finds the pricing code paths already run."""
+        for pool in (None, *snapshot.pools):
+            self.cheapest(snapshot, pool, DEFAULT_BYTES_PER_STRIPE, 1)
+
+    def _usable_positions(self, snapshot: ClusterSnapshot, pool: str | None) -> np.ndarray:
+        """Positions in the price arrays of ``pool``'s usable OSTs, kept per state priced.
+
+        Raises:
+            InvalidRequestError: unknown pool.
+        """
+        arrays = self._state(snapshot)
+        pos = self._usable_pos.get(pool)
+        if pos is None:
+            usable = [o.index for o in pool_members(snapshot, pool) if is_usable(o)]
+            pos = self._usable_pos[pool] = np.flatnonzero(np.isin(arrays.index, usable))
+        return pos
 
     def _seconds(self, arrays: OstArrays, positions: np.ndarray, bytes_per_stripe: float) -> np.ndarray:
         b = bytes_per_stripe if bytes_per_stripe > 0 else DEFAULT_BYTES_PER_STRIPE
@@ -108,14 +131,12 @@ class ChoicePricer:
         """The ``k`` usable OSTs of ``pool`` with the lowest stripe price, cheapest first:
         [(OST index, expected s)]. An unknown pool gives [] (the request was refused)."""
         try:
-            members = pool_members(snapshot, pool)
+            pos = self._usable_positions(snapshot, pool)
         except InvalidRequestError:
             return []
-        arrays = self._state(snapshot)
-        usable = [o.index for o in members if is_usable(o)]
-        if not usable:
+        if not len(pos):
             return []
-        pos = np.flatnonzero(np.isin(arrays.index, usable))
+        arrays = self._state(snapshot)
         secs = self._seconds(arrays, pos, bytes_per_stripe)
         order = np.argsort(secs, kind="stable")[:k]
         return [(int(arrays.index[pos[j]]), float(secs[j])) for j in order]

@@ -28,7 +28,8 @@ from typing import Callable, Sequence
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import stale_servers
 from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, Placement,
-                                       PlacementPolicy, allocate_each, decide_batch)
+                                       PlacementPolicy, allocate_each, decide_batch,
+                                       prepare_decisions)
 
 log = logging.getLogger("mapper.policies.gate")
 
@@ -119,6 +120,12 @@ class GatedPolicy(BatchPolicy):
             self._rest_s = min(2 * self._rest_s, BUDGET_REST_MAX_S)
         else:
             self._rest_s = self.budget_rest_s
+
+    def prepare(self, snapshot: ClusterSnapshot) -> None:
+        """Prepare the primary and the fallback (:func:`prepare_decisions`), so neither the
+        first answer nor the round budget's first measurement pays for building them."""
+        prepare_decisions(self.primary, snapshot)
+        prepare_decisions(self.fallback, snapshot)
 
     def allocate_batch(self, snapshot: ClusterSnapshot,
                        requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:

@@ -158,6 +158,15 @@ class LustreQos:
             osts = self.rr.select(snapshot, members, request.pool, count)
             return Placement(tuple(osts), self.name, note=f"round-robin: {why.reason}")
 
+    def prepare(self, snapshot: ClusterSnapshot) -> None:
+        """Build the RR fallback's arrays (:meth:`RoundRobin.prepare`) and read the space
+        (penalties computed as the first create would, at ``snapshot.time_s``)."""
+        self.rr.prepare(snapshot)
+        try:
+            self._read_space(snapshot, int(snapshot.time_s))
+        except QosUnavailable:
+            pass                # balanced or too few OSTs: the first create goes to RR
+
     def penalties(self) -> dict[str, dict]:
         """Current penalty state, for tests and diagnostics (units: bytes >> 8)."""
         return {"ost": {i: (t.penalty, t.penalty_per_obj) for i, t in self._ost.items()},
@@ -241,8 +250,10 @@ class LustreQos:
         tq.weight = w if w > 0 else 0
         return tq.weight
 
-    def _alloc_qos(self, snapshot: ClusterSnapshot, members: list[OstState], count: int) -> list[int]:
-        now = int(snapshot.time_s)
+    def _read_space(self, snapshot: ClusterSnapshot, now: int) -> None:
+        """Lustre's ``lod_qos_calc_ppo`` step: mark the space dirty when any OST's free space
+        or activity changed, recompute the penalties then; QosUnavailable when QOS declines
+        (balanced space, fewer than 2 active OSTs)."""
         # DIRTY: any statfs bavail changed, or an OST was (de)activated.
         # Read only when the snapshot's version moved: at a steady version a declined
         # QOS (balanced space) costs O(1) before round-robin's O(stripe count).
@@ -259,6 +270,10 @@ class LustreQos:
             raise QosUnavailable(BALANCED if active_count >= 2 else "fewer than 2 active OSTs")
         if self._dirty:
             self._calc_penalties(snapshot, now)
+
+    def _alloc_qos(self, snapshot: ClusterSnapshot, members: list[OstState], count: int) -> list[int]:
+        now = int(snapshot.time_s)
+        self._read_space(snapshot, now)
         candidates = [o for o in members if is_usable(o) and not o.flags & OstFlag.DEGRADED]
         if len(candidates) < count:
             raise QosUnavailable(f"{len(candidates)} QOS candidates for {count} stripes")

@@ -254,6 +254,13 @@ class McmfPolicy(BatchPolicy):
             self.plan(snapshot)             # the planner, run synchronously
         return out  # type: ignore[return-value]
 
+    def prepare(self, snapshot: ClusterSnapshot) -> None:
+        """Build the round view of ``snapshot`` (OST table, speed estimates, stragglers)
+        and the round-robin regime's arrays; the first round reuses them while the
+        snapshot's version holds."""
+        self.views.view(snapshot)
+        self._rr.prepare(snapshot)
+
     def _answer(self, snapshot: ClusterSnapshot, view: RoundView, req: CreateRequest,
                 now: float) -> Placement | AllocationError | None:
         """A request's answer without a flow: an error, a kept predicted list or a planned

@@ -117,6 +117,24 @@ def decide_batch(policy: PlacementPolicy, snapshot: ClusterSnapshot,
 # probing attribute names; only the MCMF policy implements them today.
 
 @runtime_checkable
+class PreparesDecisions(Protocol):
+    """Builds, before the first request, what its first decision on a snapshot would build
+    (OST tables, round-robin arrays, speed estimates): the service calls it before it binds
+    the request socket, so the first create answers as fast as a later one."""
+
+    def prepare(self, snapshot: ClusterSnapshot) -> None:
+        """Build the per-snapshot state a decision on ``snapshot`` needs; decides nothing,
+        moves no round-robin cursor, books nothing."""
+        ...
+
+
+def prepare_decisions(policy: Any, snapshot: ClusterSnapshot) -> None:
+    """:meth:`PreparesDecisions.prepare` of ``policy`` when it has one; else nothing."""
+    if isinstance(policy, PreparesDecisions):
+        policy.prepare(snapshot)
+
+
+@runtime_checkable
 class LearnsOffRequestPath(Protocol):
     """Learns from the requests it answered later, in the planner's thread."""
 

@@ -173,6 +173,14 @@ class RoundRobin:
         state this allocator keeps (rebuilt only when the members or the OSS map change)."""
         return [i for i in self._state_for(snapshot, members, pool).array if i is not None]
 
+    def prepare(self, snapshot: ClusterSnapshot) -> None:
+        """Build the RR state of the file system and of each pool (LOD builds its RR array
+        at the first create after a change, ``lod_qos.c`` ``lod_qos_calc_rr``); the cursors
+        do not move."""
+        for pool in (None, *snapshot.pools):
+            members, _ = self.pool_cache.resolve(snapshot, pool)
+            self._state_for(snapshot, members, pool)
+
     def state(self, pool: str | None = None) -> RoundRobinState | None:
         """The RR state of ``pool`` (for tests and diagnostics)."""
         return self._pools.get(pool)

@@ -134,6 +134,8 @@ class BackgroundPlanner:
         # The request loop must get the interpreter back quickly when a request arrives
         # while this thread runs Python code (default switch interval: 5 ms).
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        if self.worker is not None:
+            self.worker.start()
         self._thread = threading.Thread(target=self._run, name="lustre-alloc-planner",
                                         daemon=True)
         self._thread.start()
@@ -178,9 +180,12 @@ class BackgroundPlanner:
         self.lists += made
         return made
 
+    def wait_started(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the planner's process to be ready to solve; True
+        when it is, or when this planner solves in its own thread (no process)."""
+        return self.worker is None or self.worker.wait_started(timeout_s)
+
     def _run(self) -> None:
-        if self.worker is not None:
-            self.worker.start()
         while not self.stop_event.is_set():
             self.wake.wait(self.interval_s)
             self.wake.clear()

@@ -43,6 +43,10 @@ class DecisionDesk:
             p = self._pricers[ctx.key] = ChoicePricer()
         return p
 
+    def prepare(self, ctx: FsContext, snap: ClusterSnapshot) -> None:
+        """Build ``ctx``'s pricer arrays for ``snap`` before the first decision is logged."""
+        self.pricer(ctx).prepare(snap)
+
     def context(self, fsname: str) -> FsContext | None:
         """The context serving ``fsname`` (its configured key or sampled name)."""
         for ctx in self.contexts.values():

@@ -49,16 +49,10 @@ class PlacementGuard:
     def violation(self, snapshot: ClusterSnapshot, version: int, osts: Sequence[int],
                   pool: str | None) -> str | None:
         """None when ``osts`` is a valid answer, else why not."""
-        if version != self._version:
-            self._allowed.clear()
-            self._version = version
-        allowed = self._allowed.get(pool)
-        if allowed is None:
-            try:
-                members = pool_members(snapshot, pool)
-            except InvalidRequestError as exc:
-                return exc.reason
-            allowed = self._allowed[pool] = frozenset(o.index for o in members if is_usable(o))
+        try:
+            allowed = self._allowed_set(snapshot, version, pool)
+        except InvalidRequestError as exc:
+            return exc.reason
         if osts and len(set(osts)) == len(osts) and allowed.issuperset(osts):
             return None
         if not osts:
@@ -68,6 +62,27 @@ class PlacementGuard:
         except PlacementCheckError as exc:
             return exc.reason
         return "placement check disagrees with the cached usable set"  # not reached
+
+    def prepare(self, snapshot: ClusterSnapshot, version: int) -> None:
+        """Cache the usable set of the file system and of each pool at ``version``."""
+        for pool in (None, *snapshot.pools):
+            try:
+                self._allowed_set(snapshot, version, pool)
+            except InvalidRequestError:
+                pass            # an empty pool: a request naming it is refused anyway
+
+    def _allowed_set(self, snapshot: ClusterSnapshot, version: int,
+                     pool: str | None) -> frozenset[int]:
+        """The usable OSTs of ``pool`` at ``version`` (cached); InvalidRequestError for an
+        unknown pool."""
+        if version != self._version:
+            self._allowed.clear()
+            self._version = version
+        allowed = self._allowed.get(pool)
+        if allowed is None:
+            members = pool_members(snapshot, pool)
+            allowed = self._allowed[pool] = frozenset(o.index for o in members if is_usable(o))
+        return allowed
 
 
 def gated_policy(config: MapperConfig, store: StateStore) -> GatedPolicy:
@@ -127,6 +142,17 @@ class FsContext:
         self.guard = PlacementGuard()
         self.clip = ExpectedBytesClip()
         self.planner: BackgroundPlanner | None = None
+
+    def prepare(self) -> ClusterSnapshot:
+        """Build what the first request on the current state needs (the gated policies'
+        tables, the guard's usable sets, the free space the clip compares with); the
+        snapshot it used."""
+        snap = self.store.current()
+        version = self.store.version
+        self.gate.prepare(snap)
+        self.guard.prepare(snap, version)
+        self.clip.prepare(snap, version)
+        return snap
 
     @property
     def fsname(self) -> str:

@@ -147,17 +147,31 @@ class ExpectedBytesClip:
 
     def clip(self, snapshot: ClusterSnapshot, version: int, pool: str | None,
              expected_bytes: int) -> int:
+        try:
+            free = self._free_bytes(snapshot, version, pool)
+        except InvalidRequestError:
+            return expected_bytes          # the policy answers EINVAL for the pool
+        if expected_bytes > free:
+            self.clipped += 1
+            return free
+        return expected_bytes
+
+    def prepare(self, snapshot: ClusterSnapshot, version: int) -> None:
+        """Sum the free space of the file system and of each pool at ``version``."""
+        for pool in (None, *snapshot.pools):
+            try:
+                self._free_bytes(snapshot, version, pool)
+            except InvalidRequestError:
+                pass
+
+    def _free_bytes(self, snapshot: ClusterSnapshot, version: int, pool: str | None) -> int:
+        """Bytes free on ``pool``'s usable OSTs at ``version`` (cached); InvalidRequestError
+        for an unknown pool."""
         if version != self._version:
             self._free.clear()
             self._version = version
         free = self._free.get(pool)
         if free is None:
-            try:
-                members = pool_members(snapshot, pool)
-            except InvalidRequestError:
-                return expected_bytes          # the policy answers EINVAL for the pool
+            members = pool_members(snapshot, pool)
             free = self._free[pool] = sum(o.kbytes_avail for o in members if is_usable(o)) * 1024
-        if expected_bytes > free:
-            self.clipped += 1
-            return free
-        return expected_bytes
+        return free

@@ -93,6 +93,18 @@ class PlanWorker:
         self._warming = self._pool.submit(_warm)
         return self
 
+    def wait_started(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the child started by :meth:`start` to have imported
+        the solver; True when it has (a failure is raised later by :attr:`ready`)."""
+        warming = self._warming
+        if warming is None:
+            return False
+        try:
+            warming.result(timeout=timeout_s)
+        except Exception:  # noqa: BLE001 - TimeoutError, or a start failure :attr:`ready` reports
+            return False
+        return True
+
     @property
     def ready(self) -> bool:
         """True once the child has started and imported the solver (a second or two

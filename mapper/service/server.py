@@ -4,6 +4,8 @@ handler G on the MDS).
 One thread owns every socket and the cluster state, so a round never sees a half-applied
 sample and no lock is taken on the hot path:
 
+0. before the ROUTER socket is bound, build what a first decision needs (policies'
+   tables, round-robin arrays, prices), so the first create is not a slow one;
 1. wait on the ROUTER socket (``docs/protocol.md``, allocation protocol v1);
 2. drain everything already queued (up to ``max_batch``; optionally wait
    ``batch_window_s`` for more); :mod:`mapper.service.intake` decodes and validates each
@@ -55,6 +57,9 @@ SAMPLE_DRAIN_S = 0.02
 """Samples are applied at most this often while requests keep the loop busy, s."""
 GAUGE_REFRESH_S = 1.0
 MAX_SAMPLES_PER_DRAIN = 2000
+PLANNER_START_WAIT_S = 30.0
+"""Longest wait for a planner's process before the request socket opens, s (its start
+imports numpy and OR-Tools: about 1 s on this project's 2-core test host)."""
 _NOBLOCK = int(zmq.NOBLOCK)
 _NOBLOCK_SNDMORE = int(zmq.NOBLOCK | zmq.SNDMORE)
 """pyzmq flags as plain ints: the enum arithmetic costs more than the call on the hot path."""
@@ -211,11 +216,6 @@ class MapperService:
         if any(not ctx.store.static for ctx in self.contexts.values()):
             self._subscriber = self.sockets.open_feed()
             self._drain_samples()
-        try:
-            self._router = self.sockets.bind()
-        except SocketError as exc:
-            raise ServiceError(str(exc)) from exc
-        self.endpoint = self._router.getsockopt(zmq.LAST_ENDPOINT).decode()
         if cfg.metrics_port:
             try:
                 self.metrics_port = self.metrics.serve(cfg.metrics_port, cfg.metrics_addr)
@@ -230,6 +230,13 @@ class MapperService:
                 registry = None
         self._start_steering()
         self._start_control()
+        # the request socket last: a create that arrives at once finds everything built
+        self._prepare()
+        try:
+            self._router = self.sockets.bind()
+        except SocketError as exc:
+            raise ServiceError(str(exc)) from exc
+        self.endpoint = self._router.getsockopt(zmq.LAST_ENDPOINT).decode()
         log.info("mapper started", extra={
             "event": "mapper_start", "endpoint": self.endpoint, "control": self.config.control_address(), "pid": os.getpid(),
             "filesystems": {ctx.fsname or key: {
@@ -237,6 +244,23 @@ class MapperService:
                 "static": ctx.store.static, "osts": ctx.store.ost_count}
                 for key, ctx in self.contexts.items()},
             "broker": self.sockets.broker_endpoints, "config": dataclasses.asdict(cfg)})
+
+    def _prepare(self) -> None:
+        """Build, before the request socket opens, what each file system's first decision
+        needs (the policies' tables and arrays, the decision log's prices): a create that
+        arrives at once answers as fast as a later one, and the round budget's first
+        measurement is a real round's. The planners' processes are waited for too (at
+        most ``PLANNER_START_WAIT_S``): their start would otherwise compete with the first
+        requests for the CPU."""
+        for ctx in self.contexts.values():
+            if ctx.planner is not None and not ctx.planner.wait_started(PLANNER_START_WAIT_S):
+                log.warning("the planner's process is not ready; serving anyway (planning in "
+                            "the mapper's process until it is)",
+                            extra={"event": "plan_worker_slow", "fsname": ctx.fsname,
+                                   "waited_s": PLANNER_START_WAIT_S})
+        with self.lock:
+            for ctx in self.contexts.values():
+                self.rounds.desk.prepare(ctx, ctx.prepare())
 
     def _start_steering(self) -> None:
         """The ``[steer]`` loop, unless its mode is ``off``."""

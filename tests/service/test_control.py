@@ -181,6 +181,7 @@ def test_status_shows_osts_believed_slow_and_forget_speed_brings_them_back(tmp_p
         with svc.lock:
             restore_rate_memory(primary.views.rate_tracker,
                                 {"version": 1, "rate_bytes_s": rates, "last_look_bytes_s": rates})
+            primary.views.invalidate()   # the view prepared at start predates these rates
 
         def placed() -> set[int]:
             with MapperClient(svc.endpoint, timeout_s=5) as c:
