@@ -18,6 +18,7 @@ COMMANDS = {
     "lustre-alloc-mapper": ("mapper.service.cli", "mapper"),
     "lustre-alloc-rebalance": ("mapper.rebalance.cli", "mapper"),
     "lustre-alloc-ctl": ("mapper.service.ctl", "mapper"),
+    "lustre-alloc-selftest": ("mapper.selftest.cli", "collector"),
 }
 """Command -> (module with ``main(argv)``, the extra that installs what it needs)."""
 OURS = ("common", "collectors", "mapper", "simulator", "livestack", "traces", "lustre_alloc_data")
@@ -69,3 +70,7 @@ def rebalance(argv: Sequence[str] | None = None) -> int:
 
 def ctl(argv: Sequence[str] | None = None) -> int:
     return launch("lustre-alloc-ctl", argv)
+
+
+def selftest(argv: Sequence[str] | None = None) -> int:
+    return launch("lustre-alloc-selftest", argv)

@@ -50,7 +50,7 @@ import numpy as np
 from collectors.readers.brw_stats import IN_FLIGHT_BUCKETS
 from collectors.reduce import log2_bucket
 from common.fsname import target_name
-from livestack.record_file import RecordTail
+from common.record_file import RecordTail
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from mapper.state.ost_health import statfs_flags
 from simulator.cluster import KIB, MIB, SimCluster

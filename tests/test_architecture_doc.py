@@ -73,7 +73,7 @@ def test_no_import_goes_to_a_higher_layer():
 
 
 MAPPER_LAYERS = {"state": 0, "flow": 1, "predictor": 2, "steer": 3, "policies": 4,
-                 "rebalance": 5, "explain": 6, "shadow": 7, "service": 8}
+                 "rebalance": 5, "explain": 6, "shadow": 7, "service": 8, "selftest": 9}
 """The layers inside ``mapper/`` that docs/architecture.md states (issue #26)."""
 
 

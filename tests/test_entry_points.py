@@ -29,7 +29,8 @@ def _main(target: str):
 def test_every_role_has_an_entry_point():
     assert set(ENTRY_POINTS) == {"lustre-alloc-sim", "lustre-alloc-traces", "lustre-alloc-collector",
                                  "lustre-alloc-broker", "lustre-alloc-mapper", "lustre-alloc-demo",
-                                 "lustre-alloc-rebalance", "lustre-alloc-ctl"}
+                                 "lustre-alloc-rebalance", "lustre-alloc-ctl",
+                                 "lustre-alloc-selftest"}
 
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
@@ -97,7 +98,8 @@ HELP = [["lustre-alloc-sim"], ["lustre-alloc-sim", "run"], ["lustre-alloc-sim", 
         ["lustre-alloc-collector"], ["lustre-alloc-broker"], ["lustre-alloc-mapper"],
         ["lustre-alloc-demo"], ["lustre-alloc-rebalance"], ["lustre-alloc-rebalance", "plan"],
         ["lustre-alloc-ctl"], ["lustre-alloc-ctl", "status"], ["lustre-alloc-ctl", "explain"],
-        ["lustre-alloc-ctl", "shadow-report"], ["lustre-alloc-ctl", "reload"]]
+        ["lustre-alloc-ctl", "shadow-report"], ["lustre-alloc-ctl", "reload"],
+        ["lustre-alloc-selftest"]]
 
 
 def test_every_command_and_sub_command_is_listed_for_help():

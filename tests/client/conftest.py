@@ -16,7 +16,7 @@ import msgpack
 import pytest
 import zmq
 
-from livestack.record_file import RECORD_KEYS, read_records
+from common.record_file import RECORD_KEYS, read_records
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LIBDIR = PROJECT_ROOT / "liblustre_alloc"

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from livestack.record_file import read_records
+from common.record_file import read_records
 
 from simulator.cluster import GIB, SimCluster
 from livestack.stack import EmulatorPump, LiveStack, child_env, spawn
