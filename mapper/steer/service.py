@@ -143,13 +143,23 @@ class SteerLoop:
                    {"op": "steer", "ost": ost, "kind": act.kind, "reason": act.reason,
                     "lease_s": self.config.params.lease_s})
         try:
-            for agent in self.agents.for_action(act.kind, self._oss_of.get((fs, act.ost), "")):
-                agent.call(request)
+            agents = self.agents.for_action(act.kind, self._oss_of.get((fs, act.ost), ""))
         except AgentError as exc:
-            self.metrics.errors.labels(name).inc()
-            log.error("steering request failed: %s", exc, extra={
-                "event": "steer_agent_error", "fsname": name, "ost": ost, "action": verb,
-                "error": str(exc)})
+            self._failed(name, ost, verb, exc)
+            return
+        # one call each: an MDS that does not answer must not keep the others (DNE: every
+        # MDS holds an OSP device of the OST per MDT it serves) from draining it
+        for agent in agents:
+            try:
+                agent.call(request)
+            except AgentError as exc:
+                self._failed(name, ost, verb, exc)
+
+    def _failed(self, fsname: str, ost: str, verb: str, exc: AgentError) -> None:
+        self.metrics.errors.labels(fsname).inc()
+        log.error("steering request failed: %s", exc, extra={
+            "event": "steer_agent_error", "fsname": fsname, "ost": ost, "action": verb,
+            "error": str(exc)})
 
     def _log(self, fs: str, verb: str, act: SteerAction) -> None:
         log.info("steer %s %s on OST %d: %s", verb, act.kind, act.ost, act.reason, extra={

@@ -18,6 +18,7 @@ from mapper.service.config import load_config
 from mapper.state.cluster_state import make_uniform_cluster
 from mapper.steer.agents import SteerConfig
 from mapper.steer.service import SteerLoop
+from livestack.stack import free_port
 
 FS = "demofs"
 FAST, SLOW = 700e6, 14e6
@@ -179,3 +180,44 @@ def test_drain_goes_to_every_mds_agent_and_the_emulated_lod_honours_it(tmp_path)
     assert files.get(param) == "20000"
     emu.flush()
     assert not emu.snapshot().ost_by_index()[2].flags & OstFlag.NOPRECREATE
+
+
+def test_drain_reaches_every_mdt_of_every_mds_even_when_one_mds_does_not_answer(tmp_path):
+    """DNE over three MDS hosts: two answer (one serving two MDTs), one is down. Both live
+    agents drain their OSP devices of the OST; the dead one is counted as an error."""
+    from collectors.lustre_params import max_create_count_param
+    osps = {"mds0": ["MDT0000", "MDT0001"], "mds1": ["MDT0002"]}
+    ost = target_name(FS, 2)
+    servers, params = [], {}
+    for host, mdts in osps.items():
+        root = tmp_path / host
+        devices = [f"{target_name(FS, i)}-osc-{m}" for i in range(4) for m in mdts]
+        for d in devices:
+            base = root / "sys/fs/lustre/osp" / d
+            base.mkdir(parents=True)
+            (base / "max_create_count").write_text("20000\n")
+        files = FileParams(root)
+        servers.append(AgentServer(SteerAgent("mds", lambda d=devices: d, files),
+                                   "tcp://127.0.0.1:*").start())
+        params[host] = (files, [max_create_count_param(f"{ost}-osc-{m}") for m in mdts])
+    dead = f"tcp://127.0.0.1:{free_port()}"
+    table = {"mode": "on", "action": "drain", "rate_smoothing": 1.0, "max_fraction": 0.25,
+             "confirm_s": 0, "agent_timeout_s": 0.3,
+             "mds_agents": {"mds-dead": dead, "mds0": servers[0].endpoint,
+                            "mds1": servers[1].endpoint}}
+    fs = Fs()
+    reg = CollectorRegistry()
+    loop = SteerLoop(SteerConfig.from_table(table), [fs], threading.Lock(), registry=reg)
+    try:
+        fs.store.slow = {2}
+        loop.evaluate_once()
+        for files, names in params.values():
+            assert [files.get(n) for n in names] == ["0"] * len(names)
+        assert reg.get_sample_value("lustre_alloc_mapper_steer_agent_errors_total",
+                                    {"fsname": FS}) == 1
+    finally:
+        loop.stop()
+        for server in servers:
+            server.stop()
+    for files, names in params.values():
+        assert [files.get(n) for n in names] == ["20000"] * len(names)

@@ -1,0 +1,91 @@
+"""A real collector process with its steering agent, killed with SIGKILL during a drain on
+two MDTs and started again with the same journal: the drain is held for what is left of
+its lease and then restored, never stranded."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import zmq
+
+from livestack.stack import free_port
+
+PROJECT = Path(__file__).resolve().parents[2]
+OST = "demofs-OST000e"
+DEVICES = [f"{OST}-osc-MDT0000", f"{OST}-osc-MDT0001"]
+LEASE_S = 4.0
+
+
+def mds_tree(root: Path) -> Path:
+    for d in DEVICES:
+        base = root / "sys/fs/lustre/osp" / d
+        base.mkdir(parents=True)
+        (base / "max_create_count").write_text("20000\n")
+        (base / "create_count").write_text("4096\n")
+    return root
+
+
+def start_collector(root: Path, endpoint: str, journal: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "collectors.cli", "--role", "mds", "--source", "files",
+         "--root", str(root), "--broker", f"tcp://127.0.0.1:{free_port()}",
+         "--interval", "1", "--steer-endpoint", endpoint, "--steer-journal", str(journal),
+         "--log-level", "warning"], cwd=PROJECT, stderr=subprocess.PIPE, text=True)
+
+
+def ask(endpoint: str, request: dict, timeout_s: float = 20.0) -> dict:
+    """One request to the agent, retried until its socket answers."""
+    ctx = zmq.Context.instance()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        s = ctx.socket(zmq.REQ)
+        s.linger = 0
+        s.connect(endpoint)
+        try:
+            s.send(msgpack.packb(request))
+            if s.poll(500):
+                return msgpack.unpackb(s.recv())
+        finally:
+            s.close(0)
+        assert time.monotonic() < deadline, "the agent did not answer"
+
+
+def values(root: Path) -> set[str]:
+    return {(root / "sys/fs/lustre/osp" / d / "max_create_count").read_text().strip()
+            for d in DEVICES}
+
+
+def test_a_sigkilled_collector_restarted_holds_then_restores_its_drain(tmp_path):
+    root = mds_tree(tmp_path / "mds")
+    journal = tmp_path / "steer-journal.json"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    first = start_collector(root, endpoint, journal)
+    second = None
+    try:
+        reply = ask(endpoint, {"op": "steer", "ost": OST, "kind": "drain", "lease_s": LEASE_S,
+                               "reason": "test"})
+        drained_at = time.monotonic()
+        assert reply["ok"], reply
+        assert values(root) == {"0"}
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(10)
+        assert values(root) == {"0"}                 # killed: nothing restored by it
+        second = start_collector(root, endpoint, journal)
+        status = ask(endpoint, {"op": "status"})
+        assert {x["ost"] for x in status["leases"]} == {OST}      # resumed from the journal
+        assert time.monotonic() - drained_at < LEASE_S and values(root) == {"0"}
+        while values(root) != {"20000"}:
+            assert time.monotonic() - drained_at < LEASE_S + 5, "drain never restored"
+            time.sleep(0.1)
+        assert time.monotonic() - drained_at >= LEASE_S - 0.5     # not before its lease ran out
+        assert ask(endpoint, {"op": "status"})["leases"] == []
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(10)
