@@ -92,3 +92,17 @@ def test_an_empty_2_17_table_prints_nothing_and_reads_as_no_jobs():
 def test_missing_header_raises_job_stats_error(text):
     with pytest.raises(JobStatsError):
         parse_job_stats(text)
+
+
+def test_reads_2_16_and_2_17_escaped_quoted_job_ids_and_histograms():
+    """2.16.0 and 2.17.0 (lprocfs_jobstats.c lprocfs_jobstats_seq_show()): a job_id with a
+    character outside [A-Za-z0-9.@-_:/] is double-quoted with \\xHH escapes, one with ':'
+    quoted; read_bytes/write_bytes carry ", hist: { ... }" (empty: "{  }")."""
+    js = parse_job_stats((CONSTRUCTED / "job_stats-2.16-2.17.txt").read_text())
+    assert set(js.jobs) == {"mpirun a.1207", "slurm:4242", "dd.4854"} and js.skipped == []
+    job = js.jobs["mpirun a.1207"]
+    assert job.counters["write_bytes"].sum == 64 << 20
+    assert job.counters["read_bytes"].samples == 0
+    assert job.counters["prealloc"].unit == "usecs"
+    assert job.snapshot_time - job.start_time == pytest.approx(job.elapsed_time)
+    assert js.jobs["slurm:4242"].counters["write_bytes"].sum == 8 * 4096

@@ -11,7 +11,7 @@ from collectors.readers.lctl_get_param import parse_get_param
 from collectors.readers.lnet_stats import FIELDS, parse_lnet_stats
 from collectors.readers.lnetctl import parse_lnetctl_stats
 
-from .conftest import DDN, HPE, HPE_PROC
+from .conftest import CONSTRUCTED, DDN, HPE, HPE_PROC
 
 
 @pytest.mark.parametrize("ost,free,total,avail", [
@@ -55,6 +55,14 @@ def test_reads_2_12_plus_lnetctl_stats():
     assert values["drop_count"] == 11 and values["drop_length"] == 4832
     assert values["rst_alloc"] == 15 and values["network_timeout_count"] == 0
     assert len(values) == 24
+
+
+def test_reads_2_17_lnetctl_stats_with_the_resend_counters():
+    """2.17.0 liblnetconfig.c lustre_lnet_show_stats() adds failed_resends and
+    successful_resends to 2.12's 24 counters (not in 2.16.0)."""
+    values = parse_lnetctl_stats((CONSTRUCTED / "lnetctl_stats-2.17.txt").read_text())
+    assert len(values) == 26 and values["failed_resends"] == 1
+    assert values["send_count"] == 2210532 and values["drop_length"] == 2416
 
 
 def test_reads_2_10_lnetctl_stats_with_eleven_keys():
