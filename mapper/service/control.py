@@ -149,7 +149,7 @@ class ControlServer:
         with svc.lock:
             filesystems = [self._fs_status(ctx) for ctx in svc.contexts.values()]
             steering = svc.steering.status() if svc.steering is not None else None
-            book = svc.rounds.leases.book
+            book = svc.leases.book
             leases = {"held": len(book), "layouts": book.layouts_held(),
                       "clients": book.clients()}
         m = svc.metrics
@@ -160,7 +160,7 @@ class ControlServer:
                 "fallback_share": requests["fallback"] / placed if placed else None,
                 "steering": steering, "leases": leases, "endpoint": svc.endpoint,
                 "pid": os.getpid(),
-                "check_violations": svc.rounds.check_violations,
+                "check_violations": svc.path.check_violations,
                 "reloads": {"applied": svc.reloader.applied if svc.reloader else 0,
                             "rejected": svc.reloader.rejected if svc.reloader else 0}}
 
@@ -180,7 +180,7 @@ class ControlServer:
                   if plans is not None else {})
         times = [o.sample_time_s for o in snap.osts if o.sample_time_s is not None]
         age = (time.time() - max(times)) if times else None
-        shadow = svc.rounds.desk.shadow_report(SHADOW_STATUS_WINDOW_S, ctx.fsname or None)
+        shadow = svc.desk.shadow_report(SHADOW_STATUS_WINDOW_S, ctx.fsname or None)
         return {
             "fsname": ctx.fsname, "mode": svc.intake.scope.mode(ctx.fsname),
             "policy": primary.name, "fallback": ctx.gate.fallback.name,
@@ -205,11 +205,11 @@ class ControlServer:
         if not jobid and not path:
             raise ControlError("explain needs a jobid or a path")
         with self.service.lock:
-            found = self.service.rounds.desk.explain(jobid=jobid, path=path, fsname=fsname)
+            found = self.service.desk.explain(jobid=jobid, path=path, fsname=fsname)
         if found is None:
             what = f"path {path!r}" if path else f"jobid {jobid!r}"
             raise ControlError(f"no decision remembered for {what} (the last "
-                               f"{self.service.rounds.desk.index.max_records} are kept)")
+                               f"{self.service.desk.index.max_records} are kept)")
         return {"decision": found}
 
     def shadow_report(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +217,7 @@ class ControlServer:
         if not isinstance(window, (int, float)) or isinstance(window, bool) or window <= 0:
             raise ControlError("window_s must be a positive number of seconds")
         with self.service.lock:
-            return {"report": self.service.rounds.desk.shadow_report(float(window),
+            return {"report": self.service.desk.shadow_report(float(window),
                                                                      req.get("fsname"))}
 
     def forget_speed(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 (``docs/protocol.md``, "Protocol v2: leases"; the book itself is :mod:`mapper.service.leases`).
 
 A lease request of ``count`` layouts for one class is decided as ``count`` identical
-creates in one round of the file system's gated policy, so a leased layout is planned,
-checked and booked exactly as a layout answered per create (the plan queues hand out
-their lists, the flow or the fallback decides the rest). Every layout passes the placement
-guard before it leaves; one that fails is taken off the books again and left out.
+creates through the service's one decision path (:mod:`mapper.service.decide`), so a leased
+layout is bounded, planned, checked, recorded, booked and counted exactly as a layout
+answered per create: one the placement guard refuses comes off the books and is replaced
+by the fallback's (counted in ``fallbacks_total{reason="check"}``).
 
 Rules (ours):
 
@@ -27,16 +27,15 @@ import time
 from typing import Any
 
 from mapper.policies.flow_round import bytes_per_stripe
-from mapper.policies.placement import AllocationError
+from mapper.policies.placement import AllocationError, Placement
 from mapper.service import wire_lease
 from mapper.service.config import MapperConfig
-from mapper.service.decision_desk import DecisionDesk
+from mapper.service.decide import DecisionPath
 from mapper.service.fs_context import FsContext
-from mapper.service.intake import Alloc, Intake
+from mapper.service.intake import Alloc
 from mapper.service.leases import LeaseBook, Returned
 from mapper.service.metrics import MapperMetrics
-from mapper.service.scope import SHADOW
-from mapper.state.cluster_state import ClusterSnapshot
+from mapper.service.scope import SHADOW, Scope
 
 log = logging.getLogger("mapper.service.lease_desk")
 
@@ -50,19 +49,20 @@ class LeaseDesk:
     Args:
         config: the service configuration (``lease_s``, ``lease_max_layouts``,
             ``lease_peer_quota``).
-        intake: the request intake (the scope's mode, the client bounds).
-        contexts: file system key -> context.
-        lock: the service lock (policies and books are touched under it).
+        path: the service's decision path.
+        scope: the scope rules (a file system in shadow mode leases nothing).
+        contexts: file system key -> context (an expired lease comes off its books).
+        lock: the service lock (the book is touched under it).
         metrics: the service's metrics.
-        desk: the decision log, explain index and shadow ledger.
     """
 
-    def __init__(self, config: MapperConfig, intake: Intake, contexts: dict[str, FsContext],
-                 lock: threading.Lock, metrics: MapperMetrics, desk: DecisionDesk):
-        self.config = config
-        self.desk = desk
-        """Every leased layout is a decision: logged (sampled) and explainable."""
-        self.intake = intake
+    def __init__(self, config: MapperConfig, path: DecisionPath, scope: Scope,
+                 contexts: dict[str, FsContext], lock: threading.Lock,
+                 metrics: MapperMetrics):
+        self.lease_s = config.lease_s
+        self.quota = config.lease_peer_quota
+        self.path = path
+        self.scope = scope
         self.contexts = contexts
         self.lock = lock
         self.metrics = metrics
@@ -72,14 +72,14 @@ class LeaseDesk:
     def lifetime_s(self, ctx: FsContext) -> float:
         """A new lease's lifetime on ``ctx``: ``lease_s``, at most the plans' TTL."""
         ttl = ctx.plan_ttl_s()
-        return self.config.lease_s if ttl is None else min(self.config.lease_s, ttl)
+        return self.lease_s if ttl is None else min(self.lease_s, ttl)
 
     # ------------------------------------------------------------------ granting
     def grant(self, ctx: FsContext, group: list[Alloc]) -> list[tuple[bytes, bytes]]:
         """Answer one file system's lease requests of a batch."""
         out = []
         lifetime = self.lifetime_s(ctx)
-        mode = self.intake.scope.mode(ctx.fsname)
+        mode = self.scope.mode(ctx.fsname)
         # samples are applied by this same loop between batches: one state for the batch
         snap, version = ctx.store.current(), ctx.store.version
 
@@ -102,48 +102,32 @@ class LeaseDesk:
                 out.append((identity, wire_lease.encode_lease_error(
                     req.id, errno.EDQUOT, f"lease quota: {peer} holds "
                     f"{self.book.held(peer)} layouts (lease_peer_quota "
-                    f"{self.config.lease_peer_quota}); ask per create", revoke=revoke)))
+                    f"{self.quota}); ask per create", revoke=revoke)))
                 self.metrics.leases.labels("quota").inc()
                 continue
-            out.append((identity, self._decide(ctx, snap, version, mode, req, peer, n,
-                                               lifetime, revoke)))
+            out.append((identity, self._decide(ctx, version, mode, req, peer, n, lifetime,
+                                               revoke)))
         return out
 
-    def _decide(self, ctx: FsContext, snap: ClusterSnapshot, version: int, mode: str, req: Any,
-                peer: str, n: int, lifetime: float, revoke: list[int]) -> bytes:
-        create = self.intake.bounded(ctx, snap, version, [req.create_request()], [peer])[0]
-        layouts: list[tuple[int, ...]] = []
-        refused: AllocationError | None = None
-        policy = ""
-        with self.lock:
-            try:
-                results = ctx.gate.allocate_batch(snap, [create] * n)
-            except Exception:  # noqa: BLE001 - an internal failure refuses this lease only
-                log.exception("lease round failed", extra={"event": "lease_error"})
-                results = [AllocationError("mapper internal error")]
-            for result in results:
-                if isinstance(result, AllocationError):
-                    refused = refused or result
-                    continue
-                if ctx.guard.violation(snap, version, result.osts, create.pool) is not None:
-                    # a layout the guard refuses never leaves, and comes off the books
-                    ctx.unbook(result.osts, bytes_per_stripe(create, len(result.osts)))
-                    self.metrics.check_violations.inc()
-                    continue
-                layouts.append(tuple(result.osts))
-                policy = policy or result.policy
-                self.desk.record(ctx, snap, mode, create, result, version)
-            if layouts:
-                lease = self.book.add(peer, ctx.key, create, layouts, version, lifetime)
-        if not layouts:
+    def _decide(self, ctx: FsContext, version: int, mode: str, req: Any, peer: str, n: int,
+                lifetime: float, revoke: list[int]) -> bytes:
+        decisions = self.path.decide(ctx, [req.create_request()] * n, [peer] * n, mode)
+        placed = [d.result for d in decisions if isinstance(d.result, Placement)]
+        if not placed:
+            refused = next((d.result for d in decisions
+                            if isinstance(d.result, AllocationError)), None)
             err = refused.errno if refused is not None else errno.EAGAIN
             reason = refused.reason if refused is not None else "no layout passed the check"
             self.metrics.leases.labels("refused").inc()
             return wire_lease.encode_lease_error(req.id, err, reason, revoke=revoke)
+        create = decisions[0].create
+        layouts = [tuple(p.osts) for p in placed]
+        with self.lock:
+            lease = self.book.add(peer, ctx.key, create, layouts, version, lifetime)
+        self.path.count(ctx.store.fsname, placed)
         self.metrics.leases.labels("granted").inc()
         self.metrics.leased_layouts.labels("granted").inc(len(layouts))
-        self.metrics.count_stripes(ctx.fsname, [i for osts in layouts for i in osts])
-        return wire_lease.encode_lease(req.id, lease.id, layouts, create.stripe_size, policy,
+        return wire_lease.encode_lease(req.id, lease.id, layouts, create.stripe_size, placed[0].policy,
                                        int(lifetime * 1000), version, revoke)
 
     # ------------------------------------------------------------------ giving back

@@ -126,6 +126,10 @@ class PeerLimits:
         if tracked(job):
             return job
         p = self._peer(peer, self.clock())
+        if job in p.apps:
+            # admitted already; the predictor learns it later, off the request path
+            # (the planner's thread), and until then it must not cost another token
+            return job
         if len(p.apps) >= self.max_apps:          # forget apps the predictor has evicted
             p.apps = {j for j in p.apps if tracked(j)}
         if p.new_app_tokens >= 1.0 and len(p.apps) < self.max_apps:

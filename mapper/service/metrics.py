@@ -16,7 +16,10 @@ lustre_exporter's labels ``target="<fsname>-OST<hex>"`` and ``fsname``):
 ``reloads_total{result}``           counter    SIGHUP reloads: ``applied``, ``rejected``
 ``round_seconds``                   histogram  duration of a round (policy + checks)
 ``round_requests``                  histogram  requests solved per round
-``fallbacks_total{reason}``         counter    requests answered by the fallback, by reason
+``layouts_total{result}``           counter    layouts that left the mapper, per create or
+                                               leased: ``ok`` (the primary decided),
+                                               ``fallback``
+``fallbacks_total{reason}``         counter    layouts the fallback decided, by reason
 ``check_violations_total``          counter    replies the last-line check rejected
 ``stale_servers``                   gauge      OSSes whose samples are too old
 ``mds_cpu_ratio``                   gauge      MDS CPU the gate sees, 0..1
@@ -198,8 +201,13 @@ class MapperMetrics:
                                               buckets=LATENCY_BUCKETS_S, registry=r)
         self.round_requests = BatchedHistogram(PREFIX + "round_requests", "Requests per round",
                                                buckets=ROUND_SIZE_BUCKETS, registry=r)
-        self.fallbacks = Counter(PREFIX + "fallbacks", "Requests answered by the fallback",
-                                 ["reason"], registry=r)
+        self.fallbacks = Counter(PREFIX + "fallbacks", "Layouts decided by the fallback, per "
+                                 "create or leased, by reason", ["reason"], registry=r)
+        self.layouts = Counter(PREFIX + "layouts", "Layouts that left the mapper, per create "
+                               "or leased: ok (the primary decided) or fallback", ["result"],
+                               registry=r)
+        for result in ("ok", "fallback"):
+            self.layouts.labels(result)
         self.check_violations = Counter(PREFIX + "check_violations",
                                         "Replies rejected by the last-line placement check",
                                         registry=r)

@@ -106,7 +106,7 @@ class Reloader:
             ctx.gate.mds_cpu_limit_percent = new.mds_cpu_limit_percent
             ctx.gate.round_budget_s = new.round_budget_s
         svc.intake.scope = new.scope_rules()
-        svc.rounds.desk.log.per_s = new.decision_log_per_s
+        svc.desk.log.per_s = new.decision_log_per_s
         if new.log_level != old.log_level:
             logging.getLogger().setLevel(new.log_level.upper())
         kept = {k: getattr(old, k) for k in restart}

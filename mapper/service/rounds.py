@@ -1,65 +1,48 @@
-"""One file system's allocation round: the requests of a batch bounded, decided by the gated
-policy under the service lock, every answer checked by the placement guard (a failing one
-is replaced by the fallback's), recorded in the decision desk, encoded and counted.
+"""One file system's allocation round: the ``alloc`` requests of a batch decided through
+the service's one decision path (:mod:`mapper.service.decide`: bound, decide, check,
+record), their replies encoded and counted.
 
 A plain ``alloc`` is one create; a composite (PFL) ``alloc`` (protocol v2,
 :mod:`mapper.service.wire_pfl`) is one create per OST component, decided in the same round
-and answered together. Leases are decided by :class:`mapper.service.lease_desk.LeaseDesk`
-with the same policy and books.
+and answered together. Leases (:mod:`mapper.service.lease_desk`) take the same path.
 """
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from typing import Sequence
 
 from mapper.policies.flow_round import bytes_per_stripe
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service import wire, wire_pfl
-from mapper.service.decision_desk import DecisionDesk
+from mapper.service.decide import Decision, DecisionPath
 from mapper.service.fs_context import FsContext
-from mapper.service.intake import Alloc, Intake
-from mapper.service.lease_desk import LeaseDesk
+from mapper.service.intake import Alloc
 from mapper.service.metrics import MapperMetrics
-from mapper.service.scope import SHADOW
-from mapper.state.cluster_state import ClusterSnapshot
-
-log = logging.getLogger("mapper.service.server")
+from mapper.service.scope import Scope
 
 
 class Rounds:
-    """One file system's round at a time: bound the requests, let the gated policy decide
-    under the service lock, check every answer (a failing one is replaced by the fallback's,
-    reason ``check``), encode the replies, count everything.
+    """One file system's ``alloc`` round at a time: decide every create of the batch through
+    ``path``, encode the replies, count them (``requests_total``) and what left
+    (:meth:`DecisionPath.count`).
 
     Args:
-        intake: the request intake (its client bounds).
-        lock: the service lock (the planner threads hold it while they touch the policy).
+        path: the service's decision path.
+        scope: the scope rules (the file system's mode: live or shadow).
         metrics: the service's metrics.
     """
 
-    def __init__(self, intake: Intake, lock: threading.Lock, metrics: MapperMetrics):
-        self.intake = intake
-        self.lock = lock
+    def __init__(self, path: DecisionPath, scope: Scope, metrics: MapperMetrics):
+        self.path = path
+        self.scope = scope
         self.metrics = metrics
         self.count = 0
         """Rounds run."""
-        self.check_violations = 0
-        """Answers the placement check rejected."""
-        self.desk = DecisionDesk(intake.config.decision_log_per_s, intake.contexts)
-        """The decision log (its rate is reloadable), the explain index, the shadow ledger."""
-        self.leases = LeaseDesk(intake.config, intake, intake.contexts, lock, metrics,
-                                self.desk)
-        """Layout leases (protocol v2)."""
 
     def run(self, ctx: FsContext, allocs: list[Alloc]) -> list[tuple[bytes, bytes]]:
-        """One file system's round: bound the requests, let the gated policy decide, check
-        every answer, encode the replies and count them. A composite (PFL) request is one
-        create per OST component, decided in the same round."""
-        # one CreateRequest per create (a composite file: one per component); the bounded
-        # one goes to the policy, the client's own (its pool, its stripe size) shapes the
-        # check and the reply
+        """One file system's round: decide every create, encode the replies and count them.
+        A composite (PFL) request is one create per OST component, decided in the same
+        round."""
         creates: list[CreateRequest] = []
         peers: list[str] = []
         for _, r, peer in allocs:
@@ -67,157 +50,90 @@ class Rounds:
             creates.extend(parts)
             peers.extend([peer] * len(parts))
         t0 = time.perf_counter()
-        requests, checked, mode = self._decide(ctx, creates, peers)
+        decisions = self.path.decide(ctx, creates, peers, self.scope.mode(ctx.fsname))
         out: list[tuple[bytes, bytes]] = []
         tally = _Tally()
         at = 0
         for identity, req, _ in allocs:
             if req.components:
                 n = len(req.components)
-                out.append((identity, self._composite_reply(
-                    ctx, req, requests[at:at + n], checked[at:at + n], tally)))
+                out.append((identity, self._composite_reply(ctx, req, decisions[at:at + n],
+                                                            tally)))
                 at += n
                 continue
-            create, (result, token) = creates[at], checked[at]
+            d = decisions[at]
             at += 1
-            if token and isinstance(result, Placement):
-                out.append((identity, wire.encode_shadow(req.id, token, result.osts,
+            result = d.result
+            if d.token and isinstance(result, Placement):
+                out.append((identity, wire.encode_shadow(req.id, d.token, result.osts,
                                                          result.policy)))
                 tally.shadows += 1
             elif isinstance(result, Placement):
                 out.append((identity, wire.encode_placement(
-                    req.id, result.osts, create.stripe_size, result.policy, result.fallback)))
-                tally.placed(result.osts, result.fallback)
+                    req.id, result.osts, d.create.stripe_size, result.policy, result.fallback)))
+                tally.placed(result)
             else:
                 out.append((identity, wire.encode_error(req.id, result.errno, result.reason)))
                 tally.errors += 1
-        self._count(ctx.store.fsname, time.perf_counter() - t0, len(allocs), tally)
+        self.path.count(ctx.store.fsname, tally.layouts)
+        self._count(time.perf_counter() - t0, len(allocs), tally)
         return out
 
-    def _decide(self, ctx: FsContext, creates: list[CreateRequest], peers: list[str]
-                ) -> tuple[list[CreateRequest], list[tuple[Placement | AllocationError, int]], str]:
-        """The round itself: (the bounded requests the policy got, each answer checked by
-        the placement guard with its shadow token, the scope mode)."""
-        store, gate = ctx.store, ctx.gate
-        snap = store.current()
-        requests = self.intake.bounded(ctx, snap, store.version, creates, peers)
-        planner = ctx.planner
-        misses = planner.plans.stats["misses"] if planner is not None else 0
-        mode = self.intake.scope.mode(ctx.fsname)
-        try:
-            with self.lock:
-                if mode == SHADOW:
-                    with ctx.not_booking():
-                        results = gate.allocate_batch(snap, requests)
-                else:
-                    results = gate.allocate_batch(snap, requests)
-            if planner is not None and planner.plans.stats["misses"] != misses:
-                planner.wake.set()          # a class ran dry: refill now
-        except Exception:  # noqa: BLE001 - the fallback itself failed: answer errors
-            log.exception("round failed", extra={"event": "round_error", "requests": len(creates)})
-            results = [AllocationError("mapper internal error") for _ in requests]
-        version = store.version
-        violation = ctx.guard.violation
-        record = self.desk.record
-        checked: list[tuple[Placement | AllocationError, int]] = []
-        with self.lock:             # the control socket reads the desk under it
-            for create, result in zip(creates, results):
-                if isinstance(result, Placement):
-                    problem = violation(snap, version, result.osts, create.pool)
-                    if problem is not None:
-                        result = self._after_violation(ctx, snap, version, create, result,
-                                                       problem)
-                checked.append((result, record(ctx, snap, mode, create, result, version)))
-        return requests, checked, mode
-
-    def _composite_reply(self, ctx: FsContext, req: wire.Request, requests: list[CreateRequest],
-                         checked: list[tuple[Placement | AllocationError, int]],
-                         tally: "_Tally") -> bytes:
+    def _composite_reply(self, ctx: FsContext, req: wire.Request,
+                         decisions: Sequence[Decision], tally: "_Tally") -> bytes:
         """A composite file's reply: every component's list, or the first component's
         error (then the components that were placed come off the books: the client gives
         the whole file to Lustre's allocator)."""
-        results = [result for result, _ in checked]
+        results = [d.result for d in decisions]
         failed = next((r for r in results if isinstance(r, AllocationError)), None)
         if failed is not None:
-            with self.lock:
-                for create, result in zip(requests, results):
-                    if isinstance(result, Placement):
-                        ctx.unbook(result.osts, bytes_per_stripe(create, len(result.osts)))
+            with self.path.lock:
+                for d in decisions:
+                    if isinstance(d.result, Placement):
+                        ctx.unbook(d.result.osts,
+                                   bytes_per_stripe(d.create, len(d.result.osts)))
             tally.errors += 1
             return wire.encode_error(req.id, failed.errno, failed.reason)
         placed = [r for r in results if isinstance(r, Placement)]
         fallback = next((p.fallback for p in placed if p.fallback), "")
-        tally.placed([o for p in placed for o in p.osts], fallback)
+        tally.placed_file(placed, fallback)
         return wire_pfl.encode_composite(req.id, [p.osts for p in placed], placed[0].policy,
                                          fallback)
 
-    def reports(self, reports: list[tuple[bytes, wire.Request]]) -> list[tuple[bytes, bytes]]:
-        """Answer the shims' shadow reports (Lustre's layouts), pricing both choices."""
-        out = []
-        counted = self.metrics.shadow_reports
-        for identity, req in reports:
-            rep = req.report
-            if rep is None:
-                continue
-            with self.lock:
-                result = self.desk.report(rep.token, rep.osts, rep.stripe_size)
-            counted.labels(result).inc()
-            out.append((identity, wire.encode_reported(req.id, result)))
-        if out:
-            self.metrics.result("report", len(out))
-        return out
-
-    def _count(self, fsname: str, took_s: float, requests: int, tally: "_Tally") -> None:
+    def _count(self, took_s: float, requests: int, tally: "_Tally") -> None:
         m = self.metrics
-        m.count_stripes(fsname, tally.stripes)
-        for reason, n in tally.fallbacks.items():
-            m.fallbacks.labels(reason).inc(n)
         self.count += 1
         m.rounds.inc()
         m.round_seconds.observe(took_s)
         m.round_requests.observe(requests)
         if tally.ok:
             m.result("ok", tally.ok)
-        if tally.fallbacks:
-            m.result("fallback", sum(tally.fallbacks.values()))
+        if tally.fallback:
+            m.result("fallback", tally.fallback)
         if tally.errors:
             m.result("error", tally.errors)
         if tally.shadows:
             m.result("shadow", tally.shadows)
 
-    def _after_violation(self, ctx: FsContext, snap: ClusterSnapshot, version: int,
-                         create: CreateRequest, bad: Placement,
-                         problem: str) -> Placement | AllocationError:
-        self.check_violations += 1
-        self.metrics.check_violations.inc()
-        log.error("policy returned an invalid layout; the fallback answers", extra={
-            "event": "check_violation", "policy": bad.policy, "osts": list(bad.osts),
-            "pool": create.pool, "job": create.jobid, "problem": problem})
-        try:
-            placed = ctx.gate.fallback.allocate(snap, create)
-        except AllocationError as exc:
-            return exc
-        if ctx.guard.violation(snap, version, placed.osts, create.pool) is not None:
-            return AllocationError("no layout passed the placement check")
-        ctx.gate.fallbacks["check"] += 1
-        return Placement(placed.osts, placed.policy, placed.note, fallback="check")
-
 
 class _Tally:
-    """What one round answered, for the metrics: replies that placed (by the primary, or
-    per fallback reason), errors, shadow replies, and the OSTs handed out."""
+    """What one round answered: replies that placed a file (by the primary, or by the
+    fallback for some layout of it), errors, shadow replies, and the layouts that left."""
 
     def __init__(self) -> None:
-        self.ok = self.errors = self.shadows = 0
-        self.fallbacks: dict[str, int] = {}
-        self.stripes: list[int] = []
+        self.ok = self.fallback = self.errors = self.shadows = 0
+        self.layouts: list[Placement] = []
 
-    def placed(self, osts: Sequence[int], fallback: str) -> None:
-        """One reply that placed ``osts`` (all of a file's), by the primary when
-        ``fallback`` is empty."""
-        self.stripes.extend(osts)
+    def placed(self, p: Placement) -> None:
+        """One reply with one layout."""
+        self.placed_file([p], p.fallback)
+
+    def placed_file(self, layouts: list[Placement], fallback: str) -> None:
+        """One reply with a file's layouts (its components), the fallback's for some of
+        them when ``fallback`` is not empty."""
+        self.layouts.extend(layouts)
         if fallback:
-            self.fallbacks[fallback] = self.fallbacks.get(fallback, 0) + 1
+            self.fallback += 1
         else:
             self.ok += 1
 

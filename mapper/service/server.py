@@ -35,10 +35,14 @@ from typing import Any
 
 import zmq
 
+from mapper.service import wire
 from mapper.service.config import MapperConfig
 from mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard, gated_policy,
                                        state_file_for, state_store)
 from mapper.service.intake import Intake
+from mapper.service.decide import DecisionPath
+from mapper.service.decision_desk import DecisionDesk
+from mapper.service.lease_desk import LeaseDesk
 from mapper.service.rounds import Rounds
 from mapper.service.limits import PeerLimits
 from mapper.service.metrics import MapperMetrics
@@ -117,7 +121,14 @@ class MapperService:
         self.lock = threading.Lock()
         """Held by the loop while it applies samples or runs a round, and by the planner
         threads while they read the state or queue lists (never during a flow solve)."""
-        self.rounds = Rounds(self.intake, self.lock, self.metrics)
+        self.desk = DecisionDesk(config.decision_log_per_s, self.contexts)
+        """The decision log (its rate is reloadable), the explain index, the shadow ledger."""
+        self.path = DecisionPath(self.intake.bounded, self.lock, self.metrics, self.desk)
+        """The one decision path of every create (per create and leased)."""
+        self.rounds = Rounds(self.path, self.intake.scope, self.metrics)
+        self.leases = LeaseDesk(config, self.path, self.intake.scope, self.contexts,
+                                self.lock, self.metrics)
+        """Layout leases (protocol v2)."""
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._router: zmq.Socket | None = None
@@ -260,7 +271,7 @@ class MapperService:
                                    "waited_s": PLANNER_START_WAIT_S})
         with self.lock:
             for ctx in self.contexts.values():
-                self.rounds.desk.prepare(ctx, ctx.prepare())
+                self.desk.prepare(ctx, ctx.prepare())
 
     def _start_steering(self) -> None:
         """The ``[steer]`` loop, unless its mode is ``off``."""
@@ -317,7 +328,7 @@ class MapperService:
             if self._own_context:
                 self.context.term()
             log.info("mapper stopped", extra={"event": "mapper_stop", "rounds": self.rounds.count,
-                                              "check_violations": self.rounds.check_violations})
+                                              "check_violations": self.path.check_violations})
 
     # ------------------------------------------------------------------ persistence
     @property
@@ -360,9 +371,25 @@ class MapperService:
             if now >= next_save:
                 self.learned.save_background()
                 next_save = now + self.config.save_interval_s
-            self.rounds.leases.expire()      # a crashed client's leases end in one lifetime
+            self.leases.expire()      # a crashed client's leases end in one lifetime
             if self.reloader is not None and self.reloader.pending:
                 self.reloader.apply_if_requested()
+
+    def _answer_reports(self, reports: list[tuple[bytes, Any]]) -> list[tuple[bytes, bytes]]:
+        """Answer the shims' shadow reports (Lustre's layouts), pricing both choices."""
+        out = []
+        counted = self.metrics.shadow_reports
+        for identity, req in reports:
+            rep = req.report
+            if rep is None:
+                continue
+            with self.lock:
+                result = self.desk.report(rep.token, rep.osts, rep.stripe_size)
+            counted.labels(result).inc()
+            out.append((identity, wire.encode_reported(req.id, result)))
+        if out:
+            self.metrics.result("report", len(out))
+        return out
 
     def _drain_samples(self) -> int:
         sub = self._subscriber
@@ -421,11 +448,11 @@ class MapperService:
         for key, group in batch.allocs.items():
             replies.extend(self.rounds.run(self.contexts[key], group))
         for key, group in batch.leases.items():
-            replies.extend(self.rounds.leases.grant(self.contexts[key], group))
+            replies.extend(self.leases.grant(self.contexts[key], group))
         if batch.releases:
-            replies.extend(self.rounds.leases.release(batch.releases))
+            replies.extend(self.leases.release(batch.releases))
         if batch.reports:
-            replies.extend(self.rounds.reports(batch.reports))
+            replies.extend(self._answer_reports(batch.reports))
         m = self.metrics                 # counted before replying: a client that saw its
         if batch.bad:                    # reply sees it in the metrics too
             m.result("bad_request", batch.bad)

@@ -58,7 +58,7 @@ def test_creates_take_leased_layouts_and_everything_held_goes_back_at_exit(
     assert (_count(mapper, "leased_layouts", "used") + _count(mapper, "leased_layouts",
                                                               "released")
             == _count(mapper, "leased_layouts", "granted"))
-    assert len(mapper.rounds.leases.book) == 0
+    assert len(mapper.leases.book) == 0
     # the layouts walk the OSTs as round-robin's per-create answers do
     per_ost = Counter(int(r["osts"]) for r in recs)
     assert sorted(per_ost) == list(range(N_OSTS)) and max(per_ost.values()) <= 400 / N_OSTS + 4

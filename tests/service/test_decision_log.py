@@ -61,4 +61,4 @@ def test_the_service_logs_sampled_decisions(caplog):
     assert len(lines[0].osts) == 2 and lines[0].policy == "round_robin"
     # priced on the state it was decided on: the chosen list and the cheapest OSTs
     assert lines[0].expected_s > 0 and len(lines[0].alternatives) == 3
-    assert svc.rounds.desk.log.suppressed == 40 - len(lines)
+    assert svc.desk.log.suppressed == 40 - len(lines)

@@ -210,3 +210,60 @@ def test_decode_v2_keeps_the_v1_field_rules():
     with pytest.raises(wire.WireError) as bad:
         decode_v2(msgpack.unpackb(encode_lease_request(5, 3, "app.1", 2, 1000)), 5)
     assert bad.value.errno == errno.EINVAL and "stripe_size 1000" in bad.value.reason
+
+
+class Broken:
+    """A primary that answers with an unusable, duplicated OST list."""
+    name = "broken"
+
+    def allocate(self, snapshot, request):
+        from mapper.policies.placement import Placement
+        return Placement((0, 0, 99), self.name)
+
+
+def _fallback_share_alert(registry) -> float:
+    """LustreAllocFallbacksRising's expression (deploy/prometheus/lustre-alloc.rules.yml) on
+    counters that started at 0: the increase ratio is the rate ratio over any window."""
+    import re
+    from pathlib import Path
+    import yaml
+    rules = yaml.safe_load((Path(__file__).resolve().parents[2]
+                            / "deploy/prometheus/lustre-alloc.rules.yml").read_text())
+    (rule,) = [r for g in rules["groups"] for r in g["rules"]
+               if r.get("alert") == "LustreAllocFallbacksRising"]
+    num, den = re.findall(r"rate\((lustre_alloc_mapper_[a-z_]+)(\{[^}]*\})?\[", rule["expr"])
+    assert num == ("lustre_alloc_mapper_layouts_total", '{result="fallback"}')
+    assert den == ("lustre_alloc_mapper_layouts_total", "")
+    threshold = float(re.search(r">\s*([0-9.]+)", rule["expr"]).group(1))
+    fallback = registry.get_sample_value("lustre_alloc_mapper_layouts_total",
+                                         {"result": "fallback"})
+    total = fallback + registry.get_sample_value("lustre_alloc_mapper_layouts_total",
+                                                 {"result": "ok"})
+    return fallback / total - threshold
+
+
+def test_a_leased_layout_the_check_refuses_is_replaced_and_counted_as_a_fallback():
+    """The one decision path: a leased layout the placement check refuses is replaced by the
+    fallback's (reason ``check``), counted as per-create ones are, and the shipped alert on
+    the fallbacks' share sees lease traffic."""
+    svc = make_service(static_cluster="4x2", policy="round_robin")
+    try:
+        with MapperClient(svc.endpoint) as c:
+            healthy = c.lease(8, "j", 2)
+            assert len(healthy.layouts) == 8
+            assert _fallback_share_alert(svc.metrics.registry) < 0        # quiet
+            svc.policy.primary = Broken()
+            lease = c.lease(8, "j", 3)
+        assert len(lease.layouts) == 8 and lease.policy == "lustre_qos"
+        for osts in lease.layouts:
+            assert len(osts) == 3 == len(set(osts)) and set(osts) <= set(range(8))
+        reg = svc.metrics.registry
+        assert reg.get_sample_value("lustre_alloc_mapper_fallbacks_total",
+                                    {"reason": "check"}) == 8
+        assert reg.get_sample_value("lustre_alloc_mapper_check_violations_total") == 8
+        assert reg.get_sample_value("lustre_alloc_mapper_layouts_total",
+                                    {"result": "fallback"}) == 8
+        assert _fallback_share_alert(reg) > 0                              # fires
+        assert svc.path.check_violations == 8
+    finally:
+        svc.stop()

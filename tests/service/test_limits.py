@@ -86,3 +86,14 @@ def test_job_ids_longer_than_the_shims_255_bytes_are_refused(job, ok):
         with pytest.raises(wire.WireError) as exc:
             wire.decode_request(frame)
         assert exc.value.errno == errno.EINVAL and "255" in exc.value.reason
+
+
+def test_an_admitted_job_the_predictor_has_not_learned_yet_costs_no_second_token():
+    """Learning runs in the planner's thread: a job admitted moments ago is not tracked yet,
+    and its next creates must not spend the peer's new-application budget again."""
+    limits = PeerLimits(0, 1, new_apps_per_min=2, max_apps=5, clock=Clock())
+    never = lambda job: False                                     # noqa: E731
+    assert [limits.job_for("key:A", "a.0", never) for _ in range(10)] == ["a.0"] * 10
+    assert limits.job_for("key:A", "a.1", never) == "a.1"         # the second token
+    assert limits.job_for("key:A", "a.2", never) == overflow_job("key:A")
+    assert limits.overflowed == 1

@@ -197,7 +197,7 @@ def test_invalid_primary_answer_is_replaced_by_the_fallback_and_counted(static_s
         layout = c.alloc("j", 3)
     assert (layout.policy, layout.fallback) == ("lustre_qos", "check")
     assert_valid(layout.osts, 3)
-    assert static_service.rounds.check_violations == 1
+    assert static_service.path.check_violations == 1
     assert static_service.metrics.check_violations._value.get() == 1
 
 

@@ -73,7 +73,7 @@ def test_reports_pair_both_choices_and_book_lustres_layout(shadow_mcmf):
     load = svc.policy.primary.predicted_load()
     assert set(load) == set(d0.osts) and load[d0.osts[0]] == pytest.approx(GIB)
     with svc.lock:
-        rep = svc.rounds.desk.shadow_report(3600)
+        rep = svc.desk.shadow_report(3600)
     assert (rep["decisions"], rep["reported"], rep["unreported"]) == (2, 2, 0)
     assert rep["same_osts"] == 0.5 and rep["shared_stripes"] == 0.5
     assert rep["ledger"]["duplicate"] == 1 and rep["ledger"]["unknown"] == 1

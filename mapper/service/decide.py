@@ -1,0 +1,142 @@
+"""The one decision path of the service, for every create whatever asked for it: a plain or
+composite (PFL) ``alloc`` (:mod:`mapper.service.rounds`) and each layout of a lease
+(:mod:`mapper.service.lease_desk`).
+
+For one file system and a batch of creates: **bound** (the client bounds of
+:mod:`mapper.service.limits`), **decide** (the gated policy under the service lock; in
+shadow mode without booking), **check** (the placement guard, ``check_placement``'s rules;
+a layout that fails is taken off the primary's books and replaced by the fallback's, reason
+``check``), **record** (the decision log, the explain index, the shadow ledger), and, once
+the caller knows which layouts leave, **count** them (``layouts_total``, ``fallbacks_total``,
+``ost_stripes_total``).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from mapper.policies.flow_round import bytes_per_stripe
+from mapper.policies.placement import AllocationError, CreateRequest, Placement
+from mapper.service.decision_desk import DecisionDesk
+from mapper.service.fs_context import FsContext
+from mapper.service.metrics import MapperMetrics
+from mapper.service.scope import SHADOW
+from mapper.state.cluster_state import ClusterSnapshot
+
+log = logging.getLogger("mapper.service.decide")
+
+Bound = Callable[[FsContext, ClusterSnapshot, int, list[CreateRequest], list[str]],
+                 list[CreateRequest]]
+"""The client bounds: (context, snapshot, state version, creates, client names) -> the
+creates the policy gets (:meth:`mapper.service.intake.Intake.bounded`)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One create decided: the request as the client sent it (its pool and stripe size
+    shape the reply), the answer after the check, and its shadow token (0 unless shadow)."""
+    create: CreateRequest
+    result: Placement | AllocationError
+    token: int
+
+
+class DecisionPath:
+    """Bound, decide, check, record and count (module docstring).
+
+    Args:
+        bound: the client bounds.
+        lock: the service lock (policies, books and the decision desk are touched under it).
+        metrics: the service's metrics.
+        desk: the decision log, explain index and shadow ledger.
+    """
+
+    def __init__(self, bound: Bound, lock: threading.Lock, metrics: MapperMetrics,
+                 desk: DecisionDesk):
+        self.bound = bound
+        self.lock = lock
+        self.metrics = metrics
+        self.desk = desk
+        self.check_violations = 0
+        """Answers the placement check rejected."""
+
+    def decide(self, ctx: FsContext, creates: list[CreateRequest], peers: list[str],
+               mode: str) -> list[Decision]:
+        """Decide ``creates`` (``peers[i]`` asked for ``creates[i]``) on ``ctx`` in scope
+        mode ``mode``: one :class:`Decision` each, in order."""
+        store, gate = ctx.store, ctx.gate
+        snap = store.current()
+        version = store.version
+        requests = self.bound(ctx, snap, version, creates, peers)
+        planner = ctx.planner
+        misses = planner.plans.stats["misses"] if planner is not None else 0
+        try:
+            with self.lock:
+                if mode == SHADOW:
+                    with ctx.not_booking():
+                        results = gate.allocate_batch(snap, requests)
+                else:
+                    results = gate.allocate_batch(snap, requests)
+            if planner is not None and planner.plans.stats["misses"] != misses:
+                planner.wake.set()          # a class ran dry: refill now
+        except Exception:  # noqa: BLE001 - the fallback itself failed: answer errors
+            log.exception("round failed", extra={"event": "round_error",
+                                                 "requests": len(creates)})
+            results = [AllocationError("mapper internal error") for _ in requests]
+        violation = ctx.guard.violation
+        record = self.desk.record
+        out: list[Decision] = []
+        with self.lock:             # the control socket reads the desk under it
+            for create, request, result in zip(creates, requests, results):
+                if isinstance(result, Placement):
+                    problem = violation(snap, version, result.osts, create.pool)
+                    if problem is not None:
+                        result = self._replace(ctx, snap, version, create, request, result,
+                                               problem, mode)
+                out.append(Decision(create, result, record(ctx, snap, mode, create, result,
+                                                           version)))
+        return out
+
+    def count(self, fsname: str, placed: Sequence[Placement]) -> None:
+        """Count layouts that left the mapper (not shadow decisions): by who decided
+        (``layouts_total{result="ok"|"fallback"}``, ``fallbacks_total{reason}``) and their
+        stripes per OST."""
+        m = self.metrics
+        stripes: list[int] = []
+        ok = 0
+        for p in placed:
+            stripes.extend(p.osts)
+            if p.fallback:
+                m.fallbacks.labels(p.fallback).inc()
+            else:
+                ok += 1
+        m.count_stripes(fsname, stripes)
+        if ok:
+            m.layouts.labels("ok").inc(ok)
+        if len(placed) > ok:
+            m.layouts.labels("fallback").inc(len(placed) - ok)
+
+    def _replace(self, ctx: FsContext, snap: ClusterSnapshot, version: int,
+                 create: CreateRequest, request: CreateRequest, bad: Placement, problem: str,
+                 mode: str) -> Placement | AllocationError:
+        """The fallback's answer for a layout the check refused; the refused one comes off
+        the primary's books (it never leaves)."""
+        self.check_violations += 1
+        self.metrics.check_violations.inc()
+        log.error("policy returned an invalid layout; the fallback answers", extra={
+            "event": "check_violation", "policy": bad.policy, "osts": list(bad.osts),
+            "pool": create.pool, "job": create.jobid, "problem": problem})
+        if mode != SHADOW:
+            ctx.unbook(bad.osts, bytes_per_stripe(request, len(bad.osts)))
+        try:
+            placed = ctx.gate.fallback.allocate(snap, request)
+        except AllocationError as exc:
+            return exc
+        if ctx.guard.violation(snap, version, placed.osts, create.pool) is not None:
+            return AllocationError("no layout passed the placement check")
+        ctx.gate.fallbacks["check"] += 1
+        return Placement(placed.osts, placed.policy, placed.note, fallback="check")
+
+
+__all__ = ["Bound", "Decision", "DecisionPath"]
