@@ -116,6 +116,14 @@ def _with_params(sc, policy: str, params: dict):
     from dataclasses import replace
     own, _ = leased(policy)
     tables = dict(sc.policy_params)
+    if own in ("mcmf", "mcmf_flow"):       # a variant names experiments flat, for brevity
+        from mapper.policies.mcmf_params import ADMIN_SETTINGS, EXPERIMENTAL_TABLE
+        flat = dict(params)
+        params = {k: flat.pop(k) for k in list(flat) if k in ADMIN_SETTINGS
+                  or k in ("fallback", "mds_cpu_limit_percent")}
+        if flat:
+            base = tables.get(own, {})
+            params[EXPERIMENTAL_TABLE] = {**base.get(EXPERIMENTAL_TABLE, {}), **flat}
     tables[own] = {**tables.get(own, {}), **params}
     return replace(sc, policy_params=tables)
 

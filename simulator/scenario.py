@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from lustre_alloc_data import DataFileError, is_package_reference, resource_path
-from mapper.policies.registry import GATE_PARAMS, POLICIES, SIMULATION_ONLY, policy_param_names
+from mapper.policies.registry import (GATE_PARAMS, POLICIES, SIMULATION_ONLY, PolicyParamError,
+                                      policy_kwargs, policy_param_names)
 from simulator.models import MdsModel, OssModel
 from simulator.targets import TargetValueError, TargetValues, parse_target_values
 
@@ -358,7 +359,11 @@ def _policy_params(pp: _Table) -> dict[str, dict]:
     for k, params in policy_params.items():
         if k not in POLICIES:
             raise pp.err(k, "unknown policy")
-        for key in params:
+        try:
+            kwargs, _ = policy_kwargs(k, params, "policy_params")
+        except PolicyParamError as exc:
+            raise ScenarioError(f"{pp.path}: {exc}") from None
+        for key in kwargs:
             if key not in GATE_PARAMS and key not in policy_param_names(k):
                 raise pp.err(f"{k}.{key}", f"unknown parameter of {k}; known: "
                              f"{', '.join(policy_param_names(k) + GATE_PARAMS)}")

@@ -6,6 +6,7 @@ issue #18/#19 measurements (``docs/placement.md``) for the rate cost and the pla
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,33 @@ from mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION,
                                     STRAGGLER_MIN_EXCESS_S)
 
 PREDICT_MODES = ("joint", "after")
+
+ADMIN_SETTINGS: dict[str, str] = {
+    "straggler_factor": "x the median: an OST whose write time is this many times the median "
+                        "of its peers' leaves the round (3.0; healthy OSTs stay within 2x in "
+                        "brw_stats, a degraded RAID shows 5-10x: mapper/flow/stragglers.py)",
+    "straggler_max_fraction": "share of the usable OSTs: most left out as stragglers at once "
+                              "(0.25; when half the system is slow it is busy, not "
+                              "straggling: mapper/flow/stragglers.py)",
+    "rate_smoothing": "weight, 0..1, of a new sample in each OST's smoothed write rate (0.3: "
+                      "the estimate counts the I/Os in flight, so a busy OST no longer reads "
+                      "slow; docs/placement.md, \"Lustre's RR unless the evidence says "
+                      "otherwise\")",
+    "regime": "true: Lustre's round-robin while the evidence says the OSTs are alike, the flow "
+              "otherwise (true; the flow lost 3-11% of job I/O time to round-robin where the "
+              "OSTs were alike: docs/placement.md)",
+    "pending_half_life_s": "s: half-life of the bytes placed but not yet visible in the "
+                           "statistics (300)",
+    "plan_ttl_s": "s: the oldest a planned OST list may be when handed out (2.5, half the "
+                  "collectors' 5 s interval: docs/placement.md, \"Staleness bound\")",
+    "predict_k": "predicted requests per application per round (0: off; the paper's 4; it "
+                 "learns only from sizes requests announce: docs/placement.md, \"The "
+                 "predictor's place\")",
+}
+"""The settings of an admin's ``[policy.mcmf]``, each with its unit, default and the
+measurement or source behind it. Every other field of :class:`McmfParams` is an experiment
+and is read only from ``[policy.mcmf.experimental]`` (the mapper logs a warning for each)."""
+EXPERIMENTAL_TABLE = "experimental"
 
 
 @dataclass(frozen=True)
@@ -157,3 +185,43 @@ class McmfParams:
             raise ValueError(f"rate_busy_s must be > 0 or None, got {self.rate_busy_s!r}")
         if self.plan_aggregate_above < 1:
             raise ValueError(f"plan_aggregate_above must be >= 1, got {self.plan_aggregate_above!r}")
+
+
+def params_from_table(table: dict[str, Any], where: str = "policy.mcmf"
+                      ) -> tuple[dict[str, Any], list[str]]:
+    """An admin's or a scenario's ``[<where>]`` table as :class:`McmfParams` keywords: the
+    :data:`ADMIN_SETTINGS` at its top, every other field under ``[<where>.experimental]``;
+    also the experimental keys set.
+
+    Raises:
+        ValueError: one line naming ``<where>.<key>``: an unknown key, an experimental one at
+            the top, an admin one under ``experimental``, an ``experimental`` that is not a
+            table.
+    """
+    fields = {f.name for f in dataclasses.fields(McmfParams)}
+    out: dict[str, Any] = {}
+    experimental: list[str] = []
+    for key, value in table.items():
+        if key == EXPERIMENTAL_TABLE:
+            if not isinstance(value, dict):
+                raise ValueError(f"{where}.{EXPERIMENTAL_TABLE} must be a table")
+            for sub, sub_value in value.items():
+                name = f"{where}.{EXPERIMENTAL_TABLE}.{sub}"
+                if sub in ADMIN_SETTINGS:
+                    raise ValueError(f"{name}: not an experiment: set it in [{where}]")
+                if sub not in fields:
+                    raise ValueError(f"{name}: unknown parameter; known experiments: "
+                                     f"{', '.join(sorted(fields - set(ADMIN_SETTINGS)))}")
+                out[sub] = sub_value
+                experimental.append(sub)
+        elif key in ADMIN_SETTINGS:
+            out[key] = value
+        elif key in fields:
+            raise ValueError(f"{where}.{key}: an experiment: set it under "
+                             f"[{where}.{EXPERIMENTAL_TABLE}]")
+        else:
+            raise ValueError(f"{where}.{key}: unknown parameter of mcmf; known: "
+                             f"{', '.join(sorted(ADMIN_SETTINGS))} "
+                             f"(experiments under [{where}.{EXPERIMENTAL_TABLE}])")
+    return out, experimental
+

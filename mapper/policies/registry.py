@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 from mapper.policies.gate import GatedPolicy
 from mapper.policies.lustre_qos import LustreQos
 from mapper.policies.mcmf import McmfFlowOnly, McmfPolicy
-from mapper.policies.mcmf_params import McmfParams
+from mapper.policies.mcmf_params import McmfParams, params_from_table
 from mapper.policies.placement import PlacementPolicy
 from mapper.policies.random_policy import WeightedRandom
 from mapper.policies.round_robin import RoundRobin
@@ -95,6 +95,28 @@ def policy_param_names(name: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def policy_kwargs(name: str, table: Mapping[str, Any], where: str = "policy"
+                  ) -> tuple[dict[str, Any], list[str]]:
+    """Policy ``name``'s ``[<where>.<name>]`` table as constructor keywords, and the
+    experimental keys it set. MCMF's table holds its admin settings at the top and its
+    experiments under ``[<where>.mcmf.experimental]``
+    (:func:`mapper.policies.mcmf_params.params_from_table`); the gate's keys
+    (:data:`GATE_PARAMS`) pass through; other policies' tables are their keywords.
+
+    Raises:
+        PolicyParamError: a key misplaced or unknown (one line naming it).
+    """
+    if PARAMS.get(name) is not McmfParams:
+        return dict(table), []
+    gate = {k: v for k, v in table.items() if k in GATE_PARAMS}
+    try:
+        own, experimental = params_from_table(
+            {k: v for k, v in table.items() if k not in GATE_PARAMS}, f"{where}.{name}")
+    except ValueError as exc:
+        raise PolicyParamError(str(exc)) from None
+    return {**own, **gate}, experimental
+
+
 def check_policy_params(name: str, params: Mapping[str, Any], where: str = "policy") -> None:
     """Reject a key policy ``name`` does not take, with one line naming it
     (``<where>.<name>.<key>``).
@@ -147,14 +169,15 @@ def build_policy(name: str, policy_params: PolicyParams | None = None, *, seed: 
             (the message names the policy and the key when it can).
     """
     tables = policy_params or {}
-    params = dict(tables.get(name, {}))
+    params, _ = policy_kwargs(name, tables.get(name, {}))
     gate_opts = {k: params.pop(k) for k in GATE_PARAMS if k in params}
     primary = _make_checked(name, seed, params)
     if gate is False or (gate is None and not getattr(primary, "needs_gate", False)):
         return primary
     fallback_name = fallback or gate_opts.pop("fallback", DEFAULT_FALLBACK)
     gate_opts.pop("fallback", None)
-    fallback_params = {k: v for k, v in tables.get(fallback_name, {}).items()
+    fallback_params = {k: v for k, v in policy_kwargs(fallback_name,
+                                                      tables.get(fallback_name, {}))[0].items()
                        if k not in GATE_PARAMS}
     fallback_policy = _make_checked(fallback_name, seed, fallback_params)
     return GatedPolicy(primary, fallback_policy, **{**gate_opts, **gate_kwargs})

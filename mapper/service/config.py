@@ -30,6 +30,7 @@ policy"); an unknown key is refused with one line naming it.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tomllib
@@ -41,6 +42,8 @@ from common.curve import CurveClient, CurveServer
 from common.errors import ConfigError
 from mapper.policies import registry
 from mapper.policies.gate import MDS_CPU_LIMIT_PERCENT
+
+log = logging.getLogger("mapper.service.config")
 
 if TYPE_CHECKING:
     from mapper.service.scope import Scope
@@ -343,11 +346,16 @@ def _check_policy_table(name: str, params: Any) -> None:
         if key in registry.GATE_PARAMS:
             raise ConfigError(f"policy.{name}.{key}: set it as mapper.{key}")
     try:
-        registry.check_policy_params(name, params)
-        registry.make_policy(name, **params)     # the policy's own value checks
+        kwargs, experimental = registry.policy_kwargs(name, params)
+        registry.check_policy_params(name, kwargs)
+        registry.make_policy(name, **kwargs)     # the policy's own value checks
     except (registry.PolicyParamError, TypeError, ValueError) as exc:
         msg = str(exc)
         raise ConfigError(msg if msg.startswith("policy.") else f"policy.{name}: {msg}") from None
+    for key in experimental:
+        log.warning("policy.%s.experimental.%s is set: an experiment, not a tuned setting "
+                    "(docs/operations.md, \"Tuning the policy\")", name, key,
+                    extra={"event": "experimental_setting", "policy": name, "key": key})
 
 
 def _top_tables(path: str | None) -> dict[str, Any]:

@@ -27,9 +27,11 @@ seed = 3
 [policy.mcmf]
 predict_k = 2
 straggler_factor = 3.0
+
+[policy.mcmf.experimental]
 cost_model = "convex"
 
-[policy.mcmf.cost_params]
+[policy.mcmf.experimental.cost_params]
 space_weight = 2.0
 
 [policy.lustre_qos]
@@ -58,8 +60,9 @@ def test_policy_tables_reach_the_service_policies(tmp_path):
 def test_service_and_simulator_build_the_same_policy_from_the_same_params(tmp_path):
     """The scenario's ``[policy_params.mcmf]`` and the mapper's ``[policy.mcmf]`` go
     through the same factory: same classes, same settings."""
-    params = {"mcmf": {"predict_k": 2, "straggler_factor": 3.0, "cost_model": "convex",
-                       "cost_params": {"space_weight": 2.0}}}
+    params = {"mcmf": {"predict_k": 2, "straggler_factor": 3.0,
+                       "experimental": {"cost_model": "convex",
+                                        "cost_params": {"space_weight": 2.0}}}}
     config = load_config(_write(tmp_path, TUNED), {})
     svc = service_policy(config, build_store(config))
     sc = load_scenario("paper-32ost")
@@ -77,7 +80,14 @@ def test_service_and_simulator_build_the_same_policy_from_the_same_params(tmp_pa
 @pytest.mark.parametrize("table, named", [
     ("[policy.mcmf]\npredict_kk = 1\n", "policy.mcmf.predict_kk: unknown parameter"),
     ("[policy.lustre_qos]\nqos_prio_free_pct = 101\n", "policy.lustre_qos: qos_prio_free_pct"),
-    ("[policy.mcmf]\nsolver = \"cplex\"\n", "policy.mcmf: unknown solver 'cplex'"),
+    ("[policy.mcmf.experimental]\nsolver = \"cplex\"\n", "policy.mcmf: unknown solver 'cplex'"),
+    ("[policy.mcmf]\nsolver = \"ortools\"\n",
+     "policy.mcmf.solver: an experiment: set it under [policy.mcmf.experimental]"),
+    ("[policy.mcmf.experimental]\npredict_k = 2\n",
+     "policy.mcmf.experimental.predict_k: not an experiment: set it in [policy.mcmf]"),
+    ("[policy.mcmf.experimental]\nbogus = 2\n",
+     "policy.mcmf.experimental.bogus: unknown parameter"),
+    ("[policy.mcmf]\nexperimental = 3\n", "policy.mcmf.experimental must be a table"),
     ("[policy.mcmf]\nfallback = \"random\"\n", "policy.mcmf.fallback: set it as mapper.fallback"),
     ("[policy.nope]\nx = 1\n", "policy.nope: unknown policy"),
     ("[policy]\nmcmf = 3\n", "policy.mcmf must be a table"),
@@ -134,12 +144,11 @@ def test_the_operations_doc_example_and_the_systemd_example_load(tmp_path):
     section = doc.split("## Tuning the policy", 1)[1]
     block = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
     config = load_config(_write(tmp_path, block), {"static_cluster": "2x2"})
-    assert config.policy_params["mcmf"]["cost_params"]["band_weight"] == 0.01
+    assert config.policy_params["mcmf"]["straggler_factor"] == 3.0
     service_policy(config, build_store(config))
     example = (root / "mapper/service/systemd/mapper.toml.example").read_text()
     uncommented = example.replace("# [policy.", "[policy.").replace("# predict_k", "predict_k")
-    uncommented = uncommented.replace("# band_weight", "band_weight").replace(
-        "# qos_prio_free_pct", "qos_prio_free_pct")
+    uncommented = uncommented.replace("# qos_prio_free_pct", "qos_prio_free_pct")
     config = load_config(_write(tmp_path, uncommented), {"static_cluster": "2x2"})
     assert config.policy_params["lustre_qos"] == {"qos_prio_free_pct": 90}
 
@@ -153,3 +162,29 @@ def test_cli_help_names_the_configured_defaults():
     d = MapperConfig()
     assert f"s ({d.round_budget_s:g})" in text and "0.002" not in text
     assert f"(default {d.policy})" in text and f"(default {d.fallback})" in text
+
+
+def test_setting_an_experiment_loads_with_a_warning_naming_it(tmp_path, caplog):
+    text = "[policy.mcmf]\npredict_k = 1\n\n[policy.mcmf.experimental]\ncache_ttl_s = 2.0\n"
+    with caplog.at_level("WARNING", logger="mapper.service.config"):
+        config = load_config(_write(tmp_path, text), {"static_cluster": "2x2"})
+    assert service_policy(config, build_store(config)).primary.params.cache_ttl_s == 2.0
+    (record,) = [r for r in caplog.records if getattr(r, "event", "") == "experimental_setting"]
+    assert "policy.mcmf.experimental.cache_ttl_s" in record.getMessage()
+
+
+def test_every_admin_setting_is_in_the_example_and_the_operations_doc():
+    """The admin's [policy.mcmf] is a handful of settings, each described where an admin
+    reads (mapper.toml.example and docs/operations.md), and so is every [mapper] key."""
+    import dataclasses
+    import re
+    from pathlib import Path
+    from mapper.policies.mcmf_params import ADMIN_SETTINGS
+    from mapper.service.config import MapperConfig
+    root = Path(__file__).resolve().parents[2]
+    example = (root / "mapper/service/systemd/mapper.toml.example").read_text()
+    ops = (root / "docs/operations.md").read_text()
+    assert len(ADMIN_SETTINGS) <= 8
+    for key in [*ADMIN_SETTINGS, *(f.name for f in dataclasses.fields(MapperConfig))]:
+        assert re.search(rf"\b{key}\b", example), f"{key}: not in mapper.toml.example"
+        assert re.search(rf"\b{key}\b", ops), f"{key}: not in docs/operations.md"
