@@ -22,6 +22,9 @@ from prometheus_client import (CollectorRegistry, Gauge, PlatformCollector, Proc
 from common.version import __version__
 
 
+MAPPER_PREFIX = "lustre_alloc_mapper_"
+"""Prefix of every metric the mapper exports (its service and its planner)."""
+
 def service_registry(service: str) -> CollectorRegistry:
     """A registry with the process, platform and build_info metrics of ``service``."""
     registry = CollectorRegistry(auto_describe=True)

@@ -5,7 +5,7 @@ A policy named ``<policy>+lease`` (``mcmf+lease``) runs ``<policy>`` behind the 
 leases: a create takes the next layout its class holds; a class that holds none, or only
 half of its last grant, asks the policy for a batch of identical creates in one
 ``allocate_batch`` (as the mapper's lease desk decides a lease,
-:mod:`mapper.service.lease_desk`), every layout booked as pending load when it is decided.
+:mod:`mapper.service.leases`), every layout booked as pending load when it is decided.
 A layout is used until 80% of the lifetime after its grant; what is left when it expires,
 or holds an OST that became unusable (the revocation), is un-booked
 (:meth:`~mapper.policies.placement.BooksPlacements.unbook`).

@@ -36,9 +36,9 @@ from typing import Any, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from common.metrics import MAPPER_PREFIX
 from mapper.flow.round_solve import solve_plan
 from mapper.policies.placement import LearnsOffRequestPath, PlansAhead
-from mapper.service.metrics import PREFIX
 from mapper.service.plan_worker import PlanWorker
 
 log = logging.getLogger("mapper.service.background_planner")
@@ -64,24 +64,24 @@ class _PlanMetrics:
 
     def collect(self) -> Iterable:
         plans = self.planner.plans
-        c = CounterMetricFamily(PREFIX + "plan_lists", "Planned OST lists by outcome",
+        c = CounterMetricFamily(MAPPER_PREFIX + "plan_lists", "Planned OST lists by outcome",
                                 labels=["outcome"])
         for k, v in sorted(plans.stats.items()):
             c.add_metric([k], v)
         yield c
-        yield GaugeMetricFamily(PREFIX + "plan_ready", "Planned lists queued now",
+        yield GaugeMetricFamily(MAPPER_PREFIX + "plan_ready", "Planned lists queued now",
                                 value=plans.ready())
-        e = CounterMetricFamily(PREFIX + "plan_errors", "Planning rounds that failed")
+        e = CounterMetricFamily(MAPPER_PREFIX + "plan_errors", "Planning rounds that failed")
         e.add_metric([], self.planner.errors)
         yield e
-        r = CounterMetricFamily(PREFIX + "plan_rounds", "Planning rounds run")
+        r = CounterMetricFamily(MAPPER_PREFIX + "plan_rounds", "Planning rounds run")
         r.add_metric([], self.planner.rounds)
         yield r
-        t = CounterMetricFamily(PREFIX + "plan_seconds",
+        t = CounterMetricFamily(MAPPER_PREFIX + "plan_seconds",
                                 "Wall time of planning rounds (learning, state, solve), seconds")
         t.add_metric([], self.planner.seconds)
         yield t
-        lr = CounterMetricFamily(PREFIX + "plan_learned", "Requests the planner taught the "
+        lr = CounterMetricFamily(MAPPER_PREFIX + "plan_learned", "Requests the planner taught the "
                                  "Markov chains")
         lr.add_metric([], self.planner.learned)
         yield lr

@@ -130,7 +130,7 @@ class MapperConfig:
         steer: the top-level ``[steer]`` table: steering Lustre's own allocator
             (:class:`mapper.steer.agents.SteerConfig`; off unless ``mode`` says otherwise).
         decision_log_per_s: most ``event=decision`` log lines a second, sampled from the
-            replies (:mod:`mapper.service.decision_log`; 0: off).
+            replies (:mod:`mapper.service.decision_desk`; 0: off).
         control_endpoint: the admin socket ``lustre-alloc-ctl`` talks to
             (:mod:`mapper.service.control`): ``ipc://PATH`` or a loopback ``tcp://``;
             ``"auto"``: ``ipc://$RUNTIME_DIRECTORY/control`` when systemd gives a runtime

@@ -1,6 +1,6 @@
 """The one decision path of the service, for every create whatever asked for it: a plain or
 composite (PFL) ``alloc`` (:mod:`mapper.service.rounds`) and each layout of a lease
-(:mod:`mapper.service.lease_desk`).
+(:mod:`mapper.service.leases`).
 
 For one file system and a batch of creates: **bound** (the client bounds of
 :mod:`mapper.service.limits`), **decide** (the gated policy under the service lock; in

@@ -49,25 +49,39 @@ at scrape time (custom collectors), so the hot path costs no lock per OST or per
 reply count (every reply of a batch waited the same time), exposed exactly as
 prometheus_client's ``Histogram`` would expose the same observations (the per-round
 histograms are BatchedHistograms too: no lock per observation).
+
+:class:`ServiceGauges` refreshes the per-file-system gauges (label ``fsname``) about once a
+second from the loop, and registers the scrape-time views of the client bounds.
+
+:class:`ServiceGauges` refreshes the per-file-system gauges (label ``fsname``) about once a
+second from the loop, and registers the scrape-time views of the client bounds.
 """
 from __future__ import annotations
 
 import time
 from bisect import bisect_left
 from collections import Counter as Tally
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 import prometheus_client.metrics
 from prometheus_client import Counter, Gauge
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import INF, floatToGoString
 
+from common.metrics import MAPPER_PREFIX
+from mapper.state.ost_health import is_usable
+
+if TYPE_CHECKING:       # the gauges read these; importing them here would be a cycle
+    from mapper.service.fs_context import FsContext
+    from mapper.service.limits import PeerLimits
+    from mapper.service.persist import BackgroundSaver
+
 from common.fsname import target_name
 from common.metrics import serve as serve_metrics, service_registry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-PREFIX = "lustre_alloc_mapper_"
+PREFIX = MAPPER_PREFIX
 LATENCY_BUCKETS_S = (50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3, 0.25, 1.0)
 ROUND_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 RESULTS = ("ok", "fallback", "error", "bad_request", "ping", "out_of_scope", "shadow", "report",
@@ -268,3 +282,53 @@ class MapperMetrics:
     def serve(self, port: int, addr: str = "0.0.0.0") -> int:
         """Expose ``/metrics`` over HTTP in a daemon thread; returns the bound port."""
         return serve_metrics(self.registry, port, addr)
+
+
+class ServiceGauges:
+    """Reads the contexts into the metrics.
+
+    Args:
+        contexts: file system key -> context.
+        metrics: the service's metrics.
+        limits: the per-client bounds.
+        saver: the background saver (its skipped saves).
+    """
+
+    def __init__(self, contexts: dict[str, FsContext], metrics: MapperMetrics,
+                 limits: PeerLimits, saver: BackgroundSaver):
+        self.contexts = contexts
+        self.metrics = metrics
+        self.limits = limits
+        self.saver = saver
+        metrics.register_limits(self.limit_counts)
+
+    def refresh(self) -> None:
+        """Per file system: MDS CPU, OSTs known and usable, stale OSSes."""
+        m = self.metrics
+        for ctx in self.contexts.values():
+            store = ctx.store
+            snap = store.current()
+            fsname = store.fsname
+            m.mds_cpu.labels(fsname).set(snap.mds_cpu_percent / 100.0)
+            m.osts.labels(fsname, "all").set(len(snap.osts))
+            m.osts.labels(fsname, "usable").set(sum(1 for o in snap.osts if is_usable(o)))
+            stale = [] if store.static else store.stale_servers(snap, store.max_age_s())
+            m.stale_servers.labels(fsname).set(len(stale))
+
+    def limit_counts(self) -> dict[str, float]:
+        """Scrape time: the client bounds' counters (mapper.service.limits)."""
+        return {"rate": self.limits.rate_limited, "new_apps": self.limits.overflowed,
+                "expected_bytes_clipped": sum(c.clip.clipped for c in self.contexts.values()),
+                "saves_skipped": self.saver.skipped}
+
+
+def predicted_load(contexts: dict[str, FsContext]) -> dict[tuple[str, int], float] | None:
+    """The primaries' per-OST load estimate for the metrics, keyed (fsname, index)."""
+    out: dict[tuple[str, int], float] = {}
+    for ctx in contexts.values():
+        try:
+            loads = ctx.predicted_load()
+        except Exception:  # noqa: BLE001 - metrics must not break on a policy bug
+            continue
+        out.update(((ctx.fsname, i), float(v)) for i, v in loads.items())
+    return out or None

@@ -4,7 +4,7 @@ record), their replies encoded and counted.
 
 A plain ``alloc`` is one create; a composite (PFL) ``alloc`` (protocol v2,
 :mod:`mapper.service.wire_pfl`) is one create per OST component, decided in the same round
-and answered together. Leases (:mod:`mapper.service.lease_desk`) take the same path.
+and answered together. Leases (:mod:`mapper.service.leases`) take the same path.
 """
 from __future__ import annotations
 

@@ -42,11 +42,10 @@ from mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard
 from mapper.service.intake import Intake
 from mapper.service.decide import DecisionPath
 from mapper.service.decision_desk import DecisionDesk
-from mapper.service.lease_desk import LeaseDesk
+from mapper.service.leases import LeaseDesk
 from mapper.service.rounds import Rounds
 from mapper.service.limits import PeerLimits
-from mapper.service.metrics import MapperMetrics
-from mapper.service.gauges import ServiceGauges, predicted_load
+from mapper.service.metrics import MapperMetrics, ServiceGauges, predicted_load
 from mapper.service.learned_states import LearnedStates
 from mapper.service.sockets import ServiceSockets, SocketError
 from mapper.service.background_planner import BackgroundPlanner

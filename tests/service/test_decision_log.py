@@ -6,7 +6,7 @@ import logging
 from mapper.explain.decisions import DecisionRecord
 from mapper.policies.placement import CreateRequest, Placement
 from mapper.service.client import MapperClient
-from mapper.service.decision_log import DecisionLog
+from mapper.service.decision_desk import DecisionLog
 from mapper.state.placement_errors import NoSpaceError
 
 from .conftest import make_service
