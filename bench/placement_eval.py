@@ -1,6 +1,6 @@
 """Placement evaluation: jobs' I/O time under mcmf variants vs Lustre's allocators.
 
-One command per scenario (docs/placement.md, "Job I/O time"); prints a Markdown table
+One command per scenario (docs/history.md, "Job I/O time"); prints a Markdown table
 and writes ``<out>/<scenario>.json``::
 
     python bench/placement_eval.py paper-32ost --duration 14400
@@ -8,7 +8,7 @@ and writes ``<out>/<scenario>.json``::
     python bench/placement_eval.py SCENARIO --variant 'rate=mcmf_flow:{"cost_model": "rate"}'
     python bench/placement_eval.py straggler-ost --seeds 5      # mean +- 95% interval
     python bench/placement_eval.py fail-slow-drives --variant 'warm=mcmf:{"warm_start": true}'
-    python bench/placement_eval.py --all --resume --doc docs/placement.md
+    python bench/placement_eval.py --all --resume --doc docs/placement-eval/tables.md
 
 ``--all`` runs every bundled world and the scalability study (:data:`SCALE_WORLDS`) with
 the default variants (:data:`DEFAULT_VARIANTS`: RR, QOS, random, mcmf, mcmf_flow,

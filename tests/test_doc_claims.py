@@ -131,3 +131,30 @@ def test_docstring_cross_references_resolve():
                 if target.split(".")[0] in PACKAGES and not _resolves(target):
                     bad.append(f"{path.relative_to(ROOT)}: {target}")
     assert bad == [], "dangling cross-references:\n" + "\n".join(sorted(set(bad)))
+
+
+_ISSUE = re.compile(r"(?<!/)\b[Ii]ssues? #?\d+|\(#\d+\)|#\d{2}\b")
+_HASH = re.compile(r"(?<![0-9A-Za-z_x/.:=-])[0-9a-f]{7,12}(?![0-9A-Za-z_])")
+
+
+def _reference_docs() -> list[Path]:
+    """The docs that describe today's behaviour: the README, docs/ and docs/reference/, not
+    docs/history.md (the chronology) nor the generated tables of docs/placement-eval/."""
+    return ([ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+            + sorted((ROOT / "docs" / "reference").glob("*.md")))
+
+
+def test_reference_docs_carry_no_issue_or_commit_numbers():
+    found = []
+    for doc in _reference_docs():
+        if doc.name == "history.md":
+            continue
+        for n, line in enumerate(doc.read_text().splitlines(), 1):
+            if "://" in line:
+                line = re.sub(r"\S+://\S+", "", line)
+            if "lustre-release" in line or "LU-" in line:
+                continue            # Lustre's own commits, cited as sources
+            hits = _ISSUE.findall(line) + [h for h in _HASH.findall(line)
+                                           if re.search(r"\d", h) and re.search(r"[a-f]", h)]
+            found += [f"{doc.relative_to(ROOT)}:{n}: {h}" for h in hits]
+    assert found == [], "issue or commit numbers outside docs/history.md:\n" + "\n".join(found)

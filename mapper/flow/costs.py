@@ -233,7 +233,7 @@ class RateCost:
       that ended since count), and brw_stats bins RPC times in log2 buckets; a rule that
       trusts an old sample fully sends every create to the OSTs that looked least loaded
       at it (Mitzenmacher, "How Useful Is Old Information?", IEEE TPDS 2000). Measured
-      (docs/placement.md, "Trusting the sample in part"): 1 trails round-robin by 7.5% of
+      (docs/history.md, "Trusting the sample in part"): 1 trails round-robin by 7.5% of
       the phase mean on the uniform ``scale-160``, 0.25 by 3.9%; 0 (load unseen) herds.
     * ``p_j``: stripes placed since the sample (and reserved by predicted lists): each
       adds ``b / r_j``, as does each earlier stripe of this round (``k``). So the slot

@@ -25,7 +25,7 @@ ADMIN_SETTINGS: dict[str, str] = {
                               "straggling: mapper/flow/stragglers.py)",
     "rate_smoothing": "weight, 0..1, of a new sample in each OST's smoothed write rate (0.3: "
                       "the estimate counts the I/Os in flight, so a busy OST no longer reads "
-                      "slow; docs/placement.md, \"Lustre's RR unless the evidence says "
+                      "slow; docs/history.md, \"Lustre's RR unless the evidence says "
                       "otherwise\")",
     "regime": "true: Lustre's round-robin while the evidence says the OSTs are alike, the flow "
               "otherwise (true; the flow lost 3-11% of job I/O time to round-robin where the "

@@ -25,7 +25,7 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   (scale-3600); a single look is the slow look's, below. straggler-ost-pfl's OST at 1/49
   reads 2.87x slower in both (the per-RPC latency and the in-flight histogram's last
   bucket, 31, compress the ratio below the straggler and slow-look factor of 3), and this
-  test sends the next job's creates to the flow (docs/placement.md, "A slow OST by estimate and look");
+  test sends the next job's creates to the flow (docs/history.md, "A slow OST by estimate and look");
 * **one OST off the median** (``rate_band``, off): any one OST's estimated rate more than
   that fraction from the median, either side;
 * **load** (``load_ratio``, off): the per-byte times for a new stream,
@@ -53,7 +53,7 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   in-flight histogram's last bucket: Little's law under-reads a saturated OST). The
   smoothed estimate falls 0.3 of the way per look, so an OSS at 30% (degraded-oss) needs
   about four looks to spread the rates past ``rate_ratio``; one look can show it
-  (docs/placement.md, "One bucket step and a slow look");
+  (docs/history.md, "One bucket step and a slow look");
 * **room** (always): an OST within one RPC of Lustre's ENOSPC reserve
   (:func:`mapper.state.ost_health.enospc_reserve_bytes`) is the flow's to keep stripes off;
 * **space balance** (``qos_threshold_rr_pct``, ``used_band``, off): free space of the

@@ -55,7 +55,7 @@ SHADOW_STATUS_WINDOW_S = 3600.0
 """Window of the shadow agreement shown by ``status``, s."""
 SLOW_ESTIMATE_RATIO = 0.5
 """``status`` lists an OST as believed slow when its speed estimate is below this fraction
-of the median: the default ``slowest_ratio`` 2.0 (docs/placement.md, "A slow OST by
+of the median: the default ``slowest_ratio`` 2.0 (docs/history.md, "A slow OST by
 estimate and look")."""
 RELOAD_WAIT_S = 10.0
 """How long a ``reload`` request waits for the service loop to apply it, s."""

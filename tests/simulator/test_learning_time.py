@@ -70,7 +70,7 @@ def test_round_robin_never_adapts_and_mcmf_adapts_and_returns(lt, world):
     assert mcmf.share_during < (spell.fair_share + spell.capable_share) / 2
     # relaxing an OST's speed toward the others' while it shows nothing brings it back:
     # in this light world nothing else makes the avoided OST worth a stripe, so without
-    # relaxing its low estimate stands (docs/placement.md, "Learning time")
+    # relaxing its low estimate stands (docs/history.md, "Learning time")
     relaxed, _ = lt.run_one(world, "mcmf", 0, 300.0, params={"rate_relax_s": 1800.0},
                             label="relaxed")
     assert relaxed.policy == "relaxed" and relaxed.adapt_s is not None
