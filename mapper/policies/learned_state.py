@@ -47,6 +47,7 @@ def load_learned(path: str | Path, config: MarkovConfig | None,
     try:
         skipped += restore_rate_memory(tracker, doc.get(OST_RATES_KEY))
     except RateMemoryError as exc:
-        log.warning("event=ost_rates_skipped path=%s reason=%r", path, str(exc))
+        log.warning("%s: ost_rates skipped: %s", path, exc,
+                    extra={"event": "ost_rates_skipped", "path": str(path), "reason": str(exc)})
         skipped += 1
     return predictor, skipped

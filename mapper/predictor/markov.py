@@ -66,7 +66,7 @@ from typing import Any, Iterable, NamedTuple
 
 from mapper.predictor.markov_states import N_STATES, predicted_write_bytes, state_index
 
-log = logging.getLogger("lustre_alloc.mapper.markov")
+log = logging.getLogger("mapper.predictor.markov")
 
 PAPER_ORDER = 3
 """Order the paper settles on (Section III-B, Table II)."""
@@ -432,7 +432,8 @@ class MarkovPredictor:
             if len(apps) > self.config.max_apps:
                 evicted, _ = apps.popitem(last=False)
                 self.stats.evicted += 1
-                log.debug("event=markov_evict job_id=%s apps=%d", evicted, len(apps))
+                log.debug("evicted jobid %s", evicted,
+                          extra={"event": "markov_evict", "job_id": evicted, "apps": len(apps)})
         else:
             apps.move_to_end(jobid)
         self._learner.learn(app, x)
@@ -445,8 +446,9 @@ class MarkovPredictor:
 
     def _reject(self, jobid: str, value: Any) -> bool:
         self.stats.rejected += 1
-        log.debug("event=markov_reject job_id=%s write_bytes=%r reason=not_finite_or_negative",
-                  jobid, value)
+        log.debug("jobid %s: size %r rejected (not finite or negative)", jobid, value,
+                  extra={"event": "markov_reject", "job_id": jobid, "write_bytes": repr(value),
+                         "reason": "not_finite_or_negative"})
         return False
 
     # ---------------------------------------------------------------- prediction

@@ -36,7 +36,7 @@ from typing import Any
 from mapper.predictor.markov import (MarkovConfig, MarkovPredictor, PredictorConfigError,
                            PredictorStateError, PredictorUsageError)
 
-log = logging.getLogger("lustre_alloc.mapper.markov_store")
+log = logging.getLogger("mapper.predictor.markov_store")
 
 FORMAT = "lustre-alloc-markov-predictor"
 """Value of the ``format`` key: what kind of file this is."""
@@ -116,7 +116,9 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
             except OSError:
                 continue
     if removed:
-        log.warning("event=markov_stale_tmp_removed path=%s count=%d", path, len(removed))
+        log.warning("removed %d stale temporary files of %s", len(removed), path,
+                    extra={"event": "markov_stale_tmp_removed", "path": str(path),
+                           "count": len(removed)})
     return removed
 
 
@@ -129,7 +131,9 @@ def save_predictor(predictor: MarkovPredictor, path: str | Path,
         OSError: the directory is not writable (the previous file, if any, is untouched).
     """
     path = write_document(state_document(predictor, extras), path)
-    log.info("event=markov_saved path=%s apps=%d version=%d", path, len(predictor), VERSION)
+    log.info("saved %d applications to %s", len(predictor), path,
+             extra={"event": "markov_saved", "path": str(path), "apps": len(predictor),
+                    "version": VERSION})
     return path
 
 
@@ -214,8 +218,9 @@ def predictor_from_document(path: str | Path, doc: dict[str, Any],
             if strict:
                 raise PredictorStateError(path, f"apps[{i}]: {exc}") from None
             skipped += 1
-            log.warning("event=markov_record_skipped path=%s record=apps[%d] reason=%r",
-                        path, i, str(exc))
+            log.warning("%s: record apps[%d] skipped: %s", path, i, exc,
+                        extra={"event": "markov_record_skipped", "path": str(path),
+                               "record": f"apps[{i}]", "reason": str(exc)})
     predictor.stats.skipped_on_load = skipped
     return predictor
 
@@ -241,16 +246,20 @@ def load_or_new(path: str | Path, config: MarkovConfig) -> MarkovPredictor:
     :class:`PredictorStateError` is logged as an error (path and reason) and also gives a
     fresh predictor, so a bad state file never stops the mapper.
     """
-    log.info("event=markov_config %s",
-             " ".join(f"{k}={v}" for k, v in config.as_dict().items()))
+    log.info("Markov config %s", " ".join(f"{k}={v}" for k, v in config.as_dict().items()),
+             extra={"event": "markov_config", **config.as_dict()})
     try:
         predictor = load_predictor(path, config)
     except PredictorStateError as exc:
         if exc.reason == "no such file":
-            log.info("event=markov_state_missing path=%s action=start_fresh", exc.path)
+            log.info("no learned state at %s: starting fresh", exc.path,
+                     extra={"event": "markov_state_missing", "path": str(exc.path),
+                            "action": "start_fresh"})
         else:
-            log.error("event=markov_state_unusable path=%s reason=%r action=start_fresh",
-                      exc.path, exc.reason)
+            log.error("learned state %s unusable (%s): starting fresh", exc.path, exc.reason,
+                      extra={"event": "markov_state_unusable", "path": str(exc.path),
+                             "reason": exc.reason, "action": "start_fresh"})
         return MarkovPredictor(config)
-    log.info("event=markov_loaded path=%s apps=%d", path, len(predictor))
+    log.info("loaded %d applications from %s", len(predictor), path,
+             extra={"event": "markov_loaded", "path": str(path), "apps": len(predictor)})
     return predictor

@@ -71,10 +71,11 @@ def test_corrupt_file_is_a_clear_error_and_load_or_new_starts_fresh(tmp_path, ca
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(PredictorStateError, match=r"m\.json: corrupt: not JSON"):
         load_predictor(path)
-    with caplog.at_level(logging.ERROR, logger="lustre_alloc.mapper.markov_store"):
+    with caplog.at_level(logging.ERROR, logger="mapper.predictor.markov_store"):
         fresh = load_or_new(path, MarkovConfig())
     assert len(fresh) == 0
-    assert "event=markov_state_unusable" in caplog.text and "m.json" in caplog.text
+    assert [r for r in caplog.records if getattr(r, "event", "") == "markov_state_unusable"]
+    assert "m.json" in caplog.text
 
 
 def test_wrong_version_is_rejected_with_both_versions_named(tmp_path):
@@ -140,7 +141,7 @@ def test_state_learned_with_another_order_is_not_reused(tmp_path, caplog):
     path = save_predictor(trained(), tmp_path / "m.json")
     with pytest.raises(PredictorStateError, match="learned with order 3.*configured order 2"):
         load_predictor(path, MarkovConfig(order=2))
-    with caplog.at_level(logging.ERROR, logger="lustre_alloc.mapper.markov_store"):
+    with caplog.at_level(logging.ERROR, logger="mapper.predictor.markov_store"):
         assert len(load_or_new(path, MarkovConfig(order=2))) == 0
     assert "order 2" in caplog.text
 
@@ -154,10 +155,11 @@ def test_operational_settings_may_change_across_a_restart(tmp_path):
 
 
 def test_missing_file_starts_fresh_with_an_info_line(tmp_path, caplog):
-    with caplog.at_level(logging.INFO, logger="lustre_alloc.mapper.markov_store"):
+    with caplog.at_level(logging.INFO, logger="mapper.predictor.markov_store"):
         p = load_or_new(tmp_path / "absent.json", MarkovConfig())
-    assert len(p) == 0 and "event=markov_state_missing" in caplog.text
-    assert "event=markov_config order=3" in caplog.text
+    events = {getattr(r, "event", ""): r for r in caplog.records}
+    assert len(p) == 0 and "markov_state_missing" in events
+    assert events["markov_config"].order == 3
 
 
 def test_state_file_layout_is_documented_json(tmp_path):
