@@ -2,7 +2,7 @@
 applications): the old synchronous save (export + JSON + fsync + rename in the loop) against
 the new one (mapper.service.persist: the loop only copies 256 applications per iteration, the
 writer thread does the rest), and the copy of the OST rate memory taken at the start of a
-save (mapper.flow.rate_memory, ``--osts`` OSTs, every table full). Ratios to a floor measured in the same run (the copy of one
+save (mapper.speed.rate_memory, ``--osts`` OSTs, every table full). Ratios to a floor measured in the same run (the copy of one
 application), repeated; report them with the machine's load, they are noisy when shared.
 
     PYTHONPATH=. python bench/mapper_save_stall.py [--apps 4096] [--osts 3600] [--repeat 5]
@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mapper.flow.rate_memory import export_rate_memory
-from mapper.flow.rates import OstRateTracker
+from mapper.speed.rate_memory import export_rate_memory
+from mapper.speed.rates import OstRateTracker
 from mapper.predictor.markov import MarkovPredictor
 from mapper.predictor.markov_store import save_predictor
 from mapper.service.persist import SlicedSnapshot

@@ -72,8 +72,8 @@ def test_no_import_goes_to_a_higher_layer():
     assert upward == [], f"imports against the layer order of docs/architecture.md: {upward}"
 
 
-MAPPER_LAYERS = {"state": 0, "flow": 1, "predictor": 2, "steer": 3, "policies": 4,
-                 "rebalance": 5, "explain": 6, "shadow": 7, "service": 8, "selftest": 9}
+MAPPER_LAYERS = {"state": 0, "speed": 1, "flow": 2, "predictor": 3, "steer": 4, "policies": 5,
+                 "rebalance": 6, "explain": 7, "shadow": 8, "service": 9, "selftest": 10}
 """The layers inside ``mapper/`` that docs/architecture.md states (issue #26)."""
 
 

@@ -4,7 +4,7 @@ Used to explain decisions (the cheapest alternatives beside the chosen list) and
 mapper's choice with Lustre's in shadow mode. The price of one stripe on OST ``j`` is the rate
 cost's first slot, :meth:`mapper.flow.costs.RateCost.completion_s` ``T_j(0)``: the expected
 seconds to write ``b`` bytes behind what is queued there, from the OST's smoothed measured write
-rate (:class:`mapper.flow.rates.OstRateTracker`, fed only the collectors' samples) and its
+rate (:class:`mapper.speed.rates.OstRateTracker`, fed only the collectors' samples) and its
 brw_stats write RPC time. A file is written when its slowest stripe is, so a list costs the
 largest of its stripes' prices (``expected_s``); ``stripe_s_sum`` is their sum.
 
@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from mapper.flow.costs import RateCost
-from mapper.flow.rates import OstRateTracker
+from mapper.speed.rates import OstRateTracker
 from mapper.policies.placement import InvalidRequestError
 from mapper.state.arrays import OstArrays, TableSync, ost_arrays
 from mapper.state.cluster_state import ClusterSnapshot

@@ -221,7 +221,7 @@ class RateCost:
                  +  band_j(k)  (+ D if degraded)
 
     * ``b``: the round's expected bytes per stripe; ``r_j``: the OST's smoothed measured
-      write rate (:mod:`mapper.flow.rates`); ``L_j``: brw_stats mean write RPC time of
+      write rate (:mod:`mapper.speed.rates`); ``L_j``: brw_stats mean write RPC time of
       ``rpc`` bytes. Under the processor sharing an OST gives its streams (the
       simulator's model; Lustre's NRS over RPCs approximates it), ``L_j / rpc`` is the
       time per byte a new stream sees behind the ``q_j = L_j r_j / rpc - 1`` streams
@@ -257,7 +257,7 @@ class RateCost:
     The OSS layer (OST -> OSS -> sink) charges the server's shared limit the same way:
     slot ``k`` of OSS ``s`` costs ``oss_weight * b * (Q_s + 1 + k) / R_s``, ``Q_s`` the
     streams on its OSTs (``sum q_j + p_j``) and ``R_s`` its limit: the sum of its OSTs'
-    rates, capped by its link's measured limit (:meth:`mapper.flow.rates.OstRateTracker.update_oss`)
+    rates, capped by its link's measured limit (:meth:`mapper.speed.rates.OstRateTracker.update_oss`)
     and by ``oss_limit_bytes_s`` when given.
 
     Request -> OST arcs cost 0: OSS CPU and memory are consequences of the bytes already
@@ -310,7 +310,7 @@ class RateCost:
 
     def _rates(self, osts: OstArrays) -> np.ndarray:
         if osts.rate_bytes_s is None:
-            from mapper.flow.rates import DEFAULT_RATE_BYTES_S
+            from mapper.speed.rates import DEFAULT_RATE_BYTES_S
             rate = np.full(len(osts.index), DEFAULT_RATE_BYTES_S)
         else:
             rate = np.maximum(osts.rate_bytes_s.astype(float), 1.0)

@@ -22,9 +22,9 @@ from typing import Iterable
 
 import numpy as np
 
+from mapper.speed.rates import MIN_PEERS
 from mapper.state.cluster_state import OstState
 
-MIN_PEERS = 4
 STRAGGLER_FACTOR = 3.0
 STRAGGLER_MIN_EXCESS_S = 0.0
 STRAGGLER_MAX_FRACTION = 0.25

@@ -79,7 +79,7 @@ class FlowRound:
         self.params = params
         self.books = books
         self.kept = kept
-        self.gate = gate
+        self.prediction_gate = gate
         self.predictor = predictor
         self.count = count
         self.solved = solved
@@ -153,7 +153,7 @@ class FlowRound:
             if job in seen:
                 continue
             seen.add(job)
-            if not self.gate.may_predict(job):
+            if not self.prediction_gate.may_predict(job):
                 continue
             for pr in predictor.predict(job, self.params.predict_k,
                                         c.request.stripe_size or DEFAULT_STRIPE_SIZE_BYTES,

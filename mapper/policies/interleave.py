@@ -10,7 +10,7 @@ otherwise, and new objects should go to each OST in proportion to what it delive
 (MemEFS: capacities proportional to measured bandwidth).
 
 The rule, per create, over the usable OSTs of the pool (``c_j``: estimated write speed,
-:class:`mapper.flow.rates.OstRateTracker`, with memory and relaxation; ``m``: their median):
+:class:`mapper.speed.rates.OstRateTracker`, with memory and relaxation; ``m``: their median):
 
 * every ``c_j`` within ``tolerance`` of ``m``: exactly Lustre's round-robin
   (:class:`mapper.policies.round_robin.RoundRobin`, its own state and seed);

@@ -1,15 +1,15 @@
 """The mcmf policy's learned state file: the Markov predictor's applications
 (:mod:`mapper.predictor.markov_store`) and, under ``ost_rates``, the OST rate memory
-(:mod:`mapper.flow.rate_memory`), in one document written atomically."""
+(:mod:`mapper.speed.rate_memory`), in one document written atomically."""
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 from typing import Any
 
-from mapper.flow.rate_memory import (OST_RATES_KEY, RateMemoryError, export_rate_memory,
+from mapper.speed.rate_memory import (OST_RATES_KEY, RateMemoryError, export_rate_memory,
                                      restore_rate_memory)
-from mapper.flow.rates import OstRateTracker
+from mapper.speed.rates import OstRateTracker
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor
 from mapper.predictor.markov_store import (predictor_from_document, read_state_document,
                                           save_predictor)

@@ -85,7 +85,7 @@ class McmfPolicy(BatchPolicy):
         self.views = RoundViews(p, self.cost_model, space, lambda k: self._count(k, 1))
         self.markov_config = MarkovConfig(**(p.markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
-        self.gate = PredictionGate(p.predict_min_accuracy, p.predict_min_trials,
+        self.prediction_gate = PredictionGate(p.predict_min_accuracy, p.predict_min_trials,
                                    p.predict_window, self.markov_config.max_apps)
         self.pending = PendingOverlay(p.pending_half_life_s)
         self.books = PlacedBooks(self.pending, p.app_weight, p.app_half_life_s,
@@ -94,11 +94,11 @@ class McmfPolicy(BatchPolicy):
         self.last_solve_cost = 0
         """Placement cost (Eq. 1, bonuses removed) of the last flow solved, request round
         or planning round."""
-        self.rounds = FlowRound(p, self.books, self.kept, self.gate, lambda: self.predictor,
+        self.flow_round = FlowRound(p, self.books, self.kept, self.prediction_gate, lambda: self.predictor,
                                 self._count, self._solved, self.name)
         self.planner = (McmfPlanner(p, PlanQueues(self.pending, p.plan_ttl_s, p.plan_horizon_s,
                                                   p.plan_max_depth),
-                                    self.pending, self.kept, self.gate, lambda: self.predictor,
+                                    self.pending, self.kept, self.prediction_gate, lambda: self.predictor,
                                     self.views.view, self._solved)
                         if p.plan_ahead else None)
         self._rr = RoundRobin(seed=seed)
@@ -177,11 +177,11 @@ class McmfPolicy(BatchPolicy):
         return sorted(int(i) for i in self.last_stragglers)
 
     def ost_speed_ratios(self) -> dict[int, float]:
-        """Each measured OST's speed estimate over the median (:mod:`mapper.flow.rates`)."""
+        """Each measured OST's speed estimate over the median (:mod:`mapper.speed.rates`)."""
         return self.views.rate_tracker.ratios_to_median()
 
     def forget_ost_speeds(self, osts: Sequence[int]) -> list[int]:
-        """Forget ``osts``' speed estimates (:meth:`mapper.flow.rates.OstRateTracker.forget`);
+        """Forget ``osts``' speed estimates (:meth:`mapper.speed.rates.OstRateTracker.forget`);
         the next round builds its view afresh. Returns the indices that had one."""
         forgotten = self.views.rate_tracker.forget(osts)
         self.views.invalidate()
@@ -249,7 +249,7 @@ class McmfPolicy(BatchPolicy):
         inline = planner is None or planner.inline
         if current:
             rows = None if inline else shortlist_rows(view, current, planner.shortlists)
-            self.rounds.run(view, masks, group_apps, current, out, now, inline, rows)
+            self.flow_round.run(view, masks, group_apps, current, out, now, inline, rows)
         if planner is not None and planner.inline and (missed or planner.want_predictions):
             self.plan(snapshot)             # the planner, run synchronously
         return out  # type: ignore[return-value]
@@ -320,11 +320,11 @@ class McmfPolicy(BatchPolicy):
                                       req.pool, view.table, view.stragglers, now)
         if missed:
             self.stats["predicted_misses"] += 1
-            self.gate.score(req.jobid, False)
+            self.prediction_gate.score(req.jobid, False)
         if head is None:
             return None
         self.stats["predicted_hits"] += 1
-        self.gate.score(req.jobid, True)
+        self.prediction_gate.score(req.jobid, True)
         self.books.book(head.osts, bytes_per_stripe(req, count), req.jobid, view.table)
         return Placement(head.osts, self.name, note="predicted")
 

@@ -84,7 +84,7 @@ class McmfParams:
             aggregated request with at most :func:`~mapper.flow.round_solve.slot_cap`
             stripes per OST.
         rate_smoothing: weight of a new sample in each OST's smoothed write rate
-            (:mod:`mapper.flow.rates`). 0.3 since the estimate counts the I/Os in
+            (:mod:`mapper.speed.rates`). 0.3 since the estimate counts the I/Os in
             flight (a busy OST no longer reads slow); 0.05 before, when a busy interval
             had to be averaged away (docs/placement.md, "Lustre's RR unless the
             evidence says otherwise").
@@ -114,7 +114,7 @@ class McmfParams:
             exploration share (:class:`~mapper.policies.interleave.CapabilityInterleave`).
         rate_relax_s: an OST's speed estimate relaxes toward the others' median with this
             time constant, s, while its samples carry no evidence (0: never;
-            :class:`mapper.flow.rates.OstRateTracker`).
+            :class:`mapper.speed.rates.OstRateTracker`).
         rate_busy_s: weigh what a look at the state adds by the evidence in it: the
             estimate over the samples since the last look falls in with weight
             ``1 - (1 - rate_smoothing) ** (busy_s / rate_busy_s)``, ``busy_s`` the seconds

@@ -69,7 +69,7 @@ class McmfPlanner:
         self.plans = plans
         self.pending = pending
         self.kept = kept
-        self.gate = gate
+        self.prediction_gate = gate
         self.predictor = predictor
         self.view = view
         self.inline = params.plan_inline
@@ -225,7 +225,7 @@ class McmfPlanner:
             if g is None:
                 continue
             n_usable = view.pool(snapshot, pool)[0]
-            if not self.gate.may_predict(job):
+            if not self.prediction_gate.may_predict(job):
                 continue
             for p in predictor.predict(job, self.params.predict_k, size, count, n_usable):
                 predicted.append((p, pool, size, g))

@@ -7,7 +7,7 @@ always mean the flow. Otherwise each test below says "uneven" or not; a threshol
 None is not tested, and the defaults (issue #28's measurements, docs/placement.md) test
 only persistent evidence, what a 5 s-old sample cannot make up:
 
-* **speed** (default on): the estimated rates (:class:`mapper.flow.rates.OstRateTracker`,
+* **speed** (default on): the estimated rates (:class:`mapper.speed.rates.OstRateTracker`,
   which counts the I/Os in flight, so a busy OST reads at its rate) spread by more than
   ``rate_ratio`` (2.0) between the median and the 10th percentile. 2.0 is one step of
   brw_stats' log2 I/O-time histogram: two OSTs a hair apart on either side of a bucket
@@ -16,7 +16,7 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   1.43x), so only a spread beyond one step is evidence. It was 1.5, below the 2x of OSTs
   failed over to half speed; the failover test below sees those at once;
 * **a slow OST** (``slowest_ratio``, default 2.0;
-  :meth:`mapper.flow.rates.OstRateTracker.slow_in_both`): an OST more than 2.0 times
+  :meth:`mapper.speed.rates.OstRateTracker.slow_in_both`): an OST more than 2.0 times
   slower than the median by both its smoothed estimate and its latest look with RPC
   times. A single slow OST among hundreds is below no percentile, so the speed test above
   misses it. 2.0 is the same one log2 bucket step. Both must agree: the smoothed estimate
@@ -43,7 +43,7 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   exposes the move at once (the partner's collector publishes the target), while the
   rate estimates take several rounds to spread past ``rate_ratio``: the first checkpoint
   after the move was placed by RR (failover-half, docs/placement.md);
-* **a slow look** (``look_factor``, default 3; :meth:`mapper.flow.rates.OstRateTracker.slow_looks`):
+* **a slow look** (``look_factor``, default 3; :meth:`mapper.speed.rates.OstRateTracker.slow_looks`):
   an OST whose latest look with brw_stats RPC times, unsmoothed, read more than 3x slower
   than the median smoothed rate and than the median of the OSTs' latest looks (most OSTs
   slow in one look is load: behind more than 31 queued RPCs brw_stats' in-flight

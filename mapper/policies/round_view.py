@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from mapper.flow.costs import STRAGGLERS_BY_RATE, CostModel
-from mapper.flow.rates import OstRateTracker
+from mapper.speed.rates import OstRateTracker
 from mapper.flow.stragglers import slowest_outliers, straggler_indices
 from mapper.policies.mcmf_params import McmfParams
 from mapper.policies.regime import FLOW, Regime, RegimeThresholds, classify, failover_evidence

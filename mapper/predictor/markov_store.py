@@ -17,7 +17,7 @@ holds the last ``history`` byte counts, ``trans`` the last transitions as
 
 The mapper saves other learned state in the same file under keys of its own (``extras`` of
 :func:`state_document`): ``ost_rates``, the per-OST speed estimates
-(:mod:`mapper.flow.rate_memory`). Readers ignore keys they do not know, so a file from
+(:mod:`mapper.speed.rate_memory`). Readers ignore keys they do not know, so a file from
 either side of that addition loads.
 
 :func:`load_predictor` raises :class:`PredictorStateError` for a missing, unreadable,
@@ -49,7 +49,7 @@ def state_document(predictor: MarkovPredictor,
     """The state file's document: a copy of the learned state (plain lists), so it can be
     written from another thread while the predictor keeps learning. ``extras``: other
     learned state saved in the same file under its own keys (the OST rate memory,
-    :mod:`mapper.flow.rate_memory`); it may not replace the predictor's keys.
+    :mod:`mapper.speed.rate_memory`); it may not replace the predictor's keys.
 
     Raises:
         ValueError: an extra key is one of the predictor's.

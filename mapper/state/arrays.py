@@ -45,7 +45,7 @@ class OstArrays:
             plus stripes placed since the last sample), >= 0.
         write_latency_s: brw_stats mean write RPC time, s (NaN: unknown); optional.
         rate_bytes_s: smoothed measured write rate, bytes/s
-            (:class:`mapper.flow.rates.OstRateTracker`); optional.
+            (:class:`mapper.speed.rates.OstRateTracker`); optional.
         extra_stripes: stripes this mapper placed since the OST's last sample, plus
             stripes reserved by predicted lists (the part of ``queue`` the sample does
             not show yet); optional.

@@ -1,7 +1,7 @@
 """Per-OST write totals over every sample the state store folded, so a reader that looks
 at some samples only still counts what all of them measured.
 
-The MCMF rate tracker (:class:`mapper.flow.rates.OstRateTracker`) looks at the state when
+The MCMF rate tracker (:class:`mapper.speed.rates.OstRateTracker`) looks at the state when
 a round is built, i.e. at creates. Live, the collectors publish every interval (5 s,
 paper Section III-A) and the store keeps each OST's latest sample, so a round saw only
 the last interval: a slow OST's RPCs of a minute ago, with nothing since, were lost to

@@ -12,9 +12,9 @@ readable (``docs/operations.md``, "Steering Lustre's allocator"):
   Manual, "Removing an OST from the File System").
 
 The rule, at every evaluation, over the active OSTs of one file system (``r_j``: the OST's
-estimated write speed, :class:`mapper.flow.rates.OstRateTracker` fed only the snapshot, that is
+estimated write speed, :class:`mapper.speed.rates.OstRateTracker` fed only the snapshot, that is
 what the collectors publish; ``m``: the median of the measured OSTs, at least
-:data:`mapper.flow.stragglers.MIN_PEERS` of them):
+:data:`mapper.speed.rates.MIN_PEERS` of them):
 
 * **enter** when ``r_j < m / slow_factor`` has held at every evaluation for ``confirm_s``
   (a busy OST looks slow through its own RPCs while it serves other streams, reads
@@ -55,8 +55,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mapper.flow.rates import OstRateTracker
-from mapper.flow.stragglers import MIN_PEERS
+from mapper.speed.rates import OstRateTracker
+from mapper.speed.rates import MIN_PEERS
 from mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
 
 ACTIONS = {"degraded": OstFlag.DEGRADED, "drain": OstFlag.NOPRECREATE}

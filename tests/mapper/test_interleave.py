@@ -9,7 +9,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.flow.rates import OstRateTracker
+from mapper.speed.rates import OstRateTracker
 from mapper.policies.interleave import CapabilityInterleave
 from mapper.policies.placement import CreateRequest
 from mapper.policies.round_robin import RoundRobin

@@ -1,5 +1,5 @@
 """The rate-aware cost (mapper/flow/costs.py RateCost) and the per-OST rate tracker
-(mapper/flow/rates.py): behaviour, and the property that the flow's round never has a
+(mapper/speed/rates.py): behaviour, and the property that the flow's round never has a
 higher total expected completion time than round-robin's for the same round."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mapper.flow.costs import RateCost, make_cost_model
 from mapper.state.ost_health import enospc_reserve_bytes
 from mapper.flow.network import RoundRequest
 from mapper.flow.round_solve import build_network
-from mapper.flow.rates import OstRateTracker, sample_rate_bytes_s
+from mapper.speed.rates import OstRateTracker, sample_rate_bytes_s
 from mapper.flow.solver import solve_ortools
 from mapper.policies.placement import CreateRequest
 from mapper.policies.round_robin import RoundRobin

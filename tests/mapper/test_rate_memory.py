@@ -1,4 +1,4 @@
-"""The OST rate memory survives a restart (mapper/flow/rate_memory.py): saved with the
+"""The OST rate memory survives a restart (mapper/speed/rate_memory.py): saved with the
 predictor, restored by the policy, malformed entries skipped and counted."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from mapper.flow.rate_memory import (OST_RATES_KEY, RateMemoryError, export_rate_memory,
+from mapper.speed.rate_memory import (OST_RATES_KEY, RateMemoryError, export_rate_memory,
                                      restore_rate_memory)
-from mapper.flow.rates import OstRateTracker
+from mapper.speed.rates import OstRateTracker
 from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.placement import CreateRequest
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState

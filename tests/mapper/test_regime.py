@@ -138,15 +138,15 @@ def test_with_alike_osts_the_default_mcmf_walks_lustres_rr_order(counts, seed):
 
 def test_prediction_gate_follows_measured_accuracy_and_probes():
     pol = McmfPolicy(predict_min_accuracy=0.5, predict_min_trials=4, predict_window=8)
-    assert pol.gate.may_predict("a")                     # no evidence yet: trusted
+    assert pol.prediction_gate.may_predict("a")                     # no evidence yet: trusted
     for _ in range(4):
-        pol.gate.score("a", False)
+        pol.prediction_gate.score("a", False)
     for _ in range(4):
-        pol.gate.score("b", True)
-    assert pol.gate.may_predict("b")
-    allowed = [pol.gate.may_predict("a") for _ in range(16)]
+        pol.prediction_gate.score("b", True)
+    assert pol.prediction_gate.may_predict("b")
+    allowed = [pol.prediction_gate.may_predict("a") for _ in range(16)]
     assert allowed.count(True) == 2                  # a probe every 8th round
-    assert McmfPolicy().gate.may_predict("a")            # threshold 0: always predict
+    assert McmfPolicy().prediction_gate.may_predict("a")            # threshold 0: always predict
 
 
 def test_an_ost_served_by_its_failover_partner_sends_the_round_to_the_flow():
@@ -225,7 +225,7 @@ def _looks(tracker, t, latency_s):
 
 
 def test_a_look_beyond_the_bucket_noise_flags_the_ost_before_its_estimate_falls():
-    from mapper.flow.rates import OstRateTracker
+    from mapper.speed.rates import OstRateTracker
     tracker = OstRateTracker(smoothing=0.3)
     fast = MIB / 700e6
     _looks(tracker, 0.0, [fast] * 8)
@@ -241,7 +241,7 @@ def test_a_look_beyond_the_bucket_noise_flags_the_ost_before_its_estimate_falls(
 
 
 def test_an_ost_slow_by_its_estimate_and_its_latest_look_is_evidence_beyond_one_step():
-    from mapper.flow.rates import OstRateTracker
+    from mapper.speed.rates import OstRateTracker
     tracker = OstRateTracker(smoothing=0.3)
     fast = MIB / 700e6
     osts = range(40)
@@ -266,7 +266,7 @@ def test_most_osts_slow_in_one_look_is_load_not_evidence():
     (its last bucket), so every saturated OST reads slow in the same look
     (expansion-25pct: 24 of 30 OSTs 4.9x below the median estimate). A look is slow only
     against its peers' latest looks too; one OST slow among them still is."""
-    from mapper.flow.rates import OstRateTracker
+    from mapper.speed.rates import OstRateTracker
     tracker = OstRateTracker(smoothing=0.3)
     fast = MIB / 500e6
     osts = range(30)

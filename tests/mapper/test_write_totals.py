@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.flow.rates import OstRateTracker, totals_rate_bytes_s
+from mapper.speed.rates import OstRateTracker, totals_rate_bytes_s
 from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.mcmf_params import McmfParams
 from mapper.policies.placement import CreateRequest

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import mapper.policies.round_robin as round_robin_module
-from mapper.flow.rates import OstRateTracker
+from mapper.speed.rates import OstRateTracker
 from mapper.policies.lustre_qos import LustreQos
 from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.placement import CreateRequest

@@ -170,7 +170,7 @@ def test_control_endpoint_is_local_only_and_auto_follows_systemd(monkeypatch):
 
 
 def test_status_shows_osts_believed_slow_and_forget_speed_brings_them_back(tmp_path, capsys):
-    from mapper.flow.rate_memory import restore_rate_memory
+    from mapper.speed.rate_memory import restore_rate_memory
     sock = f"ipc://{tmp_path}/control"
     svc = make_service(static_cluster="4x2", policy="mcmf", control_endpoint=sock)
     try:

@@ -71,5 +71,5 @@ def test_service_removes_stale_temporaries_saves_in_the_writer_thread_and_skips_
         svc.stop()
     assert svc.saves >= 2 and writers and set(writers) == {"lustre-alloc-save"}
     assert set(markov_store.load_predictor(state).jobids()) == {"good.1", "good.3"}
-    # the OST rate memory rides in the same background save (mapper/flow/rate_memory.py)
+    # the OST rate memory rides in the same background save (mapper/speed/rate_memory.py)
     assert json.loads(state.read_text())["ost_rates"]["version"] == 1

@@ -14,7 +14,7 @@ from collectors.readers.host_load import HostLoad
 from collectors.reduce import log2_bucket
 from collectors.sources import FileSource
 from livestack.emulator import EmulatedCluster
-from mapper.flow.rates import OstRateTracker
+from mapper.speed.rates import OstRateTracker
 from mapper.policies.registry import make_policy
 from simulator.cluster import MIB, SimCluster
 from simulator.engine import Simulation

@@ -39,13 +39,15 @@ from typing import Sequence
 
 import numpy as np
 
-from mapper.flow.stragglers import MIN_PEERS
 from mapper.state.cluster_state import OstState
 from mapper.state.write_totals import WriteTotals
 
 RPC_BYTES = 1 << 20
 """Bytes of the bulk write RPC whose service time brw_stats reports (1 MiB: the
 ``max_pages_per_rpc = 256`` default of 4 KiB pages; the simulator's model too)."""
+MIN_PEERS = 4
+"""OSTs with a measurement needed before any is compared with their median (the straggler
+rule, the slow-OST tests and the steering controller use it too)."""
 DEFAULT_RATE_BYTES_S = 500e6
 """Rate assumed when no OST has been measured yet (a 2017 HDD RAID6 OST: 0.5-1 GB/s)."""
 
@@ -252,7 +254,7 @@ class OstRateTracker:
         read more than ``factor`` times slower than the median smoothed rate of ``indices``
         and than the median of their latest looks (most OSTs slow at once is load; a look
         with bytes only is a lower bound and does not count); empty with fewer than
-        :data:`~mapper.flow.stragglers.MIN_PEERS` OSTs. The smoothed estimate needs several
+        :data:`MIN_PEERS` OSTs. The smoothed estimate needs several
         looks to fall that far from where it started (0.3 per look: four looks for a 49x
         straggler to pass 3x); one look beyond the brw_stats bucket noise is evidence now.
 
@@ -268,7 +270,7 @@ class OstRateTracker:
         RPC times (:meth:`slow_looks`): the memory and the latest evidence agree. The
         smoothed estimate alone also falls with bytes-only looks (an OST that wrote
         little), and the look alone is one look; empty with fewer than
-        :data:`~mapper.flow.stragglers.MIN_PEERS` OSTs.
+        :data:`MIN_PEERS` OSTs.
 
         Raises:
             ValueError: factor <= 1.

@@ -3,7 +3,7 @@
 A fail-slow drive stays slow for days to months (Gunawi et al., "Fail-Slow at Scale",
 FAST 2018: of the incidents with a known duration, 45% lasted days or longer), and the
 tracker keeps a slow OST's estimate while the OST is quiet
-(:class:`mapper.flow.rates.OstRateTracker`). A restart (an upgrade, the MDS failing over)
+(:class:`mapper.speed.rates.OstRateTracker`). A restart (an upgrade, the MDS failing over)
 that forgot it would send stripes to that OST again until new RPC times showed it slow.
 So the estimates are saved with the learned predictor, under the state document's
 ``ost_rates`` key (:mod:`mapper.predictor.markov_store`), and restored at start::
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from mapper.flow.rates import OstRateTracker
+from mapper.speed.rates import OstRateTracker
 
 OST_RATES_KEY = "ost_rates"
 """The state document's key holding :func:`export_rate_memory`'s document."""
