@@ -43,7 +43,7 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mapper.service import wire, wire_lease  # noqa: E402
+from mapper.service import wire  # noqa: E402
 
 SHAPES = {32: (8, 4), 800: (100, 8), 3600: (450, 8)}
 WARM_REQUESTS = 300
@@ -86,7 +86,7 @@ def wait_bound(port: int, timeout_s: float = 60.0) -> None:
 
 def body(kind: str, request_id: int) -> bytes:
     if kind == "lease":
-        return wire_lease.encode_lease_request(request_id, 16, f"job{request_id % 7}", 4,
+        return wire.encode_lease_request(request_id, 16, f"job{request_id % 7}", 4,
                                                1 << 20)
     return wire.encode_request(request_id, f"job{request_id % 7}", 4, 1 << 20, 0)
 

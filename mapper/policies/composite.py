@@ -2,7 +2,7 @@
 objects, each carrying the part of the file's expected bytes that falls inside its extent.
 
 The one implementation of that rule: the mapper's protocol v2 composite ``alloc``
-(:mod:`mapper.service.wire_pfl`) and the simulator's composite files
+(:mod:`mapper.service.wire`) and the simulator's composite files
 (:mod:`simulator.create_path`) both build their component requests here.
 """
 from __future__ import annotations

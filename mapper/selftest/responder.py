@@ -1,7 +1,7 @@
 """A stand-in mapper for the selftest: it answers the shim with the OST lists a check sets,
 including lists Lustre must refuse, which the real mapper's placement guard would never
 let out. It speaks the real protocol through the mapper's own codec
-(:mod:`mapper.service.wire`, :mod:`mapper.service.wire_lease`, :mod:`mapper.service.wire_pfl`;
+(:mod:`mapper.service.wire`;
 docs/protocol.md) on a loopback port, in a thread of its own.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Sequence
 
 import zmq
 
-from mapper.service import wire, wire_lease, wire_pfl
+from mapper.service import wire
 
 POLICY = "selftest"
 LEASE_MS = 60_000
@@ -78,7 +78,7 @@ class ListResponder:
 
     def _reply(self, frame: bytes) -> bytes:
         try:
-            req = wire.decode_request(frame, None, v2=wire_lease.decode_v2)
+            req = wire.decode_request(frame, None)
         except wire.WireError as exc:
             return wire.encode_error(exc.request_id, exc.errno, exc.reason)
         with self._lock:
@@ -86,14 +86,14 @@ class ListResponder:
         if req.op == "ping":
             return wire.encode_pong(req.id, POLICY, "", req.version)
         if req.op == "release":
-            return wire_lease.encode_released(req.id, ["ok"] * len(req.released))
+            return wire.encode_released(req.id, ["ok"] * len(req.released))
         if req.op == "report":
             return wire.encode_reported(req.id, "ok")
         if req.components:
             first = req.components[0]
             self.asked.append(Asked("composite", first.path, first.stripe_count,
                                     first.stripe_size))
-            return wire_pfl.encode_composite(req.id, [osts[:max(1, c.stripe_count)]
+            return wire.encode_composite(req.id, [osts[:max(1, c.stripe_count)]
                                                       for c in req.components], POLICY)
         create = req.create
         if create is None:
@@ -101,7 +101,7 @@ class ListResponder:
         self.asked.append(Asked(req.op, create.path, create.stripe_count, create.stripe_size))
         size = create.stripe_size or (1 << 20)
         if req.op == "lease":
-            return wire_lease.encode_lease(req.id, next(self._leases),
+            return wire.encode_lease(req.id, next(self._leases),
                                            [osts] * req.lease_count, size, POLICY, LEASE_MS,
                                            1)
         return wire.encode_placement(req.id, osts, size, POLICY, "")

@@ -23,7 +23,7 @@ from typing import Any
 import zmq
 
 from common.curve import CurveClient
-from mapper.service import wire, wire_lease, wire_pfl
+from mapper.service import wire
 
 
 class MapperError(Exception):
@@ -173,12 +173,12 @@ class MapperClient:
         return Layout(tuple(reply["osts"]), int(reply["stripe_size"]), str(reply["policy"]),
                       str(reply.get("fallback", "")))
 
-    def alloc_composite(self, job: str, components: list[wire_pfl.Component],
+    def alloc_composite(self, job: str, components: list[wire.Component],
                         expected_bytes: int = 0, path: str = "", pool: str | None = None,
                         fsname: str | None = None,
                         owner: wire.Owner | None = None) -> CompositeLayout:
         """Ask for the OSTs of each OST component of a composite (PFL) layout (protocol v2,
-        :mod:`mapper.service.wire_pfl`).
+        :mod:`mapper.service.wire`).
 
         Raises:
             MapperError: the mapper refused (a v1 mapper: EPROTO; then leave the file to
@@ -186,7 +186,7 @@ class MapperClient:
             MapperTimeout: no reply in time.
         """
         rid = next(self._ids)
-        reply = self.request(wire_pfl.encode_composite_request(
+        reply = self.request(wire.encode_composite_request(
             rid, job, components, expected_bytes, path, pool, fsname, owner), rid)
         if not reply.get("ok"):
             raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
@@ -220,7 +220,7 @@ class MapperClient:
             MapperTimeout: no reply in time.
         """
         rid = next(self._ids)
-        reply = self.request(wire_lease.encode_lease_request(
+        reply = self.request(wire.encode_lease_request(
             rid, count, job, stripe_count, stripe_size, expected_bytes, path, pool, fsname,
             owner), rid)
         revoke = tuple(reply.get("revoke") or ())
@@ -241,7 +241,7 @@ class MapperClient:
             MapperTimeout: no reply in time.
         """
         rid = next(self._ids)
-        reply = self.request(wire_lease.encode_release_request(rid, leases, fsname), rid)
+        reply = self.request(wire.encode_release_request(rid, leases, fsname), rid)
         if not reply.get("ok"):
             raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
         return [str(r) for r in reply["results"]]

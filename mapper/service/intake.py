@@ -15,7 +15,7 @@ from typing import Any
 import zmq
 
 from mapper.policies.placement import CreateRequest
-from mapper.service import wire, wire_lease
+from mapper.service import wire
 from mapper.service.config import MapperConfig
 from mapper.service.fs_context import FsContext
 from mapper.service.limits import PeerLimits, peer_of
@@ -112,7 +112,7 @@ class Intake:
         contexts = self.contexts
         only = next(iter(contexts.values())) if len(contexts) == 1 else None
         ost_counts = {key: ctx.store.ost_count for key, ctx in contexts.items()}  # fixed for the batch
-        decode = wire_lease.decode_request     # v1 and v2
+        decode = wire.decode_request     # v1 and v2
         admit = self.limits.admit
         for identity, parts, peer in messages:
             if len(parts) != 2 or parts[0] != b"":
@@ -165,14 +165,14 @@ class Intake:
             elif (why := self._outside_scope(ctx, req)) is not None:
                 reason = f"outside the placement scope: {why}; use Lustre's allocator"
                 replies.append((identity, wire.encode_error(req.id, errno.EPERM, reason)
-                                if op == "alloc" else wire_lease.encode_lease_error(
+                                if op == "alloc" else wire.encode_lease_error(
                                     req.id, errno.EPERM, reason,
                                     retry_ms=int(cfg.lease_s * 1000))))
                 out.out_of_scope += 1
             elif ost_counts[ctx.key] == 0:
                 reason = "no cluster state yet (no collector sample)"
                 replies.append((identity, wire.encode_error(req.id, errno.EAGAIN, reason)
-                                if op == "alloc" else wire_lease.encode_lease_error(
+                                if op == "alloc" else wire.encode_lease_error(
                                     req.id, errno.EAGAIN, reason)))
                 out.bad += 1
             else:

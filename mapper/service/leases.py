@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterator
 
 from mapper.policies.flow_round import bytes_per_stripe
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
-from mapper.service import wire_lease
+from mapper.service import wire
 from mapper.service.config import MapperConfig
 from mapper.service.decide import DecisionPath
 from mapper.service.fs_context import FsContext
@@ -255,14 +255,14 @@ class LeaseDesk:
             if revoke:
                 self.metrics.leases.labels("revoked").inc(len(revoke))
             if mode == SHADOW:
-                out.append((identity, wire_lease.encode_lease_error(
+                out.append((identity, wire.encode_lease_error(
                     req.id, errno.EPERM, "shadow mode: ask per create (v1 alloc) and report "
                     "Lustre's layout", revoke=revoke, per_create=True)))
                 self.metrics.leases.labels("per_create").inc()
                 continue
             n = self.book.grantable(peer, req.lease_count)
             if n == 0:
-                out.append((identity, wire_lease.encode_lease_error(
+                out.append((identity, wire.encode_lease_error(
                     req.id, errno.EDQUOT, f"lease quota: {peer} holds "
                     f"{self.book.held(peer)} layouts (lease_peer_quota "
                     f"{self.quota}); ask per create", revoke=revoke)))
@@ -282,7 +282,7 @@ class LeaseDesk:
             err = refused.errno if refused is not None else errno.EAGAIN
             reason = refused.reason if refused is not None else "no layout passed the check"
             self.metrics.leases.labels("refused").inc()
-            return wire_lease.encode_lease_error(req.id, err, reason, revoke=revoke)
+            return wire.encode_lease_error(req.id, err, reason, revoke=revoke)
         create = decisions[0].create
         layouts = [tuple(p.osts) for p in placed]
         with self.lock:
@@ -290,7 +290,7 @@ class LeaseDesk:
         self.path.count(ctx.store.fsname, placed)
         self.metrics.leases.labels("granted").inc()
         self.metrics.leased_layouts.labels("granted").inc(len(layouts))
-        return wire_lease.encode_lease(req.id, lease.id, layouts, create.stripe_size, placed[0].policy,
+        return wire.encode_lease(req.id, lease.id, layouts, create.stripe_size, placed[0].policy,
                                        int(lifetime * 1000), version, revoke)
 
     # ------------------------------------------------------------------ giving back
@@ -308,7 +308,7 @@ class LeaseDesk:
                         self.metrics.leased_layouts.labels("used").inc(
                             len(back.lease.layouts) - len(back.layouts))
             self.metrics.leases.labels("released").inc(results.count("ok"))
-            out.append((identity, wire_lease.encode_released(req.id, results)))
+            out.append((identity, wire.encode_released(req.id, results)))
         return out
 
     def expire(self, now: float | None = None) -> int:

@@ -3,7 +3,7 @@ the service's one decision path (:mod:`mapper.service.decide`: bound, decide, ch
 record), their replies encoded and counted.
 
 A plain ``alloc`` is one create; a composite (PFL) ``alloc`` (protocol v2,
-:mod:`mapper.service.wire_pfl`) is one create per OST component, decided in the same round
+:mod:`mapper.service.wire`) is one create per OST component, decided in the same round
 and answered together. Leases (:mod:`mapper.service.leases`) take the same path.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Sequence
 
 from mapper.policies.flow_round import bytes_per_stripe
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
-from mapper.service import wire, wire_pfl
+from mapper.service import wire
 from mapper.service.decide import Decision, DecisionPath
 from mapper.service.fs_context import FsContext
 from mapper.service.intake import Alloc
@@ -97,7 +97,7 @@ class Rounds:
         placed = [r for r in results if isinstance(r, Placement)]
         fallback = next((p.fallback for p in placed if p.fallback), "")
         tally.placed_file(placed, fallback)
-        return wire_pfl.encode_composite(req.id, [p.osts for p in placed], placed[0].policy,
+        return wire.encode_composite(req.id, [p.osts for p in placed], placed[0].policy,
                                          fallback)
 
     def _count(self, took_s: float, requests: int, tally: "_Tally") -> None:

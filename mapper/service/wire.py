@@ -1,31 +1,51 @@
-"""Allocation protocol v1 (shim -> mapper): decode and validate requests, encode replies.
+"""The allocation protocol's one codec (shim -> mapper, ``docs/protocol.md``): decode and
+validate requests of both versions, encode replies and (for clients and tests) requests.
+:func:`decode_request` dispatches on the body's ``v``: version 1 (``alloc``, ``ping``,
+``report``), version 2 (leases and composite layouts, below).
 
-The reference is ``docs/protocol.md``, section "Allocation protocol: shim -> mapper
-(version 1)"; keep both in step. A request is one msgpack map of at most
-:data:`MAX_FRAME_BYTES` bytes; every way a request can be wrong becomes a
-:class:`WireError` carrying the Linux errno and a one-line reason naming the field at
-fault, and the request id when it could be read, so the reply can be matched.
+A request is one msgpack map of at most :data:`MAX_FRAME_BYTES` bytes; every way a request
+can be wrong becomes a :class:`WireError` carrying the Linux errno and a one-line reason
+naming the field at fault, and the request id when it could be read, so the reply can be
+matched.
 
 Limits restated from Lustre (``docs/reference/lustre-client-layout-api.md``):
 ``lmm_stripe_size`` is a u32 in a multiple of 64 KiB, so a stripe size is a positive
 multiple of 65 536 below 4 GiB; a pool name is at most ``LOV_MAXPOOLNAME`` = 15 bytes.
+
+**Version 2: layout leases** (``docs/protocol.md``, "Protocol v2: leases"). A v2 client
+asks, off its create path, for a batch of layouts for one request class (its job, pool,
+stripe count, stripe size, expected bytes and directory) and takes one per create without
+asking; when it is done with a lease it says how many layouts it used, so the mapper
+un-books the rest. Every other op keeps its v1 frames: a v1 client never sees a v2 reply,
+and a v2 client that meets a v1 mapper gets ``EPROTO`` ("protocol version 2") and asks per
+create. A lease request asks for 1..:data:`MAX_LEASE_ASK` layouts; a release names at most
+:data:`MAX_RELEASES` leases (ours).
+
+**Version 2: composite (PFL) layouts** (``docs/protocol.md``, "Protocol v2: composite
+layouts"). A file created in a directory whose default layout is composite gets one OST
+list per component that has OST objects. The client sends those components (their
+extents, stripe counts, stripe sizes and pools) in one ``alloc`` with ``v: 2``; components
+without OST objects (Data-on-MDT, self-extending, foreign) stay with the client. Each
+component is decided as one create, with the part of the file's expected bytes inside its
+extent. 1..:data:`MAX_COMPONENTS` components, extents ascending and disjoint, each end a
+multiple of 64 KiB or ``LUSTRE_EOF`` (``lustre_user.h``).
 """
 from __future__ import annotations
 
 import errno
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Sequence
 
 import msgpack
 
 from common.lustre import STRIPE_SIZE_UNIT_BYTES
-
+from mapper.policies.composite import LUSTRE_EOF, Extent, OstComponent, component_requests
 from mapper.policies.placement import CreateRequest
 
 PROTOCOL_VERSION = 1
 LEASE_VERSION = 2
-"""Protocol v2 adds layout leases (``lease``, ``release``: :mod:`mapper.service.wire_lease`)."""
+"""Protocol v2 adds layout leases (``lease``, ``release``: :func:`decode_v2`)."""
 PROTOCOL_VERSIONS = (PROTOCOL_VERSION, LEASE_VERSION)
 MAX_FRAME_BYTES = 65_536
 """Largest request body accepted, bytes; a larger frame is refused undecoded (EMSGSIZE)."""
@@ -106,10 +126,10 @@ class Request:
     released: tuple[tuple[int, int], ...] = ()
     """``release`` (v2): (lease id, layouts used) pairs the client is done with."""
     components: tuple[CreateRequest, ...] = ()
-    """A composite ``alloc`` (v2, :mod:`mapper.service.wire_pfl`): one create per OST
+    """A composite ``alloc`` (v2, :func:`decode_composite`): one create per OST
     component, in extent order; empty for a plain ``alloc``."""
     extents: tuple[Any, ...] = ()
-    """The components' :class:`mapper.service.wire_pfl.Extent` (byte ranges)."""
+    """The components' :class:`mapper.policies.composite.Extent` (byte ranges)."""
 
     def create_request(self) -> CreateRequest:
         """The create of an ``alloc`` request.
@@ -232,26 +252,20 @@ def _decode_common(body: dict[Any, Any], ost_count: int | None) -> Request | Non
                    owner=None if ids == (None, None, None) else Owner(*ids))
 
 
-V2Decoder = Callable[[dict[Any, Any], int, "int | None"], Request]
-"""Decodes a ``v: 2`` body (:func:`mapper.service.wire_lease.decode_v2`)."""
-
-
-def decode_request(frame: bytes, ost_count: int | None = None,
-                   v2: V2Decoder | None = None) -> Request:
-    """Decode and validate one request body.
+def decode_request(frame: bytes, ost_count: int | None = None) -> Request:
+    """Decode and validate one request body, of either protocol version.
 
     Args:
         frame: the body frame (msgpack map).
         ost_count: OSTs the mapper knows; a stripe count above it is refused (None: no
             upper check here, the policy clips).
-        v2: the protocol v2 decoder; None: v2 is refused as an unknown version (EPROTO).
     Raises:
         WireError: EMSGSIZE (frame over :data:`MAX_FRAME_BYTES`), EPROTO (not msgpack,
             not a map, trailing bytes, another protocol version), EINVAL (a field is
             missing, has the wrong type or is out of range; unknown op).
     """
     if len(frame) <= MAX_FRAME_BYTES:
-        # the common case first: a well-formed request, decoded with one pass of checks
+        # the common case first: a well-formed v1 request, decoded with one pass of checks
         try:
             body = _unpackb(frame, raw=False, strict_map_key=False)
         except Exception:  # noqa: BLE001 - the full validation below names the fault
@@ -260,12 +274,12 @@ def decode_request(frame: bytes, ost_count: int | None = None,
             request = _decode_common(body, ost_count)
             if request is not None:
                 return request
-    return _decode_checked(frame, ost_count, v2)
+    return _decode_checked(frame, ost_count)
 
 
-def _decode_checked(frame: bytes, ost_count: int | None,
-                    v2: V2Decoder | None = None) -> Request:
-    """:func:`decode_request` with every check spelled out and named on failure."""
+def _decode_checked(frame: bytes, ost_count: int | None) -> Request:
+    """:func:`decode_request` with every check spelled out and named on failure, and the
+    version dispatch: v2 bodies go to :func:`decode_v2`."""
     if len(frame) > MAX_FRAME_BYTES:
         raise WireError(errno.EMSGSIZE, f"request of {len(frame)} bytes exceeds "
                         f"{MAX_FRAME_BYTES}")
@@ -281,16 +295,15 @@ def _decode_checked(frame: bytes, ost_count: int | None,
     request_id = raw_id if _is_int(raw_id) and 0 <= raw_id <= MAX_ID else 0
     if "v" not in body:
         raise WireError(errno.EPROTO, "missing field 'v' (protocol version)", request_id)
-    spoken = PROTOCOL_VERSIONS if v2 is not None else (PROTOCOL_VERSION,)
-    if body["v"] not in spoken or not _is_int(body["v"]):
+    if body["v"] not in PROTOCOL_VERSIONS or not _is_int(body["v"]):
         raise WireError(errno.EPROTO, f"protocol version {body['v']!r} (this mapper speaks "
-                        f"{', '.join(map(str, spoken))})", request_id)
+                        f"{', '.join(map(str, PROTOCOL_VERSIONS))})", request_id)
     if "id" not in body:
         raise WireError(errno.EINVAL, "missing field 'id'")
     if not _is_int(raw_id) or not 0 <= raw_id <= MAX_ID:
         raise WireError(errno.EINVAL, "field 'id' must be an integer 0..2^64-1")
-    if body["v"] == LEASE_VERSION and v2 is not None:
-        return v2(body, request_id, ost_count)
+    if body["v"] == LEASE_VERSION:
+        return decode_v2(body, request_id, ost_count)
     op = body.get("op")
     if op not in OPS:
         raise WireError(errno.EINVAL, f"field 'op' must be one of {', '.join(OPS)}, not "
@@ -485,3 +498,223 @@ def decode_reply(frame: bytes) -> dict[str, Any]:
     if not isinstance(body, dict) or not {"v", "id", "ok"} <= body.keys():
         raise WireError(errno.EPROTO, "reply is not a map with v, id and ok")
     return body
+
+
+# ---------------------------------------------------------------------- version 2: leases
+MAX_LEASE_ASK = (1 << 32) - 1
+"""Most layouts one lease request may ask for (the grant is bounded by the mapper)."""
+MAX_RELEASES = 1024
+"""Most leases one ``release`` names."""
+MAX_LEASE_USED = 1 << 16
+"""A lease holds fewer layouts than this; a larger ``used`` is a malformed release."""
+OPS_V2 = ("lease", "release", "ping", "alloc")
+
+
+def decode_v2(body: dict[Any, Any], request_id: int, ost_count: int | None = None) -> Request:
+    """A v2 request body (``v`` already read as 2, ``id`` checked; ``ost_count`` as
+    :func:`decode_request` takes it).
+
+    A v2 ``alloc`` is a composite (PFL) layout request (:func:`decode_composite`).
+
+    Raises:
+        WireError: EINVAL for an op v2 does not have (``report`` is a v1 op) or a
+            missing, mistyped or out-of-range field, naming it.
+    """
+    op = body.get("op")
+    if op not in OPS_V2:
+        raise WireError(errno.EINVAL, f"field 'op' must be one of {', '.join(OPS_V2)} in "
+                        f"protocol v{LEASE_VERSION}, not {op!r}"[:200], request_id)
+    if op == "ping":
+        return Request("ping", request_id, fsname=_fsname(body, request_id),
+                       version=LEASE_VERSION)
+    if op == "alloc":
+        return decode_composite(body, request_id, ost_count)
+    if op == "release":
+        return Request("release", request_id, fsname=_fsname(body, request_id),
+                       version=LEASE_VERSION, released=_released(body, request_id))
+    count = _int(body, "count", request_id)
+    if not 1 <= count <= MAX_LEASE_ASK:
+        raise WireError(errno.EINVAL, f"count {count} outside 1..{MAX_LEASE_ASK}", request_id)
+    create, fsname, owner = alloc_fields(body, request_id, ost_count)
+    return Request("lease", request_id, create, fsname, owner=owner, version=LEASE_VERSION,
+                   lease_count=count)
+
+
+def _released(body: dict[Any, Any], request_id: int) -> tuple[tuple[int, int], ...]:
+    leases = body.get("leases")
+    if not isinstance(leases, list) or not 0 < len(leases) <= MAX_RELEASES:
+        raise WireError(errno.EINVAL, f"field 'leases' must list 1..{MAX_RELEASES} "
+                        f"[lease, used] pairs", request_id)
+    out = []
+    for pair in leases:
+        if (not isinstance(pair, list) or len(pair) != 2 or not all(map(_is_int, pair))
+                or not 0 < pair[0] <= MAX_ID or not 0 <= pair[1] < MAX_LEASE_USED):
+            raise WireError(errno.EINVAL, f"field 'leases' holds {pair!r}"[:120] + ", not a "
+                            f"[lease 1..2^64-1, used 0..{MAX_LEASE_USED - 1}] pair", request_id)
+        out.append((pair[0], pair[1]))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------- replies
+def encode_lease(request_id: int, lease_id: int, layouts: Sequence[Sequence[int]],
+                 stripe_size: int, policy: str, lease_ms: int, version: int,
+                 revoke: Sequence[int] = ()) -> bytes:
+    """Reply body of a granted lease: ``{v: 2, id, ok: true, lease, layouts, stripe_size,
+    policy, lease_ms, version, revoke}``: ``layouts`` in the order the client should use
+    them, each an OST list in stripe order; ``lease_ms`` how long they stay good from
+    now; ``version`` the cluster state version they were made on; ``revoke`` the client's
+    earlier leases it must stop using (an OST of theirs became unusable)."""
+    return _pack({"v": LEASE_VERSION, "id": request_id, "ok": True, "lease": lease_id,
+                  "layouts": [list(osts) for osts in layouts], "stripe_size": stripe_size,
+                  "policy": policy, "lease_ms": lease_ms, "version": version,
+                  "revoke": list(revoke)})
+
+
+def encode_lease_error(request_id: int, err: int, reason: str, *, revoke: Sequence[int] = (),
+                       per_create: bool = False, retry_ms: int = 0) -> bytes:
+    """Reply body of a refused lease: ``{v: 2, id, ok: false, errno, error, revoke}``, with
+    ``per_create: true`` when the class must ask per create with v1 ``alloc`` (shadow
+    mode: each file's decision has its own report token) and ``retry_ms`` when the
+    client should not ask for this class again for that long (outside the scope)."""
+    body: dict[str, Any] = {"v": LEASE_VERSION, "id": request_id, "ok": False, "errno": err,
+                            "error": reason, "revoke": list(revoke)}
+    if per_create:
+        body["per_create"] = True
+    if retry_ms:
+        body["retry_ms"] = retry_ms
+    return _pack(body)
+
+
+def encode_released(request_id: int, results: Sequence[str]) -> bytes:
+    """Reply body of a release: ``{v: 2, id, ok: true, op: "released", results}``, one of
+    ``ok`` / ``unknown`` per lease named (``unknown``: expired, revoked and returned
+    already, or never this client's)."""
+    return _pack({"v": LEASE_VERSION, "id": request_id, "ok": True, "op": "released",
+                  "results": list(results)})
+
+
+# ---------------------------------------------------------------------- client side
+def encode_lease_request(request_id: int, count: int, job: str, stripe_count: int,
+                         stripe_size: int, expected_bytes: int = 0, path: str = "",
+                         pool: str | None = None, fsname: str | None = None,
+                         owner: Owner | None = None) -> bytes:
+    """A lease request as a client sends it (``path``: the directory the files go to)."""
+    body = create_body(LEASE_VERSION, "lease", request_id, job, stripe_count, stripe_size,
+                            expected_bytes, path, pool, fsname, owner)
+    body["count"] = count
+    return _pack(body)
+
+
+def encode_release_request(request_id: int, leases: Sequence[tuple[int, int]],
+                           fsname: str | None = None) -> bytes:
+    """A release as a client sends it: (lease id, layouts used) pairs."""
+    body: dict[str, Any] = {"v": LEASE_VERSION, "op": "release", "id": request_id,
+                            "leases": [list(p) for p in leases]}
+    if fsname is not None:
+        body["fsname"] = fsname
+    return _pack(body)
+
+
+# ---------------------------------------------------------------------- version 2: composite layouts
+MAX_COMPONENTS = 32
+"""Most OST components one composite request carries (ours; ``lfs setstripe`` sites use
+two to five)."""
+COMPONENT_KEYS = ("start", "end", "stripe_count", "stripe_size")
+
+
+def decode_composite(body: dict[Any, Any], request_id: int,
+                     ost_count: int | None = None) -> Request:
+    """A v2 ``alloc`` body: the file's fields (``job``, ``path``, ``expected_bytes``,
+    ``pool``, ``fsname``, owner ids, as a v1 ``alloc`` has them; ``stripe_count`` and
+    ``stripe_size`` not required) and ``components``.
+
+    Returns:
+        a :class:`Request` with op ``"alloc"``, ``version`` 2,
+        ``components`` (one :class:`~mapper.policies.placement.CreateRequest` per component, its ``expected_bytes``
+        the file's bytes inside its extent) and ``extents``; ``create`` is the first
+        component's (the scope rules and the intake's checks read it).
+    Raises:
+        WireError: EINVAL naming the first missing, mistyped or out-of-range field.
+    """
+    raw = body.get("components")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_COMPONENTS:
+        raise WireError(errno.EINVAL, f"field 'components' must list 1..{MAX_COMPONENTS} "
+                        f"component maps", request_id)
+    # the file's own fields, validated as v1 does (stripe fields come per component)
+    file_body = dict(body, stripe_count=1, stripe_size=STRIPE_SIZE_UNIT_BYTES)
+    file_create, fsname, owner = alloc_fields(file_body, request_id, ost_count)
+    comps: list[OstComponent] = []
+    for i, comp in enumerate(raw):
+        one = _component(comp, i, request_id, ost_count)
+        if comps and one.extent.start < comps[-1].extent.end:
+            raise WireError(errno.EINVAL, f"components[{i}] starts at {one.extent.start}, "
+                            f"inside the previous extent (ending at {comps[-1].extent.end})",
+                            request_id)
+        comps.append(one)
+    creates = component_requests(file_create, comps)
+    extents = [c.extent for c in comps]
+    return Request("alloc", request_id, creates[0], fsname, owner=owner,
+                   version=LEASE_VERSION, components=tuple(creates), extents=tuple(extents))
+
+
+def _component(comp: Any, i: int, request_id: int, ost_count: int | None) -> OstComponent:
+    where = f"components[{i}]"
+    if not isinstance(comp, dict):
+        raise WireError(errno.EINVAL, f"{where} must be a map", request_id)
+    for key in COMPONENT_KEYS:
+        if not _is_int(comp.get(key)):
+            raise WireError(errno.EINVAL, f"{where}.{key} missing or not an integer",
+                            request_id)
+    start, end = _int(comp, "start", request_id), _int(comp, "end", request_id)
+    if not 0 <= start < end <= LUSTRE_EOF or (end != LUSTRE_EOF and end % STRIPE_SIZE_UNIT_BYTES):
+        raise WireError(errno.EINVAL, f"{where} extent [{start}, {end}) is not a range "
+                        f"ending at a multiple of {STRIPE_SIZE_UNIT_BYTES} or at LUSTRE_EOF",
+                        request_id)
+    count, size = comp["stripe_count"], comp["stripe_size"]
+    if count == 0 or count < -1 or (ost_count is not None and count > ost_count):
+        raise WireError(errno.EINVAL, f"{where}.stripe_count {count} (must be -1 or "
+                        f"1..OST count)", request_id)
+    if size <= 0 or size % STRIPE_SIZE_UNIT_BYTES or size > MAX_STRIPE_SIZE:
+        raise WireError(errno.EINVAL, f"{where}.stripe_size {size} is not a positive multiple "
+                        f"of {STRIPE_SIZE_UNIT_BYTES} below 4 GiB", request_id)
+    pool = comp.get("pool")
+    if pool is not None and (not isinstance(pool, str)
+                             or len(pool.encode()) > MAX_POOL_NAME):
+        raise WireError(errno.EINVAL, f"{where}.pool must be a string of at most "
+                        f"{MAX_POOL_NAME} bytes or nil", request_id)
+    return OstComponent(Extent(start, end), count, size, pool or None)
+
+
+def encode_composite(request_id: int, layouts: Sequence[Sequence[int]], policy: str,
+                     fallback: str = "") -> bytes:
+    """Reply body of a composite layout: ``{v: 2, id, ok: true, op: "composite", layouts,
+    policy, fallback}``, ``layouts`` one OST list (stripe order) per requested component,
+    in the request's order; ``fallback`` the first component's that the fallback policy
+    decided (``""``: the primary decided every one)."""
+    return _pack({"v": LEASE_VERSION, "id": request_id, "ok": True, "op": "composite",
+                  "layouts": [list(o) for o in layouts], "policy": policy,
+                  "fallback": fallback})
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One OST component as a client asks for it (client side)."""
+    start: int
+    end: int
+    stripe_count: int
+    stripe_size: int = 1 << 20
+    pool: str | None = None
+
+
+def encode_composite_request(request_id: int, job: str, components: Sequence[Component],
+                             expected_bytes: int = 0, path: str = "", pool: str | None = None,
+                             fsname: str | None = None, owner: Owner | None = None) -> bytes:
+    """A composite ``alloc`` as a client sends it."""
+    body = create_body(LEASE_VERSION, "alloc", request_id, job, 1, STRIPE_SIZE_UNIT_BYTES,
+                       expected_bytes, path, pool, fsname, owner)
+    del body["stripe_count"], body["stripe_size"]
+    body["components"] = [
+        {k: v for k, v in (("start", c.start), ("end", c.end), ("stripe_count", c.stripe_count),
+                           ("stripe_size", c.stripe_size), ("pool", c.pool)) if v is not None}
+        for c in components]
+    return _pack(body)

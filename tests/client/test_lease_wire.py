@@ -9,7 +9,7 @@ import subprocess
 import msgpack
 import pytest
 
-from mapper.service import wire, wire_lease
+from mapper.service import wire
 from mapper.policies.placement import CreateRequest
 
 from .conftest import LIBDIR
@@ -28,32 +28,32 @@ def _parse(tmp_path, body: bytes) -> dict[str, str]:
 def test_the_mapper_decodes_what_the_shim_packs(shim_lib):
     p = subprocess.run([PROG, "pack"], capture_output=True, text=True, timeout=30, check=True)
     out = dict(line.split("=", 1) for line in p.stdout.split())
-    lease = wire_lease.decode_request(bytes.fromhex(out["lease"]))
+    lease = wire.decode_request(bytes.fromhex(out["lease"]))
     assert (lease.op, lease.id, lease.version, lease.lease_count) == ("lease", 5, 2, 16)
     assert lease.create == CreateRequest("ior.7", 2, 4 << 20, 1 << 30, "flash", "/lustre/run")
     assert lease.owner == wire.Owner(1000, 100, 42)
-    release = wire_lease.decode_request(bytes.fromhex(out["release"]))
+    release = wire.decode_request(bytes.fromhex(out["release"]))
     assert (release.op, release.released) == ("release", ((11, 3), (12, 0)))
     assert out["small"] == "0"
 
 
 def test_the_shim_reads_every_reply_the_mapper_sends(shim_lib, tmp_path):
-    got = _parse(tmp_path, wire_lease.encode_lease(9, 77, [(0, 5), (1, 6), (2, 7)], 1 << 20,
+    got = _parse(tmp_path, wire.encode_lease(9, 77, [(0, 5), (1, 6), (2, 7)], 1 << 20,
                                                   "mcmf", 2000, 3, revoke=[70, 71]))
     assert (got["rc"], got["v"], got["id"], got["lease"], got["lease_ms"]) == \
         ("0", "2", "9", "77", "2000")
     assert got["layouts"] == "0,5;1,6;2,7;" and got["revoke"] == "70,71"
     assert got["policy"] == "mcmf" and got["stripe_size"] == str(1 << 20)
-    quota = _parse(tmp_path, wire_lease.encode_lease_error(9, errno.EDQUOT, "quota",
+    quota = _parse(tmp_path, wire.encode_lease_error(9, errno.EDQUOT, "quota",
                                                            revoke=[5]))
     assert (quota["rc"], quota["err"], quota["revoke"]) == (str(-errno.EDQUOT), "122", "5")
-    shadow = _parse(tmp_path, wire_lease.encode_lease_error(9, errno.EPERM, "shadow",
+    shadow = _parse(tmp_path, wire.encode_lease_error(9, errno.EPERM, "shadow",
                                                             per_create=True))
     assert (shadow["per_create"], shadow["rc"]) == ("1", str(-errno.EPERM))
-    scope = _parse(tmp_path, wire_lease.encode_lease_error(9, errno.EPERM, "scope",
+    scope = _parse(tmp_path, wire.encode_lease_error(9, errno.EPERM, "scope",
                                                            retry_ms=2000))
     assert scope["retry_ms"] == "2000"
-    released = _parse(tmp_path, wire_lease.encode_released(4, ["ok"]))
+    released = _parse(tmp_path, wire.encode_released(4, ["ok"]))
     assert released["rc"] == "1"                                  # not a lease answer
     v1 = _parse(tmp_path, wire.encode_error(9, errno.EPROTO, "protocol version 2"))
     assert (v1["v"], v1["rc"]) == ("1", str(-errno.EPROTO))       # a v1 mapper's answer
@@ -69,7 +69,7 @@ def test_the_shim_reads_every_reply_the_mapper_sends(shim_lib, tmp_path):
     {"lease": 0},
 ])
 def test_a_malformed_grant_is_never_used(shim_lib, tmp_path, change):
-    body = msgpack.unpackb(wire_lease.encode_lease(9, 77, [(0, 5)], 1 << 20, "mcmf", 2000, 3))
+    body = msgpack.unpackb(wire.encode_lease(9, 77, [(0, 5)], 1 << 20, "mcmf", 2000, 3))
     body.update(change)
     got = _parse(tmp_path, msgpack.packb(body))
     assert got["rc"] == str(-errno.EPROTO) and got["layouts"] == ""

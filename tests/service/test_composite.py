@@ -10,8 +10,8 @@ import pytest
 
 from mapper.service.client import MapperClient, MapperError
 from mapper.service.wire import WireError
-from mapper.service.wire_lease import decode_request
-from mapper.service.wire_pfl import LUSTRE_EOF, Component, Extent, encode_composite_request
+from mapper.service.wire import decode_request
+from mapper.service.wire import LUSTRE_EOF, Component, Extent, encode_composite_request
 
 from .conftest import make_service
 

@@ -15,7 +15,7 @@ from mapper.policies.placement import CreateRequest
 from mapper.service import wire
 from mapper.service.client import LeaseRefused, MapperClient
 from mapper.service.leases import LeaseBook
-from mapper.service.wire_lease import decode_v2, encode_lease_request
+from mapper.service.wire import decode_v2, encode_lease_request
 
 from .conftest import make_service
 from .test_mds_view import fed_by_mds, mds_body

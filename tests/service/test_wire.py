@@ -73,8 +73,8 @@ def test_ping_needs_only_version_op_and_id():
     ({"id": -1}, errno.EINVAL, "'id'"),
     ({"id": "x"}, errno.EINVAL, "'id'"),
     ({"id": ...}, errno.EINVAL, "missing field 'id'"),
-    ({"v": 3}, errno.EPROTO, "protocol version 3"),
-    ({"v": 2}, errno.EPROTO, "protocol version 2 (this mapper speaks 1)"),   # v1 alone
+    ({"v": 3}, errno.EPROTO, "protocol version 3 (this mapper speaks 1, 2)"),
+    ({"v": 2}, errno.EINVAL, "'components'"),        # a v2 alloc is a composite layout
     ({"v": ...}, errno.EPROTO, "missing field 'v'"),
 ])
 def test_bad_field_is_refused_with_errno_and_reason(changes, err, words):
