@@ -117,7 +117,7 @@ def _with_params(sc, policy: str, params: dict):
     own, _ = leased(policy)
     tables = dict(sc.policy_params)
     if own in ("mcmf", "mcmf_flow"):       # a variant names experiments flat, for brevity
-        from mapper.policies.mcmf_params import ADMIN_SETTINGS, EXPERIMENTAL_TABLE
+        from mapper.policies.mcmf.params import ADMIN_SETTINGS, EXPERIMENTAL_TABLE
         flat = dict(params)
         params = {k: flat.pop(k) for k in list(flat) if k in ADMIN_SETTINGS
                   or k in ("fallback", "mds_cpu_limit_percent")}
@@ -150,7 +150,7 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     inner = _inner(outer)
     extra = {"policy_stats": dict(inner.stats) if isinstance(inner, McmfPolicy) else {},
              "lease_stats": dict(outer.stats) if isinstance(outer, LeasedCreates) else {},
-             "app_accuracy": ({k: [round(v, 1) for v in hn] for k, hn in inner.gate.accuracy.items()}
+             "app_accuracy": ({k: [round(v, 1) for v in hn] for k, hn in inner.prediction_gate.accuracy.items()}
                               if isinstance(inner, McmfPolicy) else {})}
     um = user_metrics(r)
     mine = {k: j for k, j in r.jobs.items() if not j.background}

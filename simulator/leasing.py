@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from mapper.policies.flow_round import bytes_per_stripe
+from mapper.policies.mcmf.flow_round import bytes_per_stripe
 from mapper.policies.gate import GatedPolicy
 from mapper.policies.placement import (AllocationError, BatchPolicy, BooksPlacements,
                                        CreateRequest, Placement, PlacementPolicy, PlansAhead,

@@ -45,5 +45,5 @@ def test_no_import_cycles():
 def test_the_checker_sees_lazy_imports():
     graph = import_graph()
     assert graph.has_edge("simulator.network.model", "simulator.network.ns3")
-    assert graph.has_edge("mapper.policies.mcmf", "mapper.policies.learned_state")
-    assert graph.has_edge("mapper.policies.learned_state", "mapper.predictor.markov_store")
+    assert graph.has_edge("mapper.policies.mcmf.policy", "mapper.policies.mcmf.learned_state")
+    assert graph.has_edge("mapper.policies.mcmf.learned_state", "mapper.predictor.markov_store")

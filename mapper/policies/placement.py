@@ -145,11 +145,11 @@ class LearnsOffRequestPath(Protocol):
 
 @runtime_checkable
 class PlansAhead(Protocol):
-    """Plans OST lists ahead of the requests (:mod:`mapper.policies.plan_queues`)."""
+    """Plans OST lists ahead of the requests (:mod:`mapper.policies.mcmf.plan_queues`)."""
 
     @property
     def plans(self) -> Any:
-        """The plan queues (:class:`~mapper.policies.plan_queues.PlanQueues`), or None
+        """The plan queues (:class:`~mapper.policies.mcmf.plan_queues.PlanQueues`), or None
         when it plans nothing ahead."""
         ...
 

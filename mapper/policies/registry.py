@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 from mapper.policies.gate import GatedPolicy
 from mapper.policies.lustre_qos import LustreQos
 from mapper.policies.mcmf import McmfFlowOnly, McmfPolicy
-from mapper.policies.mcmf_params import McmfParams, params_from_table
+from mapper.policies.mcmf.params import McmfParams, params_from_table
 from mapper.policies.placement import PlacementPolicy
 from mapper.policies.random_policy import WeightedRandom
 from mapper.policies.round_robin import RoundRobin
@@ -100,7 +100,7 @@ def policy_kwargs(name: str, table: Mapping[str, Any], where: str = "policy"
     """Policy ``name``'s ``[<where>.<name>]`` table as constructor keywords, and the
     experimental keys it set. MCMF's table holds its admin settings at the top and its
     experiments under ``[<where>.mcmf.experimental]``
-    (:func:`mapper.policies.mcmf_params.params_from_table`); the gate's keys
+    (:func:`mapper.policies.mcmf.params.params_from_table`); the gate's keys
     (:data:`GATE_PARAMS`) pass through; other policies' tables are their keywords.
 
     Raises:

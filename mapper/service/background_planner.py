@@ -1,13 +1,13 @@
 """The service's background planner: keeps the primary's plan queues full (issue #19).
 
 The request loop answers from lists planned ahead
-(:mod:`mapper.policies.plan_queues`); this thread refills them. Every ``interval_s`` (or
+(:mod:`mapper.policies.mcmf.plan_queues`); this thread refills them. Every ``interval_s`` (or
 at once when the loop signals a miss) it
 
 1. teaches the primary's Markov chains the requests answered since its last turn
-   (:meth:`~mapper.policies.mcmf_planner.McmfPlanner.learn`: the chain's update is 10-20 us of
+   (:meth:`~mapper.policies.mcmf.planner.McmfPlanner.learn`: the chain's update is 10-20 us of
    Python per request, kept off the request path);
-2. calls the primary's :meth:`~mapper.policies.mcmf_planner.McmfPlanner.plan` on the state
+2. calls the primary's :meth:`~mapper.policies.mcmf.planner.McmfPlanner.plan` on the state
    store's snapshot. ``plan`` reads the state and queues its lists under the service's
    lock, but the flow is built and solved outside it, by default in a child process
    (:mod:`mapper.service.plan_worker`) so that it does not hold the interpreter lock
@@ -173,7 +173,7 @@ class BackgroundPlanner:
                 log.exception("planner process did not start; planning in the thread",
                               extra={"event": "plan_worker_failed"})
                 self.worker = None
-        # (a prediction round's time spaces the next ones: mapper.policies.mcmf_planner)
+        # (a prediction round's time spaces the next ones: mapper.policies.mcmf.planner)
         made = self.primary.plan(snap, lock=self.lock, solve=solve)
         self.seconds += time.perf_counter() - t0
         self.rounds += 1

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from mapper.policies.flow_round import bytes_per_stripe
+from mapper.policies.mcmf.flow_round import bytes_per_stripe
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service.decision_desk import DecisionDesk
 from mapper.service.fs_context import FsContext

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from mapper.policies.flow_round import bytes_per_stripe
+from mapper.policies.mcmf.flow_round import bytes_per_stripe
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service import wire
 from mapper.service.config import MapperConfig

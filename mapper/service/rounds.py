@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from mapper.policies.flow_round import bytes_per_stripe
+from mapper.policies.mcmf.flow_round import bytes_per_stripe
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service import wire
 from mapper.service.decide import Decision, DecisionPath

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapper.speed.rates import OstRateTracker
-from mapper.policies.interleave import CapabilityInterleave
+from mapper.policies.mcmf.interleave import CapabilityInterleave
 from mapper.policies.placement import CreateRequest
 from mapper.policies.round_robin import RoundRobin
 from mapper.state.cluster_state import OstState, make_uniform_cluster

@@ -1,4 +1,4 @@
-"""Plan queues (mapper.policies.plan_queues) and McmfPolicy.plan: lists planned ahead by
+"""Plan queues (mapper.policies.mcmf.plan_queues) and McmfPolicy.plan: lists planned ahead by
 the flow, handed out in O(stripe count), never against the health rules."""
 from __future__ import annotations
 

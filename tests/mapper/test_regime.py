@@ -1,5 +1,5 @@
-"""Policy switching (mapper/policies/regime.py) and the per-application prediction gate
-(mapper/policies/mcmf.py)."""
+"""Policy switching (mapper/policies/mcmf/regime.py) and the per-application prediction gate
+(mapper/policies/mcmf/policy.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -13,7 +13,7 @@ from mapper.state.arrays import OstArrays
 from mapper.policies.mcmf import McmfPolicy
 from mapper.policies.placement import CreateRequest
 from mapper.policies.round_robin import RoundRobin
-from mapper.policies.regime import FLOW, ROUND_ROBIN, RegimeThresholds, classify
+from mapper.policies.mcmf.regime import FLOW, ROUND_ROBIN, RegimeThresholds, classify
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState
 
 MIB = 1 << 20
@@ -186,7 +186,7 @@ def test_the_store_marks_an_ost_its_partner_serves_and_the_default_leaves_rr():
 
 
 def test_failover_evidence_needs_the_partner_to_serve_more_osts_than_usual():
-    from mapper.policies.regime import failover_evidence
+    from mapper.policies.mcmf.regime import failover_evidence
 
     def osts(servers, moved=()):
         return [OstState(index=i, oss=s, kbytes_total=KB, kbytes_free=KB // 2,

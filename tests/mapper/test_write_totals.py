@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mapper.speed.rates import OstRateTracker, totals_rate_bytes_s
 from mapper.policies.mcmf import McmfPolicy
-from mapper.policies.mcmf_params import McmfParams
+from mapper.policies.mcmf.params import McmfParams
 from mapper.policies.placement import CreateRequest
 from mapper.state.state_store import StateStore
 from mapper.state.write_totals import WriteTotals

@@ -179,7 +179,7 @@ def test_every_admin_setting_is_in_the_example_and_the_operations_doc():
     import dataclasses
     import re
     from pathlib import Path
-    from mapper.policies.mcmf_params import ADMIN_SETTINGS
+    from mapper.policies.mcmf.params import ADMIN_SETTINGS
     from mapper.service.config import MapperConfig
     root = Path(__file__).resolve().parents[2]
     example = (root / "mapper/service/systemd/mapper.toml.example").read_text()

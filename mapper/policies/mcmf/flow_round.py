@@ -7,7 +7,7 @@ dropped least likely first (the network's priority bonus, :mod:`mapper.flow.netw
 current request that still cannot get all its stripes gets fewer, as Lustre clips a stripe
 count, and the placement's note says so. Current requests get their OSTs in stripe order
 interleaved across OSSes; predicted requests that got all their stripes are kept for the
-requests that follow (:mod:`mapper.policies.kept_lists`).
+requests that follow (:mod:`mapper.policies.mcmf.kept_lists`).
 """
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from common.lustre import DEFAULT_STRIPE_SIZE_BYTES
 from mapper.flow.costs import PERCENT_SCALE
 from mapper.flow.network import RoundRequest
 from mapper.flow.round_solve import StripeOrder, solve_rows
-from mapper.policies.kept_lists import KeptList, KeptLists
-from mapper.policies.mcmf_params import McmfParams
-from mapper.policies.placed_books import PlacedBooks
+from mapper.policies.mcmf.kept_lists import KeptList, KeptLists
+from mapper.policies.mcmf.params import McmfParams
+from mapper.policies.mcmf.placed_books import PlacedBooks
 from mapper.policies.placement import AllocationError, CreateRequest, NoSpaceError, Placement
-from mapper.policies.prediction_gate import PredictionGate
-from mapper.policies.round_view import RoundView
+from mapper.policies.mcmf.prediction_gate import PredictionGate
+from mapper.policies.mcmf.round_view import RoundView
 from mapper.predictor.markov import MarkovPredictor
 from mapper.state.arrays import OstArrays
 from mapper.state.pending import PendingOverlay

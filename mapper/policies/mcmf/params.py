@@ -66,13 +66,13 @@ class McmfParams:
         cache_ttl_s: how long a predicted request's OST list stays valid, s (0: never
             answer from predicted lists; predictions then only shape each round).
         app_weight: points per stripe an application already has on an OST (recently),
-            added to its request arcs (:mod:`mapper.policies.placed_books`).
+            added to its request arcs (:mod:`mapper.policies.mcmf.placed_books`).
         app_half_life_s: decay of that count, s.
         predict_mode: ``"joint"`` (the paper: current and predicted requests in one
             flow) or ``"after"`` (current requests first, then the predicted ones in a
             second flow on the state the current ones left).
         plan_ahead: keep per request class a queue of OST lists planned ahead
-            (:mod:`mapper.policies.plan_queues`).
+            (:mod:`mapper.policies.mcmf.plan_queues`).
         plan_ttl_s, plan_horizon_s, plan_max_depth: the plan queues' TTL (s), planning
             horizon (s) and depth cap.
         plan_inline: run the planner at the end of a request round that missed (the
@@ -91,12 +91,12 @@ class McmfParams:
         latency_smoothing: weight of a new sample in the smoothed brw_stats RPC time the
             ``rate`` cost sees (1: the last sample).
         regime: switch to Lustre's round-robin while the evidence says the OSTs are
-            alike (:mod:`mapper.policies.regime`: by default no straggler, no OST within
+            alike (:mod:`mapper.policies.mcmf.regime`: by default no straggler, no OST within
             an RPC of the ENOSPC reserve, no OST served by its failover partner,
             estimated rates within 2x between median and p10), the flow otherwise. On by default since issue #28's third run:
             the flow's greedy optimum over 5 s-old samples lost 3-11% of job I/O time to
             RR's rotation in worlds where the OSTs are alike (docs/placement.md).
-        regime_params: :class:`~mapper.policies.regime.RegimeThresholds` fields (None
+        regime_params: :class:`~mapper.policies.mcmf.regime.RegimeThresholds` fields (None
             turns a test off; the load and space tests are off by default).
         space_cost_model, space_cost_params: with ``regime``, the cost model of every
             round (planning and requests alike) while load is uniform but space is not
@@ -109,9 +109,9 @@ class McmfParams:
         placement: ``"flow"`` (a min-cost flow per round, the paper's) or ``"interleave"``
             (Lustre's round-robin while the OSTs look alike, capability-weighted
             interleaving and straggler exploration otherwise:
-            :mod:`mapper.policies.interleave`).
+            :mod:`mapper.policies.mcmf.interleave`).
         interleave_tolerance, explore_share: the interleave's equal-speed band and
-            exploration share (:class:`~mapper.policies.interleave.CapabilityInterleave`).
+            exploration share (:class:`~mapper.policies.mcmf.interleave.CapabilityInterleave`).
         rate_relax_s: an OST's speed estimate relaxes toward the others' median with this
             time constant, s, while its samples carry no evidence (0: never;
             :class:`mapper.speed.rates.OstRateTracker`).

@@ -3,14 +3,14 @@
 Orchestration of small parts (Firmament's split of cost model, graph and solver, one level
 up; ``../docs/architecture.md``):
 
-* :mod:`mapper.policies.mcmf_params`: the parameters, read from ``[policy.mcmf]``;
-* :mod:`mapper.policies.round_view`: what a round derives from the OSTs (usable OSTs,
+* :mod:`mapper.policies.mcmf.params`: the parameters, read from ``[policy.mcmf]``;
+* :mod:`mapper.policies.mcmf.round_view`: what a round derives from the OSTs (usable OSTs,
   stragglers, rates, regime, the round's one cost model), per snapshot version;
-* :mod:`mapper.policies.placed_books`: what this mapper placed that the samples do not show
+* :mod:`mapper.policies.mcmf.placed_books`: what this mapper placed that the samples do not show
   yet (and each application's recent stripes);
-* :mod:`mapper.policies.prediction_gate`: whether an application's predictions are used;
-* :mod:`mapper.policies.flow_round`: the request round itself;
-* :mod:`mapper.policies.mcmf_planner`: lists planned ahead, and off-path learning.
+* :mod:`mapper.policies.mcmf.prediction_gate`: whether an application's predictions are used;
+* :mod:`mapper.policies.mcmf.flow_round`: the request round itself;
+* :mod:`mapper.policies.mcmf.planner`: lists planned ahead, and off-path learning.
 
 One round (:meth:`McmfPolicy.allocate_batch`):
 
@@ -20,7 +20,7 @@ One round (:meth:`McmfPolicy.allocate_batch`):
    service, off the request path). A request that matches the head of its application's
    kept predicted lists is answered at once from it; else a list planned ahead for its
    class (pool, stripe count, stripe size band, size band), if any.
-3. The rest form one flow round (:class:`~mapper.policies.flow_round.FlowRound`).
+3. The rest form one flow round (:class:`~mapper.policies.mcmf.flow_round.FlowRound`).
 
 While load is uniform and space within the band (``regime``), Lustre's round-robin answers
 instead; the chain still learns and the stripes still count as pending. The policy does
@@ -38,20 +38,20 @@ import numpy as np
 from common.lustre import DEFAULT_STRIPE_SIZE_BYTES
 from mapper.flow.costs import CostModel, make_cost_model
 from mapper.flow.round_solve import PlanJob, PlanSolution, solve_plan
-from mapper.policies.flow_round import CurrentRequest, FlowRound, bytes_per_stripe, shortlist_rows
-from mapper.policies.interleave import CapabilityInterleave
-from mapper.policies.kept_lists import KeptLists
-from mapper.policies.learned_state import learned_extras, load_learned, save_learned
-from mapper.policies.mcmf_params import McmfParams
-from mapper.policies.mcmf_planner import PREDICT_ROUND_S, McmfPlanner
-from mapper.policies.placed_books import PlacedBooks
+from mapper.policies.mcmf.flow_round import CurrentRequest, FlowRound, bytes_per_stripe, shortlist_rows
+from mapper.policies.mcmf.interleave import CapabilityInterleave
+from mapper.policies.mcmf.kept_lists import KeptLists
+from mapper.policies.mcmf.learned_state import learned_extras, load_learned, save_learned
+from mapper.policies.mcmf.params import McmfParams
+from mapper.policies.mcmf.planner import PREDICT_ROUND_S, McmfPlanner
+from mapper.policies.mcmf.placed_books import PlacedBooks
 from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, NoSpaceError,
                                        Placement)
-from mapper.policies.plan_queues import ClassKey, PlanQueues, bytes_band, stripe_size_band
-from mapper.policies.prediction_gate import PredictionGate
-from mapper.policies.regime import ROUND_ROBIN
+from mapper.policies.mcmf.plan_queues import ClassKey, PlanQueues, bytes_band, stripe_size_band
+from mapper.policies.mcmf.prediction_gate import PredictionGate
+from mapper.policies.mcmf.regime import ROUND_ROBIN
 from mapper.policies.round_robin import RoundRobin
-from mapper.policies.round_view import RoundView, RoundViews
+from mapper.policies.mcmf.round_view import RoundView, RoundViews
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import resolve_stripe_count
@@ -65,7 +65,7 @@ class McmfPolicy(BatchPolicy):
 
     Args:
         seed: seed of the round-robin regime's walk (the flow itself is deterministic).
-        params: :class:`~mapper.policies.mcmf_params.McmfParams` fields (``[policy.mcmf]``).
+        params: :class:`~mapper.policies.mcmf.params.McmfParams` fields (``[policy.mcmf]``).
 
     Raises:
         TypeError: an unknown parameter.
@@ -121,7 +121,7 @@ class McmfPolicy(BatchPolicy):
 
     @property
     def kept_lists(self) -> dict[str, Any]:
-        """jobid -> its queue of kept :class:`~mapper.policies.kept_lists.KeptList`."""
+        """jobid -> its queue of kept :class:`~mapper.policies.mcmf.kept_lists.KeptList`."""
         return self.kept.by_job
 
     @property
@@ -195,13 +195,13 @@ class McmfPolicy(BatchPolicy):
     # -- persistence (PersistsState) -------------------------------------------------
     def save_state(self, path: str | Path) -> Path:
         """Write the learned predictor and the OST rate memory to ``path`` atomically
-        (:mod:`mapper.policies.learned_state`)."""
+        (:mod:`mapper.policies.mcmf.learned_state`)."""
         return save_learned(self.predictor, self.views.rate_tracker, path)
 
     def load_state(self, path: str | Path) -> int:
         """Replace the predictor with the one saved at ``path`` and restore the OST rate
         memory saved with it; returns the records skipped as unusable
-        (:func:`mapper.policies.learned_state.load_learned`).
+        (:func:`mapper.policies.mcmf.learned_state.load_learned`).
 
         Raises:
             PredictorStateError: missing, corrupt or incompatible file.
@@ -350,7 +350,7 @@ class McmfPolicy(BatchPolicy):
 
     def _interleaved(self, snapshot: ClusterSnapshot, view: RoundView,
                      requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
-        """``placement = "interleave"`` (:mod:`mapper.policies.interleave`): each request
+        """``placement = "interleave"`` (:mod:`mapper.policies.mcmf.interleave`): each request
         on its own, from the speed estimates (with memory) of the OSTs."""
         out: list[Placement | AllocationError] = []
         speed = self.views.rate_tracker.rate

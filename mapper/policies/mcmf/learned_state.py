@@ -14,7 +14,7 @@ from mapper.predictor.markov import MarkovConfig, MarkovPredictor
 from mapper.predictor.markov_store import (predictor_from_document, read_state_document,
                                           save_predictor)
 
-log = logging.getLogger("mapper.policies.learned_state")
+log = logging.getLogger("mapper.policies.mcmf.learned_state")
 
 
 def learned_extras(tracker: OstRateTracker) -> dict[str, Any]:

@@ -24,13 +24,13 @@ import numpy as np
 
 from mapper.flow.network import RoundRequest
 from mapper.flow.round_solve import PlanJob, PlanSolution, slot_cap, solve_plan
-from mapper.policies.flow_round import round_arrays
-from mapper.policies.kept_lists import KeptList, KeptLists
-from mapper.policies.mcmf_params import McmfParams
+from mapper.policies.mcmf.flow_round import round_arrays
+from mapper.policies.mcmf.kept_lists import KeptList, KeptLists
+from mapper.policies.mcmf.params import McmfParams
 from mapper.policies.placement import AllocationError
-from mapper.policies.plan_queues import ClassKey, PlanQueues
-from mapper.policies.prediction_gate import PredictionGate
-from mapper.policies.round_view import RoundView
+from mapper.policies.mcmf.plan_queues import ClassKey, PlanQueues
+from mapper.policies.mcmf.prediction_gate import PredictionGate
+from mapper.policies.mcmf.round_view import RoundView
 from mapper.predictor.markov import MarkovPredictor
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.pending import PendingOverlay

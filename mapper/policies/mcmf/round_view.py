@@ -16,8 +16,8 @@ import numpy as np
 from mapper.flow.costs import STRAGGLERS_BY_RATE, CostModel
 from mapper.speed.rates import OstRateTracker
 from mapper.flow.stragglers import slowest_outliers, straggler_indices
-from mapper.policies.mcmf_params import McmfParams
-from mapper.policies.regime import FLOW, Regime, RegimeThresholds, classify, failover_evidence
+from mapper.policies.mcmf.params import McmfParams
+from mapper.policies.mcmf.regime import FLOW, Regime, RegimeThresholds, classify, failover_evidence
 from mapper.state.arrays import OstArrays, OstTable, TableSync, ost_arrays
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import pool_members
@@ -35,7 +35,7 @@ class RoundView:
         candidates: usable, non-straggling OST indices (int64, ascending).
         base: their arrays, with smoothed rates and OSS link limits.
         cost: the cost model of every round on this view (planning and requests).
-        regime: the regime (:mod:`mapper.policies.regime`), None when switching is off.
+        regime: the regime (:mod:`mapper.policies.mcmf.regime`), None when switching is off.
         pools: per pool, (usable OSTs in it, mask over ``candidates``), filled lazily.
     """
     key: tuple[int, int] | None
