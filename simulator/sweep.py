@@ -40,7 +40,8 @@ def _on_worker(fn: Callable[[Any, Report | None], Any], task: Any, label: str,
 
 def run_tasks(fn: Callable[[Any, Report | None], Any], tasks: Sequence[Any],
               labels: Sequence[str], jobs: int = 1, scheduler: str | None = None,
-              progress: Progress | None = None) -> list[Any]:
+              progress: Progress | None = None,
+              priorities: Sequence[int] | None = None) -> list[Any]:
     """``fn(task, report)`` for every task; results in task order.
 
     Args:
@@ -50,6 +51,8 @@ def run_tasks(fn: Callable[[Any, Report | None], Any], tasks: Sequence[Any],
         jobs: local worker processes (1 and no ``scheduler``: run here, in order).
         scheduler: address of a running Dask scheduler (overrides ``jobs``).
         progress: called with ``(label, done, total)`` as tasks advance.
+        priorities: one per task, higher first (Dask's ``priority``; None: all 0): a
+            task known to be long started first is not the tail of the run.
 
     Raises:
         whatever a task raised (the first failing task's exception).
@@ -65,8 +68,10 @@ def run_tasks(fn: Callable[[Any, Report | None], Any], tasks: Sequence[Any],
     client = Client(scheduler if scheduler is not None else local)
     try:
         queue = Queue(PROGRESS_QUEUE, client=client)
-        futures = [client.submit(_on_worker, fn, t, lab, PROGRESS_QUEUE, pure=False)
-                   for t, lab in zip(tasks, labels)]
+        prio = list(priorities) if priorities is not None else [0] * len(tasks)
+        futures = [client.submit(_on_worker, fn, t, lab, PROGRESS_QUEUE, pure=False,
+                                 priority=pr)
+                   for t, lab, pr in zip(tasks, labels, prio)]
         while not all(f.done() for f in futures):
             time.sleep(0.2)
             _relay(queue, progress)
