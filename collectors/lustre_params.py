@@ -1,5 +1,5 @@
 """Reading and writing Lustre tunables by their ``lctl`` names: the seam through which the
-steering agents act on Lustre (issue #31).
+steering agents act on Lustre.
 
 Two implementations of :class:`ParamAccess`:
 

@@ -7,8 +7,8 @@ while no broker is connected are dropped by PUB and show up as a sequence gap at
 With CURVE, a broker that does not authorise this collector's key drops it in the handshake,
 which PUB never reports by itself: a socket monitor watches the handshakes, and
 :meth:`Publisher.poll_auth` logs the first rejection (``event: broker_rejected``), counts every
-one (:attr:`Publisher.rejected`) and logs the first success after it (issue #30: before, only
-the broker counted the failure).
+one (:attr:`Publisher.rejected`) and logs the first success after it (otherwise only the
+broker would count the failure).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The steering agent of a collector: applies the mapper's steering actions to this server's
-own targets, and undoes each when its lease runs out (issue #31).
+own targets, and undoes each when its lease runs out.
 
 An OSS's agent flags its own OSTs ``degraded``; the MDS's agent drains OSTs by setting
 ``max_create_count = 0`` on its own OSP devices (one per MDT it serves). Every action is a

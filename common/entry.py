@@ -1,6 +1,6 @@
 """The console scripts' entry points: each imports its command only when run, so that a
 command whose extra is not installed says which one in one line (exit 2) instead of a
-``ModuleNotFoundError`` traceback (issue #30: a collector-only install has no numpy,
+``ModuleNotFoundError`` traceback (a collector-only install has no numpy,
 OR-Tools or matplotlib).
 """
 from __future__ import annotations

@@ -233,11 +233,11 @@ class LiveStack:
         mapper_settings: more ``[mapper]`` keys (e.g. ``round_budget_s``).
         heartbeat_s: broker heartbeat period, s.
         log_level: of every process.
-        steer: ``[steer]`` keys for the mapper (issue #31); when given, every collector also
+        steer: ``[steer]`` keys for the mapper; when given, every collector also
             serves a steering agent (``--steer-endpoint``, acting on its emulated files) and
             the mapper's ``oss_agents`` name them (over CURVE when ``curve``); a collector of
             the emulated MDS serves the ``drain`` agent (``mds_agents``).
-        scope: the mapper's ``[scope]`` table (issue #30: e.g. ``{"shadow": True}``).
+        scope: the mapper's ``[scope]`` table (e.g. ``{"shadow": True}``).
     """
     workdir: Path
     cluster: EmulatedCluster

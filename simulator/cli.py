@@ -139,7 +139,7 @@ def _fmt(*values, nd: int = 1) -> str:
 
 
 def _user_table(summaries: list[dict], title: str) -> Table:
-    """The user's metric (issue 17), one row per policy."""
+    """The user's metric, one row per policy."""
     t = Table(title=title, caption=USER_LEGEND, caption_justify="left")
     for name in USER_COLUMNS:
         t.add_column(name, justify="right" if name != "policy" else "left")

@@ -1,4 +1,4 @@
-"""Fail-slow drives at a measured incidence: the ``fail_slow`` event (issue #27).
+"""Fail-slow drives at a measured incidence: the ``fail_slow`` event.
 
 A fail-slow drive keeps working, slower (Gunawi et al., "Fail-Slow at Scale", FAST 2018);
 under RAID its OST runs at the pace of that drive, and nothing in Lustre flags it (no

@@ -1,6 +1,6 @@
 """What the users see of a simulated run: per job and per application I/O, the job's I/O
-phases and the lower bound of its I/O time alone on the idle cluster (the user's metric,
-issue #17).
+phases and the lower bound of its I/O time alone on the idle cluster (the user's
+metric).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What an OSS's ``obdfilter.*.job_stats`` would hold, kept by the simulator as Lustre keeps
-it (issue #27): per OST and job id, cumulative ``read_bytes`` and ``write_bytes`` counters
+it: per OST and job id, cumulative ``read_bytes`` and ``write_bytes`` counters
 advanced by the bytes the job's transfers moved on that OST.
 
 Lustre's semantics (``lprocfs_jobstats.c``): a job's counters are cumulative while the job

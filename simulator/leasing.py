@@ -1,4 +1,4 @@
-"""Layouts leased ahead, in simulation (protocol v2, issue #29): what a layout chosen up to
+"""Layouts leased ahead, in simulation (protocol v2): what a layout chosen up to
 one lease lifetime before its create costs in job I/O time.
 
 A policy named ``<policy>+lease`` (``mcmf+lease``) runs ``<policy>`` behind the shim's

@@ -13,7 +13,7 @@ Two sources, refreshed lazily at a create when due, as on a real MDS:
   :class:`~mapper.state.state_store.StateStore`, in every world; the view's load fields
   (RPC time, write rate, OSS CPU/memory/LNet load, ``active``, ``DEGRADED``, serving OSS,
   new OSTs) are copied from the store's outputs: the engine has no way to hand the
-  policies a number that did not come through the store (issue #26).
+  policies a number that did not come through the store.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``oracle``: a perfect-information placement, as a reference for the tables (issue #27).
+"""``oracle``: a perfect-information placement, as a reference for the tables.
 
 Simulation only: it reads what no mapper can know, the simulator's true state at each
 create (:class:`SimulationTruth`): every OST's bandwidth now (events included), the bytes

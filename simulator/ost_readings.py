@@ -1,5 +1,5 @@
 """What an OSS's collector would read from its OSTs, kept by the simulator as Lustre keeps
-it: cumulative counters advanced only by RPCs that ran (issue #27).
+it: cumulative counters advanced only by RPCs that ran.
 
 Per OST position, since the start of the run:
 

@@ -52,7 +52,7 @@ def phase_times_s(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
 
 
 def user_metrics(result: RunResult) -> dict:
-    """The user's metric (issue 17). Per job: I/O time (first I/O to last byte) and
+    """The user's metric. Per job: I/O time (first I/O to last byte) and
     slowdown against a lower bound of the same job alone on the idle cluster
     (:class:`simulator.job_io.JobIo`); the same per I/O phase (a generator's job runs all
     day, its checkpoints and iterations are its phases); per file: write and read time

@@ -1,6 +1,6 @@
 """Several seeds of a scenario: each metric's mean and 95% interval over the seeds, and
-each policy's difference from round-robin with its interval (issue #27: every number is no
-longer one seed).
+each policy's difference from round-robin with its interval: no number rests on one
+seed.
 
 The interval is Student's t on the per-seed values (``scipy.stats.t``): for ``n`` seeds,
 ``mean +- t(0.975, n-1) * sd / sqrt(n)``. A difference from RR is taken seed by seed (the

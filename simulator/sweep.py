@@ -1,4 +1,4 @@
-"""Sweeps of independent simulation runs on Dask distributed (issue #27).
+"""Sweeps of independent simulation runs on Dask distributed.
 
 A sweep is a list of tasks (one policy's run of one scenario under one seed, or one size
 of the scalability study) and one top-level function that runs a task. Tasks run in this

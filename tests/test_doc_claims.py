@@ -158,3 +158,16 @@ def test_reference_docs_carry_no_issue_or_commit_numbers():
                                            if re.search(r"\d", h) and re.search(r"[a-f]", h)]
             found += [f"{doc.relative_to(ROOT)}:{n}: {h}" for h in hits]
     assert found == [], "issue or commit numbers outside docs/history.md:\n" + "\n".join(found)
+
+
+def test_docstrings_cite_sources_not_issue_numbers():
+    """The packages' docstrings and comments cite sources and measurements, not the
+    project's issue history (that is docs/history.md)."""
+    found = []
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                line = re.sub(r"\S+://\S+", "", line)
+                if re.search(r"(?<!/)\b[Ii]ssues? #?\d+", line):
+                    found.append(f"{path.relative_to(ROOT)}:{n}")
+    assert found == [], "issue numbers in the code:\n" + "\n".join(found)

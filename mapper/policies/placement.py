@@ -112,7 +112,7 @@ def decide_batch(policy: PlacementPolicy, snapshot: ClusterSnapshot,
     return allocate_each(policy, snapshot, requests)
 
 
-# -- what the mapper service needs of a policy beyond placing (issue #26) -----------------
+# -- what the mapper service needs of a policy beyond placing -----------------
 # The service asks a policy for these through the protocols below (isinstance), never by
 # probing attribute names; only the MCMF policy implements them today.
 
@@ -202,7 +202,7 @@ class ReportsLoad(Protocol):
 @runtime_checkable
 class BooksPlacements(Protocol):
     """Keeps books of what it handed out (pending load) that a shadow decision must leave
-    alone (issue #30: shadow mode decides as usual and books nothing)."""
+    alone (shadow mode decides as usual and books nothing)."""
 
     def not_booking(self) -> ContextManager[None]:
         """A context in which decisions are made as usual and nothing handed out is

@@ -1,6 +1,5 @@
 """``qos_steer``: Lustre's own allocator (QOS, round-robin while space is balanced, as
-restated in :mod:`mapper.policies.lustre_qos`) under the steering controller's actions
-(issue #31).
+restated in :mod:`mapper.policies.lustre_qos`) under the steering controller's actions.
 
 This is what every create on a file system gets when the mapper steers Lustre instead of
 answering clients. It is the simulator's row for steering: the engine feeds

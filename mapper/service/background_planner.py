@@ -1,4 +1,4 @@
-"""The service's background planner: keeps the primary's plan queues full (issue #19).
+"""The service's background planner: keeps the primary's plan queues full.
 
 The request loop answers from lists planned ahead
 (:mod:`mapper.policies.mcmf.plan_queues`); this thread refills them. Every ``interval_s`` (or

@@ -1,4 +1,4 @@
-"""The mapper's admin socket (issue #30): what ``lustre-alloc-ctl`` asks a running mapper.
+"""The mapper's admin socket: what ``lustre-alloc-ctl`` asks a running mapper.
 
 A ZeroMQ REP socket on ``control_endpoint`` (an ``ipc://`` path in the unit's runtime
 directory, mode 0750: the service's user and group, and root, may connect), served by a

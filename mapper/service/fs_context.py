@@ -4,9 +4,9 @@ clip and its background planner.
 
 State is keyed by (fsname, OST index), and a job's pattern on one file system says nothing
 about the OSTs of another, so everything here is per file system; the service holds one
-:class:`FsContext` per ``fsname`` it serves (issue #26: before, five parallel dicts plus
-"first file system" aliases made a ping report the first file system's policy and the MDS
-CPU gauge last-writer-wins).
+:class:`FsContext` per ``fsname`` it serves (parallel dicts with "first file system"
+aliases made a ping report the first file system's policy and the MDS CPU gauge
+last-writer-wins).
 """
 from __future__ import annotations
 

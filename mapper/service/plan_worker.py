@@ -3,8 +3,8 @@
 A planning round at thousands of OSTs is tens of milliseconds of numpy and OR-Tools work
 (``bench/flow_round.py``). In the service's own process that work holds the interpreter
 lock: every request that arrives meanwhile waits for it, the primary's rounds look slow,
-and the gate's round budget sends requests to the fallback (issue #19 measured 79 % of
-requests on ``lustre_qos/budget`` at 3600 OSTs with one client). So the service's
+and the gate's round budget sends requests to the fallback (79 % of requests on
+``lustre_qos/budget`` at 3600 OSTs with one client, measured in the thread). So the service's
 planner thread (:mod:`mapper.service.background_planner`) hands each
 :class:`~mapper.flow.round_solve.PlanJob` to one child process, which runs
 :func:`~mapper.flow.round_solve.solve_plan` (the same function the simulator calls

@@ -1,4 +1,4 @@
-"""Reloading the mapper's configuration on SIGHUP (``systemctl reload``; issue #30).
+"""Reloading the mapper's configuration on SIGHUP (``systemctl reload``).
 
 The signal handler only asks (:meth:`Reloader.request`); the service's loop does the work
 between two rounds (:meth:`Reloader.apply_if_requested`), so no request sees a half-applied

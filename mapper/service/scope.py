@@ -1,4 +1,4 @@
-"""Which requests the mapper places: the admin's ``[scope]`` table (issue #30).
+"""Which requests the mapper places: the admin's ``[scope]`` table.
 
 Everything else is answered ``EPERM`` ("outside the placement scope"), and the shim creates the
 file with Lustre's own allocator, exactly as after any error reply (docs/protocol.md). The

@@ -1,4 +1,4 @@
-"""Shadow mode (issue #30): the mapper decides every request in scope as usual, books
+"""Shadow mode: the mapper decides every request in scope as usual, books
 nothing, and answers "use Lustre's allocator"; the shim reports the layout Lustre chose
 (``op: "report"``, docs/protocol.md). The ledger (:mod:`mapper.shadow.ledger`) pairs both
 choices; the report (:mod:`mapper.shadow.report`) compares them over a window."""

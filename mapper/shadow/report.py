@@ -1,4 +1,4 @@
-"""The shadow report: the mapper's choices beside Lustre's over a window (issue #30).
+"""The shadow report: the mapper's choices beside Lustre's over a window.
 
 For the decisions in the window whose layout the shim reported:
 

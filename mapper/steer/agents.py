@@ -1,5 +1,5 @@
 """The mapper's side of the steering agents: where each action goes, and the request/reply
-client (issue #31).
+client.
 
 A ``degraded`` action goes to the agent of the OSS serving the OST (the snapshot's
 ``OstState.oss``, the collector's host name); a ``drain`` goes to every MDS agent (each

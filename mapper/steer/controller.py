@@ -1,5 +1,5 @@
 """The steering controller: which OSTs Lustre's own allocator should stop giving new objects,
-decided from the per-OST speed estimates the placement uses (issue #31).
+decided from the per-OST speed estimates the placement uses.
 
 Lustre has two knobs that steer its own allocator (LOD) away from an OST while the OST stays
 readable (``docs/operations.md``, "Steering Lustre's allocator"):

@@ -1,5 +1,5 @@
 """The mapper's steering loop: a thread that evaluates the steering controller on each file
-system's snapshot and sends its actions to the agents (issue #31).
+system's snapshot and sends its actions to the agents.
 
 Every ``interval_s`` it takes, under the service's lock, the state store's current snapshot
 (what the collectors published, nothing else) and runs

@@ -1,6 +1,6 @@
 """Capability-weighted interleaving: Lustre's round-robin when the OSTs look alike, each
 OST's share of new stripes in proportion to its estimated speed when they do not, and
-believed stragglers kept to a small exploration share (issue #28).
+believed stragglers kept to a small exploration share.
 
 Why not a greedy per-round optimum over the last sample: with 5 s-old load samples every
 round piles onto the OSTs that looked idle at the sample (Mitzenmacher, "How Useful Is Old

@@ -2,7 +2,7 @@
 mapper's TOML) or ``[policy_params.mcmf]`` (a scenario), checked once.
 
 Sources of the defaults: Paul et al. 2017 (Section III) for the predictor and the flow;
-issue #18/#19 measurements (``docs/placement.md``) for the rate cost and the plan queues.
+measurements (``docs/placement.md``, ``docs/history.md``) for the rate cost and the plan queues.
 """
 from __future__ import annotations
 
@@ -93,9 +93,9 @@ class McmfParams:
         regime: switch to Lustre's round-robin while the evidence says the OSTs are
             alike (:mod:`mapper.policies.mcmf.regime`: by default no straggler, no OST within
             an RPC of the ENOSPC reserve, no OST served by its failover partner,
-            estimated rates within 2x between median and p10), the flow otherwise. On by default since issue #28's third run:
-            the flow's greedy optimum over 5 s-old samples lost 3-11% of job I/O time to
-            RR's rotation in worlds where the OSTs are alike (docs/placement.md).
+            estimated rates within 2x between median and p10), the flow otherwise. On by
+            default: the flow's greedy optimum over 5 s-old samples lost 3-11% of job I/O
+            time to RR's rotation in worlds where the OSTs are alike (docs/placement.md).
         regime_params: :class:`~mapper.policies.mcmf.regime.RegimeThresholds` fields (None
             turns a test off; the load and space tests are off by default).
         space_cost_model, space_cost_params: with ``regime``, the cost model of every

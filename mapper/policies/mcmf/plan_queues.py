@@ -1,4 +1,4 @@
-"""Ready OST lists per request class, planned ahead by the flow (issue #19).
+"""Ready OST lists per request class, planned ahead by the flow.
 
 An MDS creates thousands of files per second; a flow round at thousands of OSTs takes
 milliseconds. So the flow runs *ahead* of the requests: per request class (pool, stripe

@@ -1,4 +1,4 @@
-"""The MCMF policy's plan-ahead planner (issue #19): keeps per request class a queue of OST
+"""The MCMF policy's plan-ahead planner: keeps per request class a queue of OST
 lists planned by the flow ahead of the requests, and the next predicted requests of the
 applications whose chains predict (Section III-B/C).
 

@@ -152,7 +152,7 @@ class McmfPolicy(BatchPolicy):
 
     @contextmanager
     def not_booking(self) -> Iterator[None]:
-        """Decide as usual and book nothing (shadow mode, issue #30): no list handed out
+        """Decide as usual and book nothing (shadow mode): no list handed out
         meanwhile adds pending load. Planning goes on as usual (kept and planned lists are
         taken and refilled: that is how this mapper decides), and what the predictor
         learns from the requests stays learned."""

@@ -3,7 +3,7 @@
 A predicted OST list that its request never uses holds capacity for nothing (its stripes
 count as pending load until they expire). Per application (jobid) the gate counts used
 and wasted lists; below ``min_accuracy`` the application is no longer predicted, except
-for a probe every ``window``-th round so that it can earn its place back (ours, issue #18).
+for a probe every ``window``-th round so that it can earn its place back (ours).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A Mantle-style rule (Sevilla et al., SC 2015: a balancer is "when" to move load,
 "where" to, and "how much"), applied per statistics sample to the round's candidate
 OSTs (:class:`mapper.flow.costs.OstArrays`). Stragglers (:mod:`mapper.flow.stragglers`)
 always mean the flow. Otherwise each test below says "uneven" or not; a threshold set to
-None is not tested, and the defaults (issue #28's measurements, docs/placement.md) test
+None is not tested, and the defaults test
 only persistent evidence, what a 5 s-old sample cannot make up:
 
 * **speed** (default on): the estimated rates (:class:`mapper.speed.rates.OstRateTracker`,
@@ -39,7 +39,7 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   (:attr:`mapper.state.cluster_state.OstState.failed_over`), on an OSS that now serves
   more OSTs than the median OSS. Its failover partner serves two sets of OSTs through one
   NIC and CPU, and the
-  failed-over OSTs ran at about half speed where measured (hpc/ior issue #371). Lustre
+  failed-over OSTs ran at about half speed where measured (https://github.com/hpc/ior/issues/371). Lustre
   exposes the move at once (the partner's collector publishes the target), while the
   rate estimates take several rounds to spread past ``rate_ratio``: the first checkpoint
   after the move was placed by RR (failover-half, docs/placement.md);

@@ -3,8 +3,8 @@ stragglers, candidate arrays with measured rates, the regime and the round's one
 
 A flow round at thousands of OSTs cannot afford to redo this per request; a snapshot whose
 ``version`` has not moved reuses the last view. The request rounds and the planner read the
-same view, so they price every OST with the same cost model (issue #26: before, the planner
-solved with the configured model while request rounds used the regime's).
+same view, so they price every OST with the same cost model (a planner solving with the configured model
+while request rounds used the regime's priced them apart).
 """
 from __future__ import annotations
 
