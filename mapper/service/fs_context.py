@@ -23,7 +23,6 @@ from mapper.policies.placement import (BooksPlacements, InvalidRequestError, Lea
 from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
 from mapper.service.limits import ExpectedBytesClip
-from mapper.service.persist import load_learned_state, save_learned_state
 from mapper.service.background_planner import BackgroundPlanner
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import check_placement, is_usable, pool_members
@@ -217,19 +216,3 @@ class FsContext:
         primary = self.gate.primary
         if isinstance(primary, LearnsOffRequestPath):
             primary.learn()
-
-    # -- learned state ---------------------------------------------------------------
-    def load_state(self) -> tuple[bool, int]:
-        """Restore the primary's learned state (:func:`mapper.service.persist.load_learned_state`);
-        (restored, records skipped)."""
-        primary = self.gate.primary
-        if not self.state_path or not isinstance(primary, PersistsState):
-            return False, 0
-        return load_learned_state(self.state_path, primary)
-
-    def save_state(self) -> bool | None:
-        """Save the primary's learned state now; None when there is nothing to save."""
-        primary = self.gate.primary
-        if not self.state_path or not isinstance(primary, PersistsState):
-            return None
-        return save_learned_state(self.state_path, primary)

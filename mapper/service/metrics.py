@@ -74,7 +74,6 @@ from mapper.state.ost_health import is_usable
 if TYPE_CHECKING:       # the gauges read these; importing them here would be a cycle
     from mapper.service.fs_context import FsContext
     from mapper.service.limits import PeerLimits
-    from mapper.service.persist import BackgroundSaver
 
 from common.fsname import target_name
 from common.metrics import serve as serve_metrics, service_registry
@@ -291,15 +290,16 @@ class ServiceGauges:
         contexts: file system key -> context.
         metrics: the service's metrics.
         limits: the per-client bounds.
-        saver: the background saver (its skipped saves).
+        saves_skipped: how many periodic saves were skipped so far (the background
+            saver's count).
     """
 
     def __init__(self, contexts: dict[str, FsContext], metrics: MapperMetrics,
-                 limits: PeerLimits, saver: BackgroundSaver):
+                 limits: PeerLimits, saves_skipped: Callable[[], int]):
         self.contexts = contexts
         self.metrics = metrics
         self.limits = limits
-        self.saver = saver
+        self.saves_skipped = saves_skipped
         metrics.register_limits(self.limit_counts)
 
     def refresh(self) -> None:
@@ -319,7 +319,7 @@ class ServiceGauges:
         """Scrape time: the client bounds' counters (mapper.service.limits)."""
         return {"rate": self.limits.rate_limited, "new_apps": self.limits.overflowed,
                 "expected_bytes_clipped": sum(c.clip.clipped for c in self.contexts.values()),
-                "saves_skipped": self.saver.skipped}
+                "saves_skipped": self.saves_skipped()}
 
 
 def predicted_load(contexts: dict[str, FsContext]) -> dict[tuple[str, int], float] | None:

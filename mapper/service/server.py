@@ -46,7 +46,7 @@ from mapper.service.leases import LeaseDesk
 from mapper.service.rounds import Rounds
 from mapper.service.limits import PeerLimits
 from mapper.service.metrics import MapperMetrics, ServiceGauges, predicted_load
-from mapper.service.learned_states import LearnedStates
+from mapper.service.persist import LearnedStates
 from mapper.service.sockets import ServiceSockets, SocketError
 from mapper.service.background_planner import BackgroundPlanner
 from mapper.state.state_store import StateStore
@@ -110,7 +110,8 @@ class MapperService:
                                  config.peer_new_apps_per_min, config.peer_max_apps)
         self.intake = Intake(config, self.limits, self.contexts)
         self.learned = LearnedStates(self.contexts, self.metrics)
-        self.gauges = ServiceGauges(self.contexts, self.metrics, self.limits, self.learned.saver)
+        self.gauges = ServiceGauges(self.contexts, self.metrics, self.limits,
+                                    lambda: self.learned.saver.skipped)
         self.sockets = ServiceSockets(config, self.context)
         self._state_loaded = False
         self.metrics_port = 0
