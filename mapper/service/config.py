@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from mapper.service.scope import Scope
     from mapper.steer.agents import SteerConfig
 
+TOP_TABLES = ("mapper", "policy", "steer", "scope")
+"""The top-level tables of a mapper configuration; any other name is refused."""
 DEFAULT_POLICY = "mcmf"
 DEFAULT_FALLBACK = "lustre_qos"
 _STATIC = re.compile(r"^(\d+)x(\d+)$")
@@ -392,10 +394,16 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> MapperConfig:
         ConfigError: unreadable file, unknown key, wrong type, invalid value (one line
             naming the key, e.g. ``policy.mcmf.predict_kk: unknown parameter ...``).
     """
+    top = _top_tables(path)
+    unknown = sorted(set(top) - set(TOP_TABLES))
+    if unknown:
+        # a misspelled [scope] must not turn a shadow pilot into live placement
+        raise ConfigError(f"{path}: unknown table or key [{unknown[0]}]; a mapper "
+                          f"configuration has {', '.join(f'[{t}]' for t in TOP_TABLES)} "
+                          f"(and [policy.<name>])")
     tables = _policy_tables(path)
     if tables is not None:
         overrides = {**overrides, "policy_params": tables}
-    top = _top_tables(path)
     for name in ("steer", "scope"):
         table = top.get(name)
         if table is not None:

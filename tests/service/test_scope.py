@@ -9,7 +9,7 @@ import pytest
 
 from common.errors import ConfigError
 from mapper.service.client import MapperClient, MapperError
-from mapper.service.scope import Scope
+from mapper.service.scope import SHADOW, Scope
 
 from .conftest import make_service
 
@@ -115,3 +115,46 @@ def test_the_service_scopes_by_uid_through_the_wire():
             assert exc.value.errno == errno.EPERM and "uid 1001 not in scope.uids" in exc.value.reason
     finally:
         svc.stop()
+
+
+@pytest.mark.parametrize("table", ["Scope", "scop", "stear"])
+def test_a_misspelled_table_is_refused_at_start_and_at_reload(tmp_path, table):
+    """A shadow pilot whose [scope] is misspelled would place every file live: the name
+    is refused in one line, at start (exit 2) and at reload (the running config stays)."""
+    import subprocess
+    import sys
+    import time
+    from mapper.service.config import load_config
+    from mapper.service.reload import Reloader
+    from mapper.service.server import MapperService
+    base = ('[mapper]\nstatic_cluster = "4x2"\npolicy = "round_robin"\n'
+            'bind = "tcp://127.0.0.1:*"\n\n[scope]\nshadow = true\n')
+    bad = tmp_path / "bad.toml"
+    bad.write_text(base + f"\n[{table}]\nshadow = false\n")
+    with pytest.raises(ConfigError, match=rf"unknown table or key \[{table}\]"):
+        load_config(str(bad), {})
+    proc = subprocess.run([sys.executable, "-m", "mapper.service.cli", "--config", str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and f"[{table}]" in proc.stderr
+    good = tmp_path / "mapper.toml"
+    good.write_text(base)
+    svc = MapperService(load_config(str(good), {})).start()
+    svc.reloader = Reloader(svc, str(good), {})
+    try:
+        good.write_text(base + f"\n[{table}]\nshadow = false\n")
+        svc.reloader.request()
+        deadline = time.monotonic() + 10
+        while svc.reloader.rejected == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert svc.reloader.rejected == 1 and svc.reloader.applied == 0
+        assert svc.intake.scope.mode(svc.only().fsname) == SHADOW      # still the pilot
+    finally:
+        svc.stop()
+
+
+def test_the_packaged_configuration_starts_in_shadow():
+    from pathlib import Path
+    from mapper.service.config import load_config
+    example = Path(__file__).resolve().parents[2] / "mapper/service/systemd/mapper.toml.example"
+    config = load_config(str(example), {"static_cluster": "2x2", "require_curve": False})
+    assert config.scope_rules().mode("") == SHADOW
