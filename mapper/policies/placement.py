@@ -114,7 +114,8 @@ def decide_batch(policy: PlacementPolicy, snapshot: ClusterSnapshot,
 
 # -- what the mapper service needs of a policy beyond placing -----------------
 # The service asks a policy for these through the protocols below (isinstance), never by
-# probing attribute names; only the MCMF policy implements them today.
+# probing attribute names: one per capability (preparing, planning and learning, keeping
+# learned state, booking what it handed out, learning OST speeds, steering Lustre).
 
 @runtime_checkable
 class PreparesDecisions(Protocol):
@@ -135,17 +136,18 @@ def prepare_decisions(policy: Any, snapshot: ClusterSnapshot) -> None:
 
 
 @runtime_checkable
-class LearnsOffRequestPath(Protocol):
-    """Learns from the requests it answered later, in the planner's thread."""
+class PlansAhead(Protocol):
+    """Plans OST lists ahead of the requests (:mod:`mapper.policies.mcmf.plan_queues`) and
+    learns from the requests it answered later, in the planner's thread; keeps per-jobid
+    state (the service bounds how many jobids a client may create)."""
 
     def learn(self, most: int | None = None) -> int:
         """Learn from at most ``most`` queued requests (None: all); how many."""
         ...
 
-
-@runtime_checkable
-class PlansAhead(Protocol):
-    """Plans OST lists ahead of the requests (:mod:`mapper.policies.mcmf.plan_queues`)."""
+    def tracks_jobid(self, jobid: str) -> bool:
+        """True when ``jobid`` already has state."""
+        ...
 
     @property
     def plans(self) -> Any:
@@ -189,20 +191,21 @@ class PersistsState(Protocol):
         the state is saved by :meth:`save_state` alone."""
         ...
 
-
-@runtime_checkable
-class ReportsLoad(Protocol):
-    """Knows per-OST load it placed that the statistics do not show yet."""
-
-    def predicted_load(self) -> dict[int, float]:
-        """OST index -> bytes placed or planned that the samples do not show yet."""
+    def learned_extras(self) -> dict[str, Any]:
+        """Other learned state saved beside the predictor's records, as plain JSON types
+        under keys of its own (copied in the loop thread at once when a background save
+        begins: it must be small); empty when none."""
         ...
 
 
 @runtime_checkable
 class BooksPlacements(Protocol):
     """Keeps books of what it handed out (pending load) that a shadow decision must leave
-    alone (shadow mode decides as usual and books nothing)."""
+    alone (shadow mode decides as usual and books nothing), and reports that load."""
+
+    def predicted_load(self) -> dict[int, float]:
+        """OST index -> bytes placed or planned that the samples do not show yet."""
+        ...
 
     def not_booking(self) -> ContextManager[None]:
         """A context in which decisions are made as usual and nothing handed out is
@@ -221,29 +224,13 @@ class BooksPlacements(Protocol):
 
 
 @runtime_checkable
-class ReportsStragglers(Protocol):
-    """Leaves OSTs it judged stragglers out of its rounds (``lustre-alloc-ctl status``)."""
+class LearnsOstSpeeds(Protocol):
+    """Learns each OST's speed from its samples and leaves the ones it judged stragglers
+    out of its rounds (``lustre-alloc-ctl status`` and ``forget-speed``)."""
 
     def straggler_osts(self) -> list[int]:
         """OST indices left out of the last round as stragglers, ascending."""
         ...
-
-
-@runtime_checkable
-class PersistsExtras(Protocol):
-    """Saves other learned state beside its predictor's records (a protocol of its own, so
-    a policy written against :class:`PersistsState` alone is still saved)."""
-
-    def learned_extras(self) -> dict[str, Any]:
-        """That state as plain JSON types under keys of its own (copied in the loop thread
-        at once when a background save begins: it must be small); empty when none."""
-        ...
-
-
-@runtime_checkable
-class LearnsOstSpeeds(Protocol):
-    """Learns each OST's speed from its samples (``lustre-alloc-ctl status`` and
-    ``forget-speed``)."""
 
     def ost_speed_ratios(self) -> dict[int, float]:
         """Each measured OST's speed estimate over the median of the measured ones."""
@@ -252,15 +239,6 @@ class LearnsOstSpeeds(Protocol):
     def forget_ost_speeds(self, osts: Sequence[int]) -> list[int]:
         """Forget what was learned of ``osts``' speed (unmeasured until their next look);
         the indices that had an estimate, ascending."""
-        ...
-
-
-@runtime_checkable
-class TracksJobids(Protocol):
-    """Keeps per-jobid state (the service bounds how many jobids a client may create)."""
-
-    def tracks_jobid(self, jobid: str) -> bool:
-        """True when ``jobid`` already has state."""
         ...
 
 

@@ -38,7 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from common.metrics import MAPPER_PREFIX
 from mapper.flow.round_solve import solve_plan
-from mapper.policies.placement import LearnsOffRequestPath, PlansAhead
+from mapper.policies.placement import PlansAhead
 from mapper.service.plan_worker import PlanWorker
 
 log = logging.getLogger("mapper.service.background_planner")
@@ -126,7 +126,7 @@ class BackgroundPlanner:
     def supported(gate: Any) -> bool:
         """True when the gate's primary plans ahead (and learns off the request path)."""
         primary = gate.primary
-        return (isinstance(primary, PlansAhead) and isinstance(primary, LearnsOffRequestPath)
+        return (isinstance(primary, PlansAhead)
                 and primary.plans is not None)
 
     def start(self) -> "BackgroundPlanner":

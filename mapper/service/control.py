@@ -42,7 +42,7 @@ from typing import Any, Callable
 import msgpack
 import zmq
 
-from mapper.policies.placement import LearnsOstSpeeds, PlansAhead, ReportsStragglers
+from mapper.policies.placement import LearnsOstSpeeds, PlansAhead
 from mapper.service.fs_context import FsContext
 from mapper.service.metrics import RESULTS
 from mapper.state.ost_health import unusable_reason
@@ -186,7 +186,7 @@ class ControlServer:
             "policy": primary.name, "fallback": ctx.gate.fallback.name,
             "osts": len(snap.osts), "usable": len(snap.osts) - len(excluded),
             "excluded": excluded, "degraded": degraded,
-            "stragglers": primary.straggler_osts() if isinstance(primary, ReportsStragglers) else [],
+            "stragglers": primary.straggler_osts() if isinstance(primary, LearnsOstSpeeds) else [],
             "slow_estimates": [{"ost": i, "ratio": r} for i, r in primary.ost_speed_ratios().items()
                                if r < SLOW_ESTIMATE_RATIO]
             if isinstance(primary, LearnsOstSpeeds) else [],

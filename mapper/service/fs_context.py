@@ -18,8 +18,8 @@ from typing import Any, Callable, ContextManager, Sequence, cast
 
 from mapper.policies import registry
 from mapper.policies.gate import GatedPolicy
-from mapper.policies.placement import (BooksPlacements, InvalidRequestError, LearnsOffRequestPath, PersistsState,
-                                       PlacementCheckError, PlansAhead, ReportsLoad, TracksJobids)
+from mapper.policies.placement import (BooksPlacements, InvalidRequestError,
+                                       PlacementCheckError, PlansAhead)
 from mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from mapper.service.config import MapperConfig
 from mapper.service.limits import ExpectedBytesClip
@@ -187,12 +187,12 @@ class FsContext:
         """The primary's per-jobid membership test; None when it keeps no per-jobid state
         (every jobid is then its own: the new-jobid bound has nothing to protect)."""
         primary = self.gate.primary
-        return primary.tracks_jobid if isinstance(primary, TracksJobids) else None
+        return primary.tracks_jobid if isinstance(primary, PlansAhead) else None
 
     def predicted_load(self) -> dict[int, float]:
         """OST index -> bytes the primary placed or planned that samples do not show yet."""
         primary = self.gate.primary
-        return primary.predicted_load() if isinstance(primary, ReportsLoad) else {}
+        return primary.predicted_load() if isinstance(primary, BooksPlacements) else {}
 
     # -- the planner -----------------------------------------------------------------
     def start_planner(self, config: MapperConfig, lock: threading.Lock, registry: Any) -> None:
@@ -214,5 +214,5 @@ class FsContext:
             self.planner.stop()
             self.planner = None
         primary = self.gate.primary
-        if isinstance(primary, LearnsOffRequestPath):
+        if isinstance(primary, PlansAhead):
             primary.learn()

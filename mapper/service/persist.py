@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mapper.policies.placement import PersistsExtras, PersistsState
+from mapper.policies.placement import PersistsState
 from mapper.predictor.markov_store import (FORMAT, VERSION, remove_stale_temporaries, with_extras,
                                           write_document)
 from mapper.service.fs_context import FsContext
@@ -125,7 +125,7 @@ class BackgroundSaver:
 
     def begin(self, jobs: list[tuple[str, Any, dict[str, Any]]]) -> bool:
         """Start saving ``jobs`` (path, Markov predictor, extras copied now:
-        :meth:`~mapper.policies.placement.PersistsExtras.learned_extras`); False (skipped)
+        :meth:`~mapper.policies.placement.PersistsState.learned_extras`); False (skipped)
         while busy."""
         if self.busy:
             self.skipped += 1
@@ -213,8 +213,7 @@ class LearnedStates:
                 continue
             predictor = ctx.primary.learned_predictor()
             if predictor is not None:
-                extras = (ctx.primary.learned_extras()
-                          if isinstance(ctx.primary, PersistsExtras) else {})
+                extras = ctx.primary.learned_extras()
                 jobs.append((ctx.state_path, predictor, extras))
             else:
                 self._count(_save(ctx))

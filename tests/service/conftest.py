@@ -67,6 +67,9 @@ class JobCounter:
     def learned_predictor(self) -> None:
         return None                                     # saved by save_state alone
 
+    def learned_extras(self) -> dict:
+        return {}
+
 
 def spawn_mapper(args: Sequence[str], log_path: Path, *, with_test_policy: bool = False
                  ) -> subprocess.Popen:

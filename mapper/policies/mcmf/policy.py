@@ -142,7 +142,7 @@ class McmfPolicy(BatchPolicy):
     def predicted_load(self) -> dict[int, float]:
         """Per-OST bytes this mapper placed that the statistics do not show yet, plus the
         expected bytes of predicted lists kept for upcoming requests; OST index -> bytes.
-        (The service exports it as a metric: :class:`~mapper.policies.placement.ReportsLoad`.)"""
+        (The service exports it as a metric: :class:`~mapper.policies.placement.BooksPlacements`.)"""
         load = self.pending.bytes_by_ost()
         for queue in self.kept.values():
             for entry in queue:
@@ -366,7 +366,7 @@ class McmfPolicy(BatchPolicy):
             out.append(Placement(tuple(osts), self.name, note="interleave"))
         return out
 
-    # -- planning ahead (PlansAhead, LearnsOffRequestPath) ---------------------------
+    # -- planning ahead and learning (PlansAhead) ---------------------------
     def plan_in_background(self) -> None:
         """The service's planner thread plans from now on: rounds no longer plan inline,
         and the chains learn in :meth:`learn`."""
