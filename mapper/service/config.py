@@ -134,7 +134,7 @@ class MapperConfig:
         decision_log_per_s: most ``event=decision`` log lines a second, sampled from the
             replies (:mod:`mapper.service.decision_desk`; 0: off).
         control_endpoint: the admin socket ``lustre-alloc-ctl`` talks to
-            (:mod:`mapper.service.control`): ``ipc://PATH`` or a loopback ``tcp://``;
+            (:mod:`mapper.service.admin_socket`): ``ipc://PATH`` or a loopback ``tcp://``;
             ``"auto"``: ``ipc://$RUNTIME_DIRECTORY/control`` when systemd gives a runtime
             directory (the unit's ``RuntimeDirectory=lustre-alloc``), else off; ``""``: off.
         lease_s: lifetime of a layout lease (protocol v2, :mod:`mapper.service.leases`),

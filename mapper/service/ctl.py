@@ -1,5 +1,5 @@
 """``lustre-alloc-ctl``: ask a running mapper through its admin socket
-(:mod:`mapper.service.control`).
+(:mod:`mapper.service.admin_socket`).
 
     lustre-alloc-ctl status                      per file system: OSTs usable / excluded and why,
                                                  stragglers, plan queues, fallback share, shadow

@@ -2,7 +2,7 @@
 the last decision per jobid and path for ``explain`` (:mod:`mapper.explain.decisions`) and,
 in shadow mode, the ledger pairing the mapper's choice with Lustre's (:mod:`mapper.shadow`).
 Called by the request loop under the service lock; read by the control socket
-(:mod:`mapper.service.control`) under the same lock.
+(:mod:`mapper.service.admin_socket`) under the same lock.
 
 The decision log says why a file went where it did, as structured log lines
 (``event=decision``, JSON on stderr, so journald keeps and rotates them), sampled and

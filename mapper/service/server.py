@@ -138,7 +138,7 @@ class MapperService:
         """The steering loop (:class:`mapper.steer.service.SteerLoop`) when ``[steer]`` is on."""
         self._steer_metrics: Any = None
         self.control: Any = None
-        """The admin socket (:class:`mapper.service.control.ControlServer`) when on."""
+        """The admin socket (:class:`mapper.service.admin_socket.ControlServer`) when on."""
         self.reloader: Any = None
         """The SIGHUP reload (:class:`mapper.service.reload.Reloader`), set by the command."""
 
@@ -286,7 +286,7 @@ class MapperService:
                                       metrics=self._steer_metrics).start()
 
     def _start_control(self) -> None:
-        """The admin socket (:mod:`mapper.service.control`), when ``control_endpoint`` is on.
+        """The admin socket (:mod:`mapper.service.admin_socket`), when ``control_endpoint`` is on.
 
         Raises:
             ServiceError: its endpoint cannot be bound.
@@ -294,7 +294,7 @@ class MapperService:
         address = self.config.control_address()
         if not address:
             return
-        from mapper.service.control import ControlServer
+        from mapper.service.admin_socket import ControlServer
         try:
             self.control = ControlServer(self, address, self.context).start()
         except zmq.ZMQError as exc:

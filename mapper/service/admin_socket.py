@@ -48,7 +48,7 @@ from mapper.service.metrics import RESULTS
 from mapper.state.ost_health import unusable_reason
 from mapper.state.cluster_state import OstFlag
 
-log = logging.getLogger("mapper.service.control")
+log = logging.getLogger("mapper.service.admin_socket")
 
 MAX_REQUEST_BYTES = 65_536
 SHADOW_STATUS_WINDOW_S = 3600.0
