@@ -20,7 +20,10 @@ thread of its own. One msgpack map per request, one per reply:
                                                                priced (:mod:`mapper.explain`)
 ``shadow_report``  ``window_s`` (3600), ``fsname`` (opt.)      ``report``
                                                                (:mod:`mapper.shadow.report`)
-``reload``         --                                          ``result``: ``applied`` or
+``reload``         --                                          ``result``: ``applied`` (with
+                                                               ``changed`` and
+                                                               ``needs_restart``: keys a
+                                                               restart applies) or
                                                                ``rejected`` with ``error``
 ``forget_speed``   ``osts`` (OST indices), ``fsname`` (opt.)   ``forgotten``: per file system
                                                                the OSTs whose learned speed was
@@ -155,9 +158,13 @@ class ControlServer:
         m = svc.metrics
         requests = {r: int(m.registry.get_sample_value("lustre_alloc_mapper_requests_total",
                                                        {"result": r}) or 0) for r in RESULTS}
-        placed = requests["ok"] + requests["fallback"]
+        layouts = {r: int(m.registry.get_sample_value("lustre_alloc_mapper_layouts_total",
+                                                      {"result": r}) or 0)
+                   for r in ("ok", "fallback")}
+        placed = layouts["ok"] + layouts["fallback"]
         return {"filesystems": filesystems, "requests": requests,
-                "fallback_share": requests["fallback"] / placed if placed else None,
+                "fallback_share": layouts["fallback"] / placed if placed else None,
+                "scope": svc.intake.scope.describe(), "policy": svc.config.policy,
                 "steering": steering, "leases": leases, "endpoint": svc.endpoint,
                 "pid": os.getpid(),
                 "check_violations": svc.path.check_violations,
@@ -257,5 +264,6 @@ class ControlServer:
             time.sleep(0.02)
         if reloader.rejected != before[1]:
             return {"result": "rejected", "error": reloader.last_error}
-        return {"result": "applied", "changed": reloader.last_changed}
+        return {"result": "applied", "changed": reloader.last_changed,
+                "needs_restart": reloader.last_needs_restart}
 

@@ -13,8 +13,8 @@
                                                  slow drive): it rejoins at once, re-measured
 
 ``--json`` prints the reply as JSON. Exit status (:mod:`common.cli`): 0 answered, 1 the
-mapper refused, a reload was rejected or nothing answered (one line on stderr), 2 a usage
-error.
+mapper refused, a reload was rejected or changed keys only a restart applies, or nothing
+answered (one line on stderr), 2 a usage error.
 """
 from __future__ import annotations
 
@@ -91,6 +91,8 @@ def format_status(reply: dict[str, Any]) -> str:
              f"fallback share {_fmt(reply.get('fallback_share'))}; "
              f"check violations {reply['check_violations']}; reloads "
              f"{reply['reloads']['applied']} applied, {reply['reloads']['rejected']} rejected"]
+    if "scope" in reply:
+        lines.append(f"  scope in force: {reply['scope']}")
     req = reply["requests"]
     lines.append("  replies: " + ", ".join(f"{k} {v}" for k, v in req.items() if v))
     held = reply["leases"]
@@ -203,8 +205,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{fs}: forgot the speed of "
                   f"{', '.join(f'OST{i:04x}' for i in osts) or 'nothing (none was measured)'}")
     else:
+        restart = reply.get("needs_restart") or []
         print(f"reload {reply['result']}" + (f": {reply['error']}" if reply.get("error") else
                                              f" (changed: {', '.join(reply.get('changed') or []) or 'nothing'})"))
+        if restart:
+            print(f"needs a restart (the running values are kept): {', '.join(restart)}")
+            return 1
     return 0 if reply.get("result", "applied") == "applied" else 1
 
 

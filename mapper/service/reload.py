@@ -63,6 +63,9 @@ class Reloader:
         """Why the last rejected reload was rejected (one line)."""
         self.last_changed: list[str] = []
         """The reloadable keys the last applied reload changed."""
+        self.last_needs_restart: list[str] = []
+        """The keys the last applied reload found changed that only a restart applies
+        (they keep their running values)."""
 
     def request(self) -> None:
         """Ask for a reload (safe in a signal handler: sets a flag)."""
@@ -114,6 +117,7 @@ class Reloader:
         if "steer" in applied:
             svc.restart_steering()
         self.last_changed = applied
+        self.last_needs_restart = restart
         self.applied += 1
         svc.metrics.reloads.labels("applied").inc()
         log.info("configuration reloaded", extra={"event": "reload", "changed": applied,

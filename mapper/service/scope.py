@@ -119,6 +119,23 @@ class Scope:
         kw["fsnames"] = dict(fs)
         return cls(**kw)
 
+    def describe(self) -> str:
+        """The rules in force as one line (``lustre-alloc-ctl status``): what is placed, in
+        which mode, and every selector that is set."""
+        if not self.place:
+            return "nothing placed (place = false)"
+        parts = ["shadow" if self.shadow else "live"]
+        for key in ("paths", "exclude_paths", "pools", "jobids", "exclude_jobids", "uids",
+                    "gids", "projids"):
+            values = getattr(self, key)
+            if values:
+                parts.append(f"{key} {', '.join(map(str, values))}")
+        if self.fsnames:
+            parts.append("fsnames " + ", ".join(f"{k}={v}" for k, v in self.fsnames.items()))
+        if len(parts) == 1:
+            parts.append("every request")
+        return "; ".join(parts)
+
     def mode(self, fsname: str) -> str:
         """``"place"``, ``"shadow"`` or ``"off"`` for the file system ``fsname``."""
         own = self.fsnames.get(fsname, True)

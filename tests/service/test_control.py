@@ -39,6 +39,7 @@ def test_status_as_text_and_json(served, capsys):
     svc, sock = served
     code, text, _ = run(capsys, "--socket", sock, "status")
     assert code == 0 and "mode place, policy round_robin" in text and "OSTs 8 usable of 8" in text
+    assert "scope in force: live; every request" in text
     code, out, _ = run(capsys, "--socket", sock, "--json", "status")
     reply = json.loads(out)
     fs = reply["filesystems"][0]
@@ -146,6 +147,13 @@ def test_reload_through_ctl_applied_and_rejected(tmp_path, capsys):
                                     peer_max_apps=9))
         code, text, _ = run(capsys, "--socket", sock, "reload")
         assert code == 0 and text.strip() == "reload applied (changed: peer_max_apps)"
+        # a key only a restart applies: said, and not a silent success
+        toml.write_text(config_text(endpoint, str(clients), control_endpoint=sock,
+                                    peer_max_apps=9, policy="lustre_qos"))
+        code, text, _ = run(capsys, "--socket", sock, "reload")
+        assert code == 1 and text.splitlines() == [
+            "reload applied (changed: nothing)",
+            "needs a restart (the running values are kept): policy"]
         toml.write_text("[mapper]\nbind = 5\n")
         code, text, _ = run(capsys, "--socket", sock, "reload")
         assert code == 1 and text.startswith("reload rejected: ") and "bind" in text
@@ -211,3 +219,11 @@ def test_status_shows_osts_believed_slow_and_forget_speed_brings_them_back(tmp_p
         assert run(capsys, "--socket", sock, "status")[0] == 0
     finally:
         svc.stop()
+
+
+def test_status_names_the_scope_in_force():
+    from mapper.service.scope import Scope
+    assert Scope.from_table({"shadow": True, "paths": ["/lustre/pilot"],
+                             "jobids": ["climate.*"]}).describe() == \
+        "shadow; paths /lustre/pilot; jobids climate.*"
+    assert Scope.from_table({"place": False}).describe() == "nothing placed (place = false)"
