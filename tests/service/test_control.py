@@ -39,7 +39,7 @@ def test_status_as_text_and_json(served, capsys):
     svc, sock = served
     code, text, _ = run(capsys, "--socket", sock, "status")
     assert code == 0 and "mode place, policy round_robin" in text and "OSTs 8 usable of 8" in text
-    assert "scope in force: live; every request" in text
+    assert "scope in force: live; exclude_paths /lustre/tmp" in text
     code, out, _ = run(capsys, "--socket", sock, "--json", "status")
     reply = json.loads(out)
     fs = reply["filesystems"][0]
