@@ -1,6 +1,8 @@
 """Shared test fixtures: where the in-repository fixtures and data live, deterministic seeds."""
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,3 +19,15 @@ PYTOKIO = DATA / "nersc-pytokio"
 def pytokio_dir() -> Path:
     """The NERSC pytokio data folder inside the repository (``lfs df``, ``lctl dl -t``, LMT, HACC)."""
     return PYTOKIO
+
+
+@pytest.fixture(autouse=True)
+def own_runtime_dir(monkeypatch):
+    """Each test's mappers (in process and spawned) get a runtime directory of their own, so
+    a hand-started mapper's admin socket (``common.runtime_dir``) never meets another
+    test's; a short path, for AF_UNIX's 107 bytes."""
+    path = tempfile.mkdtemp(prefix="la-run-", dir="/tmp")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", path)
+    monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

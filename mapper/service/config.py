@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from common.config import load
 from common.curve import CurveClient, CurveServer
 from common.errors import ConfigError
+from common.runtime_dir import hand_started_control
 from mapper.policies import registry
 from mapper.policies.gate import MDS_CPU_LIMIT_PERCENT
 
@@ -275,11 +276,15 @@ class MapperConfig:
         return self
 
     def control_address(self) -> str:
-        """The control socket's endpoint ("" when off; ``control_endpoint``)."""
+        """The control socket's endpoint ("" when off; ``control_endpoint``): ``auto`` is
+        ``ipc://$RUNTIME_DIRECTORY/control`` under systemd, else the hand-started mapper's
+        (:func:`common.runtime_dir.hand_started_control`)."""
         if self.control_endpoint != "auto":
             return self.control_endpoint
         runtime = os.environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
-        return f"ipc://{runtime}/control" if runtime else ""
+        if runtime:
+            return f"ipc://{runtime}/control"
+        return f"ipc://{hand_started_control()}"       # started by hand: ctl finds it too
 
     def scope_rules(self) -> "Scope":
         """The ``[scope]`` rules.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from typing import Any, Sequence
@@ -28,10 +29,18 @@ import msgpack
 import zmq
 
 from common.cli import EXIT_FAILED, OneLineParser, command_parser, fail
+from common.runtime_dir import control_candidates
 
 PROG = "lustre-alloc-ctl"
-DEFAULT_SOCKET = "ipc:///run/lustre-alloc/control"
-"""The mapper's ``control_endpoint`` under systemd (``RuntimeDirectory=lustre-alloc``)."""
+
+
+def default_socket() -> str:
+    """The first admin socket that exists of the packaged unit's and a hand-started
+    mapper's (:func:`common.runtime_dir.control_candidates`); the unit's when neither does."""
+    for path in control_candidates():
+        if path.exists():
+            return f"ipc://{path}"
+    return f"ipc://{control_candidates()[0]}"
 
 
 _OST_RE = re.compile(r"^(?:[A-Za-z0-9_]{1,8}-)?OST([0-9a-fA-F]{4,8})$")
@@ -64,6 +73,10 @@ def ask(endpoint: str, request: dict[str, Any], timeout_s: float = 15.0) -> dict
         CtlError: nothing answered within ``timeout_s`` (the mapper is not running, or the
             socket is another's).
     """
+    if endpoint.startswith("ipc://") and not os.path.exists(endpoint[len("ipc://"):]):
+        looked = ", ".join(map(str, control_candidates()))
+        raise CtlError(f"no admin socket at {endpoint} (a mapper's is at one of: {looked}; "
+                       f"is it running, with control_endpoint on?)")
     ctx = zmq.Context.instance()
     sock = ctx.socket(zmq.REQ)
     sock.linger = 0
@@ -153,8 +166,9 @@ def format_explain(d: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = command_parser(PROG, "Ask a running mapper: status, explain, shadow-report, reload, "
                               "forget-speed.")
-    ap.add_argument("--socket", default=DEFAULT_SOCKET,
-                    help="the mapper's control_endpoint (default %(default)s)")
+    ap.add_argument("--socket", default=None,
+                    help="the mapper's control_endpoint (default: the packaged unit's, "
+                         "/run/lustre-alloc/control, or a hand-started mapper's)")
     ap.add_argument("--json", action="store_true", help="print the reply as JSON")
     ap.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for an answer")
     sub = ap.add_subparsers(dest="op", required=True, parser_class=OneLineParser)
@@ -186,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.fsname:
             request["fsname"] = args.fsname
     try:
-        reply = ask(args.socket, request, args.timeout)
+        reply = ask(args.socket or default_socket(), request, args.timeout)
     except CtlError as exc:
         return fail(PROG, exc, EXIT_FAILED)
     if not reply.get("ok"):

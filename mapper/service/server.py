@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any
 
+import msgpack
 import zmq
 
 from mapper.service import wire
@@ -295,10 +296,33 @@ class MapperService:
         if not address:
             return
         from mapper.service.admin_socket import ControlServer
+        if address.startswith("ipc://"):
+            path = address[len("ipc://"):]
+            # a hand-started mapper's directory may not exist yet: the user's own, 0700
+            try:
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            except OSError as exc:
+                raise ServiceError(f"cannot make the control socket's directory for "
+                                   f"{address}: {exc.strerror}") from exc
+            if os.path.exists(path) and self._control_answers(address):
+                # binding an ipc path takes it over: never from a mapper that is running
+                raise ServiceError(f"another mapper answers on the control socket {address}: "
+                                   f"set control_endpoint")
         try:
             self.control = ControlServer(self, address, self.context).start()
         except zmq.ZMQError as exc:
             raise ServiceError(f"cannot bind the control socket {address}: {exc}") from exc
+
+    def _control_answers(self, address: str) -> bool:
+        """True when something answers a status request on ``address`` within 0.5 s."""
+        sock = self.context.socket(zmq.REQ)
+        sock.linger = 0
+        try:
+            sock.connect(address)
+            sock.send(msgpack.packb({"op": "status"}, use_bin_type=True))
+            return bool(sock.poll(500))
+        finally:
+            sock.close(0)
 
     def restart_steering(self) -> None:
         """Stop the steering loop (releasing its actions) and start it from the current

@@ -10,6 +10,7 @@ import zmq
 
 from mapper.service import ctl
 from mapper.service.client import MapperClient, ShadowDecision
+from mapper.service.server import ServiceError
 from tests.service.test_reload import config_text, SECRET, wait_event
 
 from .conftest import free_port, make_service, spawn_mapper, stop_process, wait_ready
@@ -100,6 +101,9 @@ def test_bad_requests_get_one_line_and_the_socket_serves_on(served, capsys):
     assert run(capsys, "--socket", sock, "status")[0] == 0
     code, _, err = run(capsys, "--socket", f"ipc://{sock[6:]}-absent", "--timeout", "0.3",
                        "status")
+    assert code == 1 and err.startswith("lustre-alloc-ctl: error: no admin socket at ")
+    code, _, err = run(capsys, "--socket", f"tcp://127.0.0.1:{free_port()}", "--timeout",
+                       "0.3", "status")
     assert code == 1 and err.startswith("lustre-alloc-ctl: error: no answer")
 
 
@@ -171,7 +175,8 @@ def test_control_endpoint_is_local_only_and_auto_follows_systemd(monkeypatch):
     assert load_config(None, {"control_endpoint": "tcp://127.0.0.1:9"}).control_address() \
         == "tcp://127.0.0.1:9"
     monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
-    assert load_config(None, {}).control_address() == ""            # no runtime dir: off
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")        # started by hand
+    assert load_config(None, {}).control_address() == "ipc:///run/user/1000/lustre-alloc/control"
     monkeypatch.setenv("RUNTIME_DIRECTORY", "/run/lustre-alloc")
     assert load_config(None, {}).control_address() == "ipc:///run/lustre-alloc/control"
     assert load_config(None, {"control_endpoint": ""}).control_address() == ""
@@ -227,3 +232,25 @@ def test_status_names_the_scope_in_force():
                              "jobids": ["climate.*"]}).describe() == \
         "shadow; paths /lustre/pilot; jobids climate.*"
     assert Scope.from_table({"place": False}).describe() == "nothing placed (place = false)"
+
+
+def test_ctl_finds_a_hand_started_mapper_and_fails_at_once_without_one(capsys, own_runtime_dir):
+    """A mapper started by hand (no systemd RuntimeDirectory) serves its admin socket where
+    ``lustre-alloc-ctl`` looks by default; with no mapper, ctl says where it looked at once
+    instead of waiting 15 s."""
+    import time
+    t0 = time.monotonic()
+    code, _, err = run(capsys, "status")
+    assert code == 1 and time.monotonic() - t0 < 5
+    assert "no admin socket" in err and own_runtime_dir in err
+    svc = make_service(static_cluster="4x2", policy="round_robin")
+    try:
+        code, text, _ = run(capsys, "status")
+        assert code == 0 and "policy round_robin" in text
+        second = None
+        with pytest.raises(ServiceError, match="another mapper answers on the control socket"):
+            second = make_service(static_cluster="4x2", policy="round_robin")
+        assert second is None
+        assert run(capsys, "status")[0] == 0                        # the first one kept it
+    finally:
+        svc.stop()
