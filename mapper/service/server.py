@@ -306,8 +306,13 @@ class MapperService:
                                    f"{address}: {exc.strerror}") from exc
             if os.path.exists(path) and self._control_answers(address):
                 # binding an ipc path takes it over: never from a mapper that is running
-                raise ServiceError(f"another mapper answers on the control socket {address}: "
-                                   f"set control_endpoint")
+                if self.config.control_endpoint != "auto":
+                    raise ServiceError(f"another mapper answers on the control socket "
+                                       f"{address}")
+                log.warning("another mapper answers on the default control socket; this one "
+                            "serves none (set control_endpoint to reach it)",
+                            extra={"event": "control_socket_taken", "control": address})
+                return
         try:
             self.control = ControlServer(self, address, self.context).start()
         except zmq.ZMQError as exc:

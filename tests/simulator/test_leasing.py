@@ -51,6 +51,9 @@ class Booking(BatchPolicy):
     def book_observed(self, snapshot, osts, bytes_per_stripe, jobid):
         pass
 
+    def predicted_load(self):
+        return dict(self.booked)
+
     def unbook(self, osts, bytes_per_stripe):
         for o in osts:
             self.booked[o] -= bytes_per_stripe
