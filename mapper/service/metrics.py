@@ -38,6 +38,7 @@ lustre_exporter's labels ``target="<fsname>-OST<hex>"`` and ``fsname``):
                                                else MCMF's pending bytes: placed, not yet
                                                visible in the OST's space)
 ``ost_stripes_total{target,fsname}`` counter   stripes handed out per OST
+``scope_changes_total``             counter    reloads that changed the ``[scope]`` in force
 ``shadow_reports_total{result}``    counter    shim reports of Lustre's layout in shadow
                                                mode: ``ok``, ``unknown``, ``duplicate``
 ==================================  =========  ==========================================
@@ -239,6 +240,8 @@ class MapperMetrics:
                                       "Lustre's layout, by result", ["result"], registry=r)
         for result in ("ok", "unknown", "duplicate"):
             self.shadow_reports.labels(result)
+        self.scope_changes = Counter(PREFIX + "scope_changes", "Reloads that changed the "
+                                     "[scope] in force", registry=r)
         self.leases = Counter(PREFIX + "leases", "Layout leases (protocol v2) by event: "
                               "granted, refused, quota, per_create, released, expired, revoked",
                               ["result"], registry=r)

@@ -108,7 +108,12 @@ class Reloader:
         for ctx in svc.contexts.values():
             ctx.gate.mds_cpu_limit_percent = new.mds_cpu_limit_percent
             ctx.gate.round_budget_s = new.round_budget_s
-        svc.intake.scope = new.scope_rules()
+        scope = new.scope_rules()
+        if scope != svc.intake.scope:
+            svc.metrics.scope_changes.inc()
+            log.warning("the scope in force changed: %s", scope.describe(),
+                        extra={"event": "scope_changed", "scope": scope.describe()})
+        svc.intake.scope = scope
         svc.desk.log.per_s = new.decision_log_per_s
         if new.log_level != old.log_level:
             logging.getLogger().setLevel(new.log_level.upper())

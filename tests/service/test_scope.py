@@ -82,6 +82,9 @@ def test_a_reload_changes_the_scope(tmp_path):
             with pytest.raises(MapperError) as exc:
                 c.alloc("app.1", 1, path="/x/f")
             assert exc.value.errno == errno.EPERM and "scope.place" in str(exc.value)
+        # counted, for the LustreAllocScopeChanged alert
+        assert svc.metrics.registry.get_sample_value(
+            "lustre_alloc_mapper_scope_changes_total") == 1
     finally:
         svc.stop()
 
