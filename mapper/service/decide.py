@@ -8,7 +8,7 @@ shadow mode without booking), **check** (the placement guard, ``check_placement`
 a layout that fails is taken off the primary's books and replaced by the fallback's, reason
 ``check``), **record** (the decision log, the explain index, the shadow ledger), and, once
 the caller knows which layouts leave, **count** them (``layouts_total``, ``fallbacks_total``,
-``ost_stripes_total``).
+and ``ost_stripes_total`` for the files created).
 """
 from __future__ import annotations
 
@@ -98,20 +98,21 @@ class DecisionPath:
                                                            version)))
         return out
 
-    def count(self, fsname: str, placed: Sequence[Placement]) -> None:
+    def count(self, fsname: str, placed: Sequence[Placement], stripes: bool = True) -> None:
         """Count layouts that left the mapper (not shadow decisions): by who decided
-        (``layouts_total{result="ok"|"fallback"}``, ``fallbacks_total{reason}``) and their
-        stripes per OST."""
+        (``layouts_total{result="ok"|"fallback"}``, ``fallbacks_total{reason}``) and, with
+        ``stripes``, their stripes per OST (``ost_stripes_total``: files created; a leased
+        layout's stripes are counted when the client says it used it,
+        :meth:`mapper.service.leases.LeaseDesk.release`)."""
         m = self.metrics
-        stripes: list[int] = []
         ok = 0
         for p in placed:
-            stripes.extend(p.osts)
             if p.fallback:
                 m.fallbacks.labels(p.fallback).inc()
             else:
                 ok += 1
-        m.count_stripes(fsname, stripes)
+        if stripes:
+            m.count_stripes(fsname, [i for p in placed for i in p.osts])
         if ok:
             m.layouts.labels("ok").inc(ok)
         if len(placed) > ok:

@@ -287,7 +287,8 @@ class LeaseDesk:
         layouts = [tuple(p.osts) for p in placed]
         with self.lock:
             lease = self.book.add(peer, ctx.key, create, layouts, version, lifetime)
-        self.path.count(ctx.store.fsname, placed)
+        # stripes are counted when the client says which layouts it used (release)
+        self.path.count(ctx.store.fsname, placed, stripes=False)
         self.metrics.leases.labels("granted").inc()
         self.metrics.leased_layouts.labels("granted").inc(len(layouts))
         return wire.encode_lease(req.id, lease.id, layouts, create.stripe_size, placed[0].policy,
@@ -305,8 +306,12 @@ class LeaseDesk:
                     results.append("unknown" if back is None else "ok")
                     if back is not None:
                         self._unbook(back)
-                        self.metrics.leased_layouts.labels("used").inc(
-                            len(back.lease.layouts) - len(back.layouts))
+                        used = back.lease.layouts[:len(back.lease.layouts) - len(back.layouts)]
+                        self.metrics.leased_layouts.labels("used").inc(len(used))
+                        ctx = self.contexts.get(back.lease.ctx_key)
+                        if ctx is not None:     # files created: their stripes, as per create
+                            self.metrics.count_stripes(ctx.store.fsname,
+                                                       [i for osts in used for i in osts])
             self.metrics.leases.labels("released").inc(results.count("ok"))
             out.append((identity, wire.encode_released(req.id, results)))
         return out

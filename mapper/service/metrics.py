@@ -37,7 +37,10 @@ lustre_exporter's labels ``target="<fsname>-OST<hex>"`` and ``fsname``):
   ``{target, fsname}``                         (``predicted_load()`` if the policy has it,
                                                else MCMF's pending bytes: placed, not yet
                                                visible in the OST's space)
-``ost_stripes_total{target,fsname}`` counter   stripes handed out per OST
+``ost_stripes_total{target,fsname}`` counter   stripes of files created per OST: per
+                                               create at the answer, leased when the client
+                                               releases the lease naming the layouts it used
+                                               (an expired lease's layouts are not counted)
 ``scope_changes_total``             counter    reloads that changed the ``[scope]`` in force
 ``shadow_reports_total{result}``    counter    shim reports of Lustre's layout in shadow
                                                mode: ``ok``, ``unknown``, ``duplicate``
