@@ -204,7 +204,8 @@ class ControlServer:
             "plan_queue_depths": depths,
             "fallbacks": {k: v for k, v in ctx.gate.fallbacks.items() if v},
             "shadow": {k: shadow[k] for k in ("decisions", "reported", "same_osts",
-                                              "shared_stripes", "mapper_expected_sooner")},
+                                              "shared_stripes", "mapper_expected_sooner",
+                                              "expected_same", "mapper_expected_later")},
         }
 
     def explain(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -134,7 +134,9 @@ def format_status(reply: dict[str, Any]) -> str:
         if sh["decisions"]:
             lines.append(f"  shadow (last hour): {sh['decisions']} decisions, {sh['reported']} "
                          f"reported, same OSTs {_fmt(sh['same_osts'])}, mapper expected sooner "
-                         f"{_fmt(sh['mapper_expected_sooner'])}")
+                         f"{_fmt(sh['mapper_expected_sooner'])}, the same "
+                         f"{_fmt(sh.get('expected_same'))}, later "
+                         f"{_fmt(sh.get('mapper_expected_later'))}")
     steering = reply.get("steering")
     if steering:
         for fs, actions in steering.items():

@@ -8,7 +8,9 @@ For the decisions in the window whose layout the shim reported:
   OSTs either used (1.0 = perfectly even; Lustre's balance metric);
 * what the mapper's cost model says each choice will cost: the expected completion time of
   each file's slowest stripe (:mod:`mapper.explain.pricing`), mean / p50 / p99, and the
-  share of files where the mapper's list was expected to finish sooner.
+  shares of files where the mapper's list was expected to finish sooner, at the same time
+  (within :data:`SAME_TIME_REL` of each other: on OSTs the model prices alike, e.g. before any
+  sample shows a difference) or later.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from mapper.shadow.ledger import ShadowEntry
 
 TOP_OSTS = 5
 """Busiest OSTs listed under each choice."""
+SAME_TIME_REL = 1e-6
+"""Two expected times within this fraction of each other count as the same."""
 
 
 def _load(lists: list[tuple[tuple[int, ...], float]]) -> dict[str, Any]:
@@ -56,7 +60,7 @@ def summarize(entries: Sequence[ShadowEntry], window_s: float) -> dict[str, Any]
     same = shared = 0.0
     mapper_s: list[float] = []
     lustre_s: list[float] = []
-    cheaper = 0
+    cheaper = later = 0
     for e in reported:
         mine, theirs = set(e.decision.osts), set(e.lustre_osts or ())
         same += mine == theirs
@@ -66,7 +70,10 @@ def summarize(entries: Sequence[ShadowEntry], window_s: float) -> dict[str, Any]
         if math.isfinite(m) and math.isfinite(lu):
             mapper_s.append(m)
             lustre_s.append(lu)
+            if abs(m - lu) <= SAME_TIME_REL * max(abs(m), abs(lu)):
+                continue
             cheaper += m < lu
+            later += m > lu
     mapper_load = _load([(e.decision.osts, e.decision.bytes_per_stripe) for e in reported])
     lustre_load = _load([(e.lustre_osts or (), e.decision.bytes_per_stripe) for e in reported])
     used = set(mapper_load["stripes"]) | set(lustre_load["stripes"])
@@ -89,6 +96,9 @@ def summarize(entries: Sequence[ShadowEntry], window_s: float) -> dict[str, Any]
         "shared_stripes": shared / n if n else None,
         "priced": len(mapper_s),
         "mapper_expected_sooner": cheaper / len(mapper_s) if mapper_s else None,
+        "expected_same": ((len(mapper_s) - cheaper - later) / len(mapper_s)
+                          if mapper_s else None),
+        "mapper_expected_later": later / len(mapper_s) if mapper_s else None,
         "mapper": side(mapper_load, mapper_s),
         "lustre": side(lustre_load, lustre_s),
     }
@@ -106,8 +116,10 @@ def format_report(fsname: str, summary: dict[str, Any]) -> str:
              f"unreported {s['unreported']}",
              f"  same OST set: {_fmt(s['same_osts'], '.1%')}; mapper stripes on Lustre's OSTs: "
              f"{_fmt(s['shared_stripes'], '.1%')}",
-             f"  mapper's list expected to finish sooner: {_fmt(s['mapper_expected_sooner'], '.1%')}"
-             f" of {s['priced']} priced files",
+             f"  of {s['priced']} priced files, the mapper's list expected to finish sooner: "
+             f"{_fmt(s['mapper_expected_sooner'], '.1%')}, at the same time: "
+             f"{_fmt(s.get('expected_same'), '.1%')}, later: "
+             f"{_fmt(s.get('mapper_expected_later'), '.1%')}",
              f"  {'':8}{'OSTs used':>10}{'stripes max/mean':>18}{'bytes max/mean':>16}"
              f"{'expected s mean':>17}{'p50':>8}{'p99':>8}"]
     for name in ("mapper", "lustre"):

@@ -80,8 +80,28 @@ def test_the_shadow_report_compares_load_and_expected_time():
     assert (rep["decisions"], rep["reported"]) == (3, 2)  # the first evicted, one unreported
     assert rep["same_osts"] == 0.0 and rep["shared_stripes"] == 0.5
     assert rep["mapper_expected_sooner"] == 1.0           # Lustre used the slow OST 3 twice
+    assert (rep["expected_same"], rep["mapper_expected_later"]) == (0.0, 0.0)
     assert rep["lustre"]["expected_s"]["mean"] == pytest.approx(0.5)
     assert rep["lustre"]["busiest"][0] == {"ost": 3, "stripes": 2}
     assert rep["lustre"]["stripes_max_over_mean"] == pytest.approx(2 / (4 / 5))
     text = format_report("scratch", rep)
     assert "OST0003:2" in text and "decisions 3" in text
+
+
+def test_the_shadow_headline_counts_equal_prices_as_the_same_not_as_not_sooner():
+    """On OSTs the model prices alike both lists cost the same: the headline says so
+    (it once said "sooner: 0.0%" beside a table in the mapper's favour)."""
+    from mapper.shadow.ledger import ShadowLedger
+    from mapper.shadow.report import format_report, summarize
+    snap = make_uniform_cluster(2, 4, 1 << 30)
+    pricer = ChoicePricer()
+    ledger = ShadowLedger()
+    for n in range(4):
+        tok = ledger.next_token()
+        ledger.decided(_record(f"/l/{n}", "j", osts=(n, n + 4), t=10.0, mode="shadow",
+                               token=tok))
+        ledger.report(tok, (0, 1), MIB, lambda fs, osts, b: pricer.price(snap, osts, b))
+    rep = summarize(ledger.window(0.0), 60.0)
+    assert (rep["mapper_expected_sooner"], rep["expected_same"],
+            rep["mapper_expected_later"]) == (0.0, 1.0, 0.0)
+    assert "sooner: 0.0%, at the same time: 100.0%, later: 0.0%" in format_report("fs", rep)
