@@ -1,5 +1,5 @@
 """The one decision path of the service, for every create whatever asked for it: a plain or
-composite (PFL) ``alloc`` (:mod:`mapper.service.rounds`) and each layout of a lease
+composite (PFL) ``alloc`` (:mod:`mapper.service.allocs`) and each layout of a lease
 (:mod:`mapper.service.leases`).
 
 For one file system and a batch of creates: **bound** (the client bounds of

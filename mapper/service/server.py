@@ -44,7 +44,7 @@ from mapper.service.intake import Intake
 from mapper.service.decide import DecisionPath
 from mapper.service.decision_desk import DecisionDesk
 from mapper.service.leases import LeaseDesk
-from mapper.service.rounds import Rounds
+from mapper.service.allocs import Rounds
 from mapper.service.limits import PeerLimits
 from mapper.service.metrics import MapperMetrics, ServiceGauges, predicted_load
 from mapper.service.persist import LearnedStates

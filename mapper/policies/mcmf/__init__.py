@@ -4,7 +4,7 @@ they do not, lists planned ahead, an order-3 Markov predictor of each job's requ
 
 :mod:`~mapper.policies.mcmf.policy` is the policy (:class:`McmfPolicy`); its parts, each
 named by what it does: :mod:`~mapper.policies.mcmf.params` (the settings),
-:mod:`~mapper.policies.mcmf.round_view` (the OSTs as a round sees them),
+:mod:`~mapper.policies.mcmf.ost_view` (the OSTs as a round sees them),
 :mod:`~mapper.policies.mcmf.regime` (round-robin or the flow),
 :mod:`~mapper.policies.mcmf.flow_round` (a request round's flow),
 :mod:`~mapper.policies.mcmf.planner` and :mod:`~mapper.policies.mcmf.plan_queues` (lists

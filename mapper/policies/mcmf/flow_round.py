@@ -25,7 +25,7 @@ from mapper.policies.mcmf.params import McmfParams
 from mapper.policies.mcmf.placed_books import PlacedBooks
 from mapper.policies.placement import AllocationError, CreateRequest, NoSpaceError, Placement
 from mapper.policies.mcmf.prediction_gate import PredictionGate
-from mapper.policies.mcmf.round_view import RoundView
+from mapper.policies.mcmf.ost_view import RoundView
 from mapper.predictor.markov import MarkovPredictor
 from mapper.state.arrays import OstArrays
 from mapper.state.pending import PendingOverlay

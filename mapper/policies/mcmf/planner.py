@@ -30,7 +30,7 @@ from mapper.policies.mcmf.params import McmfParams
 from mapper.policies.placement import AllocationError
 from mapper.policies.mcmf.plan_queues import ClassKey, PlanQueues
 from mapper.policies.mcmf.prediction_gate import PredictionGate
-from mapper.policies.mcmf.round_view import RoundView
+from mapper.policies.mcmf.ost_view import RoundView
 from mapper.predictor.markov import MarkovPredictor
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.pending import PendingOverlay

@@ -4,7 +4,7 @@ Orchestration of small parts (Firmament's split of cost model, graph and solver,
 up; ``../docs/architecture.md``):
 
 * :mod:`mapper.policies.mcmf.params`: the parameters, read from ``[policy.mcmf]``;
-* :mod:`mapper.policies.mcmf.round_view`: what a round derives from the OSTs (usable OSTs,
+* :mod:`mapper.policies.mcmf.ost_view`: what a round derives from the OSTs (usable OSTs,
   stragglers, rates, regime, the round's one cost model), per snapshot version;
 * :mod:`mapper.policies.mcmf.placed_books`: what this mapper placed that the samples do not show
   yet (and each application's recent stripes);
@@ -51,7 +51,7 @@ from mapper.policies.mcmf.plan_queues import ClassKey, PlanQueues, bytes_band, s
 from mapper.policies.mcmf.prediction_gate import PredictionGate
 from mapper.policies.mcmf.regime import ROUND_ROBIN
 from mapper.policies.round_robin import RoundRobin
-from mapper.policies.mcmf.round_view import RoundView, RoundViews
+from mapper.policies.mcmf.ost_view import RoundView, RoundViews
 from mapper.predictor.markov import MarkovConfig, MarkovPredictor
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import resolve_stripe_count
