@@ -195,3 +195,15 @@ def test_stripe_counters_count_files_created_not_layouts_leased(shim_run_factory
     stripes = sum(mapper.metrics.stripes[mapper.only().fsname].values())
     assert len(run.records()) == 30 and granted > 30      # several layouts per lease
     assert stripes == 30                                  # one stripe per file created
+
+
+@pytest.mark.parametrize("lease, reason", [("0", "mapper_socket"), ("1", "lease_send")])
+def test_a_mapper_address_without_its_scheme_fails_to_lustre_with_the_documented_reason(
+        shim_run_factory, create_files, lease, reason):
+    """``LUSTRE_ALLOC_MAPPER=mds01:5558`` (no ``tcp://``): every create still succeeds, on
+    Lustre's allocator, recorded with the reason docs/client.md's failure table gives."""
+    run = shim_run_factory("127.0.0.1:5558", LUSTRE_ALLOC_LEASE=lease)
+    p = run.run([create_files, "-n", "3", run.data])
+    assert "created=3" in p.stdout
+    assert {(r["result"], r["reason"].split(":")[0]) for r in run.records()} == \
+        {("default", reason)}
