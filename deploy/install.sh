@@ -156,11 +156,26 @@ if [ -z "$DESTDIR" ]; then
     systemctl daemon-reload 2>/dev/null || true
 fi
 
-cat <<MSG
-Installed under ${DESTDIR:-/} (prefix $PREFIX). Next (docs/operations.md, "Install"):
+echo "Installed under ${DESTDIR:-/} (prefix $PREFIX). Next (docs/operations.md, \"Install\"):"
+echo "  $PREFIX/bin/lustre-alloc-selftest ...           # rollout step 0: check this node first"
+if has_role mapper; then
+    cat <<MSG
   cd /etc/lustre-alloc/keys && $PREFIX/bin/lustre-alloc-broker --keygen broker --keys-dir .
   $PREFIX/bin/lustre-alloc-broker --keygen mapper --keys-dir .     # secret keys: 0600 root
   cp mapper.key authorized/ ; cp <each collector>.key authorized/ ; cp <each client>.key clients/
-  systemctl enable --now lustre-alloc-broker lustre-alloc-mapper   # on the MDS
+  systemctl enable --now lustre-alloc-broker lustre-alloc-mapper   # on the MDS (starts in shadow mode)
+MSG
+fi
+if has_role collector; then
+    cat <<MSG
+  $PREFIX/bin/lustre-alloc-broker --keygen collector --keys-dir /etc/lustre-alloc/keys
+  (copy collector.key to the broker's authorized/ as <this host>.key)
   systemctl enable --now lustre-alloc-collector                    # on every OSS and the MDS
 MSG
+fi
+if has_role client; then
+    cat <<MSG
+  LD_PRELOAD=$PREFIX/lib/liblustre_alloc.so, or the Lmod module deploy/modulefiles/lustre-alloc/0.1.lua
+  (docs/client.md); LUSTRE_ALLOC_MAPPER=tcp://<mds>:5558
+MSG
+fi
