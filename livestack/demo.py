@@ -433,6 +433,14 @@ def _summary(args, scenario: Scenario, state: RunState, emu: EmulatedCluster, fe
         summary_rows.append({"hour": h, "live": live, **{f"sim_{p}": s for p, s in zip(policies, sims)}})
         table.add_row(str(h), f"{live:.3f}", *(f"{s:.3f}" for s in sims))
     console.print(table)
+    console.print(f"What this compares: the OST fill balance (max/mean used space; 1.0 is "
+                  f"even) the live stack reached with {args.policy} placing every file, beside "
+                  f"what the simulator predicts for the same trace under "
+                  f"{' and '.join(policies)}. The live column tests that the running system "
+                  f"does what the simulator says; which policy wins is the simulator's tables' "
+                  f"question (docs/placement.md), not this one's. Fill is not the default "
+                  f"mcmf's aim: where the OSTs are alike it places as Lustre's round-robin, and "
+                  f"evening out space is the rebalancer's job (docs/rebalance.md).")
     lines = feed.lines
     by = Counter(classify(r) for r in lines)
     console.print("creates placed by: " + ", ".join(f"{k}: {v}" for k, v in by.most_common()))
