@@ -43,6 +43,7 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from livestack.stack import free_port  # noqa: E402
 from mapper.service import wire  # noqa: E402
 
 SHAPES = {32: (8, 4), 800: (100, 8), 3600: (450, 8)}
@@ -65,11 +66,6 @@ UNPREPARED = ("import sys; import mapper.service.server as s; "
               "s.MapperService._prepare = lambda self: None; "
               "from mapper.service.cli import main; sys.exit(main(sys.argv[1:]))")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_bound(port: int, timeout_s: float = 60.0) -> None:

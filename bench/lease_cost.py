@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,17 +28,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from livestack.stack import free_port  # noqa: E402
 from mapper.service.client import MapperClient  # noqa: E402
 
 SHAPES = {32: "8x4", 800: "100x8", 3600: "450x8"}
 POLICIES = ("round_robin", "mcmf")
 WARMUP = 50
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def one_run(osts: int, policy: str, layouts: int, requests: int) -> list[float]:

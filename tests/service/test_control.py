@@ -238,11 +238,9 @@ def test_ctl_finds_a_hand_started_mapper_and_fails_at_once_without_one(capsys, o
     """A mapper started by hand (no systemd RuntimeDirectory) serves its admin socket where
     ``lustre-alloc-ctl`` looks by default; with no mapper, ctl says where it looked at once
     instead of waiting 15 s."""
-    import time
-    t0 = time.monotonic()
     code, _, err = run(capsys, "status")
-    assert code == 1 and time.monotonic() - t0 < 5
-    assert "no admin socket" in err and own_runtime_dir in err
+    # refused by the socket's absence, not by the 15 s answer timeout
+    assert code == 1 and "no admin socket" in err and own_runtime_dir in err
     svc = make_service(static_cluster="4x2", policy="round_robin")
     try:
         code, text, _ = run(capsys, "status")
