@@ -251,9 +251,10 @@ class LustreQos:
         return tq.weight
 
     def _read_space(self, snapshot: ClusterSnapshot, now: int) -> None:
-        """Lustre's ``lod_qos_calc_ppo`` step: mark the space dirty when any OST's free space
-        or activity changed, recompute the penalties then; QosUnavailable when QOS declines
-        (balanced space, fewer than 2 active OSTs)."""
+        """Lustre's penalty step (``lod_qos_calc_ppo`` in lod_qos.c to 2.12,
+        ``ltd_qos_penalties_calc`` in obdclass/lu_tgt_descs.c from 2.14): mark the space
+        dirty when any OST's free space or activity changed, recompute the penalties then;
+        QosUnavailable when QOS declines (balanced space, fewer than 2 active OSTs)."""
         # DIRTY: any statfs bavail changed, or an OST was (de)activated.
         # Read only when the snapshot's version moved: at a steady version a declined
         # QOS (balanced space) costs O(1) before round-robin's O(stripe count).
