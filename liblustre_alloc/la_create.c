@@ -68,6 +68,7 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	d->policy[0] = d->mapper_fallback[0] = d->reason[0] = '\0';
 	d->mapper_us = 0;
 	d->lease = 0;
+	d->lease_slot = NULL;
 	d->shadow_token = 0;
 	d->ncomp = 0;
 	d->pfl = NULL;
@@ -106,6 +107,9 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	if (d->ok) {
 		fd = be->create(pfd, base, flags, mode, d, &rq, w->u.lum,
 				&out);
+		if (d->lease) /* the file is named in the lease's release */
+			la_lease_created(d, base, fd >= 0 && out.applied &&
+						      !out.refused_errno);
 		if (fd >= 0 && out.refused_errno) {
 			la_refusal_count(out.recovery);
 			/* the rest of a lease was chosen from the same

@@ -160,6 +160,7 @@ struct la_decision {
 	int err;                    /* negative errno for the API */
 	uint64_t shadow_token;      /* shadow mode: report Lustre's layout under it */
 	uint64_t lease;             /* the lease the layout came from, 0 asked per create */
+	void *lease_slot;           /* its ring slot: la_lease_created() once created */
 	/* composite: osts holds the OST components' lists one after the
 	 * other, comp_count[i] OSTs each; pfl the directory's template */
 	int ncomp;
@@ -310,8 +311,16 @@ struct la_lease_reply {
  * directory) or a release of n (lease, used) pairs; bytes, 0 if too large. */
 LA_HIDDEN size_t la_pack_lease(char *buf, size_t cap, uint64_t id, int count,
 			       const struct la_request *rq);
+/* A file created with a leased layout, named in a release. */
+#define LA_NAME_MAX 255            /* NAME_MAX, <linux/limits.h> */
+struct la_file_used {
+	uint64_t lease;
+	int index;                 /* the layout's place in its lease */
+	char name[LA_NAME_MAX + 1];
+};
 LA_HIDDEN size_t la_pack_release(char *buf, size_t cap, uint64_t id,
-				 const uint64_t *leases, const int *used, int n);
+				 const uint64_t *leases, const int *used, int n,
+				 const struct la_file_used *files, int nfiles);
 /* Decode a lease reply into r: 0 granted, 1 a release's answer (ignored),
  * -errno refused or malformed (r->err, r->per_create, r->retry_ms and
  * r->revoke say what the mapper asked for). */
@@ -338,6 +347,11 @@ LA_HIDDEN void la_leases_atfork_child(void);
 enum { LA_LS_TAKEN, LA_LS_WAITED, LA_LS_ASKED, LA_LS_GRANTED, LA_LS_REFUSED,
        LA_LS_REVOKED, LA_LS_EXPIRED, LA_LS_RELEASES, LA_LS_N };
 LA_HIDDEN uint64_t la_lease_stat(int which);
+/* The create that took d's leased layout is over: name (the file's last
+ * path component) got it when applied; async-signal-safe.  Every create
+ * that took a leased layout calls it once. */
+LA_HIDDEN void la_lease_created(const struct la_decision *d, const char *name,
+				int applied);
 /* Drop what is left of lease (Lustre refused one of its layouts: the rest
  * came from the same sample); async-signal-safe. */
 LA_HIDDEN void la_lease_forget(uint64_t lease);

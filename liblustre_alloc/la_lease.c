@@ -14,10 +14,13 @@
  * copies and at most one futex wait: async-signal-safe, no lock, no malloc.
  *
  * Slot and lease life:
- *   helper installs (READY) -> a create takes it (TAKEN) or skips it
- *   (SKIPPED: revoked, or past its use-by time) -> the helper reaps it,
- *   counting per lease the layouts used, and when every layout of a lease is
- *   reaped sends `release [lease, used]` (the mapper un-books the rest).
+ *   helper installs (READY) -> a create takes it (CREATING, then TAKEN when
+ *   the file is created, with the file's name when it got the layout) or
+ *   skips it (SKIPPED: revoked, or past its use-by time) -> the helper reaps
+ *   it, counting per lease the layouts used and naming each file created
+ *   with one (`files [lease, index, name]`: the mapper's decision log and
+ *   explain), and when every layout of a lease is reaped sends
+ *   `release [lease, used]` (the mapper un-books the rest).
  * A create that finds its class empty asks for a refill and waits for it
  * until its deadline (the first create of a class waits one round trip: an
  * N-rank burst of one file each is when placement matters most, so the first
@@ -53,12 +56,18 @@
 #define LA_USE_FRACTION 0.8        /* of lease_ms, from the reply */
 #define LA_TRACK 16                /* leases a class holds at once */
 #define LA_RELEASE_MAX 64          /* leases per release message */
+#define LA_RELEASE_FILES 32        /* files named per release message */
+#define LA_RELEASE_BODY 16384      /* > 64 leases + 32 names of NAME_MAX */
 #define LA_REQ_TIMEOUT_US 2e6      /* a lease request with no reply is given up */
 #define LA_IDLE_EVICT_US 10e6      /* an empty class unused this long is freed */
 #define LA_CLOSE_WAIT_US 100000.0  /* at exit, for a refill on its way */
 
 enum { LA_CLS_FREE, LA_CLS_FILLING, LA_CLS_ACTIVE, LA_CLS_EVICTING };
-enum { LA_SLOT_EMPTY, LA_SLOT_READY, LA_SLOT_TAKEN, LA_SLOT_SKIPPED };
+/* READY -> CREATING (a create took it) -> TAKEN (the create is over; name
+ * set when the file got the layout), or READY -> SKIPPED (stale, revoked).
+ * The reaper stops at READY and CREATING below the head. */
+enum { LA_SLOT_EMPTY, LA_SLOT_READY, LA_SLOT_CREATING, LA_SLOT_TAKEN,
+       LA_SLOT_SKIPPED };
 enum { LA_NOLEASE_NONE, LA_NOLEASE_V1, LA_NOLEASE_LUSTRE };
 
 struct la_slot {
@@ -70,11 +79,12 @@ struct la_slot {
 	double use_until_us;
 	atomic_int dead;           /* revoked by the mapper */
 	char policy[32];
+	char name[LA_NAME_MAX + 1]; /* the file created with it ("" none) */
 };
 
 struct la_track {
 	uint64_t lease;
-	uint64_t end;              /* ring position after its last layout */
+	uint64_t start, end;       /* ring positions of its first layout, after its last */
 	int granted, used;
 };
 
@@ -217,7 +227,8 @@ static int la_ring_take(struct la_class *k, struct la_decision *d)
 						     LA_LS_EXPIRED], 1);
 			continue;
 		}
-		atomic_store(&s->state, LA_SLOT_TAKEN);
+		atomic_store(&s->state, LA_SLOT_CREATING);
+		d->lease_slot = s;
 		d->count = count;
 		d->ok = 1;
 		d->reason[0] = '\0';
@@ -300,6 +311,21 @@ out:
 	return rc;
 }
 
+void la_lease_created(const struct la_decision *d, const char *name,
+		      int applied)
+{
+	struct la_slot *s = d->lease_slot;
+	size_t n = strlen(name);
+
+	if (!s)
+		return;
+	if (applied && n <= LA_NAME_MAX)
+		memcpy(s->name, name, n + 1);
+	else
+		s->name[0] = '\0';
+	atomic_store(&s->state, LA_SLOT_TAKEN);
+}
+
 /* ---- the helper side ---- */
 
 static void la_lease_refused(struct la_class *k, int kind, const char *reason,
@@ -310,6 +336,8 @@ static _Atomic uint64_t la_lease_next_id = 1;
 static uint64_t la_release_ids[LA_RELEASE_MAX];
 static int la_release_used[LA_RELEASE_MAX];
 static int la_nrelease;
+static struct la_file_used la_files[LA_RELEASE_FILES];
+static int la_nfiles;
 
 static int la_sock_ok(void)
 {
@@ -336,17 +364,33 @@ static int la_send_body(const char *body, size_t len)
 
 static void la_flush_releases(void)
 {
-	char body[LA_REQ_MAX];
+	char body[LA_RELEASE_BODY];
 	size_t len;
 
-	if (!la_nrelease)
+	if (!la_nrelease && !la_nfiles)
 		return;
 	len = la_pack_release(body, sizeof(body),
 			      atomic_fetch_add(&la_lease_next_id, 1),
-			      la_release_ids, la_release_used, la_nrelease);
+			      la_release_ids, la_release_used, la_nrelease,
+			      la_files, la_nfiles);
 	if (len && la_send_body(body, len) == 0)
 		atomic_fetch_add(&la_lease_stats[LA_LS_RELEASES], 1);
-	la_nrelease = 0; /* unsent: the mapper's lifetime returns them */
+	/* unsent: the mapper's lifetime returns the leases; the files go
+	 * unnamed (the decision log and explain miss them) */
+	la_nrelease = 0;
+	la_nfiles = 0;
+}
+
+/* A file created with layout index of lease: named in the next release
+ * (before its lease's own release, or in the same message). */
+static void la_queue_file(uint64_t lease, int index, const char *name)
+{
+	if (la_nfiles == LA_RELEASE_FILES)
+		la_flush_releases();
+	la_files[la_nfiles].lease = lease;
+	la_files[la_nfiles].index = index;
+	memcpy(la_files[la_nfiles].name, name, sizeof(la_files[0].name));
+	la_nfiles++;
 }
 
 static void la_queue_release(uint64_t lease, int used)
@@ -381,14 +425,23 @@ static void la_reap(struct la_class *k, double now)
 	while (k->reaped < h) {
 		struct la_slot *s = &k->ring[k->reaped % LA_RING];
 
-		/* a create between its CAS and its state store: next time */
-		if (atomic_load(&s->state) == LA_SLOT_READY)
+		int state = atomic_load(&s->state);
+
+		/* a create between its CAS and its state store, or still
+		 * creating the file: next time */
+		if (state == LA_SLOT_READY || state == LA_SLOT_CREATING)
 			break;
 		for (i = 0; i < k->ntrack; i++) {
 			if (k->track[i].lease != s->lease)
 				continue;
-			if (atomic_load(&s->state) == LA_SLOT_TAKEN)
+			if (state == LA_SLOT_TAKEN) {
 				k->track[i].used++;
+				if (s->name[0])
+					la_queue_file(s->lease,
+						      (int)(k->reaped -
+							    k->track[i].start),
+						      s->name);
+			}
 			break;
 		}
 		atomic_store(&s->state, LA_SLOT_EMPTY);
@@ -517,6 +570,7 @@ static void la_install(struct la_class *k, const struct la_lease_reply *r,
 	atomic_thread_fence(memory_order_release);
 	atomic_store(&k->tail, t + (uint64_t)n);
 	k->track[k->ntrack].lease = r->lease;
+	k->track[k->ntrack].start = t;
 	k->track[k->ntrack].end = t + (uint64_t)n;
 	k->track[k->ntrack].granted = r->nlayouts;
 	k->track[k->ntrack].used = 0;
@@ -740,6 +794,7 @@ void la_leases_atfork_child(void)
 	/* the parent's leases stay the parent's: the child starts empty */
 	la_lease_sock = NULL;
 	la_nrelease = 0;
+	la_nfiles = 0;
 	for (c = 0; c < hwm; c++) {
 		struct la_class *k = &la_classes[c];
 

@@ -34,14 +34,15 @@ size_t la_pack_lease(char *buf, size_t cap, uint64_t id, int count,
 }
 
 size_t la_pack_release(char *buf, size_t cap, uint64_t id,
-		       const uint64_t *leases, const int *used, int n)
+		       const uint64_t *leases, const int *used, int n,
+		       const struct la_file_used *files, int nfiles)
 {
 	struct la_buf b = { buf, 0, cap, 0 };
 	msgpack_packer pk;
 	int i;
 
 	msgpack_packer_init(&pk, &b, la_buf_write);
-	msgpack_pack_map(&pk, 4 + (la_cfg.fsname[0] ? 1 : 0));
+	msgpack_pack_map(&pk, 4 + (la_cfg.fsname[0] ? 1 : 0) + (nfiles ? 1 : 0));
 	la_pack_cstr(&pk, "v");
 	msgpack_pack_int(&pk, 2);
 	la_pack_cstr(&pk, "op");
@@ -54,6 +55,16 @@ size_t la_pack_release(char *buf, size_t cap, uint64_t id,
 		msgpack_pack_array(&pk, 2);
 		msgpack_pack_uint64(&pk, leases[i]);
 		msgpack_pack_int(&pk, used[i]);
+	}
+	if (nfiles) {
+		la_pack_cstr(&pk, "files");
+		msgpack_pack_array(&pk, (size_t)nfiles);
+		for (i = 0; i < nfiles; i++) {
+			msgpack_pack_array(&pk, 3);
+			msgpack_pack_uint64(&pk, files[i].lease);
+			msgpack_pack_int(&pk, files[i].index);
+			la_pack_cstr(&pk, files[i].name);
+		}
 	}
 	if (la_cfg.fsname[0]) {
 		la_pack_cstr(&pk, "fsname");

@@ -74,10 +74,16 @@ static int pack(void)
 	if (!len)
 		return 1;
 	hex("lease", buf, len);
-	len = la_pack_release(buf, sizeof(buf), 6, leases, used, 2);
+	struct la_file_used files[2] = { { 11, 0, "f.0" }, { 11, 2, "f.2" } };
+
+	len = la_pack_release(buf, sizeof(buf), 6, leases, used, 2, NULL, 0);
 	if (!len)
 		return 1;
 	hex("release", buf, len);
+	len = la_pack_release(buf, sizeof(buf), 7, leases, used, 1, files, 2);
+	if (!len)
+		return 1;
+	hex("release_files", buf, len);
 	/* too small a buffer: refused, never cut */
 	printf("small=%zu\n", la_pack_lease(buf, 8, 5, 16, &rq));
 	return 0;

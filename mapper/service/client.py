@@ -232,16 +232,18 @@ class MapperClient:
                      int(reply["stripe_size"]), str(reply["policy"]), int(reply["lease_ms"]),
                      int(reply["version"]), revoke)
 
-    def release(self, leases: list[tuple[int, int]], fsname: str | None = None) -> list[str]:
-        """Return leases: (lease id, layouts used) pairs; the mapper's result per lease
-        (``ok``, ``unknown``).
+    def release(self, leases: list[tuple[int, int]], fsname: str | None = None,
+                files: list[tuple[int, int, str]] = ()) -> list[str]:
+        """Return leases: (lease id, layouts used) pairs, with the files created from them
+        ((lease id, layout index, file name) triples, a file's lease named before or in the
+        same release); the mapper's result per lease (``ok``, ``unknown``).
 
         Raises:
             MapperError: the release was refused (EINVAL naming the field).
             MapperTimeout: no reply in time.
         """
         rid = next(self._ids)
-        reply = self.request(wire.encode_release_request(rid, leases, fsname), rid)
+        reply = self.request(wire.encode_release_request(rid, leases, fsname, files), rid)
         if not reply.get("ok"):
             raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
         return [str(r) for r in reply["results"]]

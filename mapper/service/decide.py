@@ -6,7 +6,8 @@ For one file system and a batch of creates: **bound** (the client bounds of
 :mod:`mapper.service.limits`), **decide** (the gated policy under the service lock; in
 shadow mode without booking), **check** (the placement guard, ``check_placement``'s rules;
 a layout that fails is taken off the primary's books and replaced by the fallback's, reason
-``check``), **record** (the decision log, the explain index, the shadow ledger), and, once
+``check``), **record** (the decision log, the explain index, the shadow ledger; a leased
+layout when the client says which file it created with it), and, once
 the caller knows which layouts leave, **count** them (``layouts_total``, ``fallbacks_total``,
 and ``ost_stripes_total`` for the files created).
 """
@@ -62,9 +63,12 @@ class DecisionPath:
         """Answers the placement check rejected."""
 
     def decide(self, ctx: FsContext, creates: list[CreateRequest], peers: list[str],
-               mode: str) -> list[Decision]:
+               mode: str, leased: bool = False) -> list[Decision]:
         """Decide ``creates`` (``peers[i]`` asked for ``creates[i]``) on ``ctx`` in scope
-        mode ``mode``: one :class:`Decision` each, in order."""
+        mode ``mode``: one :class:`Decision` each, in order. ``leased``: layouts of a lease,
+        recorded when a file is created with one
+        (:meth:`mapper.service.decision_desk.DecisionDesk.record_leased`), not here; a
+        refusal is recorded at once either way."""
         store, gate = ctx.store, ctx.gate
         snap = store.current()
         version = store.version
@@ -94,8 +98,9 @@ class DecisionPath:
                     if problem is not None:
                         result = self._replace(ctx, snap, version, create, request, result,
                                                problem, mode)
-                out.append(Decision(create, result, record(ctx, snap, mode, create, result,
-                                                           version)))
+                token = (0 if leased and isinstance(result, Placement)
+                         else record(ctx, snap, mode, create, result, version))
+                out.append(Decision(create, result, token))
         return out
 
     def count(self, fsname: str, placed: Sequence[Placement], stripes: bool = True) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from mapper.explain.decisions import DecisionIndex, DecisionRecord, explain, priced
@@ -27,7 +28,7 @@ from mapper.explain.pricing import ChoicePricer, ListPrice
 from mapper.policies.placement import (AllocationError, BooksPlacements, CreateRequest,
                                        Placement)
 from mapper.service.fs_context import FsContext
-from mapper.service.scope import SHADOW
+from mapper.service.scope import PLACE, SHADOW
 from mapper.shadow.ledger import REPORTED, ShadowLedger
 from mapper.shadow.report import summarize
 from mapper.state.cluster_state import ClusterSnapshot
@@ -139,6 +140,18 @@ class DecisionDesk:
             self.ledger.decided(rec)
         self.log.record(rec, lambda r: priced(r, self.pricer(ctx), snap))
         return token
+
+    def record_leased(self, ctx: FsContext, create: CreateRequest, name: str,
+                      placement: Placement, state_version: int) -> None:
+        """Keep the decision of a file the client created with a leased layout:
+        ``create`` is the lease's class (its path the directory), ``name`` the file's name
+        in it, ``placement`` the layout it used, decided on ``state_version``. Priced, if
+        the line is written, on the state of now."""
+        directory = (create.path or "").rstrip("/")
+        rec = DecisionRecord.of(ctx.fsname, PLACE, replace(create, path=f"{directory}/{name}"),
+                                placement, state_version)
+        self.index.add(rec)
+        self.log.record(rec, lambda r: priced(r, self.pricer(ctx), ctx.store.current()))
 
     def _price(self, fsname: str, osts: Sequence[int], bytes_per_stripe: float) -> ListPrice:
         ctx = self.context(fsname)

@@ -59,7 +59,10 @@ class Lease:
     """The file system context (:class:`mapper.service.fs_context.FsContext` key)."""
     create: CreateRequest
     """The class's template (job, pool, stripe count and size, expected bytes, directory)."""
+    placements: tuple[Placement, ...]
+    """The policy's answers, in the order the client uses them."""
     layouts: tuple[tuple[int, ...], ...]
+    """Their OST lists."""
     version: int
     """State version the layouts were made on."""
     granted_s: float
@@ -113,12 +116,13 @@ class LeaseBook:
         return max(0, min(asked, self.max_layouts, self.peer_quota - self.held(peer)))
 
     def add(self, peer: str, ctx_key: str, create: CreateRequest,
-            layouts: list[tuple[int, ...]], version: int,
+            placements: list[Placement], version: int,
             lifetime_s: float | None = None) -> Lease:
         """Record a granted lease (its layouts are already booked by the policy) living
         ``lifetime_s`` (default :attr:`lease_s`)."""
         now = self.clock()
-        lease = Lease(self._next_id, peer, ctx_key, create, tuple(layouts), version, now,
+        lease = Lease(self._next_id, peer, ctx_key, create, tuple(placements),
+                      tuple(tuple(p.osts) for p in placements), version, now,
                       now + (self.lease_s if lifetime_s is None else lifetime_s))
         self._next_id += 1
         self._leases[lease.id] = lease
@@ -139,11 +143,16 @@ class LeaseBook:
             del self._held[lease.peer]
             del self._by_peer[lease.peer]
 
+    def held_lease(self, peer: str, lease_id: int) -> Lease | None:
+        """``lease_id`` if ``peer`` holds it now."""
+        lease = self._leases.get(lease_id)
+        return lease if lease is not None and lease.peer == peer else None
+
     def release(self, peer: str, lease_id: int, used: int) -> Returned | None:
         """``peer`` is done with ``lease_id`` after using its first ``used`` layouts; the
         rest to un-book, or None when the lease is not (or no longer) this client's."""
-        lease = self._leases.get(lease_id)
-        if lease is None or lease.peer != peer:
+        lease = self.held_lease(peer, lease_id)
+        if lease is None:
             return None
         self._drop(lease)
         return Returned(lease, lease.layouts[min(used, len(lease.layouts)):], "released")
@@ -274,7 +283,8 @@ class LeaseDesk:
 
     def _decide(self, ctx: FsContext, version: int, mode: str, req: Any, peer: str, n: int,
                 lifetime: float, revoke: list[int]) -> bytes:
-        decisions = self.path.decide(ctx, [req.create_request()] * n, [peer] * n, mode)
+        decisions = self.path.decide(ctx, [req.create_request()] * n, [peer] * n, mode,
+                                     leased=True)
         placed = [d.result for d in decisions if isinstance(d.result, Placement)]
         if not placed:
             refused = next((d.result for d in decisions
@@ -284,23 +294,31 @@ class LeaseDesk:
             self.metrics.leases.labels("refused").inc()
             return wire.encode_lease_error(req.id, err, reason, revoke=revoke)
         create = decisions[0].create
-        layouts = [tuple(p.osts) for p in placed]
         with self.lock:
-            lease = self.book.add(peer, ctx.key, create, layouts, version, lifetime)
+            lease = self.book.add(peer, ctx.key, create, placed, version, lifetime)
         # stripes are counted when the client says which layouts it used (release)
         self.path.count(ctx.store.fsname, placed, stripes=False)
         self.metrics.leases.labels("granted").inc()
-        self.metrics.leased_layouts.labels("granted").inc(len(layouts))
-        return wire.encode_lease(req.id, lease.id, layouts, create.stripe_size, placed[0].policy,
+        self.metrics.leased_layouts.labels("granted").inc(len(lease.layouts))
+        return wire.encode_lease(req.id, lease.id, lease.layouts, create.stripe_size,
+                                 placed[0].policy,
                                        int(lifetime * 1000), version, revoke)
 
     # ------------------------------------------------------------------ giving back
     def release(self, releases: list[Alloc]) -> list[tuple[bytes, bytes]]:
-        """Answer the clients' releases: un-book what each lease did not use."""
+        """Answer the clients' releases: record the files created with leased layouts
+        (the decision log and ``explain``, :meth:`DecisionDesk.record_leased`), un-book what
+        each lease did not use."""
         out = []
         for identity, req, peer in releases:
             results = []
             with self.lock:
+                for lease_id, index, name in req.files:
+                    lease = self.book.held_lease(peer, lease_id)
+                    ctx = self.contexts.get(lease.ctx_key) if lease is not None else None
+                    if ctx is not None and index < len(lease.placements):
+                        self.path.desk.record_leased(ctx, lease.create, name,
+                                                     lease.placements[index], lease.version)
                 for lease_id, used in req.released:
                     back = self.book.release(peer, lease_id, used)
                     results.append("unknown" if back is None else "ok")

@@ -125,6 +125,9 @@ class Request:
     """``lease`` (v2): layouts wanted for ``create``'s class."""
     released: tuple[tuple[int, int], ...] = ()
     """``release`` (v2): (lease id, layouts used) pairs the client is done with."""
+    files: tuple[tuple[int, int, str], ...] = ()
+    """``release`` (v2): (lease id, layout index, file name) of the files created with a
+    leased layout."""
     components: tuple[CreateRequest, ...] = ()
     """A composite ``alloc`` (v2, :func:`decode_composite`): one create per OST
     component, in extent order; empty for a plain ``alloc``."""
@@ -507,6 +510,10 @@ MAX_RELEASES = 1024
 """Most leases one ``release`` names."""
 MAX_LEASE_USED = 1 << 16
 """A lease holds fewer layouts than this; a larger ``used`` is a malformed release."""
+MAX_RELEASE_FILES = 1024
+"""Most files one ``release`` names."""
+NAME_MAX = 255
+"""Longest file name, bytes (Linux ``NAME_MAX``, ``<linux/limits.h>``)."""
 OPS_V2 = ("lease", "release", "ping", "alloc")
 
 
@@ -530,8 +537,11 @@ def decode_v2(body: dict[Any, Any], request_id: int, ost_count: int | None = Non
     if op == "alloc":
         return decode_composite(body, request_id, ost_count)
     if op == "release":
+        released, files = _released(body, request_id), _files(body, request_id)
+        if not released and not files:
+            raise WireError(errno.EINVAL, "a release names no lease and no file", request_id)
         return Request("release", request_id, fsname=_fsname(body, request_id),
-                       version=LEASE_VERSION, released=_released(body, request_id))
+                       version=LEASE_VERSION, released=released, files=files)
     count = _int(body, "count", request_id)
     if not 1 <= count <= MAX_LEASE_ASK:
         raise WireError(errno.EINVAL, f"count {count} outside 1..{MAX_LEASE_ASK}", request_id)
@@ -542,8 +552,8 @@ def decode_v2(body: dict[Any, Any], request_id: int, ost_count: int | None = Non
 
 def _released(body: dict[Any, Any], request_id: int) -> tuple[tuple[int, int], ...]:
     leases = body.get("leases")
-    if not isinstance(leases, list) or not 0 < len(leases) <= MAX_RELEASES:
-        raise WireError(errno.EINVAL, f"field 'leases' must list 1..{MAX_RELEASES} "
+    if not isinstance(leases, list) or len(leases) > MAX_RELEASES:
+        raise WireError(errno.EINVAL, f"field 'leases' must list 0..{MAX_RELEASES} "
                         f"[lease, used] pairs", request_id)
     out = []
     for pair in leases:
@@ -552,6 +562,30 @@ def _released(body: dict[Any, Any], request_id: int) -> tuple[tuple[int, int], .
             raise WireError(errno.EINVAL, f"field 'leases' holds {pair!r}"[:120] + ", not a "
                             f"[lease 1..2^64-1, used 0..{MAX_LEASE_USED - 1}] pair", request_id)
         out.append((pair[0], pair[1]))
+    return tuple(out)
+
+
+def _is_file_name(name: Any) -> bool:
+    """One path component: not empty, ``.`` or ``..``, no ``/`` or NUL, at most
+    :data:`NAME_MAX` bytes."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
+            and "\0" not in name and len(name.encode("utf-8", "surrogateescape")) <= NAME_MAX)
+
+
+def _files(body: dict[Any, Any], request_id: int) -> tuple[tuple[int, int, str], ...]:
+    files = body.get("files", [])
+    if not isinstance(files, list) or len(files) > MAX_RELEASE_FILES:
+        raise WireError(errno.EINVAL, f"field 'files' must list 0..{MAX_RELEASE_FILES} "
+                        f"[lease, index, name] triples", request_id)
+    out = []
+    for f in files:
+        if (not isinstance(f, list) or len(f) != 3 or not all(map(_is_int, f[:2]))
+                or not 0 < f[0] <= MAX_ID or not 0 <= f[1] < MAX_LEASE_USED
+                or not _is_file_name(f[2])):
+            raise WireError(errno.EINVAL, f"field 'files' holds {f!r}"[:120] + ", not a "
+                            f"[lease 1..2^64-1, index 0..{MAX_LEASE_USED - 1}, file name] "
+                            "triple", request_id)
+        out.append((f[0], f[1], f[2]))
     return tuple(out)
 
 
@@ -606,10 +640,14 @@ def encode_lease_request(request_id: int, count: int, job: str, stripe_count: in
 
 
 def encode_release_request(request_id: int, leases: Sequence[tuple[int, int]],
-                           fsname: str | None = None) -> bytes:
-    """A release as a client sends it: (lease id, layouts used) pairs."""
+                           fsname: str | None = None,
+                           files: Sequence[tuple[int, int, str]] = ()) -> bytes:
+    """A release as a client sends it: (lease id, layouts used) pairs, and the
+    (lease id, layout index, file name) of each file created with a leased layout."""
     body: dict[str, Any] = {"v": LEASE_VERSION, "op": "release", "id": request_id,
                             "leases": [list(p) for p in leases]}
+    if files:
+        body["files"] = [list(f) for f in files]
     if fsname is not None:
         body["fsname"] = fsname
     return _pack(body)

@@ -33,7 +33,9 @@ def test_the_mapper_decodes_what_the_shim_packs(shim_lib):
     assert lease.create == CreateRequest("ior.7", 2, 4 << 20, 1 << 30, "flash", "/lustre/run")
     assert lease.owner == wire.Owner(1000, 100, 42)
     release = wire.decode_request(bytes.fromhex(out["release"]))
-    assert (release.op, release.released) == ("release", ((11, 3), (12, 0)))
+    assert (release.op, release.released, release.files) == ("release", ((11, 3), (12, 0)), ())
+    named = wire.decode_request(bytes.fromhex(out["release_files"]))
+    assert (named.released, named.files) == (((11, 3),), ((11, 0, "f.0"), (11, 2, "f.2")))
     assert out["small"] == "0"
 
 

@@ -195,6 +195,13 @@ def test_stripe_counters_count_files_created_not_layouts_leased(shim_run_factory
     stripes = sum(mapper.metrics.stripes[mapper.only().fsname].values())
     assert len(run.records()) == 30 and granted > 30      # several layouts per lease
     assert stripes == 30                                  # one stripe per file created
+    # the decision log and explain know each file by its own path, with the leased
+    # layout it got (the shim names the files in its releases)
+    assert mapper.desk.log.written + mapper.desk.log.suppressed == 30   # 1 line/s written
+    for r in run.records():
+        found = mapper.desk.explain(path=r["path"])
+        assert found is not None and found["mode"] == "place"
+        assert found["osts"] == assert_valid_layout(r)
 
 
 @pytest.mark.parametrize("lease, reason", [("0", "mapper_socket"), ("1", "lease_send")])

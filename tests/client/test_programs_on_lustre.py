@@ -12,6 +12,7 @@ import pytest
 from common import lustre_layout as ll
 
 from ..service.conftest import make_service
+from ..service.test_state_feed import wait_for
 from .conftest import parse_records
 from .lustre_model import make_model
 
@@ -170,3 +171,11 @@ def test_a_lease_gone_stale_is_replaced_and_no_write_fails(model, mapper, tmp_pa
     for r in refused:
         later = recs[recs.index(r) + 1:]
         assert r["lease"] and all(x["lease"] != r["lease"] for x in later), r
+    # explain names the leased layout each file got, and none for a file Lustre gave
+    # its default (the shim names only files created with the leased layout)
+    leased = [r for r in recs if r["result"] == "layout" and r["lease"]]
+    wait_for(lambda: mapper.desk.explain(path=leased[-1]["path"]) is not None,
+             timeout_s=5.0, what="the last leased file named")
+    for r in leased:
+        assert mapper.desk.explain(path=r["path"])["osts"] == list(map(int, r["osts"].split(",")))
+    assert all(mapper.desk.explain(path=r["path"]) is None for r in refused)

@@ -66,11 +66,31 @@ def test_status_counts_the_leases_held(served, capsys):
         c.release([(lease.id, 1)])
         code, out, _ = run(capsys, "--socket", sock, "--json", "status")
         assert json.loads(out)["leases"] == {"held": 1, "layouts": 5, "clients": 1}
-        # a leased layout is a decision too: explain finds it by its directory
+
+
+def test_explain_names_the_layout_a_leased_file_used(served, capsys):
+    svc, sock = served
+    with MapperClient(svc.endpoint, timeout_s=5) as c:
+        lease = c.lease(4, "app.9", 1, path="/lustre/lease/")
+        # nothing is remembered for a layout no file used yet
+        code, _, err = run(capsys, "--socket", sock, "explain", "--jobid", "app.9")
+        assert code == 1 and "no decision remembered" in err
+        # the client used layouts 0 and 2 for two files (1 was refused by Lustre)
+        assert c.release([(lease.id, 3)], files=[(lease.id, 0, "a"), (lease.id, 2, "b")]) \
+            == ["ok"]
+        # a file named for a lease the client does not hold changes nothing
+        c.release([], files=[(lease.id + 1, 0, "c")])
+    for name, index in (("a", 0), ("b", 2)):
         code, out, _ = run(capsys, "--socket", sock, "--json", "explain", "--path",
-                           "/lustre/run")
+                           f"/lustre/lease/{name}")
         d = json.loads(out)["decision"]
-        assert code == 0 and d["osts"] == list(lease.layouts[-1])
+        assert code == 0 and d["osts"] == list(lease.layouts[index]) and d["mode"] == "place"
+        assert d["jobid"] == "app.9" and d["policy"] == "round_robin"
+    code, text, _ = run(capsys, "--socket", sock, "explain", "--jobid", "app.9")
+    assert code == 0 and text.startswith("/lustre/lease/b jobid app.9")
+    for missing in ("/lustre/lease/c", "/lustre/lease"):
+        code, _, err = run(capsys, "--socket", sock, "explain", "--path", missing)
+        assert code == 1 and "no decision remembered" in err
 
 
 def test_explain_a_path_and_a_jobid_with_prices(served, capsys):

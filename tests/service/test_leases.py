@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from common.curve import CurveClient, generate_keys
-from mapper.policies.placement import CreateRequest
+from mapper.policies.placement import CreateRequest, Placement
 from mapper.service import wire
 from mapper.service.client import LeaseRefused, MapperClient
 from mapper.service.leases import LeaseBook
@@ -166,6 +166,15 @@ def test_v2_ping_says_the_mapper_leases_and_bad_v2_frames_name_the_field(static_
         bad = c.request(msgpack.packb({"v": 2, "op": "release", "id": 3,
                                        "leases": [[1, -1]]}), 3)
         assert bad["errno"] == errno.EINVAL and "'leases'" in bad["error"]
+        # a file a release names must be one name in the lease's directory
+        for files, what in (([[1, 0, "../etc/passwd"]], "'files'"), ([[1, 0, "a/b"]], "'files'"),
+                            ([[1, 0, ".."]], "'files'"), ([[1, 0, "x" * 256]], "'files'"),
+                            ([[1, -1, "f"]], "'files'"), ([[0, 0, "f"]], "'files'"),
+                            ([[1, 0, "f"]] * 1025, "'files'"), ([], "no lease and no file")):
+            bad = c.request(msgpack.packb({"v": 2, "op": "release", "id": 4, "leases": [],
+                                           "files": files}), 4)
+            assert bad["errno"] == errno.EINVAL and what in bad["error"], files
+            assert "\n" not in bad["error"]
         assert c.ping() == "round_robin"                           # still serving
 
 
@@ -188,8 +197,8 @@ def test_book_returns_only_the_holders_leases_and_expires_the_rest_in_order():
     now = [100.0]
     book = LeaseBook(lease_s=2.0, max_layouts=8, peer_quota=10, clock=lambda: now[0])
     create = CreateRequest("app.1", 1, 1 << 20)
-    a = book.add("alice", "", create, [(0,), (1,), (2,)], version=1)
-    b = book.add("bob", "", create, [(3,)], version=1, lifetime_s=5.0)
+    a = book.add("alice", "", create, [Placement((i,), "rr") for i in range(3)], version=1)
+    b = book.add("bob", "", create, [Placement((3,), "rr")], version=1, lifetime_s=5.0)
     assert (book.held("alice"), book.grantable("alice", 100)) == (3, 7)
     assert book.release("bob", a.id, 0) is None                   # not bob's
     back = book.release("alice", a.id, 1)
