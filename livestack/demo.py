@@ -2,6 +2,7 @@
 
     lustre-alloc-demo                                  # paper-32ost, first 3 h of its trace in ~90 s
     lustre-alloc-demo --hours 2 --duration 60 --workdir /tmp/demo
+    lustre-alloc-demo --shadow                         # a shadow pilot: Lustre places, the mapper watches
 
 One command, everything on 127.0.0.1 (:mod:`livestack.stack`): the broker, the mapper
 (subscribed to the broker, learned-state file, metrics), one real collector per OSS of the
@@ -16,6 +17,13 @@ Section II-B: "load balance is the ratio of maximum system load to the mean syst
 the end a summary compares the live run's balance with the simulator's prediction for the same
 window of the same trace, same cluster and policy (and Lustre's QOS allocator for reference),
 and points to the shim's record.
+
+With ``--shadow`` the mapper runs as in a shadow pilot (``[scope] shadow = true``,
+docs/operations.md "Rollout"): it decides every create and books nothing, the emulated MDS
+places every file with Lustre's QOS allocator (``lustre_qos``) and writes its layout where the
+shim reads it back and reports it, and the summary adds the shadow report
+(``lustre-alloc-ctl shadow-report``): the mapper's lists beside Lustre's, file by file. The
+mapper's admin socket is ``ipc://<workdir>/control`` while the demo runs.
 
 How the trace is replayed: every write and delete record of the window becomes one operation of
 a writer, at ``timestamp / time_scale`` seconds after the start; the files of one application
@@ -147,6 +155,8 @@ class RunState:
     ratio_series: list[tuple[float, float]] = field(default_factory=list)
     writers_done: int = 0
     writers: int = 0
+    shadow: dict | None = None
+    """The shadow report (``--shadow``)."""
 
 
 def classify(rec: dict[str, str]) -> str:
@@ -241,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mapper round_budget_s (0.01: the flow solver may take 10 ms a round)")
     p.add_argument("--workdir", help="where everything goes (default: a new temporary dir)")
     p.add_argument("--no-live", action="store_true", help="progress lines instead of the live view")
+    p.add_argument("--shadow", action="store_true",
+                   help="shadow pilot: Lustre's allocator places every file, the mapper decides "
+                        "and reports what it would have done (the shadow report)")
     return p
 
 
@@ -300,14 +313,19 @@ def _run(args: argparse.Namespace, scenario: Scenario, workdir: Path, console,
                   f"of its trace ({creates} files, {sum(len(p.ops) for p in plans)} writes and "
                   f"deletes) in {args.duration:g} s by {len(plans)} writers under the shim; "
                   f"work dir {workdir}")
+    control = f"ipc://{workdir}/control"
     stack = LiveStack(workdir, emu, interval_s=args.interval, policy=args.policy,
-                      mapper_settings={"round_budget_s": args.round_budget},
-                      log_level="info")
+                      mapper_settings={"round_budget_s": args.round_budget,
+                                       "control_endpoint": control},
+                      log_level="info", scope={"shadow": True} if args.shadow else None)
     feed = RecordFeed(emu, record, bytes_scale=args.size_scale)
 
     def on_lines(lines: list[dict[str, str]]) -> None:
         state.records.update(classify(r) for r in lines)
-    pump = EmulatorPump(emu, feed, args.interval / 2, on_lines)
+    # in shadow mode the emulated MDS places every file: placing it sooner lets the shim
+    # report it before its queue of reports fills (on Lustre the layout is there at create)
+    pump = EmulatorPump(emu, feed, min(args.interval / 2, SHADOW_PUMP_S) if args.shadow
+                        else args.interval / 2, on_lines)
     writers: list[subprocess.Popen] = []
     try:
         console.print("starting broker, mapper and "
@@ -338,6 +356,8 @@ def _run(args: argparse.Namespace, scenario: Scenario, workdir: Path, console,
         stop.check()
         _watch(args, state, emu, stack, pump, writers, console, stop)
         pump.step()
+        if args.shadow:
+            state.shadow = _shadow_report(control, pump, console)
     finally:
         terminate_all(writers, 2.0)
         pump.stop()
@@ -398,6 +418,34 @@ def _watch(args, state: RunState, emu: EmulatedCluster, stack: LiveStack, pump: 
         time.sleep(0.25)
 
 
+SHADOW_PUMP_S = 0.1
+"""In shadow mode, how often the emulated MDS places new files at most, s."""
+SHADOW_SETTLE_S = 2.0
+"""After the last writer, how long the demo lets the shim's last reports arrive, s: the
+emulated MDS places a file up to a pump period after its create."""
+
+
+def _shadow_report(control: str, pump: EmulatorPump, console) -> dict | None:
+    """The mapper's shadow report of the run, printed (None when the mapper does not answer)."""
+    from mapper.service.ctl import CtlError, ask
+    from mapper.shadow.report import format_report
+    deadline = time.monotonic() + SHADOW_SETTLE_S
+    while time.monotonic() < deadline:
+        pump.step()
+        time.sleep(0.2)
+    try:
+        reply = ask(control, {"op": "shadow_report", "window_s": 86400.0}, 10.0)
+    except CtlError as exc:
+        console.print(f"no shadow report: {exc}")
+        return None
+    report = reply.get("report")
+    if not reply.get("ok") or report is None:
+        console.print(f"no shadow report: {reply.get('error')}")
+        return None
+    console.print(format_report("", report), markup=False, highlight=False)
+    return report
+
+
 def _summary(args, scenario: Scenario, state: RunState, emu: EmulatedCluster, feed: RecordFeed,
              plans: list[WriterPlan], writers: list[subprocess.Popen], workdir: Path,
              record: Path, time_scale: float, console) -> int:
@@ -418,7 +466,8 @@ def _summary(args, scenario: Scenario, state: RunState, emu: EmulatedCluster, fe
     hours = int(args.hours)
     table = Table(title="max/mean used space per OST (Paul et al. 2017, Section II-B)")
     table.add_column("trace hour", justify="right")
-    table.add_column(f"live ({args.policy})", justify="right")
+    live_policy = f"lustre_qos; {args.policy} in shadow" if args.shadow else args.policy
+    table.add_column(f"live ({live_policy})", justify="right")
     for p in policies:
         table.add_column(f"simulator ({p})", justify="right")
     series = state.ratio_series
@@ -433,14 +482,25 @@ def _summary(args, scenario: Scenario, state: RunState, emu: EmulatedCluster, fe
         summary_rows.append({"hour": h, "live": live, **{f"sim_{p}": s for p, s in zip(policies, sims)}})
         table.add_row(str(h), f"{live:.3f}", *(f"{s:.3f}" for s in sims))
     console.print(table)
-    console.print(f"What this compares: the OST fill balance (max/mean used space; 1.0 is "
-                  f"even) the live stack reached with {args.policy} placing every file, beside "
-                  f"what the simulator predicts for the same trace under "
-                  f"{' and '.join(policies)}. The live column tests that the running system "
-                  f"does what the simulator says; which policy wins is the simulator's tables' "
-                  f"question (docs/placement.md), not this one's. Fill is not the default "
-                  f"mcmf's aim: where the OSTs are alike it places as Lustre's round-robin, and "
-                  f"evening out space is the rebalancer's job (docs/rebalance.md).")
+    if args.shadow:
+        console.print(f"What this compares: in shadow mode Lustre's allocator (the emulated "
+                      f"MDS's QOS) placed every file, so the live column is Lustre's fill "
+                      f"balance (max/mean used space; 1.0 is even), beside what the simulator "
+                      f"predicts for the same trace under {' and '.join(policies)}. What "
+                      f"{args.policy} would have done is the shadow report above: per file, "
+                      f"its list beside Lustre's and both priced by its cost model on the same "
+                      f"state; nothing it decided was applied, and each choice was booked only "
+                      f"until Lustre's layout was reported.")
+    else:
+        console.print(f"What this compares: the OST fill balance (max/mean used space; 1.0 "
+                      f"is even) the live stack reached with {args.policy} placing every file, "
+                      f"beside what the simulator predicts for the same trace under "
+                      f"{' and '.join(policies)}. The live column tests that the running "
+                      f"system does what the simulator says; which policy wins is the "
+                      f"simulator's tables' question (docs/placement.md), not this one's. Fill "
+                      f"is not the default mcmf's aim: where the OSTs are alike it places as "
+                      f"Lustre's round-robin, and evening out space is the rebalancer's job "
+                      f"(docs/rebalance.md).")
     lines = feed.lines
     by = Counter(classify(r) for r in lines)
     console.print("creates placed by: " + ", ".join(f"{k}: {v}" for k, v in by.most_common()))
@@ -453,6 +513,7 @@ def _summary(args, scenario: Scenario, state: RunState, emu: EmulatedCluster, fe
                "osts": len(emu.osts), "osses": len(emu.oss_names), "creates_recorded": len(lines),
                "placed_by": dict(by), "writers": len(writers), "writers_failed": failed,
                "failed_creates": failed_creates, "max_late_s": late, "balance": summary_rows,
+               "shadow": args.shadow, "shadow_report": state.shadow,
                "final_used_bytes": emu.used_bytes().tolist(), "record": str(record)}
     (workdir / "summary.json").write_text(json.dumps(summary, indent=1))
     console.print(f"summary: {workdir / 'summary.json'}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ContextManager, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.placement_errors import (AllocationError, InvalidRequestError, NoSpaceError,
@@ -200,16 +200,11 @@ class PersistsState(Protocol):
 
 @runtime_checkable
 class BooksPlacements(Protocol):
-    """Keeps books of what it handed out (pending load) that a shadow decision must leave
-    alone (shadow mode decides as usual and books nothing), and reports that load."""
+    """Keeps books of what it handed out (pending load), takes back what was never used,
+    books what another allocator placed, and reports that load."""
 
     def predicted_load(self) -> dict[int, float]:
         """OST index -> bytes placed or planned that the samples do not show yet."""
-        ...
-
-    def not_booking(self) -> ContextManager[None]:
-        """A context in which decisions are made as usual and nothing handed out is
-        booked as pending load."""
         ...
 
     def book_observed(self, snapshot: ClusterSnapshot, osts: Sequence[int],
@@ -219,7 +214,7 @@ class BooksPlacements(Protocol):
 
     def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
         """Take a list handed out but never used (a returned or expired lease, protocol
-        v2) off the pending load."""
+        v2; a shadow decision once Lustre's layout is reported) off the pending load."""
         ...
 
 

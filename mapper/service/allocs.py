@@ -9,7 +9,7 @@ and answered together. Leases (:mod:`mapper.service.leases`) take the same path.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from mapper.policies.mcmf.flow_round import bytes_per_stripe
 from mapper.policies.placement import AllocationError, CreateRequest, Placement
@@ -18,7 +18,6 @@ from mapper.service.decide import Decision, DecisionPath
 from mapper.service.fs_context import FsContext
 from mapper.service.intake import Alloc
 from mapper.service.metrics import MapperMetrics
-from mapper.service.scope import Scope
 
 
 class Rounds:
@@ -28,13 +27,14 @@ class Rounds:
 
     Args:
         path: the service's decision path.
-        scope: the scope rules (the file system's mode: live or shadow).
+        mode: the scope mode in force for a file system (live or shadow),
+            :meth:`mapper.service.intake.Intake.mode`.
         metrics: the service's metrics.
     """
 
-    def __init__(self, path: DecisionPath, scope: Scope, metrics: MapperMetrics):
+    def __init__(self, path: DecisionPath, mode: Callable[[str], str], metrics: MapperMetrics):
         self.path = path
-        self.scope = scope
+        self.mode = mode
         self.metrics = metrics
         self.count = 0
         """Rounds run."""
@@ -50,7 +50,7 @@ class Rounds:
             creates.extend(parts)
             peers.extend([peer] * len(parts))
         t0 = time.perf_counter()
-        decisions = self.path.decide(ctx, creates, peers, self.scope.mode(ctx.fsname))
+        decisions = self.path.decide(ctx, creates, peers, self.mode(ctx.fsname))
         out: list[tuple[bytes, bytes]] = []
         tally = _Tally()
         at = 0

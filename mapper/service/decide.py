@@ -6,7 +6,8 @@ For one file system and a batch of creates: **bound** (the client bounds of
 :mod:`mapper.service.limits`), **decide** (the gated policy under the service lock; in
 shadow mode without booking), **check** (the placement guard, ``check_placement``'s rules;
 a layout that fails is taken off the primary's books and replaced by the fallback's, reason
-``check``), **record** (the decision log, the explain index, the shadow ledger; a leased
+``check``; shadow decisions are booked as live ones until Lustre's layout is reported),
+**record** (the decision log, the explain index, the shadow ledger; a leased
 layout when the client says which file it created with it), and, once
 the caller knows which layouts leave, **count** them (``layouts_total``, ``fallbacks_total``,
 and ``ost_stripes_total`` for the files created).
@@ -23,7 +24,6 @@ from mapper.policies.placement import AllocationError, CreateRequest, Placement
 from mapper.service.decision_desk import DecisionDesk
 from mapper.service.fs_context import FsContext
 from mapper.service.metrics import MapperMetrics
-from mapper.service.scope import SHADOW
 from mapper.state.cluster_state import ClusterSnapshot
 
 log = logging.getLogger("mapper.service.decide")
@@ -76,12 +76,11 @@ class DecisionPath:
         planner = ctx.planner
         misses = planner.plans.stats["misses"] if planner is not None else 0
         try:
+            # a shadow decision is booked as a live one would be, until the shim reports
+            # Lustre's layout (DecisionDesk.report): the next decisions then spread as live
+            # ones do, and the shadow report shows what this mapper would do live
             with self.lock:
-                if mode == SHADOW:
-                    with ctx.not_booking():
-                        results = gate.allocate_batch(snap, requests)
-                else:
-                    results = gate.allocate_batch(snap, requests)
+                results = gate.allocate_batch(snap, requests)
             if planner is not None and planner.plans.stats["misses"] != misses:
                 planner.wake.set()          # a class ran dry: refill now
         except Exception:  # noqa: BLE001 - the fallback itself failed: answer errors
@@ -133,8 +132,7 @@ class DecisionPath:
         log.error("policy returned an invalid layout; the fallback answers", extra={
             "event": "check_violation", "policy": bad.policy, "osts": list(bad.osts),
             "pool": create.pool, "job": create.jobid, "problem": problem})
-        if mode != SHADOW:
-            ctx.unbook(bad.osts, bytes_per_stripe(request, len(bad.osts)))
+        ctx.unbook(bad.osts, bytes_per_stripe(request, len(bad.osts)))
         try:
             placed = ctx.gate.fallback.allocate(snap, request)
         except AllocationError as exc:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from mapper.explain.decisions import DecisionIndex, DecisionRecord, explain, priced
 from mapper.explain.pricing import ChoicePricer, ListPrice
+from mapper.policies.mcmf.flow_round import bytes_per_stripe
 from mapper.policies.placement import (AllocationError, BooksPlacements, CreateRequest,
                                        Placement)
 from mapper.service.fs_context import FsContext
@@ -161,16 +162,21 @@ class DecisionDesk:
 
     def report(self, token: int, osts: Sequence[int], stripe_size: int) -> str:
         """A shim's report of Lustre's layout (:meth:`mapper.shadow.ledger.ShadowLedger.report`).
-        A first report is booked as pending load on Lustre's OSTs: the bytes go there, and the
-        next shadow decisions must see them as a live mapper sees its own."""
+        On a first report the mapper's own choice, booked when it was decided, comes off the
+        books and Lustre's layout goes on them: the bytes go there, and the next shadow
+        decisions must see them as a live mapper sees its own. A decision never reported stays
+        booked on the mapper's choice (fading as every pending booking does)."""
         result = self.ledger.report(token, osts, stripe_size, self._price)
         entry = self.ledger.entries.get(token)
         if result == REPORTED and entry is not None:
             ctx = self.context(entry.decision.fsname)
             primary = ctx.gate.primary if ctx is not None else None
             if ctx is not None and isinstance(primary, BooksPlacements):
-                primary.book_observed(ctx.store.current(), osts, entry.decision.bytes_per_stripe,
-                                      entry.decision.jobid)
+                d = entry.decision
+                create = CreateRequest(d.jobid, d.stripe_count, d.stripe_size, d.expected_bytes)
+                ctx.unbook(d.osts, bytes_per_stripe(create, len(d.osts)))
+                primary.book_observed(ctx.store.current(), osts,
+                                      bytes_per_stripe(create, len(osts)), d.jobid)
         return result
 
     def explain(self, *, jobid: str | None = None, path: str | None = None,

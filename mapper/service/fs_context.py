@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 from mapper.policies import registry
 from mapper.policies.gate import GatedPolicy
@@ -162,16 +161,10 @@ class FsContext:
     def primary(self) -> Any:
         return self.gate.primary
 
-    def not_booking(self) -> ContextManager[None]:
-        """Decide without booking (shadow mode,
-        :class:`~mapper.policies.placement.BooksPlacements`); a primary without books
-        (round-robin, QOS) has nothing to suspend."""
-        primary = self.gate.primary
-        return primary.not_booking() if isinstance(primary, BooksPlacements) else nullcontext()
-
     def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
-        """Take a leased list that was never used off the primary's books (a primary
-        without books has nothing to take back)."""
+        """Take a list that was never used off the primary's books (a leased one returned
+        or expired, a shadow decision Lustre's layout replaced); a primary without books has
+        nothing to take back."""
         primary = self.gate.primary
         if isinstance(primary, BooksPlacements):
             primary.unbook(osts, bytes_per_stripe)

@@ -65,6 +65,12 @@ class Intake:
         """Which requests are placed (:mod:`mapper.service.scope`; a reload replaces it)."""
         self._peers: dict[bytes, str] = {}
 
+
+    def mode(self, fsname: str) -> str:
+        """The scope mode in force for ``fsname`` (``place``, ``shadow`` or ``off``): read
+        from the scope a reload last set, so every part of the service sees the same one."""
+        return self.scope.mode(fsname)
+
     def peer(self, identity: bytes, frame: Any) -> str:
         """The client behind a message (:func:`mapper.service.limits.peer_of`), cached per
         routing id; ``frame`` (a part of the message, received as a Frame) carries the

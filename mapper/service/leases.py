@@ -44,7 +44,7 @@ from mapper.service.decide import DecisionPath
 from mapper.service.fs_context import FsContext
 from mapper.service.intake import Alloc
 from mapper.service.metrics import MapperMetrics
-from mapper.service.scope import SHADOW, Scope
+from mapper.service.scope import SHADOW
 
 MAX_LEASES = 100_000
 """Leases held at once, over every client; beyond it the oldest is expired early."""
@@ -222,19 +222,20 @@ class LeaseDesk:
         config: the service configuration (``lease_s``, ``lease_max_layouts``,
             ``lease_peer_quota``).
         path: the service's decision path.
-        scope: the scope rules (a file system in shadow mode leases nothing).
+        mode: the scope mode in force for a file system (one in shadow mode leases
+            nothing), :meth:`mapper.service.intake.Intake.mode`.
         contexts: file system key -> context (an expired lease comes off its books).
         lock: the service lock (the book is touched under it).
         metrics: the service's metrics.
     """
 
-    def __init__(self, config: MapperConfig, path: DecisionPath, scope: Scope,
+    def __init__(self, config: MapperConfig, path: DecisionPath, mode: Callable[[str], str],
                  contexts: dict[str, FsContext], lock: threading.Lock,
                  metrics: MapperMetrics):
         self.lease_s = config.lease_s
         self.quota = config.lease_peer_quota
         self.path = path
-        self.scope = scope
+        self.mode = mode
         self.contexts = contexts
         self.lock = lock
         self.metrics = metrics
@@ -251,7 +252,7 @@ class LeaseDesk:
         """Answer one file system's lease requests of a batch."""
         out = []
         lifetime = self.lifetime_s(ctx)
-        mode = self.scope.mode(ctx.fsname)
+        mode = self.mode(ctx.fsname)
         # samples are applied by this same loop between batches: one state for the batch
         snap, version = ctx.store.current(), ctx.store.version
 

@@ -126,8 +126,8 @@ class MapperService:
         """The decision log (its rate is reloadable), the explain index, the shadow ledger."""
         self.path = DecisionPath(self.intake.bounded, self.lock, self.metrics, self.desk)
         """The one decision path of every create (per create and leased)."""
-        self.rounds = Rounds(self.path, self.intake.scope, self.metrics)
-        self.leases = LeaseDesk(config, self.path, self.intake.scope, self.contexts,
+        self.rounds = Rounds(self.path, self.intake.mode, self.metrics)
+        self.leases = LeaseDesk(config, self.path, self.intake.mode, self.contexts,
                                 self.lock, self.metrics)
         """Layout leases (protocol v2)."""
         self._error: BaseException | None = None

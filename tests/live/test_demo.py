@@ -43,6 +43,22 @@ def test_demo_short_window_headless_every_create_recorded(tmp_path, shim_lib):
     assert "simulator (mcmf)" in out and "max/mean used space" in out
 
 
+def test_demo_in_shadow_mode_lustre_places_and_the_report_compares(tmp_path, shim_lib):
+    p = demo(tmp_path, "--shadow", "--hours", "1", "--duration", "10", "--ranks", "1",
+             "--timeout-ms", "1000")
+    out, _ = p.communicate(timeout=200)
+    assert p.returncode == 0, out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    creates = summary["creates_recorded"]
+    # every file went to Lustre's allocator, told so by the mapper's shadow reply
+    assert creates > 0 and summary["placed_by"] == {"Lustre default (mapper_shadow)": creates}
+    report = summary["shadow_report"]
+    assert report["decisions"] == creates
+    assert report["reported"] + report["unreported"] == creates and report["reported"] > 0
+    assert f"decisions {creates}, reported by the shim {report['reported']}" in out
+    assert "live (lustre_qos; mcmf in shadow)" in out and "in shadow mode Lustre's" in out
+
+
 def test_demo_ctrl_c_stops_every_child(tmp_path, shim_lib):
     # started as a background job of a non-interactive shell (CI's case): SIGINT inherited
     # ignored, which Python would keep, so Ctrl-C did nothing and the demo ran to its end

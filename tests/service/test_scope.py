@@ -4,11 +4,12 @@ names its key; a reload changes the scope of a running mapper."""
 from __future__ import annotations
 
 import errno
+import time
 
 import pytest
 
 from common.errors import ConfigError
-from mapper.service.client import MapperClient, MapperError
+from mapper.service.client import LeaseRefused, MapperClient, MapperError, ShadowDecision
 from mapper.service.scope import SHADOW, Scope
 
 from .conftest import make_service
@@ -85,6 +86,36 @@ def test_a_reload_changes_the_scope(tmp_path):
         # counted, for the LustreAllocScopeChanged alert
         assert svc.metrics.registry.get_sample_value(
             "lustre_alloc_mapper_scope_changes_total") == 1
+    finally:
+        svc.stop()
+
+
+def test_a_reload_out_of_shadow_places_allocs_and_leases_at_once(tmp_path):
+    """Rollout step 2 (docs/operations.md): the reload that ends a shadow pilot places the
+    next create, per create and leased alike (one scope in force for every request path)."""
+    from mapper.service.config import load_config
+    from mapper.service.reload import Reloader
+    from mapper.service.server import MapperService
+    toml = tmp_path / "mapper.toml"
+    base = ('[mapper]\nstatic_cluster = "4x2"\npolicy = "round_robin"\n'
+            'bind = "tcp://127.0.0.1:*"\n')
+    toml.write_text(base + "[scope]\nshadow = true\n")
+    svc = MapperService(load_config(str(toml), {})).start()
+    svc.reloader = Reloader(svc, str(toml), {})
+    try:
+        with MapperClient(svc.endpoint, timeout_s=2.0) as c:
+            with pytest.raises(ShadowDecision):
+                c.alloc("app.1", 1, path="/x/f")
+            with pytest.raises(LeaseRefused) as shadow:
+                c.lease(4, "app.1", 1, path="/x")
+            assert shadow.value.per_create
+            toml.write_text(base + "[scope]\nshadow = false\n")
+            svc.reloader.request()
+            deadline = time.monotonic() + 10
+            while svc.reloader.applied == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert c.alloc("app.1", 1, path="/x/f").osts
+            assert len(c.lease(4, "app.1", 1, path="/x").layouts) == 4
     finally:
         svc.stop()
 

@@ -1,5 +1,6 @@
-"""Shadow mode on the mapper (issue #30): decide as usual, book nothing of its own, answer
-"use Lustre's allocator", pair each decision with the layout the shim reports."""
+"""Shadow mode on the mapper: decide as usual, book the choice as a live one until the shim
+reports Lustre's layout (then Lustre's replaces it), count nothing as placed, answer "use
+Lustre's allocator", pair each decision with the layout the shim reports."""
 from __future__ import annotations
 
 import errno
@@ -31,23 +32,37 @@ def _shadow(c: MapperClient, i: int, **kw) -> ShadowDecision:
 
 
 @pytest.mark.parametrize("plan_ahead", [False, True])
-def test_shadow_decides_books_nothing_and_sends_the_shim_to_lustre(plan_ahead):
-    svc = make_service(static_cluster="4x2", policy="mcmf", scope={"shadow": True},
-                       plan_ahead=plan_ahead)
-    try:
-        with MapperClient(svc.endpoint, timeout_s=5) as c:
-            decisions = [_shadow(c, i) for i in range(12)]
-        _books_nothing(svc, decisions)
-    finally:
-        svc.stop()
+def test_shadow_decides_as_live_and_sends_the_shim_to_lustre(plan_ahead):
+    lists = {}
+    for shadow in (True, False):
+        svc = make_service(static_cluster="4x2", policy="mcmf", scope={"shadow": shadow},
+                           plan_ahead=plan_ahead)
+        try:
+            with MapperClient(svc.endpoint, timeout_s=5) as c:
+                if shadow:
+                    decisions = [_shadow(c, i) for i in range(12)]
+                    _shadow_counts(svc, decisions)
+                    lists[shadow] = [d.osts for d in decisions]
+                else:
+                    lists[shadow] = [c.alloc("app.1", 2, expected_bytes=GIB,
+                                             path=f"/lustre/run/f{i}").osts for i in range(12)]
+            load = svc.policy.primary.predicted_load()
+            # unreported shadow decisions stay booked as live ones are
+            assert sum(load.values()) == pytest.approx(12 * GIB, rel=0.01)
+        finally:
+            svc.stop()
+    # so the shadow lists are the lists this mapper hands out live, not piled on the OSTs
+    # that were cheapest at the start
+    assert lists[True] == lists[False]
+    assert len({i for osts in lists[True] for i in osts}) == 8
 
 
-def _books_nothing(svc, decisions) -> None:
+def _shadow_counts(svc, decisions) -> None:
     for d in decisions:
         # an old shim sees an error reply (EPERM) and uses Lustre's allocator
         assert d.errno == errno.EPERM and d.policy == "mcmf" and len(d.osts) == 2
     assert len({d.token for d in decisions}) == 12 and all(d.token > 0 for d in decisions)
-    assert svc.policy.primary.pending.bytes_by_ost() == {}   # nothing of its own booked
+    # nothing is counted as placed
     assert sum(svc.metrics.stripes.get(svc.store.fsname, {}).values()) == 0
     assert svc.metrics.requests.labels("shadow")._value.get() == 12
     assert svc.metrics.requests.labels("ok")._value.get() == 0
@@ -58,7 +73,8 @@ def test_reports_pair_both_choices_and_book_lustres_layout(shadow_mcmf):
     with MapperClient(svc.endpoint, timeout_s=5) as c:
         d0 = _shadow(c, 0)
         assert c.report(d0.token, list(d0.osts), 1 << 20) == "ok"      # Lustre agreed
-        # Lustre's stripes are pending now: the next decision goes elsewhere
+        # Lustre's stripes are pending now (in place of the mapper's own booking, the same
+        # OSTs here): the next decision goes elsewhere
         assert set(svc.policy.primary.predicted_load()) == set(d0.osts)
         d1 = _shadow(c, 1)
         assert not set(d1.osts) & set(d0.osts)
@@ -70,6 +86,7 @@ def test_reports_pair_both_choices_and_book_lustres_layout(shadow_mcmf):
             c.report(d1.token, [3, 3], 1 << 20)
         assert bad.value.errno == errno.EINVAL and "twice" in bad.value.reason
         assert c.ping() == "mcmf"                                       # still serving
+    # d1's own choice came off the books when Lustre's layout was reported
     load = svc.policy.primary.predicted_load()
     assert set(load) == set(d0.osts) and load[d0.osts[0]] == pytest.approx(GIB)
     with svc.lock:

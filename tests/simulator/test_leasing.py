@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from contextlib import nullcontext
 
 import pytest
 
@@ -44,9 +43,6 @@ class Booking(BatchPolicy):
                 self.booked[o] = self.booked.get(o, 0.0) + MIB
             out.append(Placement(osts, self.name))
         return out
-
-    def not_booking(self):
-        return nullcontext()
 
     def book_observed(self, snapshot, osts, bytes_per_stripe, jobid):
         pass

@@ -49,15 +49,10 @@ class PlacedBooks:
         self.app_half_life_s = app_half_life_s
         self.max_apps = max_apps
         self.app_stripes: OrderedDict[str, AppStripes] = OrderedDict()
-        self.suspended = False
-        """True while a shadow round decides: nothing handed out is booked."""
 
     def book(self, osts: Sequence[int], bytes_per_stripe: float, jobid: str,
              table: OstTable) -> None:
-        """A list handed out: ``bytes_per_stripe`` bytes now pending on each of ``osts``
-        (nothing while :attr:`suspended`)."""
-        if self.suspended:
-            return
+        """A list handed out: ``bytes_per_stripe`` bytes now pending on each of ``osts``."""
         if self.app_weight:
             app = self.app_stripes.get(jobid)
             if app is None:

@@ -29,9 +29,8 @@ in the simulator and in the service alike.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -149,18 +148,6 @@ class McmfPolicy(BatchPolicy):
                 for i in entry.osts:
                     load[i] = load.get(i, 0.0) + entry.bytes_per_stripe
         return load
-
-    @contextmanager
-    def not_booking(self) -> Iterator[None]:
-        """Decide as usual and book nothing (shadow mode): no list handed out
-        meanwhile adds pending load. Planning goes on as usual (kept and planned lists are
-        taken and refilled: that is how this mapper decides), and what the predictor
-        learns from the requests stays learned."""
-        self.books.suspended = True
-        try:
-            yield
-        finally:
-            self.books.suspended = False
 
     def book_observed(self, snapshot: ClusterSnapshot, osts: Sequence[int],
                       bytes_per_stripe: float, jobid: str) -> None:
