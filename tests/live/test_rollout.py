@@ -10,6 +10,7 @@ without Lustre") must show what this run printed, line for line once numbers and
 scratch directory are normalised."""
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections import Counter
@@ -43,14 +44,21 @@ class Rehearsal:
         code = ctl.main(["--socket", self.sock, *args])
         out = self.capsys.readouterr()
         text = (out.out + out.err).rstrip("\n")
-        self.transcript.append(("lustre-alloc-ctl " + " ".join(args),
+        self.transcript.append((("lustre-alloc-ctl " + " ".join(args)).replace(
+                                    str(self.lv.data), SCRATCH),
                                 text.replace(str(self.lv.data), SCRATCH).splitlines()))
         return code, text
+
+    def note(self, text: str) -> None:
+        """A comment line in the transcript (what the admin did between commands)."""
+        self.transcript.append(("# " + text.replace(str(self.lv.data), SCRATCH), []))
 
     def scope(self, **table) -> str:
         """``[scope]`` rewritten in mapper.toml and ``lustre-alloc-ctl reload``."""
         self.lv.stack.scope = table
         self.lv.stack.mapper_config()
+        shown = ", ".join(f"{k} = {json.dumps(v)}" for k, v in table.items())
+        self.note(f"mapper.toml [scope]: {shown or '(empty)'}")
         code, text = self.ctl("reload")
         assert code == 0, text
         return text
@@ -110,6 +118,7 @@ def test_the_rollout_guide_walked_on_the_emulated_stack(live, tmp_path, capsys):
     # 1. shadow pilot: every file gets Lustre's layout, the shim reports it, nothing booked
     # (its writer lives 1 s past its last create: the emulated MDS places a file up to a
     # pump period after its create, and a process's exit waits at most 0.2 s for reports)
+    r.note("job app.1 writes 12 files under the shim")
     recs = r.write("app.1", linger_s=1.0)
     assert {(x["result"], x["reason"]) for x in recs} == {("default", "mapper_shadow")}
     r.wait(lambda: r.metric("lustre_alloc_mapper_shadow_reports_total", result="ok") == FILES,
@@ -129,6 +138,7 @@ def test_the_rollout_guide_walked_on_the_emulated_stack(live, tmp_path, capsys):
     text = r.scope(shadow=False, paths=[str(lv.data / "pilot")])
     assert text == "reload applied (changed: scope)"
     assert r.metric("lustre_alloc_mapper_scope_changes_total") == 1  # LustreAllocScopeChanged
+    r.note("jobs pilot (in /lustre/scratch/pilot) and app.2 (elsewhere) write 12 files each")
     pilot, other = r.write("pilot"), r.write("app.2")
     assert _placed(pilot) and _lustre(other)
     # the stripe counters count the files created (leased layouts included), two stripes each
@@ -141,11 +151,13 @@ def test_the_rollout_guide_walked_on_the_emulated_stack(live, tmp_path, capsys):
 
     # 3. one project, by its jobids: placed wherever it writes
     r.scope(jobids=["climate.*"])
+    r.note("jobs climate.7 and app.3 write 12 files each")
     climate, other = r.write("climate.7"), r.write("app.3")
     assert _placed(climate) and _lustre(other)
 
     # 4. the default: everything the shim asks for
     r.scope()
+    r.note("job app.4 writes 12 files")
     assert _placed(r.write("app.4"))
     r.wait(lambda: r.stripes() == 2 * 3 * FILES, "every placed file's stripes counted")
     code, text = r.ctl("status")
@@ -155,6 +167,7 @@ def test_the_rollout_guide_walked_on_the_emulated_stack(live, tmp_path, capsys):
     # alerts on stale servers and on the fallbacks' share fire
     before = {res: r.metric("lustre_alloc_mapper_layouts_total", result=res)
               for res in ("ok", "fallback")}
+    r.note("every collector stops; job app.5 writes 12 files")
     for name in [n for n in lv.stack.procs if n not in ("mapper", "broker")]:
         lv.stack.kill(name)
     r.wait(lambda: r.metric("lustre_alloc_mapper_stale_servers") > 0, "stale servers seen")
@@ -170,7 +183,9 @@ def test_the_rollout_guide_walked_on_the_emulated_stack(live, tmp_path, capsys):
 
     # step back: place = false, every create goes to Lustre's allocator at once
     r.scope(place=False)
+    r.note("job app.6 writes 12 files: every one gets Lustre's layout")
     assert _lustre(r.write("app.6"))
+    r.ctl("status")
     # every stripe counted is a stripe of a file created with the mapper's layout
     stripes = Counter(i for x in lv.records() if x["result"] == "layout"
                       for i in x["osts"].split(","))
@@ -181,7 +196,8 @@ def test_the_rollout_guide_walked_on_the_emulated_stack(live, tmp_path, capsys):
 
 
 def _render(transcript: list[tuple[str, list[str]]]) -> str:
-    return "".join(f"$ {cmd}\n" + "".join(f"{line}\n" for line in out) for cmd, out in transcript)
+    return "".join((cmd if cmd.startswith("#") else f"$ {cmd}") + "\n"
+                   + "".join(f"{line}\n" for line in out) for cmd, out in transcript)
 
 
 def _shape(line: str) -> str:
@@ -200,7 +216,7 @@ def _guide_block() -> list[tuple[str, list[str]]]:
     for line in block.splitlines():
         if line.startswith("$ "):
             out.append((line[2:], []))
-        elif out and line.strip() != "...":
+        elif out and line.strip() != "..." and not line.startswith("#"):
             out[-1][1].append(line)
     return out
 
@@ -210,7 +226,7 @@ def _check_guide(transcript: list[tuple[str, list[str]]]) -> None:
     guide shows is one this run printed for it (numbers aside)."""
     guide = _guide_block()
     assert guide, "the guide's rehearsal block is empty"
-    ran = iter(transcript)
+    ran = iter([(cmd, out) for cmd, out in transcript if not cmd.startswith("#")])
     for cmd, lines in guide:
         for got_cmd, got in ran:
             if _shape(got_cmd) == _shape(cmd):
