@@ -4,6 +4,7 @@ and no numpy and refuses the simulator in one line; sysusers.d and tmpfiles.d ma
 user and the directories in that root."""
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -74,6 +75,12 @@ def test_installed_into_a_clean_root(debs, tmp_path):
     assert "ExecStart=/opt/lustre-alloc/collector/bin/lustre-alloc-collector" in unit
     conffiles = (root / "var/lib/dpkg/info/lustre-alloc-collector.conffiles").read_text()
     assert "/etc/lustre-alloc/collector.toml" in conffiles.split()
+    # the role's commands are on PATH: /usr/bin links into the role's venv
+    for cmd in ("lustre-alloc-collector", "lustre-alloc-broker", "lustre-alloc-selftest"):
+        link = root / "usr/bin" / cmd
+        assert os.readlink(link) == f"/opt/lustre-alloc/collector/bin/{cmd}"
+        assert (root / "opt/lustre-alloc/collector/bin" / cmd).is_file()
+    assert not (root / "usr/bin/lustre-alloc-ctl").exists()        # the mapper package's
     venv = root / "opt/lustre-alloc/collector/bin"
     # the staged venv names its installed prefix, not the build directory
     assert (venv / "lustre-alloc-collector").read_text().startswith(

@@ -38,6 +38,14 @@ def test_three_role_rpms_with_units_user_and_configs(rpms):
     assert "/opt/lustre-alloc/mapper/lib/python3.11/site-packages/ortools/__init__.py" in \
         _q(rpms["mapper"], "-l").split()
     assert "/opt/lustre-alloc/lib/liblustre_alloc.so" in _q(rpms["client"], "-l").split()
+    # each role's commands on PATH: /usr/bin links into its venv
+    for role, cmds in (("collector", ("lustre-alloc-collector", "lustre-alloc-broker",
+                                      "lustre-alloc-selftest")),
+                       ("mapper", ("lustre-alloc-mapper", "lustre-alloc-ctl",
+                                   "lustre-alloc-rebalance"))):
+        links = _q(rpms[role], "--qf", "[%{FILENAMES} %{FILELINKTOS}\n]").splitlines()
+        for cmd in cmds:
+            assert f"/usr/bin/{cmd} /opt/lustre-alloc/{role}/bin/{cmd}" in links
     # configurations are %config(noreplace); the service user comes before the files
     configs = _q(rpms["collector"], "-c").split()
     assert "/etc/lustre-alloc/collector.toml" in configs and "/etc/lustre-alloc/broker.toml" in configs
