@@ -9,7 +9,11 @@ of simulated and measured bandwidth, and, as the baseline, the rank correlation 
 system's write load alone (LMT's mean over the job's window, the job's own bytes included)
 and of the others' load (the same without the job's bytes). Writes
 ``<out>/hacc_jobs.csv`` (one row per job) and ``<out>/hacc_scatter.png`` (simulated against
-measured, one point per job, the two halves apart). docs/simulator.md, "How close to a real
+measured, one point per job, the two halves apart). Then the per-file check: PyDarshan's
+Lustre logs (sample-goodost: 48 files of 1 GiB; sample-badost: 2048 files of 256 MiB with a
+straggler OST) replayed once on Edison scratch1 as the bundled Edison worlds build it, the
+distribution of simulated per-file write times beside the logged ones
+(:func:`simulator.validation.compare_distributions`). docs/simulator.md, "How close to a real
 file system", shows the output.
 
     .venv/bin/python bench/validate_hacc.py [--jobs 2] [--seed 2018] [--out results/validation]
@@ -27,8 +31,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simulator.sweep import run_tasks  # noqa: E402
-from simulator.validation import (CORI_OST_WRITE_MIB_S, Replay, fit_bandwidth,  # noqa: E402
-                                  read_jobs, replay, split_halves, summarize)
+from simulator.validation import (CORI_OST_WRITE_MIB_S, Replay,  # noqa: E402
+                                  compare_distributions, fit_bandwidth, logged_write_times,
+                                  read_jobs, replay, simulated_write_times, split_halves,
+                                  summarize)
+
+DARSHAN_CASES = (("sample-goodost.darshan", False), ("sample-badost.darshan", True))
+"""The per-file check's logs, and whether the replay slows OST 14 (the straggler the log
+measured)."""
 
 DATA = ROOT / "lustre_alloc_data/nersc-pytokio/hacc_io_jobs_summary.csv.gz"
 
@@ -115,6 +125,19 @@ def main(argv=None) -> int:
                             r.job.overloaded_osts, int(r.unfinished)])
     _scatter(fit, held, out / "hacc_scatter.png")
     print(f"\nper job: {out / 'hacc_jobs.csv'}; scatter: {out / 'hacc_scatter.png'}")
+    print()
+    print("| log | files | write time p10 / p50 / p90 / max s, logged | simulated "
+          "| max/median logged | simulated | KS distance |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="validate-darshan-") as tmp:
+        for log, straggler in DARSHAN_CASES:
+            c = compare_distributions(logged_write_times(log),
+                                      simulated_write_times(log, Path(tmp) / log, straggler))
+            q = {who: " / ".join(f"{c[f'{who}_{k}']:.2f}" for k in ("p10", "p50", "p90", "max"))
+                 for who in ("logged", "simulated")}
+            print(f"| {log}{' (OST 14 slow)' if straggler else ''} | {c['files_logged']} | "
+                  f"{q['logged']} | {q['simulated']} | {c['logged_max_over_median']:.1f} | "
+                  f"{c['simulated_max_over_median']:.1f} | {c['ks']:.2f} |")
     return 0
 
 

@@ -303,6 +303,71 @@ def explained_log_variance(replays: Sequence[Replay]) -> float:
     return float(1.0 - np.var(m - s) / np.var(m)) if np.var(m) > 0 else float("nan")
 
 
-__all__ = ["CORI_OST_WRITE_MIB_S", "MeasuredJob", "REQUIRED", "Replay", "ValidationDataError",
+# ---------------------------------------------------------------------- per file: Darshan
+EDISON_OST_MIB_S = 700.0
+"""Edison scratch1's OST bandwidth, MiB/s, as the bundled Edison worlds take it (a Sonexion
+1600 OST: about 5.6 GB/s per SSU of 8 OSTs)."""
+STRAGGLER_FRACTION = 0.020212
+"""OST 14's speed in ``sample-badost.darshan``: 1 / 49.475 of the median OST
+(:func:`traces.darshan_import.ost_write_time_ratios`), as the straggler-ost world takes it."""
+
+
+def logged_write_times(log: str) -> np.ndarray:
+    """Per file the log wrote, its POSIX write time (``POSIX_F_WRITE_TIME``), s, sorted.
+
+    Raises:
+        traces.darshan_import.DarshanImportError: the log cannot be read.
+    """
+    from traces.darshan_import import file_write_times
+    from traces.darshan_import import resolve_log
+    return np.sort(np.array([t for t, _ in file_write_times(resolve_log(log)).values()]))
+
+
+def darshan_scenario(log: str, workdir: Path, straggler: bool) -> Path:
+    """The scenario replaying Darshan log ``log`` once on Edison scratch1 as the bundled
+    Edison worlds build it (the real ``lfs df`` state and OSS map, :data:`EDISON_OST_MIB_S`),
+    under round-robin; with ``straggler``, OST 14 at :data:`STRAGGLER_FRACTION`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    lines = [f'name = "validate-{Path(log).stem}"', f'description = "{log} replayed once"',
+             "duration_s = 7200", "step_s = 0.5", "seed = 2018", 'policies = ["round_robin"]',
+             "", "[cluster]", "osts_per_oss = 1", f"ost_bandwidth_mib_s = {EDISON_OST_MIB_S}",
+             "", "[cluster.initial_fill]", 'mode = "lfs_df"',
+             'path = "pkg:lustre_alloc_data/nersc-pytokio/sample_ost-fullness.txt.gz"',
+             'filesystem = "snx11025"', "snapshot = 0",
+             'ost_map = "pkg:lustre_alloc_data/nersc-pytokio/sample_ost-map.txt.gz"', "",
+             "[[workload]]", f'darshan = "{log}"', ""]
+    if straggler:
+        lines += ["[[event]]", 'kind = "degrade"', "at_s = 0", "ost = 14",
+                  f"fraction = {STRAGGLER_FRACTION}", "flagged = false", ""]
+    path = workdir / "scenario.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def simulated_write_times(log: str, workdir: Path, straggler: bool) -> np.ndarray:
+    """Per file of the replay, its simulated write time (first byte issued to last byte
+    landed, :attr:`simulator.engine.RunResult.file_write_s`), s, sorted."""
+    from simulator.runner import prepare, run_policy
+    from simulator.scenario import load_scenario
+    scenario = load_scenario(darshan_scenario(log, workdir, straggler))
+    return np.sort(run_policy(scenario, prepare(scenario), "round_robin").file_write_s)
+
+
+def compare_distributions(logged: np.ndarray, simulated: np.ndarray) -> dict[str, float]:
+    """Quantiles of both (p10, p50, p90, max, s), the max over the median of each, and the
+    two-sample Kolmogorov-Smirnov distance (scipy.stats.ks_2samp)."""
+    from scipy.stats import ks_2samp
+    out: dict[str, float] = {"files_logged": len(logged), "files_simulated": len(simulated)}
+    for name, v in (("logged", logged), ("simulated", simulated)):
+        q = np.percentile(v, [10, 50, 90, 100])
+        out.update({f"{name}_p10": q[0], f"{name}_p50": q[1], f"{name}_p90": q[2],
+                    f"{name}_max": q[3], f"{name}_max_over_median": q[3] / q[1]})
+    out["ks"] = float(ks_2samp(logged, simulated).statistic)
+    return out
+
+
+__all__ = ["CORI_OST_WRITE_MIB_S", "EDISON_OST_MIB_S", "STRAGGLER_FRACTION",
+           "compare_distributions", "darshan_scenario", "logged_write_times",
+           "simulated_write_times", "MeasuredJob", "REQUIRED", "Replay", "ValidationDataError",
            "explained_log_variance", "fit_bandwidth", "job_scenario", "overloaded_osts", "read_jobs", "replay",
            "split_halves", "spearman", "summarize"]

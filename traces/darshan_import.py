@@ -265,6 +265,29 @@ def ost_write_time_ratios(src: str | Path | Any) -> dict[int, float]:
     return {o: m / median for o, m in sorted(means.items())}
 
 
+def file_write_times(src: str | Path | Any) -> dict[str, tuple[float, int]]:
+    """Per file the log wrote to: its POSIX write time (``POSIX_F_WRITE_TIME``, seconds the
+    rank spent in write calls) and its bytes written (``POSIX_BYTES_WRITTEN``), keyed by path.
+    A shared file's record sums its ranks' times (Darshan's reduction), so a log of one
+    shared file says little per file.
+
+    Returns:
+        ``{path: (write time s, bytes)}``; empty when the log has no POSIX module.
+    """
+    with _opened(src) as report:
+        if "POSIX" not in report.records:
+            return {}
+        names = report.name_records
+        fcols, cols = report.counters["POSIX"]["fcounters"], report.counters["POSIX"]["counters"]
+        out: dict[str, tuple[float, int]] = {}
+        for rec in _records(report, "POSIX"):
+            written = int(dict(zip(cols, rec["counters"]))["POSIX_BYTES_WRITTEN"])
+            if written > 0:
+                t = float(dict(zip(fcols, rec["fcounters"]))["POSIX_F_WRITE_TIME"])
+                out[names.get(rec["id"], str(rec["id"]))] = (t, written)
+    return out
+
+
 def dxt_write_sizes(src: str | Path | Any) -> dict[str, list[int]]:
     """The sequence of write sizes (bytes) of each (rank, file), from DXT_POSIX.
 

@@ -8,12 +8,15 @@ import csv
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simulator.scenario import load_scenario
 from simulator.validation import (CORI_OST_WRITE_MIB_S, REQUIRED, ValidationDataError,
-                                  explained_log_variance, fit_bandwidth, job_scenario,
-                                  overloaded_osts, read_jobs, replay, split_halves, summarize)
+                                  compare_distributions, explained_log_variance,
+                                  fit_bandwidth, job_scenario, logged_write_times,
+                                  overloaded_osts, read_jobs, replay, simulated_write_times,
+                                  split_halves, summarize)
 
 DATA = (Path(__file__).resolve().parents[2]
         / "lustre_alloc_data/nersc-pytokio/hacc_io_jobs_summary.csv.gz")
@@ -100,3 +103,18 @@ def test_the_fit_scales_the_bandwidth_toward_the_measured(tmp_path):
 
 def test_every_required_field_is_a_summary_column():
     assert set(REQUIRED) <= set(_rows()[0])
+
+
+def test_per_file_write_times_logged_and_simulated(tmp_path):
+    """sample-badost.darshan: 2048 files of 256 MiB; the straggler's files are the slowest
+    logged, and the replay with OST 14 slowed shows the same shape: a few files tens of
+    times the median."""
+    logged = logged_write_times("sample-badost.darshan")
+    assert len(logged) == 2048 and logged[-1] / np.median(logged) > 40
+    slow = simulated_write_times("sample-badost.darshan", tmp_path / "slow", straggler=True)
+    even = simulated_write_times("sample-badost.darshan", tmp_path / "even", straggler=False)
+    assert len(slow) == len(even) == 2048
+    c = compare_distributions(logged, slow)
+    assert c["simulated_max_over_median"] > 40 and c["logged_max_over_median"] > 40
+    assert compare_distributions(logged, even)["simulated_max_over_median"] < 1.1
+    assert 0.0 <= c["ks"] <= 1.0
