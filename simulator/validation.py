@@ -346,7 +346,7 @@ def darshan_scenario(log: str, workdir: Path, straggler: bool) -> Path:
 
 def simulated_write_times(log: str, workdir: Path, straggler: bool) -> np.ndarray:
     """Per file of the replay, its simulated write time (first byte issued to last byte
-    landed, :attr:`simulator.engine.RunResult.file_write_s`), s, sorted."""
+    landed, ``RunResult.file_write_s``, :class:`simulator.engine.RunResult`), s, sorted."""
     from simulator.runner import prepare, run_policy
     from simulator.scenario import load_scenario
     scenario = load_scenario(darshan_scenario(log, workdir, straggler))
