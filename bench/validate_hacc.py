@@ -44,12 +44,13 @@ DATA = ROOT / "lustre_alloc_data/nersc-pytokio/hacc_io_jobs_summary.csv.gz"
 
 
 def _replay_task(task, report=None) -> Replay:
-    job, workdir, bandwidth = task
-    return replay(job, Path(workdir), bandwidth)
+    job, workdir, bandwidth, policy = task
+    return replay(job, Path(workdir), bandwidth, policy)
 
 
-def _replays(jobs, workdir: Path, bandwidth: float, parallel: int, tag: str) -> list[Replay]:
-    tasks = [(j, str(workdir / f"{tag}-{j.jobid}"), bandwidth) for j in jobs]
+def _replays(jobs, workdir: Path, bandwidth: float, parallel: int, tag: str,
+             policy: str) -> list[Replay]:
+    tasks = [(j, str(workdir / f"{tag}-{j.jobid}"), bandwidth, policy) for j in jobs]
     return run_tasks(_replay_task, tasks, [j.jobid for j in jobs], jobs=parallel)
 
 
@@ -88,6 +89,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (2)")
     ap.add_argument("--out", default=str(ROOT / "results" / "validation"))
     ap.add_argument("--limit", type=int, default=0, help="replay only the first N jobs")
+    ap.add_argument("--policy", default="round_robin",
+                    help="the allocator the replay runs: round_robin (default) or lustre_qos "
+                         "(Lustre's QOS restated: weighted by free space past qos_threshold_rr)")
     ap.add_argument("--figure", help="also write the scatter plot here "
                                      "(docs/figures/hacc-validation.png in the docs)")
     args = ap.parse_args(argv)
@@ -101,12 +105,12 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="validate-hacc-") as tmp:
         work = Path(tmp)
-        first = _replays(fit_jobs, work, CORI_OST_WRITE_MIB_S, args.jobs, "start")
+        first = _replays(fit_jobs, work, CORI_OST_WRITE_MIB_S, args.jobs, "start", args.policy)
         bandwidth = fit_bandwidth(first, CORI_OST_WRITE_MIB_S)
         print(f"OST write bandwidth: {CORI_OST_WRITE_MIB_S:.0f} MiB/s to start "
               f"(700 GB/s over 248 OSTs), fitted on the fitting half: {bandwidth:.0f} MiB/s")
-        fit = _replays(fit_jobs, work, bandwidth, args.jobs, "fit")
-        held = _replays(held_jobs, work, bandwidth, args.jobs, "held")
+        fit = _replays(fit_jobs, work, bandwidth, args.jobs, "fit", args.policy)
+        held = _replays(held_jobs, work, bandwidth, args.jobs, "held", args.policy)
     print()
     print("| half | jobs | bandwidth MdAPE | Spearman simulated | Spearman fs write load "
           "| Spearman others' load | log-variance explained | unfinished |")

@@ -12,10 +12,11 @@ a failed-over partner's OSTs and their overload factor).
 Each job is replayed on its file system as recorded (:func:`job_scenario`):
 
 * ``fshealth_ost_count`` OSTs, one per OSS (Cori's Sonexion 2000: two OSSes per SSU, one
-  GridRAID OST each), ``fshealth_ost_avg_full_pct`` full;
+  GridRAID OST each), filled as the record's least, mean and most full OST say
+  (:func:`fill_spread`);
 * the job: ``darshan_biggest_write_api_files`` files (file per process, stripe count 1,
   Cori cscratch1's default) of equal size summing to ``darshan_biggest_write_api_bytes``,
-  all created at t = 0 and placed by Lustre's round-robin (what the real system ran);
+  all created at t = 0 and placed by Lustre's round-robin (or its QOS allocator, restated);
 * ``fshealth_ost_overloaded_ost_count`` OSTs (chosen by a seed fixed per job id: the
   record does not name them) served at ``1 / fshealth_ost_avg_overloaded_overload_factor``
   of their bandwidth (a failed-over OSS serves its partner's OSTs too);
@@ -46,7 +47,8 @@ REQUIRED = ("_jobid", "darshan_agg_perf_by_slowest_posix", "darshan_io_time",
             "darshan_biggest_write_api_bytes", "darshan_biggest_write_api_files",
             "darshan_nprocs", "_datetime_start", "_datetime_end", "fs_tot_bytes_written",
             "fs_tot_bytes_read", "fs_ave_bytes_written_per_sec", "fshealth_ost_count",
-            "fshealth_ost_avg_full_pct", "fshealth_ost_overloaded_ost_count",
+            "fshealth_ost_avg_full_pct", "fshealth_ost_least_full_pct",
+            "fshealth_ost_most_full_pct", "fshealth_ost_overloaded_ost_count",
             "fshealth_ost_avg_overloaded_overload_factor")
 """The summary columns a replay reads (``hacc_io_jobs_summary.csv.gz``)."""
 
@@ -76,7 +78,8 @@ class MeasuredJob:
         fs_bytes_written, fs_bytes_read: the file system's totals over the window.
         fs_write_load: the file system's mean write rate over the window, bytes/s (the job
             included): the simplest predictor of the job's bandwidth.
-        osts: OST count; full_fraction: mean fullness (0..1).
+        osts: OST count; full_fraction: mean fullness (0..1); least_full, most_full: the
+            least and the most full OST's fullness (0..1).
         overloaded_osts: OSTs served by a failed-over partner; overload_factor: how many
             OSTs such an OSS serves.
     """
@@ -91,6 +94,8 @@ class MeasuredJob:
     fs_write_load: float
     osts: int
     full_fraction: float
+    least_full: float
+    most_full: float
     overloaded_osts: int
     overload_factor: float
 
@@ -146,6 +151,8 @@ def read_jobs(path: str | Path) -> tuple[list[MeasuredJob], dict[str, int]]:
                     fs_write_load=_number(row, "fs_ave_bytes_written_per_sec"),
                     osts=int(_number(row, "fshealth_ost_count")),
                     full_fraction=_number(row, "fshealth_ost_avg_full_pct") / 100.0,
+                    least_full=_number(row, "fshealth_ost_least_full_pct") / 100.0,
+                    most_full=_number(row, "fshealth_ost_most_full_pct") / 100.0,
                     overloaded_osts=int(_number(row, "fshealth_ost_overloaded_ost_count")),
                     overload_factor=_number(row, "fshealth_ost_avg_overloaded_overload_factor"))
             except ValueError as e:
@@ -157,7 +164,8 @@ def read_jobs(path: str | Path) -> tuple[list[MeasuredJob], dict[str, int]]:
                     ("fshealth_ost_count", job.osts > 0),
                     ("_datetime_end", job.window_s > 0),
                     ("darshan_agg_perf_by_slowest_posix", job.bandwidth_mib_s > 0),
-                    ("fshealth_ost_avg_full_pct", 0.0 <= job.full_fraction < 1.0),
+                    ("fshealth_ost_avg_full_pct",
+                     0.0 <= job.least_full <= job.full_fraction <= job.most_full < 1.0),
                     ("fshealth_ost_overloaded_ost_count", 0 <= job.overloaded_osts <= job.osts))
                     if not ok), None)
                 if bad is None:
@@ -182,7 +190,24 @@ def overloaded_osts(job: MeasuredJob) -> list[int]:
     return sorted(int(i) for i in rng.choice(job.osts, size=job.overloaded_osts, replace=False))
 
 
-def job_scenario(job: MeasuredJob, workdir: Path, ost_write_mib_s: float) -> Path:
+def fill_spread(job: MeasuredJob) -> np.ndarray:
+    """Per-OST fullness (0..1) with the record's least, mean and most full: the record gives
+    only those three, so the OSTs lie on the monotone curve ``lo + (hi - lo) x^k`` over
+    ``x`` in [0, 1] whose mean is the recorded one (``k = (hi - lo) / (mean - lo) - 1``),
+    shuffled by a seed fixed by the job id. Every OST alike when the three are equal."""
+    lo, mean, hi = job.least_full, job.full_fraction, job.most_full
+    if hi - lo < 1e-9 or not lo < mean < hi:
+        return np.full(job.osts, mean)
+    k = (hi - lo) / (mean - lo) - 1.0
+    x = np.linspace(0.0, 1.0, job.osts)
+    fill = lo + (hi - lo) * x ** k
+    fill += mean - fill.mean()              # the discrete curve's mean, exactly the record's
+    rng = np.random.default_rng(zlib.crc32(job.jobid.encode()) ^ 0x5EED)
+    return np.clip(rng.permutation(fill), 0.0, 0.999)
+
+
+def job_scenario(job: MeasuredJob, workdir: Path, ost_write_mib_s: float,
+                 policy: str = "round_robin") -> Path:
     """Write the scenario replaying ``job`` (module docstring) under ``workdir``; its path.
 
     The run lasts the measured window plus ten times the measured I/O time (a simulated
@@ -213,11 +238,11 @@ def job_scenario(job: MeasuredJob, workdir: Path, ost_write_mib_s: float) -> Pat
         f'name = "validate-hacc-{job.jobid}"',
         f'description = "TOKIO hacc_io_write job {job.jobid} on cscratch1, replayed as recorded"',
         f"duration_s = {duration:.1f}", "step_s = 1.0", "seed = 2018",
-        'policies = ["round_robin"]', "",
+        f'policies = ["{policy}"]', "",
         "[cluster]", f"oss_count = {job.osts}", "osts_per_oss = 1",
         "ost_size_gib = 65536", f"ost_bandwidth_mib_s = {ost_write_mib_s:.3f}", "",
         "[cluster.initial_fill]", 'mode = "explicit"',
-        f"used_fraction = [{', '.join([f'{job.full_fraction:.4f}'] * job.osts)}]", "",
+        f"used_fraction = [{', '.join(f'{f:.4f}' for f in fill_spread(job))}]", "",
         "[[workload]]", f'trace = "{trace}"', "",
         "[[workload]]", f'background = "{background}"', ""]
     if slow:
@@ -244,13 +269,15 @@ class Replay:
         return self.simulated_mib_s / self.job.bandwidth_mib_s - 1.0
 
 
-def replay(job: MeasuredJob, workdir: Path, ost_write_mib_s: float) -> Replay:
-    """Run ``job``'s scenario under Lustre's round-robin through the simulator's own runner
-    and read the job's I/O time (first byte to last, :class:`simulator.job_io.JobIo`)."""
+def replay(job: MeasuredJob, workdir: Path, ost_write_mib_s: float,
+           policy: str = "round_robin") -> Replay:
+    """Run ``job``'s scenario under ``policy`` (Lustre's own allocator, restated:
+    ``lustre_qos``; or ``round_robin``) through the simulator's own runner and read the
+    job's I/O time (first byte to last, :class:`simulator.job_io.JobIo`)."""
     from simulator.runner import prepare, run_policy
     from simulator.scenario import load_scenario
-    scenario = load_scenario(job_scenario(job, workdir, ost_write_mib_s))
-    result = run_policy(scenario, prepare(scenario), "round_robin")
+    scenario = load_scenario(job_scenario(job, workdir, ost_write_mib_s, policy))
+    result = run_policy(scenario, prepare(scenario), policy)
     io = result.jobs[f"hacc.{job.jobid}"]
     took = io.last_byte_s - io.first_io_s
     return Replay(job, took, job.bytes / MIB / took if took > 0 else 0.0, io.unfinished > 0)
@@ -369,5 +396,5 @@ def compare_distributions(logged: np.ndarray, simulated: np.ndarray) -> dict[str
 __all__ = ["CORI_OST_WRITE_MIB_S", "EDISON_OST_MIB_S", "STRAGGLER_FRACTION",
            "compare_distributions", "darshan_scenario", "logged_write_times",
            "simulated_write_times", "MeasuredJob", "REQUIRED", "Replay", "ValidationDataError",
-           "explained_log_variance", "fit_bandwidth", "job_scenario", "overloaded_osts", "read_jobs", "replay",
+           "explained_log_variance", "fill_spread", "fit_bandwidth", "job_scenario", "overloaded_osts", "read_jobs", "replay",
            "split_halves", "spearman", "summarize"]

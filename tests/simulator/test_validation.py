@@ -50,10 +50,12 @@ def test_a_row_missing_a_field_is_skipped_and_counted_never_guessed(tmp_path):
     rows[2]["darshan_agg_perf_by_slowest_posix"] = "nan"
     rows[3]["fshealth_ost_count"] = "0"
     rows[4]["darshan_io_time"] = "fast"
+    rows[5]["fshealth_ost_least_full_pct"] = "99"       # above the mean: not a record
     jobs, skipped = read_jobs(_write(tmp_path / "s.csv", rows))
-    assert [j.jobid for j in jobs] == [rows[0]["_jobid"], rows[5]["_jobid"]]
+    assert [j.jobid for j in jobs] == [rows[0]["_jobid"]]
     assert skipped == {"fs_tot_bytes_written": 1, "darshan_agg_perf_by_slowest_posix": 1,
-                       "fshealth_ost_count": 1, "darshan_io_time": 1}
+                       "fshealth_ost_count": 1, "darshan_io_time": 1,
+                       "fshealth_ost_avg_full_pct": 1}
     with pytest.raises(ValidationDataError, match="nowhere.csv"):
         read_jobs(tmp_path / "nowhere.csv")
 
@@ -72,8 +74,14 @@ def test_a_job_is_replayed_as_its_record_says(tmp_path):
     job = next(j for j in jobs if j.overloaded_osts)
     sc = load_scenario(job_scenario(job, tmp_path, 2000.0))
     assert sc.policies == ("round_robin",)
+    assert load_scenario(job_scenario(job, tmp_path / "q", 2000.0, "lustre_qos")).policies \
+        == ("lustre_qos",)
     assert sc.cluster.oss_count == job.osts and sc.cluster.osts_per_oss == 1
-    assert sc.cluster.initial_fill.used_fraction[0] == pytest.approx(job.full_fraction, abs=1e-4)
+    fill = np.array(sc.cluster.initial_fill.used_fraction)
+    # the record's least, mean and most full OST, as recorded
+    assert fill.mean() == pytest.approx(job.full_fraction, abs=1e-4)
+    assert fill.min() == pytest.approx(job.least_full, abs=2e-3)
+    assert fill.max() == pytest.approx(job.most_full, abs=2e-3)
     (degrade,) = sc.events
     assert list(degrade.osts) == overloaded_osts(job) and not degrade.flagged
     assert len(overloaded_osts(job)) == job.overloaded_osts
