@@ -14,10 +14,11 @@ from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.placement_errors import (AllocationError, InvalidRequestError, NoSpaceError,
                                           PlacementCheckError, QosUnavailable)
 
-__all__ = ["AllocationError", "BatchPolicy", "CreateRequest", "InvalidRequestError",
-           "NoSpaceError", "Placement", "PlacementCheckError", "PlacementPolicy",
-           "QosUnavailable", "allocate_each", "decide_batch", "LearnsOffRequestPath", "PlansAhead",
-           "PersistsState", "ReportsLoad", "TracksJobids"]
+__all__ = ["AllocationError", "BatchPolicy", "BooksPlacements", "CreateRequest",
+           "InvalidRequestError", "LearnsOstSpeeds", "LearnsSizes", "NoSpaceError",
+           "PersistsState", "Placement", "PlacementCheckError", "PlacementPolicy",
+           "PlansAhead", "PreparesDecisions", "QosUnavailable", "SteersLustre",
+           "allocate_each", "decide_batch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +167,16 @@ class PlansAhead(Protocol):
     def plan(self, snapshot: ClusterSnapshot, only: Any = None, lock: Any = None,
              solve: Any = None) -> int:
         """Refill the plan queues; the lists queued."""
+        ...
+
+
+@runtime_checkable
+class LearnsSizes(Protocol):
+    """Learns each application's file sizes from what the client reports at close (the
+    shim's close reports, docs/protocol.md "Protocol v2: file sizes")."""
+
+    def learn_sizes(self, jobid: str, sizes: Sequence[int]) -> int:
+        """Learn ``jobid``'s files' sizes at close, bytes, in close order; how many taken."""
         ...
 
 

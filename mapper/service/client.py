@@ -248,6 +248,20 @@ class MapperClient:
             raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
         return [str(r) for r in reply["results"]]
 
+    def sizes(self, job: str, sizes: list[int], fsname: str | None = None) -> int:
+        """Report ``job``'s files' sizes at close (bytes, close order; protocol v2
+        ``sizes``); the number the mapper's policy learned.
+
+        Raises:
+            MapperError: refused (EINVAL naming the field).
+            MapperTimeout: no reply in time.
+        """
+        rid = next(self._ids)
+        reply = self.request(wire.encode_sizes_request(rid, job, sizes, fsname), rid)
+        if not reply.get("ok"):
+            raise MapperError(int(reply.get("errno", 0)), str(reply.get("error", "")))
+        return int(reply["learned"])
+
     def ping(self, fsname: str | None = None) -> str:
         """Liveness check; returns the primary policy name of the file system ``fsname``
         (None: the mapper's only or first one).

@@ -43,6 +43,8 @@ class Sorted:
     leases: dict[str, list[Alloc]] = dataclasses.field(default_factory=dict)
     """Lease requests (protocol v2) per file system key."""
     releases: list[Alloc] = dataclasses.field(default_factory=list)
+    sizes: dict[str, list[Alloc]] = dataclasses.field(default_factory=dict)
+    """File sizes at close (protocol v2) per file system key."""
     bad: int = 0
     pings: int = 0
     out_of_scope: int = 0
@@ -98,7 +100,7 @@ class Intake:
         """
         contexts = self.contexts
         if req.fsname is None:
-            if len(contexts) == 1 or req.op not in ("alloc", "lease"):
+            if len(contexts) == 1 or req.op not in ("alloc", "lease", "sizes"):
                 return next(iter(contexts.values()))
             raise wire.WireError(errno.EINVAL, f"field 'fsname' is required: this mapper serves "
                                  f"{', '.join(contexts)}", req.id)
@@ -168,6 +170,8 @@ class Intake:
                 out.reports.append((identity, req))     # tokens are the service's, not a fs's
             elif op == "release":
                 out.releases.append((identity, req, peer))   # lease ids are the service's
+            elif op == "sizes":
+                out.sizes.setdefault(ctx.key, []).append((identity, req, peer))
             elif (why := self._outside_scope(ctx, req)) is not None:
                 reason = f"outside the placement scope: {why}; use Lustre's allocator"
                 replies.append((identity, wire.encode_error(req.id, errno.EPERM, reason)

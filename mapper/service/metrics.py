@@ -88,7 +88,7 @@ PREFIX = MAPPER_PREFIX
 LATENCY_BUCKETS_S = (50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3, 0.25, 1.0)
 ROUND_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 RESULTS = ("ok", "fallback", "error", "bad_request", "ping", "out_of_scope", "shadow", "report",
-           "lease", "release")
+           "lease", "release", "sizes")
 
 
 class BatchedHistogram(Collector):
@@ -256,6 +256,11 @@ class MapperMetrics:
             self.leases.labels(result)
         for result in ("granted", "used", "released", "expired"):
             self.leased_layouts.labels(result)
+        self.file_sizes = Counter(PREFIX + "file_sizes", "File sizes at close the clients "
+                                  "reported (protocol v2 sizes), by result: learned, or "
+                                  "ignored (the policy learns none)", ["result"], registry=r)
+        for result in ("learned", "ignored"):
+            self.file_sizes.labels(result)
         self.records_skipped = Counter(PREFIX + "state_records_skipped",
                                        "Malformed learned-state records skipped at load",
                                        registry=r)

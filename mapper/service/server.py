@@ -48,6 +48,7 @@ from mapper.service.allocs import Rounds
 from mapper.service.limits import PeerLimits
 from mapper.service.metrics import MapperMetrics, ServiceGauges, predicted_load
 from mapper.service.persist import LearnedStates
+from mapper.service.sizes import SizeDesk
 from mapper.service.sockets import ServiceSockets, SocketError
 from mapper.service.background_planner import BackgroundPlanner
 from mapper.state.state_store import StateStore
@@ -130,6 +131,8 @@ class MapperService:
         self.leases = LeaseDesk(config, self.path, self.intake.mode, self.contexts,
                                 self.lock, self.metrics)
         """Layout leases (protocol v2)."""
+        self.sizes = SizeDesk(self.limits, self.lock, self.metrics)
+        """File sizes at close (protocol v2)."""
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._router: zmq.Socket | None = None
@@ -480,6 +483,8 @@ class MapperService:
             replies.extend(self.leases.grant(self.contexts[key], group))
         if batch.releases:
             replies.extend(self.leases.release(batch.releases))
+        for key, group in batch.sizes.items():
+            replies.extend(self.sizes.learn(self.contexts[key], group))
         if batch.reports:
             replies.extend(self._answer_reports(batch.reports))
         m = self.metrics                 # counted before replying: a client that saw its
@@ -493,6 +498,8 @@ class MapperService:
             m.result("lease", sum(map(len, batch.leases.values())))
         if batch.releases:
             m.result("release", len(batch.releases))
+        if batch.sizes:
+            m.result("sizes", sum(map(len, batch.sizes.values())))
         # every reply of the batch waited the same time: one weighted observation
         m.request_seconds.observe_n(time.perf_counter() - received, len(replies))
         send = router.send

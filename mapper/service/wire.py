@@ -128,6 +128,10 @@ class Request:
     files: tuple[tuple[int, int, str], ...] = ()
     """``release`` (v2): (lease id, layout index, file name) of the files created with a
     leased layout."""
+    job: str = ""
+    """``sizes`` (v2): the application (jobid) whose files closed."""
+    sizes: tuple[int, ...] = ()
+    """``sizes`` (v2): their sizes at close, bytes, in close order."""
     components: tuple[CreateRequest, ...] = ()
     """A composite ``alloc`` (v2, :func:`decode_composite`): one create per OST
     component, in extent order; empty for a plain ``alloc``."""
@@ -328,12 +332,7 @@ def alloc_fields(body: dict[Any, Any], request_id: int, ost_count: int | None = 
     Raises:
         WireError: EINVAL naming the first field that is missing, mistyped or out of range.
     """
-    job = _text(body, "job", request_id, required=True)
-    if not job:
-        raise WireError(errno.EINVAL, "field 'job' is empty", request_id)
-    if len(job.encode("utf-8", "surrogateescape")) > MAX_JOB_BYTES:
-        raise WireError(errno.EINVAL, f"field 'job' of {len(job.encode('utf-8', 'surrogateescape'))}"
-                        f" bytes exceeds {MAX_JOB_BYTES} (the shim's limit)", request_id)
+    job = _job(body, request_id)
     stripe_count = _int(body, "stripe_count", request_id)
     if stripe_count == 0 or stripe_count < -1:
         raise WireError(errno.EINVAL, f"stripe_count {stripe_count} (must be >= 1, or -1 for "
@@ -514,7 +513,11 @@ MAX_RELEASE_FILES = 1024
 """Most files one ``release`` names."""
 NAME_MAX = 255
 """Longest file name, bytes (Linux ``NAME_MAX``, ``<linux/limits.h>``)."""
-OPS_V2 = ("lease", "release", "ping", "alloc")
+MAX_SIZES = 1024
+"""Most file sizes one ``sizes`` message carries."""
+MAX_FILE_BYTES = (1 << 63) - 1
+"""Largest file size a ``sizes`` message may name (``off_t``)."""
+OPS_V2 = ("lease", "release", "ping", "alloc", "sizes")
 
 
 def decode_v2(body: dict[Any, Any], request_id: int, ost_count: int | None = None) -> Request:
@@ -536,6 +539,8 @@ def decode_v2(body: dict[Any, Any], request_id: int, ost_count: int | None = Non
                        version=LEASE_VERSION)
     if op == "alloc":
         return decode_composite(body, request_id, ost_count)
+    if op == "sizes":
+        return _sizes(body, request_id)
     if op == "release":
         released, files = _released(body, request_id), _files(body, request_id)
         if not released and not files:
@@ -563,6 +568,29 @@ def _released(body: dict[Any, Any], request_id: int) -> tuple[tuple[int, int], .
                             f"[lease 1..2^64-1, used 0..{MAX_LEASE_USED - 1}] pair", request_id)
         out.append((pair[0], pair[1]))
     return tuple(out)
+
+
+def _job(body: dict[Any, Any], request_id: int) -> str:
+    """The ``job`` field: a non-empty string of at most :data:`MAX_JOB_BYTES` bytes."""
+    job = _text(body, "job", request_id, required=True)
+    if not job:
+        raise WireError(errno.EINVAL, "field 'job' is empty", request_id)
+    if len(job.encode("utf-8", "surrogateescape")) > MAX_JOB_BYTES:
+        raise WireError(errno.EINVAL, f"field 'job' of {len(job.encode('utf-8', 'surrogateescape'))}"
+                        f" bytes exceeds {MAX_JOB_BYTES} (the shim's limit)", request_id)
+    return job
+
+
+def _sizes(body: dict[Any, Any], request_id: int) -> Request:
+    """A ``sizes`` message: ``{v: 2, op: "sizes", id, job, sizes: [bytes, ...], fsname?}``."""
+    job = _job(body, request_id)
+    sizes = body.get("sizes")
+    if (not isinstance(sizes, list) or not 0 < len(sizes) <= MAX_SIZES
+            or not all(_is_int(x) and 0 <= x <= MAX_FILE_BYTES for x in sizes)):
+        raise WireError(errno.EINVAL, f"field 'sizes' must list 1..{MAX_SIZES} file sizes "
+                        f"(integers 0..2^63-1, bytes)", request_id)
+    return Request("sizes", request_id, fsname=_fsname(body, request_id),
+                   version=LEASE_VERSION, job=job, sizes=tuple(sizes))
 
 
 def _is_file_name(name: Any) -> bool:
@@ -627,6 +655,13 @@ def encode_released(request_id: int, results: Sequence[str]) -> bytes:
                   "results": list(results)})
 
 
+def encode_sized(request_id: int, learned: int) -> bytes:
+    """Reply body of a ``sizes`` message: ``{v: 2, id, ok: true, op: "sized", learned}``,
+    ``learned`` the sizes the policy took (0 when it learns none)."""
+    return _pack({"v": LEASE_VERSION, "id": request_id, "ok": True, "op": "sized",
+                  "learned": learned})
+
+
 # ---------------------------------------------------------------------- client side
 def encode_lease_request(request_id: int, count: int, job: str, stripe_count: int,
                          stripe_size: int, expected_bytes: int = 0, path: str = "",
@@ -636,6 +671,16 @@ def encode_lease_request(request_id: int, count: int, job: str, stripe_count: in
     body = create_body(LEASE_VERSION, "lease", request_id, job, stripe_count, stripe_size,
                             expected_bytes, path, pool, fsname, owner)
     body["count"] = count
+    return _pack(body)
+
+
+def encode_sizes_request(request_id: int, job: str, sizes: Sequence[int],
+                         fsname: str | None = None) -> bytes:
+    """A ``sizes`` message as a client sends it: ``job``'s files' sizes at close, bytes."""
+    body: dict[str, Any] = {"v": LEASE_VERSION, "op": "sizes", "id": request_id, "job": job,
+                            "sizes": list(sizes)}
+    if fsname is not None:
+        body["fsname"] = fsname
     return _pack(body)
 
 

@@ -123,6 +123,11 @@ class McmfParams:
         rate_first_look_median: the first look's estimates fall from their median by
             ``rate_smoothing`` (as an OST's first sample after others were measured does)
             instead of being taken as they are. Off by default.
+        size_from_chain: a create that announces no size (``expected_bytes`` 0, the shim's
+            default) is priced and booked at the size its application's chain predicts
+            next, learned from the sizes its files had at close (the shim's close reports,
+            :meth:`~mapper.policies.mcmf.McmfPolicy.learn_sizes`); a jobid with too little
+            history predicts nothing and the create stays unsized. Off by default.
 
     Raises (on construction):
         ValueError: a value out of range or an unknown name, naming the field.
@@ -163,6 +168,7 @@ class McmfParams:
     rate_relax_s: float = 0.0
     rate_busy_s: float | None = None
     rate_first_look_median: bool = False
+    size_from_chain: bool = False
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:

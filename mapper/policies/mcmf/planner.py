@@ -104,11 +104,19 @@ class McmfPlanner:
         predictor = self.predictor()
         while queue and (most is None or n < most):
             job, nbytes, pool, count, size, n_usable = queue.popleft()
-            if nbytes > 0:
+            if count == 0:                  # a file's size at close (queue_size)
                 predictor.observe(job, nbytes)
-            self.want_if_predicts(job, pool, count, size, n_usable)
+            else:
+                if nbytes > 0:
+                    predictor.observe(job, nbytes)
+                self.want_if_predicts(job, pool, count, size, n_usable)
             n += 1
         return n
+
+    def queue_size(self, jobid: str, nbytes: int) -> None:
+        """A file of ``jobid`` closed at ``nbytes`` bytes: its chain learns it later, in
+        :meth:`learn`."""
+        self._to_learn.append((jobid, nbytes, None, 0, 0, 0))
 
     def want_if_predicts(self, job: str, pool: str | None, count: int, size: int,
                          n_usable: int) -> None:

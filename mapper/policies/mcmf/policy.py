@@ -29,6 +29,7 @@ in the simulator and in the service alike.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -80,7 +81,8 @@ class McmfPolicy(BatchPolicy):
                  if p.space_cost_model else None)
         self.stats: dict[str, int] = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
                                       "predicted_dropped": 0, "clipped": 0,
-                                      "stragglers_excluded": 0, "regime_rr_requests": 0}
+                                      "stragglers_excluded": 0, "regime_rr_requests": 0,
+                                      "sized_by_chain": 0}
         self.views = RoundViews(p, self.cost_model, space, lambda k: self._count(k, 1))
         self.markov_config = MarkovConfig(**(p.markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
@@ -217,15 +219,16 @@ class McmfPolicy(BatchPolicy):
         if self.interleave is not None:
             return self._interleaved(snapshot, view, requests)
         if view.regime is not None and view.regime.mode == ROUND_ROBIN:
-            return self._round_robin(snapshot, view, requests)
+            return self._round_robin(snapshot, view, requests, self._sized(requests))
         out: list[Placement | AllocationError | None] = [None] * len(requests)
         groups: dict[tuple[str | None, str], int] = {}  # (pool, jobid or "") -> group
         masks: list[np.ndarray] = []
         group_apps: list[str] = []
         current: list[CurrentRequest] = []
         missed = False
-        for pos, req in enumerate(requests):
-            answer = self._answer(snapshot, view, req, now)
+        sized = self._sized(requests)
+        for pos, req in enumerate(sized):
+            answer = self._answer(snapshot, view, req, now, requests[pos].expected_bytes)
             if answer is None:
                 missed = True
                 answer = self._join_round(view, snapshot, req, pos, groups, masks, group_apps,
@@ -249,9 +252,10 @@ class McmfPolicy(BatchPolicy):
         self._rr.prepare(snapshot)
 
     def _answer(self, snapshot: ClusterSnapshot, view: RoundView, req: CreateRequest,
-                now: float) -> Placement | AllocationError | None:
+                now: float, announced: int) -> Placement | AllocationError | None:
         """A request's answer without a flow: an error, a kept predicted list or a planned
-        list; None when it needs the round (after it learned its bytes)."""
+        list; None when it needs the round (after it learned ``announced``, the bytes the
+        request announced: ``req`` may carry a predicted size, never learned)."""
         try:
             n_usable, _ = view.pool(snapshot, req.pool)
             count = resolve_stripe_count(req.stripe_count, n_usable)
@@ -264,10 +268,9 @@ class McmfPolicy(BatchPolicy):
         planner = self.planner
         if planner is not None and not planner.inline:
             # The chain learns in the planner's thread (off the request path).
-            planner.queue_learning(req.jobid, req.expected_bytes, req.pool, count, size,
-                                   n_usable)
-        elif req.expected_bytes > 0:
-            self.predictor.observe(req.jobid, req.expected_bytes)
+            planner.queue_learning(req.jobid, announced, req.pool, count, size, n_usable)
+        elif announced > 0:
+            self.predictor.observe(req.jobid, announced)
         hit = self._take_kept(req, count, view, now)
         if hit is not None:
             return hit
@@ -316,19 +319,20 @@ class McmfPolicy(BatchPolicy):
         return Placement(head.osts, self.name, note="predicted")
 
     def _round_robin(self, snapshot: ClusterSnapshot, view: RoundView,
-                     requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+                     requests: Sequence[CreateRequest],
+                     sized: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
         """The round-robin regime: Lustre's RR for every request; the predictor still
-        learns and the placed stripes still count as pending (the flow may take over
-        at the next sample)."""
+        learns and the placed stripes (at ``sized``'s bytes) still count as pending (the
+        flow may take over at the next sample)."""
         out: list[Placement | AllocationError] = []
-        for req in requests:
+        for announced, req in zip(requests, sized):
             try:
                 got = self._rr.allocate(snapshot, req)
             except AllocationError as e:
                 out.append(e)
                 continue
-            if req.expected_bytes > 0:
-                self.predictor.observe(req.jobid, req.expected_bytes)
+            if announced.expected_bytes > 0:
+                self.predictor.observe(req.jobid, announced.expected_bytes)
             self.stats["regime_rr_requests"] += 1
             self.books.book(got.osts, bytes_per_stripe(req, len(got.osts)), req.jobid,
                             view.table)
@@ -351,6 +355,39 @@ class McmfPolicy(BatchPolicy):
                 self.predictor.observe(req.jobid, req.expected_bytes)
             self.books.book(osts, bytes_per_stripe(req, len(osts)), req.jobid, view.table)
             out.append(Placement(tuple(osts), self.name, note="interleave"))
+        return out
+
+    # -- sizes (LearnsSizes) -------------------------------------------------------
+    def learn_sizes(self, jobid: str, sizes: Sequence[int]) -> int:
+        """Teach ``jobid``'s chain the sizes its files had at close (bytes, in close order;
+        the shim's close reports): through the planner's queue when it learns off the
+        request path, else at once. Returns how many were taken (negative sizes are not)."""
+        planner = self.planner
+        n = 0
+        for size in sizes:
+            if size < 0:
+                continue
+            if planner is not None and not planner.inline:
+                planner.queue_size(jobid, size)
+            else:
+                self.predictor.observe(jobid, size)
+            n += 1
+        return n
+
+    def _sized(self, requests: Sequence[CreateRequest]) -> Sequence[CreateRequest]:
+        """With ``size_from_chain``: each request that announces no size, at the size its
+        application's chain predicts next (unchanged when the chain predicts nothing)."""
+        if not self.params.size_from_chain:
+            return requests
+        out = list(requests)
+        predict = self.predictor.predict
+        for i, req in enumerate(requests):
+            if req.expected_bytes > 0 or req.jobid not in self.predictor:
+                continue
+            got = predict(req.jobid, 1, req.stripe_size or DEFAULT_STRIPE_SIZE_BYTES, 1, 1)
+            if got and got[0].bytes > 0:
+                out[i] = replace(req, expected_bytes=int(got[0].bytes))
+                self.stats["sized_by_chain"] += 1
         return out
 
     # -- planning ahead and learning (PlansAhead) ---------------------------
