@@ -131,6 +131,8 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 			la_report_queue(d->shadow_token, w->abs, be);
 	}
 	e = errno;
+	if (fd >= 0 && rq.expected_bytes == 0) /* its size is sent at close */
+		la_sizes_track(fd);
 	if (fd >= 0) {
 		rec.path = w->abs;
 		rec.backend = be->name;

@@ -60,6 +60,7 @@ static dev_t la_efd_dev;
 static ino_t la_efd_ino;
 static atomic_int la_running;       /* a helper serves this process */
 static atomic_int la_stop;
+static atomic_int la_sizes_flush;  /* exiting: send sizes without batching */
 static pid_t la_helper_pid;
 static pthread_t la_helper_tid;
 
@@ -432,10 +433,13 @@ static void *la_helper_main(void *arg)
 		la_scan_calls();
 		{
 			int due = la_reports_run(); /* shadow reports */
+			int sizes_due = la_sizes_run(atomic_load(&la_sizes_flush));
 			int lease_due = la_leases_run(); /* v2 leases */
 
 			if (due >= 0)
 				timeout = due;
+			if (sizes_due >= 0 && (timeout < 0 || sizes_due < timeout))
+				timeout = sizes_due;
 			if (lease_due >= 0 && (timeout < 0 || lease_due < timeout))
 				timeout = lease_due;
 		}
@@ -493,6 +497,8 @@ static void *la_helper_main(void *arg)
 		}
 	}
 	la_leases_close(); /* returns what the process still holds */
+	la_sizes_run(1); /* closed just before exit */
+	la_sizes_close();
 	for (k = 0; k < la_nsocks; k++)
 		zmq_close(la_socks[k].s);
 	la_nsocks = 0;
@@ -553,6 +559,8 @@ void la_helper_atfork_child(void)
 
 	la_reports_atfork_child();
 	la_leases_atfork_child();
+	la_sizes_atfork_child();
+	atomic_store(&la_sizes_flush, 0);
 	if (la_ctx) {
 		la_abandoned_ctx = la_ctx;
 		for (i = 0; i < LA_CALLS; i++)
@@ -580,6 +588,17 @@ void la_helper_shutdown(void)
 	if (!la_helper_running())
 		return;
 	la_reports_flush_at_exit();
+	{
+		/* sizes of files closed just before exit */
+		double until = la_now_us() + 200000.0;
+		struct timespec ts = { 0, 5000000 }; /* 5 ms */
+
+		atomic_store(&la_sizes_flush, 1);
+		while (la_sizes_pending() && la_now_us() < until) {
+			la_helper_wake();
+			nanosleep(&ts, NULL);
+		}
+	}
 	atomic_store(&la_stop, 1);
 	la_helper_wake();
 	pthread_join(la_helper_tid, NULL);

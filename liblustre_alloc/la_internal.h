@@ -53,6 +53,8 @@ struct la_real {
 	int (*openat_2)(int, const char *, int);
 	FILE *(*fopen)(const char *, const char *);
 	FILE *(*fopen64)(const char *, const char *);
+	int (*close)(int);
+	int (*fclose)(FILE *);
 };
 LA_HIDDEN extern struct la_real la_real;
 
@@ -67,6 +69,7 @@ struct la_config {
 	int retry_ms;              /* LUSTRE_ALLOC_RETRY_MS */
 	int cache_s;               /* LUSTRE_ALLOC_CACHE_S, 0 = no cache */
 	int lease;                 /* LUSTRE_ALLOC_LEASE: 1 lease layouts ahead (v2) */
+	int sizes;                 /* LUSTRE_ALLOC_SIZES: 1 report file sizes at close (v2) */
 	char job[256];             /* resolved application id */
 	int stripe_count;          /* LUSTRE_ALLOC_STRIPE_COUNT, 0 = not given */
 	uint64_t stripe_size;      /* LUSTRE_ALLOC_STRIPE_SIZE, 0 = not given */
@@ -355,6 +358,29 @@ LA_HIDDEN void la_lease_created(const struct la_decision *d, const char *name,
 /* Drop what is left of lease (Lustre refused one of its layouts: the rest
  * came from the same sample); async-signal-safe. */
 LA_HIDDEN void la_lease_forget(uint64_t lease);
+
+/* ---- file sizes at close (la_sizes.c) ---- */
+/* A file this process created (fd) whose size is sent when it is closed;
+ * async-signal-safe. */
+LA_HIDDEN void la_sizes_track(int fd);
+/* The close wrapper: queue fd's size if it is a tracked file (before the
+ * real close); async-signal-safe. */
+LA_HIDDEN void la_sizes_closing(int fd);
+/* The fclose wrapper: real_fclose(f) into *rc, and f's file's size queued
+ * after it if it is tracked. */
+LA_HIDDEN void la_sizes_closing_stream(FILE *f, int (*real_fclose)(FILE *),
+				       int *rc);
+/* Helper thread: send what is queued (force: now, not batched); ms until
+ * the next pass is due, or -1.  At exit, close the socket. */
+LA_HIDDEN int la_sizes_run(int force);
+/* Sizes queued or waiting for the connection. */
+LA_HIDDEN int la_sizes_pending(void);
+LA_HIDDEN void la_sizes_close(void);
+LA_HIDDEN void la_sizes_atfork_child(void);
+LA_HIDDEN size_t la_pack_sizes(char *buf, size_t cap, uint64_t id,
+			       const char *job, const uint64_t *sizes, int n);
+enum { LA_SZ_SENT, LA_SZ_DROPPED, LA_SZ_N };
+LA_HIDDEN uint64_t la_sizes_stat(int which);
 
 /* ---- the helper thread (la_helper.c) ---- */
 #define LA_REQ_MAX (LA_PATH_MAX + 1024)

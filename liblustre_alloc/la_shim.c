@@ -230,6 +230,27 @@ LA_EXPORT FILE *fopen(const char *path, const char *mode)
 	return la_real.fopen(path, mode);
 }
 
+/* A file the shim created reports its size at close (la_sizes.c). */
+LA_EXPORT int close(int fd)
+{
+	LA_ENTER();
+	la_sizes_closing(fd);
+	if (!la_real.close)
+		return (int)syscall(SYS_close, fd);
+	return la_real.close(fd);
+}
+
+LA_EXPORT int fclose(FILE *f)
+{
+	int rc;
+
+	LA_ENTER();
+	if (!f || !la_real.fclose)
+		return la_real.fclose ? la_real.fclose(f) : EOF;
+	la_sizes_closing_stream(f, la_real.fclose, &rc);
+	return rc;
+}
+
 LA_EXPORT FILE *fopen64(const char *path, const char *mode)
 {
 	FILE *f;
