@@ -24,7 +24,14 @@ docs/predictor.md, "Accuracy"):
 * ``time``: wall seconds spent in observe + predict over the whole input (mean of the
   runs), and the same per request in microseconds. The paper's trace length is not
   given, so only the ratios across orders compare with the paper's seconds.
-* ``persist``: acc@1 of predicting "same state as the last request", for scale.
+* ``persist``: acc@1 of predicting "same state as the last request", and its bytes error
+  (``err``); ``mean``: the same for the application's running mean of its requests so far
+  (the simplest baselines, scored on the requests the chain predicted).
+
+A third input is the one the mapper learns from by default: each file's size when it is
+closed (the shim's close reports, docs/client.md), per application in creation order, from
+the generated trace (:func:`simulator.file_sizes.final_sizes`) and from the 162 HACC-IO jobs
+of the TOKIO summary (one application; each job's 4096 files of its bytes / 4096).
 
 Usage: ``.venv/bin/python bench/markov_table2.py [--duration-s S] [--seeds 1 2 3] [--k 4]``
 """
@@ -59,6 +66,9 @@ class Score:
     predicted: int = 0
     hits1: int = 0
     persist_hits: int = 0
+    mean_hits: int = 0
+    persist_err: float = 0.0
+    mean_err: float = 0.0
     predicted_k: int = 0
     hits_k: int = 0
     abs_err: float = 0.0
@@ -83,6 +93,39 @@ def generator_requests(duration_s: float, seed: int) -> list[Request]:
             out.append((r.jobid, r.bytes, r.stripe_size))
         elif r.op == "read":
             out.append((r.jobid, 0, stripe.get(r.jobid, 1 << 20)))
+    return out
+
+
+def closed_file_requests(duration_s: float, seed: int) -> list[Request]:
+    """Each generated file's size at close, per application in creation order."""
+    from simulator.file_sizes import final_sizes
+    from traces.format import merge_traces
+    from traces.generators import GENERATORS
+    streams = [list(fn(duration_s, seed + 1000 * i)) for i, fn in enumerate(GENERATORS.values())]
+    sizes = final_sizes(r for st in streams for r in st)
+    out: list[Request] = []
+    seen: set[str] = set()
+    for r in merge_traces(streams):
+        if r.op == "write" and r.file_id and r.file_id not in seen:
+            seen.add(r.file_id)
+            out.append((r.jobid, sizes[r.file_id], r.stripe_size))
+    return out
+
+
+def hacc_requests() -> list[Request]:
+    """The TOKIO summary's 162 hacc_io_write jobs, as one application's closed files: each
+    job's first 64 files (its bytes over its files each), jobs in time order."""
+    import csv
+    import gzip
+    path = Path(__file__).resolve().parent.parent / \
+        "lustre_alloc_data/nersc-pytokio/hacc_io_jobs_summary.csv.gz"
+    with gzip.open(path, "rt", newline="") as f:
+        rows = sorted(csv.DictReader(f), key=lambda r: float(r["_datetime_start"]))
+    out: list[Request] = []
+    for r in rows:
+        files = int(float(r["darshan_biggest_write_api_files"]))
+        size = int(float(r["darshan_biggest_write_api_bytes"])) // max(files, 1)
+        out.extend(("hacc_io_write", size, 1 << 20) for _ in range(64))
     return out
 
 
@@ -112,6 +155,7 @@ def run(requests: Iterable[Request], order: int, k: int, **config) -> Score:
     # due request number -> (state, bytes, mu, sd)
     count: dict[str, int] = {}
     last: dict[str, int] = {}
+    total: dict[str, int] = {}          # per job: bytes so far (the running mean's sum)
     due1: dict[str, tuple] = {}
     duek: dict[str, deque] = {}
     clock = time.perf_counter
@@ -127,7 +171,11 @@ def run(requests: Iterable[Request], order: int, k: int, **config) -> Score:
             actual_state = assign_state(x, mu, sd)
             s.hits1 += actual_state == state
             s.persist_hits += assign_state(last[job], mu, sd) == actual_state
+            mean = total[job] / (n - 1)
+            s.mean_hits += assign_state(int(mean), mu, sd) == actual_state
             s.abs_err += abs(nbytes - x)
+            s.persist_err += abs(last[job] - x)
+            s.mean_err += abs(mean - x)
             s.actual += x
         queue = duek.get(job)
         if queue and queue[0][0] == n:
@@ -139,6 +187,7 @@ def run(requests: Iterable[Request], order: int, k: int, **config) -> Score:
         preds = p.predict(job, k, stripe_size, OSTS, OSTS)
         elapsed += clock() - t0
         last[job] = x
+        total[job] = total.get(job, 0) + x
         if preds:
             info = p.app_info(job)
             mu, sd = info.mean_bytes, info.sd_bytes
@@ -156,7 +205,8 @@ def pct(a: float, b: float) -> str:
 def print_table(title: str, scores: dict[int, Score], runs: int, k: int, paper: bool) -> None:
     print(f"\n{title}")
     head = (f"{'order':>5} | {'paper s':>7} {'paper %':>7} | {'time s':>7} {'us/req':>6} "
-            f"{'acc@1':>6} {'acc@' + str(k):>6} {'bytes err':>9} {'cover':>6} {'persist':>7}")
+            f"{'acc@1':>6} {'acc@' + str(k):>6} {'bytes err':>9} {'cover':>6} {'persist':>7} "
+            f"{'err':>6} {'mean':>6} {'err':>6}")
     print(head)
     print("-" * len(head))
     base = scores[min(scores)].seconds / runs
@@ -167,7 +217,8 @@ def print_table(title: str, scores: dict[int, Score], runs: int, k: int, paper: 
         print(f"{order:5d} | {paper_cols} | {secs:7.3f} {1e6 * s.seconds / s.requests:6.2f} "
               f"{pct(s.hits1, s.predicted)} {pct(s.hits_k, s.predicted_k)} "
               f"{pct(s.abs_err, s.actual):>9} {pct(s.predicted, s.requests)} "
-              f"{pct(s.persist_hits, s.predicted):>7}")
+              f"{pct(s.persist_hits, s.predicted):>7} {pct(s.persist_err, s.actual)} "
+              f"{pct(s.mean_hits, s.predicted)} {pct(s.mean_err, s.actual)}")
     print(f"time ratio to order {min(scores)}: "
           + "  ".join(f"{o}: {(s.seconds / runs) / base:.2f}x" for o, s in scores.items())
           + ("   (paper: " + "  ".join(f"{o}: {PAPER_TABLE_II[o][0] / PAPER_TABLE_II[1][0]:.0f}x"
@@ -199,6 +250,19 @@ def main(argv: list[str] | None = None) -> int:
     print_table(f"Table II on the generated {jobs} trace ({args.duration_s:g} s, seeds "
                 f"{' '.join(map(str, args.seeds))}: {total // len(args.seeds)} requests per run; "
                 f"times are per run)", scores, len(args.seeds), args.k, paper=True)
+
+    closed = {o: Score() for o in args.orders}
+    n_closed = 0
+    for seed in args.seeds:
+        reqs = closed_file_requests(args.duration_s, seed)
+        n_closed += len(reqs)
+        for order in args.orders:
+            closed[order].add(run(reqs, order, args.k, **config))
+    print_table(f"Files' sizes at close, generated {jobs} trace ({n_closed // len(args.seeds)} "
+                f"files per run)", closed, len(args.seeds), args.k, paper=False)
+    hacc = {o: run(hacc_requests(), o, args.k, **config) for o in args.orders}
+    print_table("Files' sizes at close, the 162 measured hacc_io_write jobs (64 files each)",
+                hacc, 1, args.k, paper=False)
 
     if not args.skip_dxt:
         reqs, used = dxt_requests()

@@ -83,6 +83,21 @@ world with its state at t = 0 held all day (the day before, :func:`simulator.eve
 no onset still to come is seen), saves the policy's learned state to a file
 (``PersistsState.save_state``), and starts the measured run from that file, as a mapper
 that was already running restarts with its ``state_file``."""
+TRUE_SIZES = "true_sizes"
+"""A variant parameter that is not the policy's: ``{"true_sizes": true}`` makes every
+managed create announce its file's final size (size hint ``"final"``,
+:func:`simulator.file_sizes.final_sizes`): a reference no real create can give, the ceiling
+of what knowing sizes could buy (simulation only, like the oracle)."""
+SIZE_VARIANTS = (
+    ("round_robin", "round_robin", {}),
+    ("mcmf", "mcmf", {}),
+    ("mcmf predicted sizes", "mcmf", {"size_from_chain": True}),
+    ("mcmf true sizes (ref)", "mcmf", {TRUE_SIZES: True}),
+    ("oracle", "oracle", {}),
+)
+"""``--sizes``: mcmf without sizes (the default: the shim's creates announce none), with the
+sizes its chains predict from the files' sizes at close (``size_from_chain``), with each
+file's true size (:data:`TRUE_SIZES`), and the oracle."""
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "placement-eval"
 """Where ``--all`` keeps each world's saved result (``<world>.json``), committed beside the
 doc so that ``--all --render --doc`` regenerates its tables from a fresh clone."""
@@ -134,8 +149,11 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     table's figures."""
     from simulator.cluster import KIB, MIB
     from simulator.runner import build_simulation, prepare, scenario_policy
-    own = {k: v for k, v in params.items() if k != WARM_START}
+    own = {k: v for k, v in params.items() if k not in (WARM_START, TRUE_SIZES)}
     sc = _with_params(_scenario(scenario, duration).with_seed_offset(seed_offset), policy, own)
+    if params.get(TRUE_SIZES):
+        from dataclasses import replace
+        sc = replace(sc, workloads=tuple(replace(w, size_hint="final") for w in sc.workloads))
     cluster = prepare(sc)
     placing = scenario_policy(sc, policy)
     warm_s = 0.0
@@ -488,6 +506,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", default=None,
                     help="label=policy:{json params}; repeatable (default: RR, QOS, random, "
                          "mcmf, mcmf_flow, oracle)")
+    ap.add_argument("--sizes", action="store_true",
+                    help="the size variants (SIZE_VARIANTS: mcmf without sizes, with predicted "
+                         "sizes, with true sizes, the oracle) instead of the default ones")
     ap.add_argument("--seeds", type=int, default=5,
                     help="seeds per variant (default 5; 1: the one-seed table)")
     ap.add_argument("--base", default="round_robin",
@@ -509,7 +530,8 @@ def main(argv: list[str] | None = None) -> int:
                  "or --resume)")
     if args.all and args.seeds < 2:
         ap.error("--all reports intervals: --seeds must be at least 2")
-    variants = [parse_variant(v) for v in args.variant] if args.variant else list(DEFAULT_VARIANTS)
+    variants = ([parse_variant(v) for v in args.variant] if args.variant else
+                list(SIZE_VARIANTS) if args.sizes else list(DEFAULT_VARIANTS))
     if args.all:
         worlds = args.worlds.split(",") if args.worlds else all_worlds()
         if args.render:             # no run: the saved results' section (into --doc if given)

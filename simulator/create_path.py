@@ -14,8 +14,10 @@ from typing import Mapping
 
 from mapper.policies.composite import Extent, OstComponent, component_requests
 from simulator.leasing import LeasedCreates
-from mapper.policies.placement import AllocationError, CreateRequest, PlacementPolicy
+from mapper.policies.placement import (AllocationError, CreateRequest, LearnsSizes,
+                                       PlacementPolicy)
 from mapper.state.cluster_state import ClusterSnapshot
+from simulator.inflight import SimFile
 from simulator.job_io import AppIo
 from simulator.oracle import PerfectInformation
 from traces.format import TraceRecord
@@ -35,6 +37,11 @@ class CreatePath:
             each file is placed component by component, as the shim asks the mapper
             (:func:`mapper.policies.composite.component_requests`) and as Lustre's
             allocator instantiates them; empty: one plain layout per file.
+        file_sizes: file id -> its size once its writes are done
+            (:func:`simulator.file_sizes.final_sizes`): the ``"final"`` hint's value, and
+            what a managed file whose create announced no size reports at close to a policy
+            that learns sizes (:class:`mapper.policies.placement.LearnsSizes`), as the shim
+            does; None: neither.
 
     Attributes:
         alloc_ns: the policy's decision time per managed create, ns.
@@ -44,13 +51,16 @@ class CreatePath:
     def __init__(self, policy: PlacementPolicy, lustre_policy: PlacementPolicy | None,
                  unmanaged: frozenset[str], counters: Counter,
                  size_hints: Mapping[str, str | int] | None = None,
-                 pfl: tuple[tuple[int, int], ...] = ()):
+                 pfl: tuple[tuple[int, int], ...] = (),
+                 file_sizes: Mapping[str, int] | None = None):
         self.policy = policy
         self.pfl = pfl
         self.lustre_policy = lustre_policy
         self.unmanaged = unmanaged
         self.counters = counters
         self.size_hints = size_hints or {}
+        self.file_sizes = file_sizes
+        self.learns_sizes = file_sizes is not None and isinstance(policy, LearnsSizes)
         self.alloc_ns: list[int] = []
         self.notes: Counter = Counter()
 
@@ -58,13 +68,35 @@ class CreatePath:
         """The create request of the file ``rec`` creates: what the shim would send for it
         (docs/client.md): the jobid, the layout the application asked for, and
         ``expected_bytes`` only as its workload hints it (0 by default: the shim's)."""
+        return CreateRequest(jobid=rec.jobid, stripe_count=rec.stripe_count,
+                             stripe_size=rec.stripe_size, expected_bytes=self.announced(rec))
+
+    def announced(self, rec: TraceRecord) -> int:
+        """The bytes the create of ``rec``'s file announces (its workload's hint; the
+        reference knows every file's first write)."""
         if isinstance(self.policy, PerfectInformation):
             hint = "per_file"           # the reference knows every file's true size
         else:
             hint = self.size_hints.get(rec.jobid, "none")
-        expected = rec.bytes if hint == "per_file" else (hint if isinstance(hint, int) else 0)
-        return CreateRequest(jobid=rec.jobid, stripe_count=rec.stripe_count,
-                             stripe_size=rec.stripe_size, expected_bytes=expected)
+        if hint == "per_file":
+            return rec.bytes
+        if hint == "final":
+            return (self.file_sizes or {}).get(rec.file_id, rec.bytes)
+        return hint if isinstance(hint, int) else 0
+
+    def close_at(self, rec: TraceRecord) -> int:
+        """The size the file ``rec`` creates reports at close (the shim's close report:
+        a managed create that announced no size, to a policy that learns sizes), -1 none."""
+        if (not self.learns_sizes or (self.unmanaged and rec.jobid in self.unmanaged)
+                or self.announced(rec)):
+            return -1
+        return self.file_sizes.get(rec.file_id, -1)
+
+    def closed(self, f: SimFile) -> None:
+        """A file whose size is reported at close has its bytes landed: the application
+        closes it and the policy learns its size (the service's path for a ``sizes``
+        message, :class:`mapper.service.sizes.SizeDesk`)."""
+        self.policy.learn_sizes(f.job, [f.size])
 
     def components(self, rec: TraceRecord) -> list[OstComponent]:
         """The composite default's components for ``rec``'s file (its stripe size)."""

@@ -96,13 +96,17 @@ class Simulation:
             (:func:`simulator.workload.size_hints`; absent: ``expected_bytes`` 0).
         held_at_start: run with the events' state at t = 0 held throughout
             (:func:`simulator.events.held_at_start`): the day before a warm start.
+        file_sizes: file id -> its size once its writes are done
+            (:func:`simulator.file_sizes.final_sizes`): the shim's close reports and the
+            ``"final"`` size hint (:class:`simulator.create_path.CreatePath`); None: neither.
     """
 
     def __init__(self, scenario: Scenario, cluster: SimCluster, policy: PlacementPolicy,
                  records: Iterable[TraceRecord], network: NetworkModel,
                  progress: Callable[[float, float], None] | None = None,
                  unmanaged_jobs: frozenset[str] = frozenset(),
-                 size_hints: Mapping[str, str | int] | None = None, held_at_start: bool = False):
+                 size_hints: Mapping[str, str | int] | None = None, held_at_start: bool = False,
+                 file_sizes: Mapping[str, int] | None = None):
         from simulator.events import added_osts, held_at_start as hold, transition_times
         from simulator.fail_slow import realise
         self.sc = scenario
@@ -137,7 +141,8 @@ class Simulation:
         self.pos_of_index = {int(ix): p for p, ix in enumerate(cluster.ost_index)}
         self.counters: Counter = Counter()
         self.creates = CreatePath(policy, lustre_policy, unmanaged_jobs, self.counters, size_hints,
-                                  scenario.pfl)
+                                  scenario.pfl, file_sizes)
+        self.io.on_close = self.creates.closed
         if isinstance(policy, PerfectInformation):
             policy.attach(SimulationTruth(self))     # the reference reads the true state
         self.mds = MdsView(scenario, cluster, self.used, self.present, self.initial_osses,
@@ -245,7 +250,8 @@ class Simulation:
             comps = tuple((s, end, int(slot), len(part)) for s, (end, _), slot, part
                           in zip(starts, self.sc.pfl, slots, placed))
         return SimFile(job=rec.jobid, osts=osts, stripe_size=rec.stripe_size,
-                       landed=np.zeros(len(osts)), last_write_s=now, comps=comps)
+                       landed=np.zeros(len(osts)), last_write_s=now, comps=comps,
+                       close_at=self.creates.close_at(rec))
 
     # -- records ---------------------------------------------------------------------
     def start_record(self, rec: TraceRecord, now: float) -> None:

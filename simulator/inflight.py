@@ -29,6 +29,9 @@ class SimFile:
     """A composite (PFL) file: per component ``(start, end, first slot, stripe count)``,
     bytes and slots of ``osts`` (its components' OSTs one after the other); empty for a
     plain layout."""
+    close_at: int = -1
+    """Its size once its writes are done, when the shim reports it at close (the create
+    announced none and the policy learns sizes); -1: nothing is reported."""
 
 
 @dataclass

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
-from simulator.inflight import SimTransfer
+from simulator.inflight import SimFile, SimTransfer
 from simulator.network.transfers import Storage
 
 
@@ -109,6 +110,9 @@ class JobBook:
         self.unmanaged = unmanaged
         self.jobs: dict[str, JobIo] = {}
         self.apps: dict[str, AppIo] = {}
+        self.on_close: Callable[[SimFile], None] | None = None
+        """Called once when a file whose size is reported at close (its ``close_at``)
+        has all its bytes landed: the application closes it."""
 
     def app(self, jobid: str) -> AppIo:
         """The application of ``jobid`` (created on first use)."""
@@ -165,9 +169,14 @@ class JobBook:
         if tr.write:
             app.bytes_written += tr.nbytes
             if tr.file is not None:
-                tr.file.landed[tr.stripe_pos] += tr.per_ost
-                tr.file.transfers -= 1
-                tr.file.times[1] = max(tr.file.times[1], finish)
+                f = tr.file
+                f.landed[tr.stripe_pos] += tr.per_ost
+                f.transfers -= 1
+                f.times[1] = max(f.times[1], finish)
+                if f.close_at >= 0 and not f.transfers and f.size >= f.close_at:
+                    f.close_at = -1           # reported once
+                    if self.on_close is not None:
+                        self.on_close(f)
         else:
             app.bytes_read += tr.nbytes
             if tr.rfile is not None:

@@ -28,7 +28,8 @@ from typing import Sequence
 from mapper.policies.mcmf.flow_round import bytes_per_stripe
 from mapper.policies.gate import GatedPolicy
 from mapper.policies.placement import (AllocationError, BatchPolicy, BooksPlacements,
-                                       CreateRequest, Placement, PlacementPolicy, PlansAhead,
+                                       CreateRequest, LearnsSizes, Placement, PlacementPolicy,
+                                       PlansAhead,
                                        allocate_each, decide_batch)
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import is_usable
@@ -115,6 +116,12 @@ class LeasedCreates(BatchPolicy):
         cls.taken += 1
         self.stats["taken"] += 1
         return Placement(osts, self.name, note="leased")
+
+    def learn_sizes(self, jobid: str, sizes: Sequence[int]) -> int:
+        """The policy's :meth:`~mapper.policies.placement.LearnsSizes.learn_sizes` (0 when it
+        learns none)."""
+        return self.policy.learn_sizes(jobid, sizes) if isinstance(self.policy, LearnsSizes) \
+            else 0
 
     def allocate_unleased(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
         """``request`` asked per create, as the shim asks what it does not lease (a

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Callable
 
 from mapper.policies import registry
-from mapper.policies.placement import PlacementPolicy
+from mapper.policies.placement import LearnsSizes, PlacementPolicy
 from simulator.leasing import LeasedCreates, leased
 from simulator.cluster import SimCluster, build_cluster
 from simulator.engine import RunResult, Simulation
+from simulator.file_sizes import final_sizes
 from simulator.network.model import make_network
 from simulator.scenario import Scenario
 from simulator.oracle import ORACLE, Oracle
@@ -73,9 +74,14 @@ def build_simulation(scenario: Scenario, cluster: SimCluster, policy: PlacementP
     benchmarks'); ``held_at_start``: the events' state at t = 0 held throughout
     (:class:`~simulator.engine.Simulation`)."""
     net = make_network(scenario.network, **scenario.network_params)
+    hints = size_hints(scenario)
+    # each file's final size, for the shim's close reports and the "final" hint: one more
+    # pass over the records, only when something reads it
+    sizes = (final_sizes(scenario_records(scenario))
+             if isinstance(policy, LearnsSizes) or "final" in hints.values() else None)
     return Simulation(scenario, cluster, policy, scenario_records(scenario), net, progress,
-                      unmanaged_jobs=unmanaged_jobs(scenario),
-                      size_hints=size_hints(scenario), held_at_start=held_at_start)
+                      unmanaged_jobs=unmanaged_jobs(scenario), size_hints=hints,
+                      held_at_start=held_at_start, file_sizes=sizes)
 
 
 def _run_one(task: tuple[Scenario, SimCluster, str], report: Callable[[float, float], None] | None

@@ -44,6 +44,8 @@ from simulator.targets import TargetValueError, TargetValues, parse_target_value
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FILL_MODES = ("explicit", "generated", "lfs_df")
+SIZE_HINTS = ("none", "per_file", "final")
+"""What a workload's creates announce of a file's size (:attr:`WorkloadSpec.size_hint`)."""
 
 
 class ScenarioError(ValueError):
@@ -118,7 +120,11 @@ class WorkloadSpec:
             shim would send it (docs/client.md): ``"none"`` (default: ``expected_bytes``
             0, the shim's default), ``"per_file"`` (the application passes each file's
             size through the explicit API: the bytes of the record that creates it), or a
-            number of bytes (``LUSTRE_ALLOC_EXPECTED_BYTES`` set for the whole process).
+            number of bytes (``LUSTRE_ALLOC_EXPECTED_BYTES`` set for the whole process), or
+            ``"final"``: each file's size once all its writes are done
+            (:func:`simulator.file_sizes.final_sizes`), a reference no real create can give
+            (the ceiling of what knowing sizes buys). A create that announces no size has its
+            file's size reported at close, as the shim does, to a policy that learns sizes.
     """
     kind: str
     source: str
@@ -560,14 +566,15 @@ def _pfl(t: _Table, n_osts: int) -> tuple[tuple[int, int], ...]:
 
 
 def _size_hint(t: _Table) -> str | int:
-    """``size_hint = "none" | "per_file" | <bytes>`` of a workload table."""
+    """``size_hint = "none" | "per_file" | "final" | <bytes>`` of a workload table."""
     t.used.add("size_hint")
     raw = t.data.get("size_hint", "none")
-    if raw in ("none", "per_file"):
+    if raw in SIZE_HINTS:
         return raw
     if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
         return raw
-    raise t.err("size_hint", f'expected "none", "per_file" or a number of bytes >= 0, got {raw!r}')
+    raise t.err("size_hint", f'expected "none", "per_file", "final" or a number of bytes >= 0, '
+                             f'got {raw!r}')
 
 
 def _managed(t: _Table) -> float:

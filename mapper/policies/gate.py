@@ -27,7 +27,8 @@ from typing import Callable, Sequence
 
 from mapper.state.cluster_state import ClusterSnapshot
 from mapper.state.ost_health import stale_servers
-from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, Placement,
+from mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, LearnsSizes,
+                                       Placement,
                                        PlacementPolicy, allocate_each, decide_batch,
                                        prepare_decisions)
 
@@ -120,6 +121,12 @@ class GatedPolicy(BatchPolicy):
             self._rest_s = min(2 * self._rest_s, BUDGET_REST_MAX_S)
         else:
             self._rest_s = self.budget_rest_s
+
+    def learn_sizes(self, jobid: str, sizes: Sequence[int]) -> int:
+        """The primary's :meth:`~mapper.policies.placement.LearnsSizes.learn_sizes` (0 when
+        it learns none): a file's size at close teaches the policy that placed it."""
+        return self.primary.learn_sizes(jobid, sizes) if isinstance(self.primary, LearnsSizes) \
+            else 0
 
     def prepare(self, snapshot: ClusterSnapshot) -> None:
         """Prepare the primary and the fallback (:func:`prepare_decisions`), so neither the

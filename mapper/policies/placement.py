@@ -18,7 +18,7 @@ __all__ = ["AllocationError", "BatchPolicy", "BooksPlacements", "CreateRequest",
            "InvalidRequestError", "LearnsOstSpeeds", "LearnsSizes", "NoSpaceError",
            "PersistsState", "Placement", "PlacementCheckError", "PlacementPolicy",
            "PlansAhead", "PreparesDecisions", "QosUnavailable", "SteersLustre",
-           "allocate_each", "decide_batch"]
+           "allocate_each", "decide_batch", "prepare_decisions"]
 
 
 @dataclass(frozen=True, slots=True)
