@@ -7,7 +7,9 @@ create ``--files`` files on tmpfs; the rate is all their creates over the window
 first start to the last end. Rows: without the shim (the floor), and under the shim against
 the real mapper (``lustre-alloc-mapper``, static emulated clusters of 32 = 8x4 and 3600 =
 450x8 OSTs) with ``round_robin`` and ``mcmf``, each with leases (protocol v2, the default)
-and with one request per create (``LUSTRE_ALLOC_LEASE=0``). Rows are interleaved over
+and with one request per create (``LUSTRE_ALLOC_LEASE=0``); with ``--sizes``, each leased
+row also without the close reports of the files' sizes (``LUSTRE_ALLOC_SIZES=0``), so the
+ratio of the two is what the reports cost. Rows are interleaved over
 ``--rounds`` rounds; printed: median creates/s, its ratio to the floor's in the same run,
 and how many creates got a layout from the mapper (the record file), which must be all.
 
@@ -86,10 +88,14 @@ def burst(work: Path, procs: int, files: int, env_extra: dict[str, str] | None
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=2000, help="creates per process")
+    ap.add_argument("--rows", default=None,
+                    help="only the rows whose name holds one of these comma-separated words")
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--osts", default="32,3600")
     ap.add_argument("--policies", default="round_robin,mcmf")
+    ap.add_argument("--sizes", action="store_true",
+                    help="add each leased row without the close reports (LUSTRE_ALLOC_SIZES=0)")
     args = ap.parse_args()
     subprocess.run(["make", "-s", "-C", str(ROOT / "liblustre_alloc")], check=True)
     mappers = {(p, int(n)): start_mapper(p, int(n))
@@ -98,8 +104,15 @@ def main() -> None:
         "no shim (floor)": None, "shim, no mapper (its own cost)": {"LUSTRE_ALLOC_MAPPER": ""}}
     for (policy, osts), m in mappers.items():
         configs[f"{policy}, {osts} OSTs, leased"] = {"LUSTRE_ALLOC_MAPPER": m.endpoint}
+        if args.sizes:
+            configs[f"{policy}, {osts} OSTs, leased, no close sizes"] = {
+                "LUSTRE_ALLOC_MAPPER": m.endpoint, "LUSTRE_ALLOC_SIZES": "0"}
         configs[f"{policy}, {osts} OSTs, per create"] = {"LUSTRE_ALLOC_MAPPER": m.endpoint,
                                                         "LUSTRE_ALLOC_LEASE": "0"}
+    if args.rows:
+        words = args.rows.split(",")
+        configs = {k: v for k, v in configs.items()
+                   if k == "no shim (floor)" or any(w in k for w in words)}
     rates: dict[str, list[float]] = {k: [] for k in configs}
     placed: dict[str, list[tuple[int, int]]] = {k: [] for k in configs}
     try:
