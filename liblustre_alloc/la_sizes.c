@@ -8,8 +8,10 @@
  * the file's device and inode and the process generation.  At close
  * (la_sizes_closing, from the close and fclose wrappers) a tracked
  * descriptor is fstat()ed, and when it is still the file tracked its size
- * is queued in a ring: a ticket, two stores, an eventfd write
- * (async-signal-safe; nothing else happens on the application's thread).
+ * is queued in a ring: a ticket and two stores
+ * (async-signal-safe; nothing else happens on the application's thread:
+ * the helper looks every LA_SIZES_LINGER_US while files are tracked, and
+ * is woken only at a create that finds it idle for longer).
  * The helper thread sends what is queued, in close order, as `sizes`
  * messages of at most LA_SIZES_MSG (once LA_SIZES_BATCH wait, or the oldest
  * waited LA_SIZES_LINGER_US) on a DEALER socket of its own, opened at
@@ -59,6 +61,8 @@ static struct la_size_slot la_ring[LA_SIZES_RING];
 static _Atomic uint64_t la_size_gen = 1;
 static _Atomic uint64_t la_size_ticket;
 static atomic_int la_size_queued;
+static atomic_int la_size_open;     /* tracked, not closed yet (about) */
+static _Atomic double la_sizes_pass_us; /* the helper's last pass */
 static _Atomic uint64_t la_size_stats[LA_SZ_N];
 
 /* ---- application side (async-signal-safe) ---- */
@@ -75,7 +79,12 @@ void la_sizes_track(int fd)
 	e = &la_fds[fd];
 	e->dev = (uint64_t)st.st_dev;
 	e->ino = (uint64_t)st.st_ino;
-	atomic_store(&e->gen, atomic_load(&la_size_gen));
+	if (!atomic_exchange(&e->gen, atomic_load(&la_size_gen)))
+		atomic_fetch_add(&la_size_open, 1);
+	/* the helper passes at least every LA_SIZES_LINGER_US while files are
+	 * tracked; wake it only when it has not passed for longer (idle) */
+	if (la_now_us() - atomic_load(&la_sizes_pass_us) > 2 * LA_SIZES_LINGER_US)
+		la_helper_wake();
 }
 
 /* The size of tracked fd, or -1 when fd is not (or no longer) a file this
@@ -92,9 +101,12 @@ static int64_t la_sizes_take(int fd, int fd_for_stat)
 	gen = atomic_load(&e->gen);
 	if (!gen)
 		return -1;
-	if (!atomic_compare_exchange_strong(&e->gen, &gen, 0) ||
-	    gen != atomic_load(&la_size_gen))
-		return -1; /* another thread's close, or the parent's file */
+	if (!atomic_compare_exchange_strong(&e->gen, &gen, 0))
+		return -1; /* another thread's close */
+	if (atomic_load(&la_size_open) > 0)
+		atomic_fetch_sub(&la_size_open, 1);
+	if (gen != atomic_load(&la_size_gen))
+		return -1; /* the parent's file */
 	if (fstat(fd_for_stat, &st) != 0 || (uint64_t)st.st_dev != e->dev ||
 	    (uint64_t)st.st_ino != e->ino)
 		return -1; /* the number now names another file */
@@ -104,6 +116,7 @@ static int64_t la_sizes_take(int fd, int fd_for_stat)
 static void la_sizes_queue(int64_t size)
 {
 	uint64_t t, want = 0;
+	int queued;
 	struct la_size_slot *s;
 
 	if (size < 0)
@@ -116,8 +129,13 @@ static void la_sizes_queue(int64_t size)
 	}
 	s->size = (uint64_t)size;
 	atomic_store(&s->seq, t + 1);
-	atomic_fetch_add(&la_size_queued, 1);
-	la_helper_wake();
+	queued = atomic_fetch_add(&la_size_queued, 1);
+	/* The helper looks every LA_SIZES_LINGER_US while files are tracked;
+	 * it is woken only before the ring could fill.  A wake per close made
+	 * leased creates wait for their refills (bench/create_rate.py
+	 * --sizes: 18 us -> 350 us median create). */
+	if (queued + 1 == LA_SIZES_RING / 2)
+		la_helper_wake();
 }
 
 void la_sizes_closing(int fd)
@@ -224,6 +242,9 @@ int la_sizes_run(int force)
 
 	if (!la_cfg.sizes)
 		return -1;
+	atomic_store(&la_sizes_pass_us, la_now_us());
+	if (!atomic_load(&la_size_open) && !atomic_load(&la_size_queued) && !k)
+		return -1; /* nothing tracked: no socket, no pass due */
 	la_sizes_socket(); /* connected before the first file closes */
 	if (la_sizes_sock)
 		while (zmq_recv(la_sizes_sock, drain, sizeof(drain), ZMQ_DONTWAIT) >= 0)
@@ -270,7 +291,10 @@ int la_sizes_run(int force)
 	if (sent)
 		memmove(la_pending, la_pending + sent, (size_t)(k - sent) * sizeof(la_pending[0]));
 	atomic_store(&la_npending, k - sent);
-	return k - sent ? (int)(LA_SIZES_RETRY_US / 1000.0) : -1;
+	if (k - sent)
+		return (int)(LA_SIZES_RETRY_US / 1000.0);
+	/* files still open: look again for their sizes */
+	return atomic_load(&la_size_open) ? (int)(LA_SIZES_LINGER_US / 1000.0) : -1;
 }
 
 int la_sizes_pending(void)
@@ -295,6 +319,7 @@ void la_sizes_atfork_child(void)
 	for (i = 0; i < LA_SIZES_RING; i++)
 		atomic_store(&la_ring[i].seq, 0);
 	atomic_store(&la_size_queued, 0);
+	atomic_store(&la_size_open, 0);
 }
 
 uint64_t la_sizes_stat(int which)
