@@ -13,6 +13,7 @@
  * so they never create a file and are passed through unchanged.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -245,8 +246,8 @@ LA_EXPORT int fclose(FILE *f)
 	int rc;
 
 	LA_ENTER();
-	if (!f || !la_real.fclose)
-		return la_real.fclose ? la_real.fclose(f) : EOF;
+	if (!la_real.fclose) /* before la_init resolved it: a stream is never leaked */
+		*(void **)(&la_real.fclose) = dlsym(RTLD_NEXT, "fclose");
 	la_sizes_closing_stream(f, la_real.fclose, &rc);
 	return rc;
 }

@@ -145,7 +145,7 @@ void la_sizes_closing(int fd)
 
 void la_sizes_closing_stream(FILE *f, int (*real_fclose)(FILE *), int *rc)
 {
-	int fd = fileno(f), copy = -1;
+	int fd = f ? fileno(f) : -1, copy = -1;
 
 	/* the stream's buffer reaches the file in fclose: stat a duplicate of
 	 * the descriptor after it */
