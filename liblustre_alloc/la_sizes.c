@@ -131,9 +131,9 @@ static void la_sizes_queue(int64_t size)
 	atomic_store(&s->seq, t + 1);
 	queued = atomic_fetch_add(&la_size_queued, 1);
 	/* The helper looks every LA_SIZES_LINGER_US while files are tracked;
-	 * it is woken only before the ring could fill.  A wake per close made
-	 * leased creates wait for their refills (bench/create_rate.py
-	 * --sizes: 18 us -> 350 us median create). */
+	 * it is woken only before the ring could fill.  A wake per close
+	 * took creates from 18 us to 350 us median on a 2-core machine
+	 * (bench/create_rate.py --sizes; docs/client.md). */
 	if (queued + 1 == LA_SIZES_RING / 2)
 		la_helper_wake();
 }
