@@ -25,6 +25,12 @@ approach the echo floor). It prints; it never asserts.
 
     PYTHONPATH=. .venv/bin/python bench/mapper_cpu.py [--osts 32,800,3600]
         [--policies round_robin,lustre_qos,mcmf] [--sockets 16] [--duration 2] [--repeat 3]
+        [--sizes 64]
+
+With ``--sizes N`` the requests are the shim's close reports (``sizes`` messages of N file
+sizes); with mcmf the request thread only queues them and the service's planner thread
+teaches the chains, so the thread's CPU is the request path's cost, not the learning's
+(one chain ``observe`` per size, ``bench/markov_table2.py``).
 """
 from __future__ import annotations
 
@@ -61,13 +67,24 @@ def thread_cpu(ident: int) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(ident))
 
 
+SIZES_PER_MESSAGE = 0
+"""``--sizes N``: the requests are ``sizes`` messages of N file sizes each (the shim's close
+reports) instead of allocations; 0: allocations."""
+
+
 def request_bodies(worker: int, workers: int) -> list[bytes]:
     """Pre-encoded requests of one socket: its share of the applications, each cycling
-    through PATTERN (as bench/mapper_latency.py's clients send them)."""
+    through PATTERN (as bench/mapper_latency.py's clients send them), or with ``--sizes``
+    one ``sizes`` message per application of PATTERN's sizes."""
     apps = [f"app{a}" for a in range(worker, APPS, workers)]
     rid = worker << 40
     out = []
     for i in range(len(apps) * len(PATTERN)):
+        if SIZES_PER_MESSAGE:
+            out.append(wire.encode_sizes_request(
+                rid + i, apps[i % len(apps)],
+                [PATTERN[k % len(PATTERN)] for k in range(i, i + SIZES_PER_MESSAGE)]))
+            continue
         out.append(wire.encode_request(rid + i, apps[i % len(apps)], 4, 1 << 20,
                                        PATTERN[(i // len(apps)) % len(PATTERN)]))
     return out
@@ -121,7 +138,9 @@ class Driver:
 
     def _count(self, body: bytes) -> None:
         r = msgpack.unpackb(body, raw=False)
-        if r.get("ok"):
+        if r.get("op") == "sized":
+            self.tally[f"sized, learned {r['learned']}"] += 1
+        elif r.get("ok"):
             self.tally[r["policy"] + (f"/{r['fallback']}" if r.get("fallback") else "")] += 1
         else:
             self.tally[f"errno {r['errno']}"] += 1
@@ -239,7 +258,12 @@ def main() -> None:
     ap.add_argument("--sockets", type=int, default=16, help="DEALER sockets (16)")
     ap.add_argument("--duration", type=float, default=2.0, help="seconds per run (2)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per case; medians (3)")
+    ap.add_argument("--sizes", type=int, default=0,
+                    help="send sizes messages of this many file sizes instead of allocations "
+                         "(the thread's CPU per message; divide by it for one size)")
     a = ap.parse_args()
+    global SIZES_PER_MESSAGE
+    SIZES_PER_MESSAGE = a.sizes
     ctx = zmq.Context()
     print(f"python {sys.version.split()[0]}, pyzmq {zmq.__version__}, libzmq "
           f"{zmq.zmq_version()}; {a.sockets} DEALER sockets, {APPS} applications; "
