@@ -19,7 +19,7 @@ window of the same trace, same cluster and policy (and Lustre's QOS allocator fo
 and points to the shim's record.
 
 With ``--shadow`` the mapper runs as in a shadow pilot (``[scope] shadow = true``,
-docs/operations.md "Rollout"): it decides every create and books nothing, the emulated MDS
+docs/operations.md "Rollout"): it decides every create and applies none, the emulated MDS
 places every file with Lustre's QOS allocator (``lustre_qos``) and writes its layout where the
 shim reads it back and reports it, and the summary adds the shadow report
 (``lustre-alloc-ctl shadow-report``): the mapper's lists beside Lustre's, file by file. The

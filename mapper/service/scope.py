@@ -7,7 +7,7 @@ admin narrows it here, on the MDS, without touching any job.
 
     [scope]
     place = true                        # false: place nothing (every file to Lustre)
-    shadow = false                      # true: decide, book nothing, answer "use Lustre's"
+    shadow = false                      # true: decide, apply nothing, answer "use Lustre's"
     paths = ["/lustre/scratch/climate"] # directory prefixes of the request's path (empty: any)
     exclude_paths = ["/lustre/scratch/climate/tmp"]
     pools = ["flash"]                   # the request's pool ("" = no pool; empty list: any)
@@ -33,7 +33,8 @@ client's claims, not credentials (the shim runs as the user): they select what t
 wants placed, they do not control access.
 
 Shadow mode (``shadow = true``, or ``"shadow"`` for one file system): a request in scope is
-decided as usual, nothing is booked, and the reply tells the shim to use Lustre's allocator
+decided as usual (its choice booked as pending load until Lustre's layout is reported, which
+then replaces it), nothing is applied, and the reply tells the shim to use Lustre's allocator
 and report the layout Lustre chose (:mod:`mapper.shadow`, docs/operations.md "Rollout").
 """
 from __future__ import annotations
