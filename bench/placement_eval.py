@@ -88,10 +88,14 @@ TRUE_SIZES = "true_sizes"
 managed create announce its file's final size (size hint ``"final"``,
 :func:`simulator.file_sizes.final_sizes`): a reference no real create can give, the ceiling
 of what knowing sizes could buy (simulation only, like the oracle)."""
+CLOSE_SIZES = "close_sizes"
+"""A variant parameter that is not the policy's: ``{"close_sizes": true}`` makes every
+workload's shim report its files' sizes at close (size hint ``"at_close"``, the shim's
+``LUSTRE_ALLOC_SIZES=1``)."""
 SIZE_VARIANTS = (
     ("round_robin", "round_robin", {}),
     ("mcmf", "mcmf", {}),
-    ("mcmf predicted sizes", "mcmf", {"size_from_chain": True}),
+    ("mcmf predicted sizes", "mcmf", {"size_from_chain": True, CLOSE_SIZES: True}),
     ("mcmf true sizes (ref)", "mcmf", {TRUE_SIZES: True}),
     ("oracle", "oracle", {}),
 )
@@ -149,11 +153,12 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
     table's figures."""
     from simulator.cluster import KIB, MIB
     from simulator.runner import build_simulation, prepare, scenario_policy
-    own = {k: v for k, v in params.items() if k not in (WARM_START, TRUE_SIZES)}
+    own = {k: v for k, v in params.items() if k not in (WARM_START, TRUE_SIZES, CLOSE_SIZES)}
     sc = _with_params(_scenario(scenario, duration).with_seed_offset(seed_offset), policy, own)
-    if params.get(TRUE_SIZES):
+    hint = "final" if params.get(TRUE_SIZES) else "at_close" if params.get(CLOSE_SIZES) else None
+    if hint:
         from dataclasses import replace
-        sc = replace(sc, workloads=tuple(replace(w, size_hint="final") for w in sc.workloads))
+        sc = replace(sc, workloads=tuple(replace(w, size_hint=hint) for w in sc.workloads))
     cluster = prepare(sc)
     placing = scenario_policy(sc, policy)
     warm_s = 0.0

@@ -236,7 +236,7 @@ static void la_init_once(void)
 	if (s && *s)
 		la_copy(la_cfg.record, sizeof(la_cfg.record), s);
 	la_cfg.lease = (int)la_env_long("LUSTRE_ALLOC_LEASE", 1, 0, 1);
-	la_cfg.sizes = (int)la_env_long("LUSTRE_ALLOC_SIZES", 1, 0, 1);
+	la_cfg.sizes = (int)la_env_long("LUSTRE_ALLOC_SIZES", 0, 0, 1);
 	la_cfg.pfl_all = (int)la_env_long("LUSTRE_ALLOC_PFL_ALL", 0, 0, 1);
 	la_cfg.cache_s = (int)la_env_long("LUSTRE_ALLOC_CACHE_S",
 					  LA_DEFAULT_CACHE_S, 0, 86400);

@@ -69,7 +69,7 @@ struct la_config {
 	int retry_ms;              /* LUSTRE_ALLOC_RETRY_MS */
 	int cache_s;               /* LUSTRE_ALLOC_CACHE_S, 0 = no cache */
 	int lease;                 /* LUSTRE_ALLOC_LEASE: 1 lease layouts ahead (v2) */
-	int sizes;                 /* LUSTRE_ALLOC_SIZES: 1 report file sizes at close (v2) */
+	int sizes;                 /* LUSTRE_ALLOC_SIZES=1: report file sizes at close (v2) */
 	char job[256];             /* resolved application id */
 	int stripe_count;          /* LUSTRE_ALLOC_STRIPE_COUNT, 0 = not given */
 	uint64_t stripe_size;      /* LUSTRE_ALLOC_STRIPE_SIZE, 0 = not given */

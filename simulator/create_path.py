@@ -20,6 +20,9 @@ from mapper.state.cluster_state import ClusterSnapshot
 from simulator.inflight import SimFile
 from simulator.job_io import AppIo
 from simulator.oracle import PerfectInformation
+
+AT_CLOSE = "at_close"
+"""The size hint of a workload whose shim reports sizes at close (``LUSTRE_ALLOC_SIZES=1``)."""
 from traces.format import TraceRecord
 
 
@@ -39,9 +42,9 @@ class CreatePath:
             allocator instantiates them; empty: one plain layout per file.
         file_sizes: file id -> its size once its writes are done
             (:func:`simulator.file_sizes.final_sizes`): the ``"final"`` hint's value, and
-            what a managed file whose create announced no size reports at close to a policy
+            what a managed file of an ``"at_close"`` workload reports at close to a policy
             that learns sizes (:class:`mapper.policies.placement.LearnsSizes`), as the shim
-            does; None: neither.
+            does with ``LUSTRE_ALLOC_SIZES=1``; None: neither.
 
     Attributes:
         alloc_ns: the policy's decision time per managed create, ns.
@@ -82,13 +85,16 @@ class CreatePath:
             return rec.bytes
         if hint == "final":
             return (self.file_sizes or {}).get(rec.file_id, rec.bytes)
+        if hint == AT_CLOSE:
+            return 0
         return hint if isinstance(hint, int) else 0
 
     def close_at(self, rec: TraceRecord) -> int:
-        """The size the file ``rec`` creates reports at close (the shim's close report:
-        a managed create that announced no size, to a policy that learns sizes), -1 none."""
+        """The size the file ``rec`` creates reports at close (the shim's close report,
+        ``LUSTRE_ALLOC_SIZES=1``: a managed job whose workload hints ``"at_close"``, to a
+        policy that learns sizes), -1 none."""
         if (not self.learns_sizes or (self.unmanaged and rec.jobid in self.unmanaged)
-                or self.announced(rec)):
+                or self.size_hints.get(rec.jobid) != AT_CLOSE):
             return -1
         return self.file_sizes.get(rec.file_id, -1)
 

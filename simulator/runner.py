@@ -77,8 +77,9 @@ def build_simulation(scenario: Scenario, cluster: SimCluster, policy: PlacementP
     hints = size_hints(scenario)
     # each file's final size, for the shim's close reports and the "final" hint: one more
     # pass over the records, only when something reads it
+    reads = {"final"} | ({"at_close"} if isinstance(policy, LearnsSizes) else set())
     sizes = (final_sizes(scenario_records(scenario))
-             if isinstance(policy, LearnsSizes) or "final" in hints.values() else None)
+             if reads & set(v for v in hints.values() if isinstance(v, str)) else None)
     return Simulation(scenario, cluster, policy, scenario_records(scenario), net, progress,
                       unmanaged_jobs=unmanaged_jobs(scenario), size_hints=hints,
                       held_at_start=held_at_start, file_sizes=sizes)

@@ -44,7 +44,7 @@ from simulator.targets import TargetValueError, TargetValues, parse_target_value
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FILL_MODES = ("explicit", "generated", "lfs_df")
-SIZE_HINTS = ("none", "per_file", "final")
+SIZE_HINTS = ("none", "per_file", "final", "at_close")
 """What a workload's creates announce of a file's size (:attr:`WorkloadSpec.size_hint`)."""
 
 
@@ -123,8 +123,9 @@ class WorkloadSpec:
             number of bytes (``LUSTRE_ALLOC_EXPECTED_BYTES`` set for the whole process), or
             ``"final"``: each file's size once all its writes are done
             (:func:`simulator.file_sizes.final_sizes`), a reference no real create can give
-            (the ceiling of what knowing sizes buys). A create that announces no size has its
-            file's size reported at close, as the shim does, to a policy that learns sizes.
+            (the ceiling of what knowing sizes buys), or ``"at_close"``: nothing at create,
+            and each file's size reported when its writes have landed, as the shim does with
+            ``LUSTRE_ALLOC_SIZES=1`` (to a policy that learns sizes).
     """
     kind: str
     source: str
@@ -566,15 +567,16 @@ def _pfl(t: _Table, n_osts: int) -> tuple[tuple[int, int], ...]:
 
 
 def _size_hint(t: _Table) -> str | int:
-    """``size_hint = "none" | "per_file" | "final" | <bytes>`` of a workload table."""
+    """``size_hint = "none" | "per_file" | "final" | "at_close" | <bytes>`` of a workload
+    table."""
     t.used.add("size_hint")
     raw = t.data.get("size_hint", "none")
     if raw in SIZE_HINTS:
         return raw
     if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
         return raw
-    raise t.err("size_hint", f'expected "none", "per_file", "final" or a number of bytes >= 0, '
-                             f'got {raw!r}')
+    raise t.err("size_hint", f'expected "none", "per_file", "final", "at_close" or a number of '
+                             f'bytes >= 0, got {raw!r}')
 
 
 def _managed(t: _Table) -> float:

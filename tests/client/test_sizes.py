@@ -2,7 +2,7 @@
 real mapper: a file the shim created reports the size it had at close (close and fclose
 alike) and mcmf's chain of the job learns it; a file the program opened but did not create
 reports nothing; a create that announced its size reports nothing more; a fork child reports
-its own files only; ``LUSTRE_ALLOC_SIZES=0`` turns it off."""
+its own files only; it is off unless ``LUSTRE_ALLOC_SIZES=1``."""
 from __future__ import annotations
 
 import sys
@@ -35,7 +35,7 @@ def _mean(svc, job: str) -> float:
 
 def test_closed_files_teach_the_chain_their_sizes(shim_run_factory, mcmf, create_files):
     run = shim_run_factory(mcmf.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000",
-                           LUSTRE_ALLOC_JOBID="sizes.1")
+                           LUSTRE_ALLOC_SIZES="1", LUSTRE_ALLOC_JOBID="sizes.1")
     run.run([create_files, "-n", "12", run.data])                    # open + close
     run.run([create_files, "-a", "fopen", "-n", "8", "-p", "s", run.data])   # fopen + fclose
     wait_for(lambda: _learned(mcmf, "sizes.1") == 20, timeout_s=10.0, what="20 sizes learned")
@@ -49,7 +49,7 @@ def test_closed_files_teach_the_chain_their_sizes(shim_run_factory, mcmf, create
 def test_only_files_the_shim_created_report_and_only_without_an_announced_size(
         shim_run_factory, mcmf, create_files):
     run = shim_run_factory(mcmf.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000",
-                           LUSTRE_ALLOC_JOBID="sizes.2")
+                           LUSTRE_ALLOC_SIZES="1", LUSTRE_ALLOC_JOBID="sizes.2")
     old = run.data / "old"
     old.write_bytes(b"x" * 1000)
     # an existing file reopened and appended to, and one new file
@@ -68,10 +68,10 @@ def test_only_files_the_shim_created_report_and_only_without_an_announced_size(
                                                   {"result": "learned"}) == 1
 
 
-def test_a_fork_child_reports_its_own_files_and_the_switch_turns_it_off(
+def test_a_fork_child_reports_its_own_files_and_nothing_is_sent_by_default(
         shim_run_factory, mcmf, create_files):
     run = shim_run_factory(mcmf.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000",
-                           LUSTRE_ALLOC_JOBID="sizes.4")
+                           LUSTRE_ALLOC_SIZES="1", LUSTRE_ALLOC_JOBID="sizes.4")
     # the parent creates a file and forks with it open: the child's close of the inherited
     # descriptor reports nothing, the parent's reports it once; the child's own file reports
     shared, own = run.data / "shared", run.data / "child"
@@ -89,7 +89,10 @@ def test_a_fork_child_reports_its_own_files_and_the_switch_turns_it_off(
     assert _mean(mcmf, "sizes.4") == 4000
     run.run([create_files, "-n", "6", "-p", "off", run.data], LUSTRE_ALLOC_JOBID="sizes.5",
             LUSTRE_ALLOC_SIZES="0")
+    run.run([create_files, "-n", "6", "-p", "dflt", run.data], LUSTRE_ALLOC_JOBID="sizes.7",
+            LUSTRE_ALLOC_SIZES="")
     # a later process with sizes on is heard: the switched-off one sent nothing before it
     run.run([create_files, "-n", "2", "-p", "on", run.data], LUSTRE_ALLOC_JOBID="sizes.6")
     wait_for(lambda: _learned(mcmf, "sizes.6") == 2, timeout_s=10.0, what="sizes.6 learned")
     assert _learned(mcmf, "sizes.4") == 2 and _learned(mcmf, "sizes.5") == 0
+    assert _learned(mcmf, "sizes.7") == 0                        # the default: off

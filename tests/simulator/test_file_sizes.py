@@ -1,7 +1,8 @@
-"""File sizes in the simulator: each managed file whose create announced no size reports its
-final size when its writes have landed (the shim's close report), through the policy's own
-``learn_sizes`` (the service's path); the ``"final"`` hint announces it at create instead, and
-then nothing is reported; an unmanaged job reports nothing."""
+"""File sizes in the simulator: with the ``"at_close"`` hint (the shim's
+``LUSTRE_ALLOC_SIZES=1``) each managed file reports its final size when its writes have landed,
+through the policy's own ``learn_sizes`` (the service's path); without it (the shim's default)
+nothing is reported; the ``"final"`` hint announces the size at create instead; an unmanaged
+job reports nothing."""
 from __future__ import annotations
 
 import pytest
@@ -35,8 +36,18 @@ def test_final_sizes_add_up_each_files_writes():
     assert final_sizes(RECORDS) == {**{f"a{i}": 8 * MIB for i in range(4)}, "b0": 2 * MIB}
 
 
-def test_closed_files_teach_the_policy_their_final_sizes(make_scenario):
+AT_CLOSE = 'trace = "t.csv"\nsize_hint = "at_close"'
+
+
+def test_by_default_nothing_is_reported(make_scenario):
     mcmf, asked = _run(make_scenario, small(policies='["mcmf"]'))
+    assert all(r.expected_bytes == 0 for r in asked)
+    assert mcmf.predictor.app_info("a") is None
+
+
+def test_closed_files_teach_the_policy_their_final_sizes(make_scenario):
+    mcmf, asked = _run(make_scenario, small(policies='["mcmf"]').replace('trace = "t.csv"',
+                                                                           AT_CLOSE))
     assert isinstance(mcmf, McmfPolicy) and all(r.expected_bytes == 0 for r in asked)
     a = mcmf.predictor.app_info("a")
     # one report per file, at its final size (not per write record)
@@ -54,7 +65,6 @@ def test_a_create_that_announces_its_size_reports_nothing_at_close(make_scenario
 
 
 def test_an_unmanaged_job_reports_nothing(make_scenario):
-    body = small(policies='["mcmf"]').replace('trace = "t.csv"',
-                                              'trace = "t.csv"\nmanaged = false')
+    body = small(policies='["mcmf"]').replace('trace = "t.csv"', AT_CLOSE + '\nmanaged = false')
     mcmf, _ = _run(make_scenario, body)
     assert mcmf.predictor.app_info("a") is None
