@@ -198,6 +198,18 @@ def run(requests: Iterable[Request], order: int, k: int, **config) -> Score:
     return s
 
 
+def score_seeds(make, args) -> tuple[dict[int, Score], int]:
+    """Every order's score over ``make(duration_s, seed)`` for each seed, and the requests."""
+    scores = {o: Score() for o in args.orders}
+    total = 0
+    for seed in args.seeds:
+        reqs = make(args.duration_s, seed)
+        total += len(reqs)
+        for order in args.orders:
+            scores[order].add(run(reqs, order, args.k, backoff=not args.no_backoff))
+    return scores, total
+
+
 def pct(a: float, b: float) -> str:
     return f"{100.0 * a / b:6.1f}" if b else "     -"
 
@@ -239,25 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     config = {"backoff": not args.no_backoff}
     print(f"predictor: MarkovPredictor defaults, {config}, k={args.k}")
 
-    scores = {o: Score() for o in args.orders}
-    total = 0
-    for seed in args.seeds:
-        reqs = generator_requests(args.duration_s, seed)
-        total += len(reqs)
-        for order in args.orders:
-            scores[order].add(run(reqs, order, args.k, **config))
     jobs = "IOR + HACC-IO + TPA"
+    scores, total = score_seeds(generator_requests, args)
     print_table(f"Table II on the generated {jobs} trace ({args.duration_s:g} s, seeds "
                 f"{' '.join(map(str, args.seeds))}: {total // len(args.seeds)} requests per run; "
                 f"times are per run)", scores, len(args.seeds), args.k, paper=True)
-
-    closed = {o: Score() for o in args.orders}
-    n_closed = 0
-    for seed in args.seeds:
-        reqs = closed_file_requests(args.duration_s, seed)
-        n_closed += len(reqs)
-        for order in args.orders:
-            closed[order].add(run(reqs, order, args.k, **config))
+    closed, n_closed = score_seeds(closed_file_requests, args)
     print_table(f"Files' sizes at close, generated {jobs} trace ({n_closed // len(args.seeds)} "
                 f"files per run)", closed, len(args.seeds), args.k, paper=False)
     hacc = {o: run(hacc_requests(), o, args.k, **config) for o in args.orders}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from mapper.service import ctl
+from tests.service.test_state_feed import wait_for
 
 from .conftest import Live
 
@@ -83,11 +83,9 @@ class Rehearsal:
     def stripes(self) -> float:
         return self.metric("lustre_alloc_mapper_ost_stripes_total")
 
-    def wait(self, cond, what: str, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not cond():
-            assert time.monotonic() < deadline, (what, self.lv.stack.metrics())
-            time.sleep(0.2)
+    def wait(self, cond, what: str) -> None:
+        """Until ``cond()`` holds (a generous bound for a loaded machine; not a timing)."""
+        wait_for(cond, timeout_s=30.0, what=what)
 
 
 def _rule(name: str) -> dict:
