@@ -96,11 +96,13 @@ SIZE_VARIANTS = (
     ("round_robin", "round_robin", {}),
     ("mcmf", "mcmf", {}),
     ("mcmf predicted sizes", "mcmf", {"size_from_chain": True, CLOSE_SIZES: True}),
+    ("mcmf job_stats sizes", "mcmf", {"size_from_job_stats": True}),
     ("mcmf true sizes (ref)", "mcmf", {TRUE_SIZES: True}),
     ("oracle", "oracle", {}),
 )
 """``--sizes``: mcmf without sizes (the default: the shim's creates announce none), with the
-sizes its chains predict from the files' sizes at close (``size_from_chain``), with each
+sizes its chains predict from the files' sizes at close (``size_from_chain``), at its job's
+bytes written per file created from job_stats (``size_from_job_stats``), with each
 file's true size (:data:`TRUE_SIZES`), and the oracle."""
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "placement-eval"
 """Where ``--all`` keeps each world's saved result (``<world>.json``), committed beside the

@@ -333,7 +333,8 @@ def reduce_jobs(prev: JobStats | None, cur: JobStats, local_dt: float, values: d
                 unavailable: dict[str, str]) -> list[dict[str, Any]] | None:
     """A target's job_stats over ``local_dt`` s from ``prev`` to ``cur``: one row per job
     that moved bytes or did operations (``job_id``, ``read_bytes_per_s``,
-    ``write_bytes_per_s``, ``ops_per_s``; docs/protocol.md), busiest first (bytes, then
+    ``write_bytes_per_s``, ``ops_per_s``, and on an MDT ``creates_per_s``; docs/protocol.md),
+    busiest first (bytes, then
     operations, then id), and ``values["jobs_active"]``; a job whose counters went down (it
     was dropped after ``job_cleanup_interval`` and came back) is skipped and counted in
     ``values["jobs_reset"]``. The first reading marks ``job_stats_rates`` unavailable and
@@ -354,12 +355,20 @@ def reduce_jobs(prev: JobStats | None, cur: JobStats, local_dt: float, values: d
             rb, wb = d("read_bytes", "sum"), d("write_bytes", "sum")
             ops = sum(d(n, "samples") for n in set(job.counters) | set(before.counters if before else ())
                       if n not in _RW_TIME)
+            # An MDT counts under mknod every regular file that open(O_CREAT) created
+            # (lustre/mdt/mdt_open.c mdt_reint_open(): mdt_counter_incr(req,
+            # LPROC_MDT_MKNOD, ...) once created = 1) and every mknod(2)
+            # (mdt_reint.c mdt_create()); an OST's job_stats has no mknod counter.
+            creates = d("mknod", "samples") if "mknod" in job.counters else None
         except CounterReset:
             resets += 1
             continue
         if rb or wb or ops:
-            rows.append({"job_id": jobid, "read_bytes_per_s": rb / local_dt,
-                         "write_bytes_per_s": wb / local_dt, "ops_per_s": ops / local_dt})
+            row = {"job_id": jobid, "read_bytes_per_s": rb / local_dt,
+                   "write_bytes_per_s": wb / local_dt, "ops_per_s": ops / local_dt}
+            if creates is not None:
+                row["creates_per_s"] = creates / local_dt
+            rows.append(row)
     rows.sort(key=lambda r: (-(r["read_bytes_per_s"] + r["write_bytes_per_s"]), -r["ops_per_s"],
                              r["job_id"]))
     values["jobs_active"] = len(rows)

@@ -154,6 +154,7 @@ class Simulation:
                                  network.oss_link_bytes_s)
             self.watch.readings = self.mds.readings      # one set of counters, two readers
             self.watch.job_readings = self.mds.job_readings
+            self.watch.mdt_job_readings = self.mds.mdt_job_readings
         s = len(cluster.oss_names)
         self.oss_bytes_s = np.zeros(s)
         self.oss_ops_s = np.zeros(s)
@@ -239,6 +240,7 @@ class Simulation:
         if placed is None:
             return None
         app.creates += 1
+        mds.mdt_job_readings.created(rec.jobid, now)
         self.counters["creates"] += 1
         self.creates_this_step += 1
         osts = np.array([self.pos_of_index[i] for part in placed for i in part], dtype=np.int64)

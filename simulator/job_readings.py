@@ -96,3 +96,36 @@ class JobReadings:
         (its in-flight bytes so far are forgotten with it)."""
         self._settled.pop(key, None)
         self._last.pop(key, None)
+
+
+class MdtJobReadings:
+    """What the MDT's ``mdt.*.job_stats`` would hold: per job id, cumulative ``open`` and
+    ``mknod`` counters, each advanced by one per file the job created (Lustre counts both
+    for an ``open(O_CREAT)`` that creates: ``lustre/mdt/mdt_open.c`` ``mdt_reint_open()``),
+    a job idle for ``cleanup_s`` dropped as in :class:`JobReadings`.
+
+    Args:
+        cleanup_s: ``job_cleanup_interval``, s.
+    """
+
+    def __init__(self, cleanup_s: float = JOB_CLEANUP_INTERVAL_S):
+        self.cleanup_s = cleanup_s
+        self._creates: dict[str, int] = {}
+        self._last: dict[str, float] = {}        # job id -> when it last created
+
+    def created(self, jobid: str, now: float) -> None:
+        """``jobid`` created one regular file at ``now``."""
+        self._creates[jobid] = self._creates.get(jobid, 0) + 1
+        self._last[jobid] = now
+
+    def job_stats(self, now: float) -> JobStats:
+        """The MDT's table at ``now`` (jobs idle for ``cleanup_s`` dropped)."""
+        out = JobStats()
+        for jobid in list(self._creates):
+            if now - self._last[jobid] >= self.cleanup_s:
+                del self._creates[jobid], self._last[jobid]
+                continue
+            n = self._creates[jobid]
+            out.jobs[jobid] = JobEntry(jobid=jobid, snapshot_time=now, counters={
+                name: Counter(samples=n, unit="reqs") for name in ("open", "mknod")})
+        return out

@@ -27,7 +27,7 @@ from mapper.state.state_store import StateStore
 from collectors.collector import DEFAULT_MAX_JOBS, reduce_brw, reduce_jobs, reduce_stats
 from collectors.readers.job_stats import JobStats
 from simulator.cluster import KIB, SimCluster
-from simulator.job_readings import JobReadings
+from simulator.job_readings import JobReadings, MdtJobReadings
 from simulator.ost_readings import OstReadings
 from simulator.scenario import Scenario
 
@@ -65,6 +65,10 @@ class MdsView:
         """What each OST's brw_stats and obdfilter stats hold (the engine advances them)."""
         self.job_readings = JobReadings()
         """What each OST's job_stats holds (the engine's transfer book settles into it)."""
+        self.mdt_job_readings = MdtJobReadings()
+        """What the MDT's job_stats holds (the engine counts each create into it)."""
+        self._prev_mdt = JobStats()
+        self.view.job_sizes = self.store.job_sizes
         self._prev: dict[int, tuple] = {}      # position -> its readings at the last sample
         self.last_jobs: dict[int, list[dict]] = {}
         """Position -> the job_stats rows its OSS's collector published at the last sample."""
@@ -143,9 +147,24 @@ class MdsView:
                                          "lnet_send_bytes_per_s": float(oss_out_bytes_s[s_pos]),
                                          "lnet_recv_bytes_per_s": float(oss_in_bytes_s[s_pos])}},
                              targets)
+        self._apply_mdt(now, local_dt, interval)
         self._adopt_store(present)
         self.view.changed()
         self.last_stats_s = now
+
+    def _apply_mdt(self, now: float, local_dt: float, interval: float) -> None:
+        """The MDS collector's sample of the MDT: its job_stats rows (each job's creates,
+        :class:`simulator.job_readings.MdtJobReadings`) reduced by the collectors' code and
+        folded by the store (:mod:`mapper.state.job_sizes`)."""
+        cur = self.mdt_job_readings.job_stats(now)
+        values: dict = {}
+        unavailable: dict = {}
+        rows = reduce_jobs(self._prev_mdt, cur, local_dt, values, unavailable) or []
+        self._prev_mdt = cur
+        self.store.apply("mds", "mds", now, interval, {"values": {}},
+                         {"MDT0000": {"kind": "mdt", "index": 0, "available": True,
+                                      "values": values, "unavailable": unavailable,
+                                      "jobs": rows[:DEFAULT_MAX_JOBS]}})
 
     def _reduce(self, p: int, now: float, local_dt: float, values: dict, unavailable: dict,
                 jobs: JobStats | None = None) -> list[dict] | None:

@@ -118,6 +118,8 @@ class ClusterSnapshot:
         ost_table: the same OST/OSS state as :class:`mapper.state.arrays.OstTable`
             arrays, kept current in place by a producer that has one (the state
             store); None: policies derive it from the objects.
+        job_sizes: the producer's :class:`mapper.state.job_sizes.JobBytesPerCreate`
+            (bytes written per file created, per jobid, from job_stats), or None.
     Policies never mutate a snapshot.
     """
     osts: list[OstState]
@@ -127,6 +129,7 @@ class ClusterSnapshot:
     mds_cpu_percent: float = 0.0
     version: int | None = None
     ost_table: Any = None
+    job_sizes: Any = None
 
     def __post_init__(self) -> None:
         seen: set[int] = set()

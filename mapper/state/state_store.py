@@ -33,6 +33,8 @@ Rules (decisions where the paper is silent are marked as ours):
   drained OST is out of every round that follows the MDS sample (within one stats
   interval); undone by the next MDS sample that says otherwise. Pools published by the MDS
   (``lod.*.pools.*``) replace the configured ones for this file system.
+* Bytes written per file created, per jobid (:mod:`mapper.state.job_sizes`): the OST
+  targets' and the MDTs' ``jobs`` rows, kept in ``job_sizes`` (the snapshot's too).
 * MDS CPU: ``cpu_percent`` of the newest ``mds`` sample (Section III-D gate). An MDS sample
   older than the staleness limit counts as unknown: 0 % (the gate is then open; the
   ``stale`` rule still guards the OSS data).
@@ -51,6 +53,7 @@ from mapper.state.arrays import OstTable
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from collectors.schema import TARGET_GONE
 from common.fsname import target_fsname
+from mapper.state.job_sizes import JobBytesPerCreate
 from mapper.state.write_totals import WriteTotals
 from mapper.state.ost_health import lnet_load_percent, osp_view, stale_servers_until, statfs_flags
 
@@ -102,6 +105,9 @@ class StateStore:
         self.snapshot = ClusterSnapshot(osts=[], osses={},
                                         pools={k: frozenset(v) for k, v in (pools or {}).items()},
                                         version=0, ost_table=OstTable())
+        self.job_sizes = JobBytesPerCreate()
+        """Bytes written per file created, per jobid, from the OSTs' and MDTs' job_stats."""
+        self.snapshot.job_sizes = self.job_sizes
         self.lnet_capacity_bytes_per_s = lnet_capacity_bytes_per_s
         self.stale_after_s = stale_after_s
         self.static = False
@@ -181,6 +187,7 @@ class StateStore:
                 self.mds_sample_time_s = sample_time_s
             if isinstance(server, Mapping):
                 self._apply_mds_view(server)
+            self._apply_mdts(targets, sample_time_s, interval_s)
             return
         if role != "oss":
             return
@@ -199,6 +206,15 @@ class StateStore:
         self.snapshot.ost_table.set_oss(oss)
         for index, target in mine:
             self._apply_ost(index, host, sample_time_s, interval_s, target)
+
+    def _apply_mdts(self, targets: Mapping[str, Any], t: float, interval_s: float) -> None:
+        """The MDTs' job_stats rows (their creates) of this store's file system."""
+        if not isinstance(targets, Mapping):
+            return
+        for name, target in targets.items():
+            if (isinstance(target, Mapping) and target.get("kind") == "mdt"
+                    and target_fsname(str(name), target) in (self.fsname, None)):
+                self.job_sizes.absorb_rows(target.get("jobs"), t, interval_s)
 
     def _own_osts(self, targets: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
         """(index, target) of the OST targets of this store's file system."""
@@ -279,6 +295,7 @@ class StateStore:
         totals.add(t, span, _num(values, "write_ios"), ost.write_latency_s,
                    ost.write_in_flight, ost.write_bytes_per_s)
         ost.sample_time_s = t
+        self.job_sizes.absorb_rows(target.get("jobs"), t, interval_s)
         self.snapshot.ost_table.set_ost(ost)      # the arrays follow in place, O(1)
         if (ost.active, ost.flags, ost.oss) != before:
             self.version += 1

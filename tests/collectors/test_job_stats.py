@@ -106,3 +106,32 @@ def test_reads_2_16_and_2_17_escaped_quoted_job_ids_and_histograms():
     assert job.counters["prealloc"].unit == "usecs"
     assert job.snapshot_time - job.start_time == pytest.approx(job.elapsed_time)
     assert js.jobs["slurm:4242"].counters["write_bytes"].sum == 8 * 4096
+
+
+def _bump(text: str, job: str, counter: str, by: int) -> str:
+    """``text`` with ``job``'s ``counter`` samples raised by ``by`` (a later reading)."""
+    head, _, rest = text.partition(f"- job_id:          {job}\n")
+    line = next(ln for ln in rest.splitlines() if ln.strip().startswith(f"{counter}:"))
+    n = int(line.split("samples:")[1].split(",")[0])
+    return head + f"- job_id:          {job}\n" + rest.replace(
+        line, line.replace(f"samples: {n:>11},", f"samples: {n + by:>11},"), 1)
+
+
+def test_mdt_rows_carry_creates_per_s_from_mknod():
+    from collectors.collector import reduce_jobs
+    before_text = (HPE_PROC / "mdt/lustrefs-MDT0000/job_stats").read_text()
+    after_text = _bump(_bump(before_text, "44", "mknod", 20), "44", "open", 20)
+    values: dict = {}
+    rows = reduce_jobs(parse_job_stats(before_text), parse_job_stats(after_text), 5.0, values, {})
+    assert [r["job_id"] for r in rows] == ["44"]
+    assert rows[0]["creates_per_s"] == pytest.approx(4.0)
+    assert rows[0]["ops_per_s"] == pytest.approx(8.0)
+
+
+def test_ost_rows_have_no_creates():
+    from collectors.collector import reduce_jobs
+    text = (HPE_PROC / "obdfilter/lustrefs-OST0000/job_stats").read_text()
+    job = next(iter(parse_job_stats(text).jobs))
+    later = _bump(text, job, "punch", 3)
+    rows = reduce_jobs(parse_job_stats(text), parse_job_stats(later), 5.0, {}, {})
+    assert rows and all("creates_per_s" not in r for r in rows)

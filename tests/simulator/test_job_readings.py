@@ -117,3 +117,30 @@ def test_a_runs_samples_publish_every_byte_of_each_job(make_scenario):
     sim.run()
     assert seen["ior.1"] == pytest.approx(4 * 64 * MIB, rel=1e-6)
     assert seen["vpic.2"] == pytest.approx(2 * 32 * MIB, rel=1e-6)
+
+
+def test_the_mdt_job_stats_count_creates_and_the_store_learns_bytes_per_create(make_scenario):
+    """The engine counts each create in the MDT's job_stats; the MDS collector's rows,
+    reduced by the collectors' code, reach the mapper's store, which divides each job's
+    bytes written on the OSTs by its files created."""
+    recs = [rec(1 + i, "write", "ior.1", f"f{i}", 64 << 20, sc=2) for i in range(8)]
+    recs += [rec(2 + i, "write", "vpic.2", f"g{i}", 4 << 20, sc=1) for i in range(6)]
+    recs.sort(key=lambda r: r.timestamp_s)
+    sc = load_scenario(make_scenario(small(duration=60), recs))
+    sim = build_simulation(sc, prepare(sc), scenario_policy(sc, "round_robin"))
+    sim.run()
+    table = sim.mds.mdt_job_readings.job_stats(30.0)
+    assert table.jobs["ior.1"].counters["mknod"].samples == 8
+    assert table.jobs["vpic.2"].counters["mknod"].samples == 6
+    sizes = sim.mds.view.job_sizes
+    assert sizes is sim.mds.store.job_sizes
+    assert sizes.bytes_per_create("ior.1", 30.0) == pytest.approx(64 << 20, rel=1e-6)
+    assert sizes.bytes_per_create("vpic.2", 30.0) == pytest.approx(4 << 20, rel=1e-6)
+
+
+def test_an_idle_job_leaves_the_mdt_table():
+    from simulator.job_readings import MdtJobReadings
+    mdt = MdtJobReadings()
+    mdt.created("a", 1.0)
+    assert mdt.job_stats(1.0 + JOB_CLEANUP_INTERVAL_S - 1).jobs["a"].counters["open"].samples == 1
+    assert "a" not in mdt.job_stats(1.0 + JOB_CLEANUP_INTERVAL_S).jobs

@@ -128,6 +128,10 @@ class McmfParams:
             next, learned from the sizes its files had at close (the shim's close reports,
             :meth:`~mapper.policies.mcmf.McmfPolicy.learn_sizes`); a jobid with too little
             history predicts nothing and the create stays unsized. Off by default.
+        size_from_job_stats: a create still unsized after ``size_from_chain`` is priced and
+            booked at its job's bytes written per file created over Lustre's job_stats
+            window (:mod:`mapper.state.job_sizes`: OST ``write_bytes`` over MDT ``mknod``);
+            a jobid with fewer than its minimum creates stays unsized. Off by default.
 
     Raises (on construction):
         ValueError: a value out of range or an unknown name, naming the field.
@@ -169,6 +173,7 @@ class McmfParams:
     rate_busy_s: float | None = None
     rate_first_look_median: bool = False
     size_from_chain: bool = False
+    size_from_job_stats: bool = False
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:

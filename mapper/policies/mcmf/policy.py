@@ -82,7 +82,7 @@ class McmfPolicy(BatchPolicy):
         self.stats: dict[str, int] = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
                                       "predicted_dropped": 0, "clipped": 0,
                                       "stragglers_excluded": 0, "regime_rr_requests": 0,
-                                      "sized_by_chain": 0}
+                                      "sized_by_chain": 0, "sized_by_job_stats": 0}
         self.views = RoundViews(p, self.cost_model, space, lambda k: self._count(k, 1))
         self.markov_config = MarkovConfig(**(p.markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
@@ -219,14 +219,14 @@ class McmfPolicy(BatchPolicy):
         if self.interleave is not None:
             return self._interleaved(snapshot, view, requests)
         if view.regime is not None and view.regime.mode == ROUND_ROBIN:
-            return self._round_robin(snapshot, view, requests, self._sized(requests))
+            return self._round_robin(snapshot, view, requests, self._sized(snapshot, requests))
         out: list[Placement | AllocationError | None] = [None] * len(requests)
         groups: dict[tuple[str | None, str], int] = {}  # (pool, jobid or "") -> group
         masks: list[np.ndarray] = []
         group_apps: list[str] = []
         current: list[CurrentRequest] = []
         missed = False
-        sized = self._sized(requests)
+        sized = self._sized(snapshot, requests)
         for pos, req in enumerate(sized):
             answer = self._answer(snapshot, view, req, now, requests[pos].expected_bytes)
             if answer is None:
@@ -374,21 +374,37 @@ class McmfPolicy(BatchPolicy):
             n += 1
         return n
 
-    def _sized(self, requests: Sequence[CreateRequest]) -> Sequence[CreateRequest]:
-        """With ``size_from_chain``: each request that announces no size, at the size its
-        application's chain predicts next (unchanged when the chain predicts nothing)."""
-        if not self.params.size_from_chain:
+    def _sized(self, snapshot: ClusterSnapshot,
+               requests: Sequence[CreateRequest]) -> Sequence[CreateRequest]:
+        """Each request that announces no size, at the size its application's chain
+        predicts next (``size_from_chain``), else at its job's bytes per create from
+        job_stats (``size_from_job_stats``); unchanged when neither knows."""
+        p = self.params
+        if not (p.size_from_chain or p.size_from_job_stats):
             return requests
+        job_sizes = snapshot.job_sizes if p.size_from_job_stats else None
         out = list(requests)
-        predict = self.predictor.predict
         for i, req in enumerate(requests):
-            if req.expected_bytes > 0 or req.jobid not in self.predictor:
+            if req.expected_bytes > 0:
                 continue
-            got = predict(req.jobid, 1, req.stripe_size or DEFAULT_STRIPE_SIZE_BYTES, 1, 1)
-            if got and got[0].bytes > 0:
-                out[i] = replace(req, expected_bytes=int(got[0].bytes))
+            size = self._chain_size(req) if p.size_from_chain else 0
+            if size > 0:
                 self.stats["sized_by_chain"] += 1
+            elif job_sizes is not None:
+                size = int(job_sizes.bytes_per_create(req.jobid, snapshot.time_s) or 0)
+                if size > 0:
+                    self.stats["sized_by_job_stats"] += 1
+            if size > 0:
+                out[i] = replace(req, expected_bytes=size)
         return out
+
+    def _chain_size(self, req: CreateRequest) -> int:
+        """The size ``req``'s chain predicts for its next file, bytes; 0 if none."""
+        if req.jobid not in self.predictor:
+            return 0
+        got = self.predictor.predict(req.jobid, 1, req.stripe_size or DEFAULT_STRIPE_SIZE_BYTES,
+                                     1, 1)
+        return int(got[0].bytes) if got and got[0].bytes > 0 else 0
 
     # -- planning ahead and learning (PlansAhead) ---------------------------
     def plan_in_background(self) -> None:
