@@ -1,4 +1,5 @@
-"""``lustre-alloc-rebalance plan``: write a reviewable ``lfs migrate`` script or JSON.
+"""``lustre-alloc-rebalance plan``: write a reviewable ``lfs migrate`` script or JSON;
+``lustre-alloc-rebalance run``: the migration service (:mod:`mapper.migrate.cli`).
 
 Example::
 
@@ -20,6 +21,7 @@ import sys
 from typing import TextIO
 
 from common.cli import EXIT_USAGE, OneLineParser, command_parser, fail
+from mapper.migrate.cli import add_run_parser, cmd_run
 from mapper.rebalance.inputs import PRINTF_FORMAT, build_file_table, read_state
 from mapper.rebalance.planner import (FileTable, MigrationOsts, Plan, PlanInputError, PlanTargets,
                                       plan_migration)
@@ -57,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "Pufferscale's order (keep the largest, finer balance)")
     pl.add_argument("--json", action="store_true", help="write JSON instead of a shell script")
     pl.add_argument("-o", "--output", help="output file (default: stdout)")
+    add_run_parser(sub)
     return p
 
 
@@ -129,6 +132,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.cmd == "run":
+        return cmd_run(args, PROG)
     try:
         return _cmd_plan(args)
     except PlanInputError as e:

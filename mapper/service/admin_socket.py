@@ -29,6 +29,9 @@ thread of its own. One msgpack map per request, one per reply:
                                                                the OSTs whose learned speed was
                                                                dropped (unmeasured until their
                                                                next RPC-timed look)
+``migration_view`` ``fsname``, ``report`` (the migration       per OST: fill, usability,
+                   service's status)                           steering, speed, jobs' load
+                                                               (:mod:`mapper.service.migration_view`)
 =================  ==========================================  =================================
 
 An error is ``{ok: false, error: "<one line>"}``; the socket serves on. Everything is read
@@ -48,6 +51,7 @@ import zmq
 from mapper.policies.placement import LearnsOstSpeeds, PlansAhead
 from mapper.service.fs_context import FsContext
 from mapper.service.metrics import RESULTS
+from mapper.service.migration_view import migration_view
 from mapper.state.ost_health import unusable_reason
 from mapper.state.cluster_state import OstFlag
 
@@ -88,7 +92,7 @@ class ControlServer:
         self.handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "status": self.status, "explain": self.explain,
             "shadow_report": self.shadow_report, "reload": self.reload,
-            "forget_speed": self.forget_speed}
+            "forget_speed": self.forget_speed, "migration_view": self.migration_view}
 
     def start(self) -> "ControlServer":
         """Bind and serve in a daemon thread.
@@ -166,6 +170,7 @@ class ControlServer:
                 "fallback_share": layouts["fallback"] / placed if placed else None,
                 "scope": svc.intake.scope.describe(), "policy": svc.config.policy,
                 "steering": steering, "leases": leases, "endpoint": svc.endpoint,
+                "migration": svc.migration_reports.status(),
                 "pid": os.getpid(),
                 "check_violations": svc.path.check_violations,
                 "reloads": {"applied": svc.reloader.applied if svc.reloader else 0,
@@ -207,6 +212,13 @@ class ControlServer:
                                               "shared_stripes", "mapper_expected_sooner",
                                               "expected_same", "mapper_expected_later")},
         }
+
+    def migration_view(self, req: dict[str, Any]) -> dict[str, Any]:
+        with self.service.lock:
+            try:
+                return migration_view(self.service, req)
+            except ValueError as exc:
+                raise ControlError(str(exc)) from None
 
     def explain(self, req: dict[str, Any]) -> dict[str, Any]:
         jobid, path, fsname = req.get("jobid"), req.get("path"), req.get("fsname")

@@ -38,6 +38,7 @@ import zmq
 
 from mapper.service import wire
 from mapper.service.config import MapperConfig
+from mapper.service.migration_view import MigrationReports
 from mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard, gated_policy,
                                        state_file_for, state_store)
 from mapper.service.intake import Intake
@@ -139,6 +140,8 @@ class MapperService:
         self._subscriber: Any = None
         self._rejected_counted = 0
         self.steering: Any = None
+        self.migration_reports = MigrationReports()
+        """The migration service's last status (``migration_view`` requests)."""
         """The steering loop (:class:`mapper.steer.service.SteerLoop`) when ``[steer]`` is on."""
         self._steer_metrics: Any = None
         self.control: Any = None

@@ -1,0 +1,186 @@
+"""The migration budget: when a move may start, so that moving data never crowds out jobs.
+
+Four limits, each a site's knob with a borrowed default (:class:`BudgetParams`):
+
+* **bandwidth per OST**: a move reads its file from the old OSTs and writes it to the new
+  ones; each OST may spend ``ost_share`` of its measured bandwidth on moves, reads plus
+  writes (a disk cannot do both at full speed: Pufferscale, Cheriere et al. 2020, Eq. 21).
+  Kept as a token bucket per OST refilled at ``ost_share x rate``: a move starts only while
+  every OST it touches is out of debt, and charges each its part (bytes / stripe count), so
+  over any long span an OST gives moves at most its share (plus one file).
+* **moves per OSS**: at most ``max_per_oss`` running moves touch an OSS (CERN EOS's
+  balancer and drainer run 2 transfers per node).
+* **data in flight**: the bytes of running moves stay under ``max_in_flight_ratio`` of the
+  file system's used space (Ceph's balancer, ``target_max_misplaced_ratio`` = 5%).
+* **pauses**: nothing starts while an OST is degraded or unavailable for a reason the
+  service did not cause (a RAID rebuild, a failover: Ceph's balancer does nothing while
+  the cluster is degraded); a move whose source OST is busy with jobs' I/O (its jobs'
+  bytes/s above ``busy_share`` of its rate) waits.
+
+Units: bytes, bytes/s, seconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+
+@dataclass(frozen=True)
+class BudgetParams:
+    """The ``[migrate]`` table's budget keys.
+
+    Attributes:
+        ost_share: fraction (0, 1] of each OST's measured bandwidth moves may use
+            (0.1; the ``lfs_migrate`` habit of one stream at a time on a busy file system
+            is about this; EOS's 25 MB/s per transfer is 0.05-0.1 of an HDD OST).
+        max_per_oss: running moves touching one OSS (2, EOS's transfers per node).
+        max_in_flight_ratio: bytes of running moves over the file system's used bytes
+            (0.05, Ceph's ``target_max_misplaced_ratio``).
+        busy_share: a source OST whose jobs' I/O exceeds this share of its bandwidth
+            defers its moves (0.8).
+    """
+    ost_share: float = 0.1
+    max_per_oss: int = 2
+    max_in_flight_ratio: float = 0.05
+    busy_share: float = 0.8
+
+    def __post_init__(self) -> None:
+        if not 0 < self.ost_share <= 1:
+            raise ValueError(f"ost_share must be in (0, 1], got {self.ost_share}")
+        if type(self.max_per_oss) is not int or self.max_per_oss < 1:
+            raise ValueError(f"max_per_oss must be an integer >= 1, got {self.max_per_oss!r}")
+        if not 0 < self.max_in_flight_ratio <= 1:
+            raise ValueError(f"max_in_flight_ratio must be in (0, 1], "
+                             f"got {self.max_in_flight_ratio}")
+        if not 0 < self.busy_share:
+            raise ValueError(f"busy_share must be > 0, got {self.busy_share}")
+
+
+@dataclass
+class OstLoad:
+    """What the budget needs to know of one OST now.
+
+    Attributes:
+        oss: the OSS serving it.
+        rate_bytes_s: its measured bandwidth, bytes/s.
+        jobs_bytes_s: jobs' read plus write bytes/s in the last sample.
+        faulty: degraded or unavailable for a reason the service did not cause (None: fine).
+    """
+    oss: str
+    rate_bytes_s: float
+    jobs_bytes_s: float = 0.0
+    faulty: str | None = None
+
+
+@dataclass
+class Move:
+    """A move the budget is asked about: ``size`` bytes from ``from_osts`` to ``to_osts``."""
+    file: str
+    size: float
+    from_osts: list[int]
+    to_osts: list[int]
+
+    def parts(self) -> dict[int, float]:
+        """Bytes each OST reads or writes for this move (reads and writes add up)."""
+        out: dict[int, float] = {}
+        for osts in (self.from_osts, self.to_osts):
+            for o in osts:
+                out[o] = out.get(o, 0.0) + self.size / len(osts)
+        return out
+
+
+@dataclass
+class MigrationBudget:
+    """The limits of the module doc over the moves running now."""
+    params: BudgetParams
+    tokens: dict[int, float] = field(default_factory=dict)    # OST -> bytes it may still spend
+    running: dict[str, Move] = field(default_factory=dict)
+    _last_s: float | None = None
+
+    def refill(self, now_s: float, osts: Mapping[int, OstLoad]) -> None:
+        """Credit each OST ``ost_share x rate`` per second since the last call (a full
+        bucket holds one second of it; debt is paid off the same way)."""
+        dt = 0.0 if self._last_s is None else max(0.0, now_s - self._last_s)
+        self._last_s = now_s
+        for o, load in osts.items():
+            per_s = self.params.ost_share * load.rate_bytes_s
+            self.tokens[o] = min(self.tokens.get(o, per_s) + per_s * dt, per_s)
+
+    def paused(self, osts: Mapping[int, OstLoad]) -> str | None:
+        """Why nothing may start now (an OST degraded or unavailable, not by us), or None."""
+        for o in sorted(osts):
+            if osts[o].faulty:
+                return f"OST {o}: {osts[o].faulty}"
+        return None
+
+    def refusal(self, move: Move, osts: Mapping[int, OstLoad], used_bytes: float) -> str | None:
+        """Why ``move`` may not start now, or None: it may."""
+        if move.file in self.running:
+            return "in flight"
+        unknown = [o for o in move.from_osts + move.to_osts if o not in osts]
+        if unknown:
+            return f"OST {unknown[0]} unknown"
+        for o in move.from_osts:
+            load = osts[o]
+            if load.jobs_bytes_s > self.params.busy_share * load.rate_bytes_s:
+                return f"OST {o} busy with jobs"
+        in_flight = sum(m.size for m in self.running.values())
+        if self.running and in_flight + move.size > self.params.max_in_flight_ratio * used_bytes:
+            return "data in flight at its ceiling"
+        per_oss = self._per_oss(osts)
+        for oss in {osts[o].oss for o in move.from_osts + move.to_osts}:
+            if per_oss.get(oss, 0) >= self.params.max_per_oss:
+                return f"OSS {oss} at {self.params.max_per_oss} moves"
+        for o in move.parts():
+            if self.tokens.get(o, 0.0) < 0:
+                return f"OST {o} over its bandwidth share"
+        return None
+
+    def _per_oss(self, osts: Mapping[int, OstLoad]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for m in self.running.values():
+            for oss in {osts[o].oss for o in m.from_osts + m.to_osts if o in osts}:
+                out[oss] = out.get(oss, 0) + 1
+        return out
+
+    def start(self, move: Move) -> None:
+        """Count ``move`` as running and charge each OST its part."""
+        self.running[move.file] = move
+        for o, b in move.parts().items():
+            self.tokens[o] = self.tokens.get(o, 0.0) - b
+
+    def end(self, file: str) -> None:
+        self.running.pop(file, None)
+
+    def bandwidth_limit(self, move: Move, osts: Mapping[int, OstLoad]) -> float:
+        """A per-move rate cap, bytes/s, for ``lfs migrate --bandwidth`` (Lustre 2.16+):
+        the smallest share over the OSTs it touches, split among the moves an OSS may run."""
+        shares = [self.params.ost_share * osts[o].rate_bytes_s
+                  for o in move.from_osts + move.to_osts if o in osts]
+        return min(shares) / self.params.max_per_oss if shares else 0.0
+
+    def in_flight_bytes(self) -> float:
+        return sum(m.size for m in self.running.values())
+
+
+def faulty_reason(degraded: bool, available: bool, steered_by_us: bool) -> str | None:
+    """Why an OST pauses the migrations, or None: degraded or unavailable for a reason the
+    service did not cause (the mapper's own steering sets ``degraded`` on slow OSTs: that
+    is the evacuation's cause, not a fault)."""
+    if not available:
+        return "unavailable"
+    if degraded and not steered_by_us:
+        return "degraded"
+    return None
+
+
+def loads_from(entries: Iterable[Mapping]) -> dict[int, OstLoad]:
+    """``{index: OstLoad}`` from the mapper's ``migration_view`` OST entries."""
+    out = {}
+    for e in entries:
+        out[int(e["ost"])] = OstLoad(oss=str(e["oss"]), rate_bytes_s=float(e["rate_bytes_s"]),
+                                     jobs_bytes_s=float(e.get("jobs_bytes_s", 0.0)),
+                                     faulty=faulty_reason(bool(e.get("degraded")),
+                                                          bool(e.get("available", True)),
+                                                          bool(e.get("steered"))))
+    return out

@@ -1,0 +1,105 @@
+"""The ``lfs migrate`` processes of the running moves.
+
+Each runs in a session of its own, so a migration service killed with -9 does not take its
+moves down with it: the next start finds the process by the pid in the journal
+(:meth:`MoveRunner.adopt`) and waits for it rather than start the same file twice.
+"""
+from __future__ import annotations
+
+import errno
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+import psutil
+
+RETRY_NOW = (errno.EBUSY, errno.EAGAIN)
+"""``lfs migrate`` exit statuses that mean "not now" (a writer holds the file, or it changed
+during the copy: ``lfs.c`` ``lfs_migrate()``): retried after ``retry_s`` without counting
+toward ``max_attempts``."""
+
+
+@dataclass
+class Ended:
+    """A process that ended: its exit status (None: not ours, status unknown) and the last
+    line it wrote on stderr."""
+    file: str
+    returncode: int | None
+    message: str
+
+
+class MoveRunner:
+    """Start, poll and adopt ``lfs migrate`` processes, one per file."""
+
+    def __init__(self) -> None:
+        self._procs: dict[str, tuple[subprocess.Popen, object]] = {}
+        self._adopted: dict[str, psutil.Process] = {}
+
+    def __contains__(self, file: str) -> bool:
+        return file in self._procs or file in self._adopted
+
+    def __len__(self) -> int:
+        return len(self._procs) + len(self._adopted)
+
+    def start(self, file: str, argv: list[str]) -> int:
+        """Start ``argv`` for ``file``; its pid. Raises OSError (``lfs`` missing...)."""
+        err = tempfile.TemporaryFile(mode="w+")
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=err, start_new_session=True)
+        except OSError:
+            err.close()
+            raise
+        self._procs[file] = (proc, err)
+        return proc.pid
+
+    def adopt(self, file: str, pid: int | None) -> bool:
+        """Watch a migration a previous run started, if it still runs (``pid`` alive and an
+        ``lfs`` command naming ``file``). False: nothing to wait for."""
+        if pid is None:
+            return False
+        try:
+            proc = psutil.Process(int(pid))
+            cmd = proc.cmdline()
+        except (psutil.Error, ValueError):
+            return False
+        if file not in cmd or not any("migrate" == a for a in cmd):
+            return False
+        self._adopted[file] = proc
+        return True
+
+    def poll(self) -> list[Ended]:
+        """The processes that ended since the last poll."""
+        out = []
+        for file, (proc, err) in list(self._procs.items()):
+            rc = proc.poll()
+            if rc is None:
+                continue
+            err.seek(0)
+            lines = err.read().strip().splitlines()
+            err.close()
+            del self._procs[file]
+            out.append(Ended(file, rc, lines[-1] if lines else ""))
+        for file, proc in list(self._adopted.items()):
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                continue
+            del self._adopted[file]
+            out.append(Ended(file, None, "adopted process ended"))
+        return out
+
+    def stop(self) -> list[str]:
+        """Terminate our processes (a migration stopped midway leaves its file as it was);
+        the files they were moving."""
+        files = []
+        for file, (proc, err) in list(self._procs.items()):
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            err.close()
+            files.append(file)
+        self._procs.clear()
+        self._adopted.clear()
+        return files

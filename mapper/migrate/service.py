@@ -1,0 +1,264 @@
+"""The migration service: evacuate steered OSTs (and, if asked, balance fill) with
+``lfs migrate``, within a budget, every move journaled.
+
+One loop every ``interval_s``:
+
+1. ask the mapper for its view (``migration_view``: OSTs, fill, steering, speed, jobs'
+   load), handing it this service's status for ``lustre-alloc-ctl status``;
+2. collect the moves that ended: exit 0 is ``done``; EBUSY/EAGAIN (a writer, a change
+   during the copy) is ``failed`` and retried after ``retry_s``; another error counts
+   toward ``max_attempts``, then ``given_up``;
+3. settle moves the journal says were in flight when a previous run stopped: wait for a
+   process still running (:meth:`MoveRunner.adopt`), else read the file's layout: on the
+   new OSTs it is ``settled`` (moved), on the old ones it is retried (``lfs migrate`` swaps
+   layouts atomically at its end, so nothing is half-moved). Nothing new starts while one is
+   unsettled, so no file is ever in two migrations;
+4. re-plan when due (``replan_s``) or when the set of evacuated OSTs changed
+   (:mod:`mapper.migrate.selection`);
+5. start queued moves in plan order while the budget allows
+   (:class:`mapper.migrate.budget.MigrationBudget`); in ``dry_run`` start nothing.
+
+A missing or failing ``lfs`` or an unreachable mapper is one logged line (``last_error``) and
+the loop goes on; nothing already journaled changes. Metrics (``lustre_alloc_migrate_*``):
+moves by result, bytes moved, moves running and queued, paused.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter as Tally
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from mapper.migrate.budget import MigrationBudget, Move, OstLoad, faulty_reason
+from mapper.migrate.config import MigrateConfig
+from mapper.migrate.journal import MoveJournal
+from mapper.migrate.lfs import Lfs, LfsError
+from mapper.migrate.runner import RETRY_NOW, Ended, MoveRunner
+from mapper.migrate.selection import MIB, PlannedMove, evacuating, select
+
+log = logging.getLogger("mapper.migrate.service")
+PREFIX = "lustre_alloc_migrate_"
+
+
+class ViewError(RuntimeError):
+    """The mapper's view could not be had (one line)."""
+
+
+class ViewSource(Protocol):
+    def view(self, report: dict[str, Any]) -> dict[str, Any]:
+        """The mapper's ``migration_view`` reply; raises :class:`ViewError`."""
+
+
+class MigrateMetrics:
+    def __init__(self, registry: CollectorRegistry):
+        self.moves = Counter(f"{PREFIX}moves", "moves ended, by result", ["result"],
+                             registry=registry)
+        self.bytes = Counter(f"{PREFIX}moved_bytes", "bytes of files moved", registry=registry)
+        self.running = Gauge(f"{PREFIX}running", "moves running", registry=registry)
+        self.queued = Gauge(f"{PREFIX}queued", "moves planned, not started", registry=registry)
+        self.paused = Gauge(f"{PREFIX}paused", "1 while paused", registry=registry)
+        self.evacuating = Gauge(f"{PREFIX}evacuating_osts", "OSTs being evacuated",
+                                registry=registry)
+
+
+class MigrationService:
+    """The loop of the module doc. ``clock``: wall seconds (the journal's and mtime's)."""
+
+    def __init__(self, cfg: MigrateConfig, source: ViewSource, *, lfs: Lfs | None = None,
+                 registry: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.cfg, self.source, self.clock = cfg, source, clock
+        self.lfs = lfs or Lfs(cfg.lfs, cfg.lfs_bandwidth_option)
+        self.workdir = Path(cfg.state_dir) / "lists"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.journal = MoveJournal(Path(cfg.state_dir) / "journal.jsonl")
+        self.budget = MigrationBudget(cfg.budget)
+        self.runner = MoveRunner()
+        self.metrics = MigrateMetrics(registry or CollectorRegistry())
+        self.queue: list[PlannedMove] = []
+        self.evacuating: list[int] = []
+        self.skipped: Tally = Tally()
+        self.paused: str | None = None
+        self.last_error = ""
+        self.bytes_moved = 0.0
+        self.planned_at = float("-inf")
+        self.loads: dict[int, OstLoad] = {}
+        self.used_bytes = 0.0
+        self._stop = threading.Event()
+
+    # -- the loop ------------------------------------------------------------------
+    def run(self) -> None:
+        while not self._stop.is_set():
+            self.step()
+            self._stop.wait(self.cfg.interval_s)
+        for file in self.runner.stop():
+            self.journal.record("failed", file, t=self.clock(), error="service stopped",
+                                retry_at=self.clock())
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def step(self) -> None:
+        """One loop (module doc)."""
+        now = self.clock()
+        try:
+            view = self.source.view(self.status())
+        except ViewError as exc:
+            self._error(f"mapper: {exc}")
+            view = None
+        for ended in self.runner.poll():
+            self._ended(ended, now)
+        if view is None:
+            return
+        self._take_view(view)
+        try:
+            unsettled = self._settle(now)
+            evac = evacuating(view["osts"], float(view["time_s"]), self.cfg.evacuate_after_s)
+            if evac != self.evacuating or now - self.planned_at >= self.cfg.replan_s:
+                self._plan(view, now)
+            self.paused = self.budget.paused(self.loads)
+            if self.cfg.mode == "on" and not unsettled and self.paused is None:
+                self._start_moves(now)
+        except LfsError as exc:
+            self._error(str(exc))
+        self._gauges()
+
+    def _take_view(self, view: dict[str, Any]) -> None:
+        rate = self.cfg.ost_rate_mib_s * MIB
+        self.loads = {int(o["ost"]): OstLoad(
+            oss=str(o["oss"]), rate_bytes_s=rate * max(float(o.get("speed_ratio", 1.0)), 1e-3),
+            jobs_bytes_s=float(o.get("jobs_bytes_s", 0.0)),
+            faulty=faulty_reason(bool(o.get("degraded")), bool(o.get("available", True)),
+                                 bool(o.get("steered")))) for o in view["osts"]}
+        self.used_bytes = sum(float(o["kbytes_used"]) * 1024 for o in view["osts"])
+        self.budget.refill(self.clock(), self.loads)
+
+    def _plan(self, view: dict[str, Any], now: float) -> None:
+        sel = select(self.cfg, view, self.lfs, self.workdir, self.journal.moves, now)
+        self.planned_at = now
+        if sel.evacuating != self.evacuating:
+            log.info("evacuating OSTs %s", sel.evacuating, extra={
+                "event": "migrate_evacuating", "osts": sel.evacuating,
+                "before": self.evacuating})
+        self.evacuating, self.skipped = sel.evacuating, sel.skipped
+        self.queue = [m for m in sel.moves if m.file not in self.runner
+                      and self._ready(m.file, now)]
+        log.info("planned %d moves (%.1f GiB)", len(self.queue),
+                 sum(m.size for m in self.queue) / (1 << 30),
+                 extra={"event": "migrate_plan", "moves": len(self.queue),
+                        "skipped": dict(sel.skipped), "dry_run": self.cfg.mode == "dry_run",
+                        "first": [(m.file, m.from_osts, m.to_osts) for m in self.queue[:10]]})
+
+    def _ready(self, file: str, now: float) -> bool:
+        m = self.journal.moves.get(file)
+        return m is None or m.event in ("done", "settled") or (
+            m.event == "failed" and m.retry_at <= now)
+
+    def _start_moves(self, now: float) -> None:
+        left: list[PlannedMove] = []
+        for i, move in enumerate(self.queue):
+            why = self.budget.refusal(move, self.loads, self.used_bytes) \
+                if self._ready(move.file, now) else "waiting to retry"
+            if why is not None:
+                left.append(move)
+                continue
+            limit = self.budget.bandwidth_limit(move, self.loads)
+            argv = self.lfs.migrate_argv(move.file, move.to_osts, move.stripe_size, limit)
+            self.journal.record("started", move.file, t=now, **{"from": move.from_osts},
+                                to=move.to_osts, bytes=int(move.size), why=move.why)
+            try:
+                pid = self.runner.start(move.file, argv)
+            except OSError as exc:
+                self.journal.record("failed", move.file, t=now, retry_at=now + self.cfg.retry_s,
+                                    error=f"{argv[0]}: {exc.strerror or exc}")
+                self._error(f"{argv[0]}: cannot run ({exc.strerror or exc}); moves wait")
+                left.extend(self.queue[i:])
+                break
+            self.journal.record("running", move.file, t=now, pid=pid)
+            self.budget.start(move)
+            log.info("move %s: OSTs %s -> %s (%s)", move.file, move.from_osts, move.to_osts,
+                     move.why, extra={"event": "migrate_start", "file": move.file,
+                                      "from": move.from_osts, "to": move.to_osts,
+                                      "bytes": int(move.size), "why": move.why})
+        self.queue = left
+
+    # -- ends ----------------------------------------------------------------------
+    def _ended(self, e: Ended, now: float) -> None:
+        move = self.budget.running.get(e.file)
+        self.budget.end(e.file)
+        if e.returncode is None:             # adopted: settled from the layout next
+            return
+        if e.returncode == 0:
+            self.journal.record("done", e.file, t=now)
+            self.bytes_moved += move.size if move else 0.0
+            self.metrics.bytes.inc(move.size if move else 0.0)
+            self._count("done", e.file, "")
+            return
+        hard = e.returncode not in RETRY_NOW
+        state = self.journal.record("failed", e.file, t=now, error=e.message, hard=hard,
+                                    retry_at=now + self.cfg.retry_s)
+        if state.failures >= self.cfg.max_attempts:
+            self.journal.record("given_up", e.file, t=now, error=e.message)
+            self._count("given_up", e.file, e.message)
+            return
+        self._count("failed" if hard else "busy", e.file, e.message)
+        if isinstance(move, PlannedMove):      # tried again once retry_s has passed
+            self.queue.append(move)
+
+    def _settle(self, now: float) -> int:
+        """Settle the journal's in-flight moves no process of ours runs; how many remain."""
+        orphans = [m for m in self.journal.in_flight() if m.file not in self.runner
+                   and m.file not in self.budget.running]
+        if not orphans:
+            return 0
+        waiting = [m for m in orphans if self.runner.adopt(m.file, m.pid)]
+        for m in waiting:                    # its bandwidth and OSS slots count meanwhile
+            self.budget.start(Move(m.file, float(m.bytes), m.from_osts, m.to_osts))
+        rest = [m for m in orphans if m not in waiting]
+        layouts = self.lfs.layouts([m.file for m in rest], self.workdir) if rest else {}
+        for m in rest:
+            got = layouts.get(m.file)
+            if got is None:
+                self.journal.record("settled", m.file, t=now, result="gone")
+            elif got[0] == m.to_osts:
+                self.journal.record("settled", m.file, t=now, result="moved")
+                self._count("done", m.file, "settled after a restart")
+            else:
+                self.journal.record("failed", m.file, t=now, retry_at=now,
+                                    error="interrupted: the file kept its old layout")
+                self.planned_at = float("-inf")     # planned again, from today's evidence
+        return len(waiting)
+
+    # -- reporting -----------------------------------------------------------------
+    def _count(self, result: str, file: str, message: str) -> None:
+        self.metrics.moves.labels(result).inc()
+        level = logging.INFO if result == "done" else logging.WARNING
+        log.log(level, "move %s: %s %s", file, result, message,
+                extra={"event": "migrate_end", "file": file, "result": result,
+                       "error": message})
+
+    def _error(self, message: str) -> None:
+        if message != self.last_error:
+            log.error("%s", message, extra={"event": "migrate_error", "error": message})
+        self.last_error = message
+
+    def _gauges(self) -> None:
+        self.metrics.running.set(len(self.runner))
+        self.metrics.queued.set(len(self.queue))
+        self.metrics.paused.set(1 if self.paused else 0)
+        self.metrics.evacuating.set(len(self.evacuating))
+
+    def status(self) -> dict[str, Any]:
+        """What ``lustre-alloc-ctl status`` shows of this service."""
+        counts = self.journal.counts()
+        return {"mode": self.cfg.mode, "fsname": self.cfg.fsname, "paused": self.paused,
+                "evacuating": self.evacuating, "queued": len(self.queue),
+                "queued_bytes": int(sum(m.size for m in self.queue)),
+                "running": len(self.runner), "in_flight_bytes": int(self.budget.in_flight_bytes()),
+                "done": counts["done"] + counts["settled"], "failed": counts["failed"],
+                "given_up": counts["given_up"], "bytes_moved": int(self.bytes_moved),
+                "skipped": dict(self.skipped), "last_error": self.last_error}
