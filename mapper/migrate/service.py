@@ -95,6 +95,8 @@ class MigrationService:
         while not self._stop.is_set():
             self.step()
             self._stop.wait(self.cfg.interval_s)
+        for ended in self.runner.poll():     # what ended meanwhile is journaled as it ended
+            self._ended(ended, self.clock())
         for file in self.runner.stop():
             self.journal.record("failed", file, t=self.clock(), error="service stopped",
                                 retry_at=self.clock())

@@ -142,6 +142,16 @@ def format_status(reply: dict[str, Any]) -> str:
         for fs, actions in steering.items():
             what = ", ".join(f"{a.get('kind')} OST{a.get('ost', 0):04x}" for a in actions)
             lines.append(f"steering {fs}: {what or 'no action in force'}")
+    mig = reply.get("migration")
+    if mig:
+        evac = ", ".join(f"OST{i:04x}" for i in mig.get("evacuating", [])) or "none"
+        lines.append(f"migration {mig.get('fsname')} ({mig.get('mode')}, reported "
+                     f"{_fmt(mig.get('age_s'), '.0f')} s ago): evacuating {evac}; "
+                     f"{mig.get('running', 0)} running, {mig.get('queued', 0)} queued "
+                     f"({mig.get('queued_bytes', 0) / (1 << 30):.1f} GiB), {mig.get('done', 0)} "
+                     f"done, {mig.get('failed', 0)} failed, {mig.get('given_up', 0)} given up; "
+                     f"paused: {mig.get('paused') or 'no'}"
+                     + (f"; last error: {mig['last_error']}" if mig.get("last_error") else ""))
     return "\n".join(lines)
 
 

@@ -279,3 +279,22 @@ def test_ctl_finds_a_hand_started_mapper_and_fails_at_once_without_one(capsys, o
             make_service(static_cluster="4x2", policy="round_robin", control_endpoint=sock)
     finally:
         svc.stop()
+
+
+def test_migration_view_gives_the_osts_and_keeps_the_migration_services_report(served, capsys):
+    svc, sock = served
+    report = {"mode": "dry_run", "fsname": "static", "evacuating": [3], "running": 0,
+              "queued": 2, "queued_bytes": 1 << 31, "done": 0, "failed": 0, "given_up": 0,
+              "paused": None, "last_error": ""}
+    reply = ctl.ask(sock, {"op": "migration_view", "fsname": "static", "report": report})
+    assert reply["ok"] and reply["fsname"] == "static" and len(reply["osts"]) == 8
+    o = reply["osts"][3]
+    assert o["ost"] == 3 and o["receives"] and o["steered"] is None and o["speed_ratio"] == 1.0
+    assert o["kbytes_used"] == o["kbytes_total"] - next(
+        iter(svc.contexts.values())).store.snapshot.osts[3].kbytes_free
+    code, text, _ = run(capsys, "--socket", sock, "status")
+    assert code == 0 and "migration static (dry_run, reported 0 s ago): evacuating OST0003; " \
+        "0 running, 2 queued (2.0 GiB)" in text
+    bad = ctl.ask(sock, {"op": "migration_view", "fsname": "other"})
+    assert not bad["ok"] and bad["error"].startswith("fsname: 'other' is not one served")
+    assert ctl.ask(sock, {"op": "status"})["ok"]                 # and it serves on
