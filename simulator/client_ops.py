@@ -93,9 +93,11 @@ class ClientOps:
                 self.counters["bytes_not_written"] += rec.bytes
                 return
             self.files[rec.file_id] = f
-        elif self.rebal is not None and self.rebal.migrating(rec.file_id):
-            self.rebal.hold(rec.file_id, rec, now)   # blocking lfs migrate: writer waits
-            return
+        elif self.rebal is not None:
+            self.rebal.break_lease(rec.file_id)      # lfs migrate --non-block: it stops
+            if self.rebal.migrating(rec.file_id):
+                self.rebal.hold(rec.file_id, rec, now)   # blocking lfs migrate: writer waits
+                return
         if rec.bytes == 0:
             return
         f.recent_bytes += rec.bytes

@@ -486,4 +486,6 @@ def _result(sim: Simulation, series: "_Series", records: int, wall_s: float) -> 
                      counters=sim.counters, notes=sim.creates.notes, wall_s=wall_s,
                      records=records, jobs=sim.io.jobs,
                      file_write_s=wt[np.isfinite(wt)], file_read_s=rt[np.isfinite(rt)],
-                     rebalance_log=sim.rebal.log if sim.rebal is not None else [])
+                     rebalance_log=(sim.rebal.log + [x for e in sim.rebal.evacuations
+                                                     for x in e.log])
+                     if sim.rebal is not None else [])

@@ -41,7 +41,9 @@ import numpy as np
 
 from mapper.policies.placement import AllocationError, CreateRequest
 from mapper.policies.registry import build_policy
+from mapper.migrate.selection import PlannedMove
 from mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration
+from simulator.evacuation import EvacuateEvent, Evacuation
 from simulator.inflight import SimFile, SimTransfer
 from simulator.metrics import max_mean_ratio
 
@@ -109,7 +111,9 @@ class _Move:
     key: str
     file: SimFile
     new_osts: np.ndarray | None  # positions; None: the allocator chooses at start
-    ev: RebalanceEvent
+    ev: RebalanceEvent | None
+    evac: Evacuation | None = None          # an evacuation's move: its budget admits it
+    planned: PlannedMove | None = None
 
 
 @dataclass
@@ -125,12 +129,13 @@ class _Migration:
 class Rebalancer:
     """The rebalance events of one run, driven by :class:`simulator.engine.Simulation`."""
 
-    def __init__(self, sim: Any, events: tuple[RebalanceEvent, ...]):  # sim: engine.Simulation (not imported: a cycle)
+    def __init__(self, sim: Any, events: tuple):  # sim: engine.Simulation (not imported: a cycle)
         self.sim = sim
-        self.events = events
-        self.next_s = [ev.at_s if ev.at_s is not None else ev.start_s for ev in events]
+        self.events = tuple(ev for ev in events if isinstance(ev, RebalanceEvent))
+        self.evacuations = [Evacuation(sim, ev) for ev in events if isinstance(ev, EvacuateEvent)]
+        self.next_s = [ev.at_s if ev.at_s is not None else ev.start_s for ev in self.events]
         n = sim.cl.ost_count
-        self.busy = np.zeros(n, dtype=bool)
+        self.busy = np.zeros(n, dtype=np.int64)        # migrations touching each OST
         self.queue: list[_Move] = []
         self.active: dict[str, _Migration] = {}
         self.held: dict[str, list] = {}
@@ -145,7 +150,7 @@ class Rebalancer:
     # -- engine hooks ----------------------------------------------------------------
     def next_wake_s(self) -> float:
         """When the engine must step next for a rebalance event (inf: never)."""
-        return min(self.next_s, default=math.inf)
+        return min(self.next_s + [e.next_wake_s() for e in self.evacuations], default=math.inf)
 
     def migrating(self, key: str) -> bool:
         return key in self.active
@@ -165,6 +170,8 @@ class Rebalancer:
             if now >= self.next_s[i]:
                 self._plan(ev, now)
                 self.next_s[i] = now + ev.every_s if ev.every_s is not None else math.inf
+        for evac in self.evacuations:
+            self._evacuate(evac, now)
         self._start_queued(now)
 
     def transfer_done(self, tr, finish_s: float) -> None:
@@ -179,12 +186,29 @@ class Rebalancer:
         if mig.pending == 0:
             self._finished.append((mig, finish_s))
 
+    def break_lease(self, key: str) -> None:
+        """A writer opens the file: an evacuation's ``lfs migrate --non-block`` loses its
+        lease and stops, the file keeps its old layout (``lfs.c`` ``check_lease()``), and the
+        write goes ahead; the next pass plans the file again. A blocking migration (a
+        rebalance event's) is left to :meth:`hold` the write instead."""
+        mig = self.active.get(key)
+        if mig is not None and mig.move.evac is not None:
+            self._cancel(key)
+            self.sim.counters["evacuation_lease_broken"] += 1
+
     def on_delete(self, key: str) -> None:
         """The file is going away: cancel its migration and free its new objects."""
-        mig = self.active.pop(key, None)
-        if mig is None:
+        if key not in self.active:
             self.queue = [m for m in self.queue if m.key != key]
             return
+        self._cancel(key)
+        self.sim.counters["rebalance_cancelled"] += 1
+        held = self.held.pop(key, [])
+        self.sim.counters["rebalance_writes_dropped_with_file"] += len(held)
+
+    def _cancel(self, key: str) -> None:
+        """Stop ``key``'s migration: its transfers end, its new objects are freed."""
+        mig = self.active.pop(key)
         sim = self.sim
         live = {id(t) for t in mig.transfers}
         for tr, done in sim.book.cancel(lambda t: id(t) in live):
@@ -193,9 +217,6 @@ class Rebalancer:
         np.subtract.at(sim.used, mig.new_osts, mig.volatile.landed)
         np.maximum(sim.used, 0.0, out=sim.used)
         self._release(mig)
-        sim.counters["rebalance_cancelled"] += 1
-        held = self.held.pop(key, [])
-        sim.counters["rebalance_writes_dropped_with_file"] += len(held)
 
     # -- planning --------------------------------------------------------------------
     def _candidates(self, now: float) -> list[tuple[str, Any]]:
@@ -212,7 +233,8 @@ class Rebalancer:
         self.log.append(entry)
         if ev.when_max_mean_above is not None and ratio <= ev.when_max_mean_above:
             return
-        if self.queue or self.active:        # the last plan is still running
+        if any(m.evac is None for m in self.queue) or any(
+                m.move.evac is None for m in self.active.values()):   # the last plan runs
             entry["skipped"] = "previous plan running"
             return
         cands = self._candidates(now)
@@ -234,6 +256,23 @@ class Rebalancer:
         self._changed = True
         sim.counters["rebalance_plans"] += 1
         sim.counters["rebalance_moves_planned"] += len(moves)
+
+    def _evacuate(self, evac: Evacuation, now: float) -> None:
+        """An evacuation pass: its queued moves are replaced by the pass's plan (an OST that
+        recovered drops out of it: nothing is moved back)."""
+        if now < evac.next_s:
+            return
+        moves = evac.plan(now, set(self.active))
+        self.queue = [m for m in self.queue if m.evac is not evac]
+        sim = self.sim
+        for pm in moves:
+            f = sim.files.get(pm.file)
+            if f is None:
+                continue
+            new = np.array([sim.pos_of_index[o] for o in pm.to_osts], dtype=np.int64)
+            self.queue.append(_Move(pm.file, f, new, None, evac, pm))
+        self._changed = True
+        sim.counters["evacuation_passes"] += 1
 
     def _ost_table(self) -> MigrationOsts:
         """The OSTs the MDS knows (its view: flags from the mapper's state rules)."""
@@ -291,23 +330,34 @@ class Rebalancer:
         self._recheck_s = now + 60.0
         sim = self.sim
         keep = []
+        loads = {id(e): e.loads(now) for e in self.evacuations}
         for j, mv in enumerate(self.queue):
             if sim.files.get(mv.key) is not mv.file:      # deleted since planned
                 continue
+            if mv.evac is not None:                       # the migration service's budget
+                evac = mv.evac
+                if mv.file.transfers or evac.budget.paused(loads[id(evac)]) or \
+                        evac.budget.refusal(mv.planned, loads[id(evac)], float(sim.used.sum())):
+                    keep.append(mv)
+                    continue
+                limit_bs = evac.budget.bandwidth_limit(mv.planned, loads[id(evac)])
+                evac.budget.start(mv.planned)
+                self._launch(mv, mv.new_osts, now, limit_bs)
+                continue
             limit = mv.ev.max_streams
-            if (limit is not None and self.streams >= limit) or self.busy.all():
+            if (limit is not None and self.streams >= limit) or (self.busy > 0).all():
                 keep.extend(self.queue[j:])
                 break
             f = mv.file
-            if f.transfers or self.busy[f.osts].any() or \
-                    (mv.new_osts is not None and self.busy[mv.new_osts].any()):
+            if f.transfers or (self.busy[f.osts] > 0).any() or \
+                    (mv.new_osts is not None and (self.busy[mv.new_osts] > 0).any()):
                 keep.append(mv)                           # try again later
                 continue
             new = mv.new_osts if mv.new_osts is not None else self._allocate(f, now)
             if new is None:
                 sim.counters["rebalance_allocation_failed"] += 1
                 continue
-            if self.busy[new].any():
+            if (self.busy[new] > 0).any():
                 keep.append(mv)
                 continue
             self._launch(mv, new, now)
@@ -329,13 +379,16 @@ class Rebalancer:
             return None
         return np.array([sim.pos_of_index[i] for i in placement.osts], dtype=np.int64)
 
-    def _launch(self, mv: _Move, new: np.ndarray, now: float) -> None:
+    def _launch(self, mv: _Move, new: np.ndarray, now: float,
+                limit_bytes_s: float | None = None) -> None:
+        """Start ``mv``'s read and write; each capped at ``limit_bytes_s`` (an evacuation's
+        per-move rate), else so that no OST gives it more than the event's budget."""
         sim = self.sim
         f = mv.file
         total = float(f.landed.sum())
         old = f.osts.copy()
         bw = sim.cl.bandwidth_bytes_s
-        budget = mv.ev.budget_fraction
+        budget = mv.ev.budget_fraction if mv.ev is not None else 1.0
         vol = SimFile(job=REBALANCE_JOB, osts=new, stripe_size=f.stripe_size, size=f.size,
                     landed=np.zeros(len(new)))
         nz = np.nonzero(f.landed)[0]
@@ -349,20 +402,25 @@ class Rebalancer:
         rd = SimTransfer(False, REBALANCE_JOB, None, old[nz], rd_per, total, total, ops, now)
         wr = SimTransfer(True, REBALANCE_JOB, vol, new[wz], wr_per[wz], total, total, ops, now,
                        stripe_pos=wz)
+        if limit_bytes_s is not None:
+            rd_cap = wr_cap = limit_bytes_s
         rd.cap_bytes_s, wr.cap_bytes_s = rd_cap, wr_cap
         rd.rebalance_key = wr.rebalance_key = mv.key
         mig = _Migration(mv, old, new, vol, [rd, wr])
         self.active[mv.key] = mig
-        self.busy[old] = True
-        self.busy[new] = True
+        np.add.at(self.busy, old, 1)
+        np.add.at(self.busy, new, 1)
         self.streams += 1
         sim.add_transfer(rd)
         sim.add_transfer(wr)
-        sim.counters["rebalance_moves_started"] += 1
+        sim.counters["evacuation_moves_started" if mv.evac is not None
+                     else "rebalance_moves_started"] += 1
 
     def _release(self, mig: _Migration) -> None:
-        self.busy[mig.old_osts] = False
-        self.busy[mig.new_osts] = False
+        np.subtract.at(self.busy, mig.old_osts, 1)
+        np.subtract.at(self.busy, mig.new_osts, 1)
+        if mig.move.evac is not None:
+            mig.move.evac.budget.end(mig.move.key)
         self.streams -= 1
         self._changed = True
 
@@ -377,7 +435,8 @@ class Rebalancer:
         f.landed = mig.volatile.landed
         self._release(mig)
         self._changed = True
-        sim.counters["rebalance_moves_done"] += 1
-        sim.counters["rebalance_bytes_moved"] += float(f.landed.sum())
+        what = "evacuation" if mig.move.evac is not None else "rebalance"
+        sim.counters[f"{what}_moves_done"] += 1
+        sim.counters[f"{what}_bytes_moved"] += float(f.landed.sum())
         for rec, t0 in self.held.pop(key, []):
             sim.start_record(rec, t0)

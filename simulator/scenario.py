@@ -491,12 +491,15 @@ def _unmanaged_allocator(um: _Table) -> str:
 
 
 def _rebalance_events(path: Path, events: list) -> tuple:
-    """The ``[[event]]`` tables of kind ``rebalance``, parsed
-    (:func:`simulator.rebalance.parse_rebalance_event`)."""
+    """The ``[[event]]`` tables of kind ``rebalance`` and ``evacuate``, parsed
+    (:func:`simulator.rebalance.parse_rebalance_event`,
+    :func:`simulator.evacuation.parse_evacuate_event`)."""
+    from simulator.evacuation import parse_evacuate_event
     from simulator.rebalance import parse_rebalance_event
-    return tuple(parse_rebalance_event(_Table(path, f"event[{i}].", e))
+    parse = {"rebalance": parse_rebalance_event, "evacuate": parse_evacuate_event}
+    return tuple(parse[e["kind"]](_Table(path, f"event[{i}].", e))
                  for i, e in enumerate(events)
-                 if isinstance(e, dict) and e.get("kind") == "rebalance")
+                 if isinstance(e, dict) and e.get("kind") in parse)
 
 
 def _workload(t: _Table, i: int, raw_workloads: list, seed: int) -> WorkloadSpec:

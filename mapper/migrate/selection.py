@@ -2,11 +2,12 @@
 lists and the rebalance planner (:func:`mapper.rebalance.planner.plan_migration`, the same
 code as ``lustre-alloc-rebalance plan``).
 
-* **Evacuation**: an OST the mapper has steered (:mod:`mapper.steer`) for at least
-  ``evacuate_after_s`` is evacuated: it is the planner's decommissioned set (Pufferscale's
-  ``I^-``: every listed file with an object there moves off). An OST whose steering ended
-  (it recovered) leaves the set; its files stay wherever they are by then, and nothing is
-  moved back.
+* **Evacuation**: an OST the mapper has steered (:mod:`mapper.steer`) for slowness for at
+  least ``evacuate_after_s`` (from the steering's ``slow_since_s``) is evacuated
+  (:class:`EvacuationSet`): it is the planner's decommissioned set (Pufferscale's
+  ``I^-``: every listed file with an object there moves off). An OST not steered for
+  ``evacuate_after_s`` (it recovered) leaves the set; its files stay wherever they are by
+  then, and nothing is moved back.
 * **Fill balance** (``balance_fill``): OSTs fuller than ``(1 + fill_tolerance)`` times the
   mean shed files to the others, as the planner decides.
 
@@ -20,7 +21,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -49,11 +50,43 @@ class Selection:
     fill_max_mean: float = 1.0
 
 
-def evacuating(view_osts: Sequence[Mapping[str, Any]], now_s: float,
-               after_s: float) -> list[int]:
-    """OSTs steered by the mapper for at least ``after_s`` at ``now_s`` (its clock)."""
-    return sorted(int(o["ost"]) for o in view_osts
-                  if o.get("steered") and now_s - float(o["steered"]["since_s"]) >= after_s)
+def steered_for(view_osts: Sequence[Mapping[str, Any]], now_s: float) -> dict[int, float]:
+    """OST -> seconds the mapper has steered it for slowness at ``now_s`` (its clock),
+    counted from ``slow_since_s`` (:class:`mapper.steer.controller.SteerAction`: a probe that
+    returned the OST and found it still slow within ``lease_s`` does not restart the count)."""
+    out = {}
+    for o in view_osts:
+        s = o.get("steered")
+        if s:
+            out[int(o["ost"])] = now_s - float(s.get("slow_since_s", s["since_s"]))
+    return out
+
+
+class EvacuationSet:
+    """The OSTs being evacuated, with hysteresis so the steering's probes do not stop and
+    restart an evacuation: an OST enters once steered for ``after_s``; it leaves (it
+    recovered: nothing is moved back) once it has not been steered for ``after_s``.
+
+    A steered OST gets no new objects, so its samples soon carry no evidence and the
+    steering returns it to probe its speed (:mod:`mapper.steer.controller`); on a
+    file system written in hourly bursts the probe can last longer than the steering's
+    strike window, and the OST is steered again as a new action."""
+
+    def __init__(self, after_s: float):
+        self.after_s = after_s
+        self.members: set[int] = set()
+        self.last_steered_s: dict[int, float] = {}
+
+    def update(self, view_osts: Sequence[Mapping[str, Any]], now_s: float) -> list[int]:
+        steered = steered_for(view_osts, now_s)
+        for ost, held_s in steered.items():
+            self.last_steered_s[ost] = now_s
+            if held_s >= self.after_s:
+                self.members.add(ost)
+        for ost in list(self.members):
+            if ost not in steered and now_s - self.last_steered_s.get(ost, now_s) >= self.after_s:
+                self.members.discard(ost)
+        return sorted(self.members)
 
 
 def migration_osts(view_osts: Sequence[Mapping[str, Any]], rate_bytes_s: float,
@@ -79,35 +112,89 @@ def _over_full(table: MigrationOsts, tolerance: float) -> list[int]:
     return [int(i) for i, f in zip(table.index, fill) if mean > 0 and f > (1 + tolerance) * mean]
 
 
-def select(cfg: MigrateConfig, view: Mapping[str, Any], lfs: Lfs, workdir: Path,
-           journal: Mapping[str, MoveState], now_wall_s: float) -> Selection:
-    """Plan the next moves (see the module doc). Raises :class:`mapper.migrate.lfs.LfsError`."""
+class FileSource(Protocol):
+    """Where the files come from: ``lfs`` on a live file system (:class:`LfsFiles`), the
+    file table in the simulator (:mod:`simulator.evacuation`)."""
+
+    def files_on_ost(self, ost: int) -> list[tuple[str, int]]:
+        """``(path, size bytes)`` of the regular files with an object on ``ost``."""
+
+    def layouts(self, paths: list[str]) -> dict[str, tuple[list[int], int]]:
+        """``{path: (OST indices, stripe size)}``; a file gone since is left out."""
+
+    def recently_modified(self, path: str, quiet_s: float) -> bool:
+        """Written within the last ``quiet_s`` seconds (or gone: not a candidate now)."""
+
+
+@dataclass
+class LfsFiles:
+    """The live file source: ``lfs find``/``getstripe`` under ``mount``, mtime by stat."""
+    lfs: Lfs
+    mount: str
+    workdir: Path
+    clock: Any
+
+    def files_on_ost(self, ost: int) -> list[tuple[str, int]]:
+        return self.lfs.files_on_ost(self.mount, ost, self.workdir)
+
+    def layouts(self, paths: list[str]) -> dict[str, tuple[list[int], int]]:
+        return self.lfs.layouts(paths, self.workdir)
+
+    def recently_modified(self, path: str, quiet_s: float) -> bool:
+        try:
+            return self.clock() - os.stat(path).st_mtime < quiet_s
+        except OSError:
+            return True
+
+
+@dataclass(frozen=True)
+class SelectRules:
+    """The ``[migrate]`` keys selection reads (:class:`mapper.migrate.config.MigrateConfig`)."""
+    ost_rate_bytes_s: float
+    ost_share: float
+    evacuate_after_s: float
+    quiet_s: float
+    min_file_bytes: float
+    fill_tolerance: float
+    balance_fill: bool
+
+    @classmethod
+    def of(cls, cfg: MigrateConfig) -> "SelectRules":
+        return cls(cfg.ost_rate_mib_s * MIB, cfg.budget.ost_share, cfg.evacuate_after_s,
+                   cfg.quiet_s, cfg.min_file_bytes, cfg.fill_tolerance, cfg.balance_fill)
+
+
+def select(rules: SelectRules, view: Mapping[str, Any], evacuating: list[int],
+           source: FileSource, journal: Mapping[str, MoveState]) -> Selection:
+    """Plan the next moves off ``evacuating`` (:class:`EvacuationSet`) and, with
+    ``balance_fill``, off over-full OSTs (see the module doc). Raises
+    :class:`mapper.migrate.lfs.LfsError` from a live source."""
     osts = view["osts"]
-    sel = Selection(evacuating=evacuating(osts, float(view["time_s"]), cfg.evacuate_after_s))
-    table = migration_osts(osts, cfg.ost_rate_mib_s * MIB, set(sel.evacuating))
+    sel = Selection(evacuating=list(evacuating))
+    table = migration_osts(osts, rules.ost_rate_bytes_s, set(sel.evacuating))
     fill = table.kbytes_used / table.kbytes_total
     sel.fill_max_mean = float(fill.max() / fill.mean()) if fill.mean() > 0 else 1.0
     sources = list(sel.evacuating)
-    if cfg.balance_fill:
-        sources += [o for o in _over_full(table, cfg.fill_tolerance) if o not in sources]
+    if rules.balance_fill:
+        sources += [o for o in _over_full(table, rules.fill_tolerance) if o not in sources]
     if not sources or not table.can_receive.any():
         return sel
     listed: dict[str, int] = {}
     for ost in sources:
-        for path, size in lfs.files_on_ost(cfg.mount, ost, workdir):
+        for path, size in source.files_on_ost(ost):
             listed[path] = size
     keep: list[tuple[str, int]] = []
     for path, size in listed.items():
         state = journal.get(path)
         if state is not None and state.event == "given_up":
             sel.skipped["given up"] += 1
-        elif size < cfg.min_file_bytes:
+        elif size < rules.min_file_bytes:
             sel.skipped["small"] += 1
-        elif _recently_modified(path, now_wall_s, cfg.quiet_s):
+        elif source.recently_modified(path, rules.quiet_s):
             sel.skipped["recently modified"] += 1
         else:
             keep.append((path, size))
-    layouts = lfs.layouts([p for p, _ in keep], workdir)
+    layouts = source.layouts([p for p, _ in keep]) if keep else {}
     known = set(int(i) for i in table.index)
     rows = [(p, s, layouts[p]) for p, s in keep if p in layouts and set(layouts[p][0]) <= known]
     sel.skipped["no layout"] += len(keep) - len(rows)
@@ -116,8 +203,8 @@ def select(cfg: MigrateConfig, view: Mapping[str, Any], lfs: Lfs, workdir: Path,
     files = FileTable.from_lists([p for p, _, _ in rows], [s for _, s, _ in rows],
                                  [lay[0] for _, _, lay in rows],
                                  stripe_size=[lay[1] for _, _, lay in rows])
-    plan = plan_migration(table, files, PlanTargets(budget_fraction=cfg.budget.ost_share,
-                                                    fill_tolerance=cfg.fill_tolerance,
+    plan = plan_migration(table, files, PlanTargets(budget_fraction=rules.ost_share,
+                                                    fill_tolerance=rules.fill_tolerance,
                                                     weight_load=0.0))
     draining = set(sel.evacuating)
     for i, f in enumerate(plan.files.tolist()):
@@ -128,10 +215,3 @@ def select(cfg: MigrateConfig, view: Mapping[str, Any], lfs: Lfs, workdir: Path,
                                      from_osts=old, to_osts=[int(o) for o in plan.osts_of(i)],
                                      stripe_size=int(files.stripe_size[f]), why=why))
     return sel
-
-
-def _recently_modified(path: str, now_wall_s: float, quiet_s: float) -> bool:
-    try:
-        return now_wall_s - os.stat(path).st_mtime < quiet_s
-    except OSError:
-        return True             # gone or unreadable now: not a candidate this pass

@@ -38,7 +38,8 @@ from mapper.migrate.config import MigrateConfig
 from mapper.migrate.journal import MoveJournal
 from mapper.migrate.lfs import Lfs, LfsError
 from mapper.migrate.runner import RETRY_NOW, Ended, MoveRunner
-from mapper.migrate.selection import MIB, PlannedMove, evacuating, select
+from mapper.migrate.selection import (MIB, EvacuationSet, LfsFiles, PlannedMove, SelectRules,
+                                      select)
 
 log = logging.getLogger("mapper.migrate.service")
 PREFIX = "lustre_alloc_migrate_"
@@ -75,12 +76,14 @@ class MigrationService:
         self.lfs = lfs or Lfs(cfg.lfs, cfg.lfs_bandwidth_option)
         self.workdir = Path(cfg.state_dir) / "lists"
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.files = LfsFiles(self.lfs, cfg.mount, self.workdir, clock)
         self.journal = MoveJournal(Path(cfg.state_dir) / "journal.jsonl")
         self.budget = MigrationBudget(cfg.budget)
         self.runner = MoveRunner()
         self.metrics = MigrateMetrics(registry or CollectorRegistry())
         self.queue: list[PlannedMove] = []
         self.evacuating: list[int] = []
+        self.evac_set = EvacuationSet(cfg.evacuate_after_s)
         self.skipped: Tally = Tally()
         self.paused: str | None = None
         self.last_error = ""
@@ -119,9 +122,9 @@ class MigrationService:
         self._take_view(view)
         try:
             unsettled = self._settle(now)
-            evac = evacuating(view["osts"], float(view["time_s"]), self.cfg.evacuate_after_s)
+            evac = self.evac_set.update(view["osts"], float(view["time_s"]))
             if evac != self.evacuating or now - self.planned_at >= self.cfg.replan_s:
-                self._plan(view, now)
+                self._plan(view, now, evac)
             self.paused = self.budget.paused(self.loads)
             if self.cfg.mode == "on" and not unsettled and self.paused is None:
                 self._start_moves(now)
@@ -139,8 +142,8 @@ class MigrationService:
         self.used_bytes = sum(float(o["kbytes_used"]) * 1024 for o in view["osts"])
         self.budget.refill(self.clock(), self.loads)
 
-    def _plan(self, view: dict[str, Any], now: float) -> None:
-        sel = select(self.cfg, view, self.lfs, self.workdir, self.journal.moves, now)
+    def _plan(self, view: dict[str, Any], now: float, evac: list[int]) -> None:
+        sel = select(SelectRules.of(self.cfg), view, evac, self.files, self.journal.moves)
         self.planned_at = now
         if sel.evacuating != self.evacuating:
             log.info("evacuating OSTs %s", sel.evacuating, extra={

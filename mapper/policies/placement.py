@@ -261,3 +261,13 @@ class SteersLustre(Protocol):
     def action_counts(self) -> dict[str, int]:
         """Action name -> how many so far."""
         ...
+
+    def steering_actions(self) -> list[dict[str, Any]]:
+        """The actions in force (:meth:`mapper.steer.controller.SteerAction.as_dict`), as the
+        mapper's steering loop reports them (the migration service evacuates from them)."""
+        ...
+
+    def steering_speed_ratios(self) -> dict[int, float]:
+        """Each measured OST's speed estimate over the median, by the steering's own
+        tracker (the migration budget's share of a slow OST is of its measured speed)."""
+        ...

@@ -73,6 +73,15 @@ class SteeredQos:
         self.log += [(now, "apply", a.ost, a.reason) for a in decision.apply]
         self.log += [(now, "undo", a.ost, a.reason) for a in decision.undo]
 
+    def steering_actions(self) -> list[dict[str, Any]]:
+        """The controller's actions in force, as dicts (a dry run steers nothing)."""
+        if self.params.mode != "on":
+            return []
+        return [a.as_dict() for a in self.controller.active.values()]
+
+    def steering_speed_ratios(self) -> dict[int, float]:
+        return self.controller.tracker.ratios_to_median()
+
     def action_counts(self) -> dict[str, int]:
         """Actions taken so far: ``applied``, ``undone``, ``renewed``, ``refused``."""
         return dict(self.controller.counts)

@@ -12,20 +12,21 @@ Reply (``ok: true``), one file system::
      "osts": [{"ost": 3, "oss": "oss1", "kbytes_total": .., "kbytes_used": ..,
                "available": true, "degraded": false, "receives": true,
                "speed_ratio": 0.21, "jobs_bytes_s": 1.2e8,
-               "steered": {"kind": "degraded", "since_s": .., "reason": ".."} | null}, ...]}
+               "steered": {"kind": "degraded", "since_s": .., "slow_since_s": ..,
+                           "reason": ".."} | null}, ...]}
 
-``speed_ratio``: the placement's speed estimate over the median (1.0 when the policy learns
-none); ``receives``: the mapper's own usability rule (:func:`mapper.state.ost_health.unusable_reason`)
+``speed_ratio``: the placement's speed estimate over the median, else the steering's
+(1.0 when neither has one); ``receives``: the mapper's own usability rule (:func:`mapper.state.ost_health.unusable_reason`)
 and no steering; ``jobs_bytes_s``: the OST's write bytes/s in its last sample (obdfilter
 ``stats``, the only job-load field the store keeps).
 """
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from mapper.policies.placement import LearnsOstSpeeds
-from mapper.state.cluster_state import OstFlag
+from mapper.state.cluster_state import ClusterSnapshot, OstFlag
 from mapper.state.ost_health import unusable_reason
 
 
@@ -65,8 +66,19 @@ def migration_view(svc: Any, req: dict[str, Any]) -> dict[str, Any]:
     snap = ctx.store.current()
     primary = ctx.gate.primary
     ratios = primary.ost_speed_ratios() if isinstance(primary, LearnsOstSpeeds) else {}
+    if not ratios and svc.steering is not None:        # Lustre's allocator under steering
+        ratios = svc.steering.speed_ratios(ctx.fsname)
     steering = svc.steering.status() if svc.steering is not None else {}
     steered = {a["ost"]: a for a in steering.get(ctx.fsname, steering.get(ctx.key, []))}
+    return {"fsname": ctx.fsname, "time_s": snap.time_s,
+            "osts": ost_entries(snap, ratios, steered)}
+
+
+def ost_entries(snap: ClusterSnapshot, speed_ratios: Mapping[int, float],
+                steered: Mapping[int, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The reply's ``osts`` (module doc) from a snapshot, the placement's speed ratios and
+    the steering actions in force by OST (:meth:`mapper.steer.controller.SteerAction.as_dict`);
+    the simulator builds its migration view with it too."""
     osts = []
     for o in snap.osts:
         s = steered.get(o.index)
@@ -75,7 +87,8 @@ def migration_view(svc: Any, req: dict[str, Any]) -> dict[str, Any]:
             "kbytes_used": max(0, o.kbytes_total - o.kbytes_free),
             "available": bool(o.active), "degraded": bool(o.flags & OstFlag.DEGRADED),
             "receives": unusable_reason(o) is None and s is None,
-            "speed_ratio": float(ratios.get(o.index, 1.0)),
+            "speed_ratio": float(speed_ratios.get(o.index, 1.0)),
             "jobs_bytes_s": float(o.write_bytes_per_s or 0.0),
-            "steered": None if s is None else {k: s[k] for k in ("kind", "since_s", "reason")}})
-    return {"fsname": ctx.fsname, "time_s": snap.time_s, "osts": osts}
+            "steered": None if s is None else {k: s.get(k, s["since_s"]) for k in (
+                "kind", "since_s", "slow_since_s", "reason")}})
+    return osts

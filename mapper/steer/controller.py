@@ -153,6 +153,10 @@ class SteerAction:
         until_s: when its lease ends unless renewed, s.
         reason: why, one line with the evidence.
         rate_bytes_s, median_bytes_s: the evidence at the last decision, bytes/s.
+        slow_since_s: since when the OST has been steered for slowness, s: ``since_s``,
+            or for a strike (steered again within ``lease_s`` of a return that did not
+            last) the first action's, so a probe does not restart the count (the
+            migration service's ``evacuate_after_s`` reads it).
     """
     ost: int
     kind: str
@@ -161,9 +165,15 @@ class SteerAction:
     reason: str
     rate_bytes_s: float
     median_bytes_s: float
+    slow_since_s: float = -1.0
+
+    def __post_init__(self) -> None:
+        if self.slow_since_s < 0:
+            self.slow_since_s = self.since_s
 
     def as_dict(self) -> dict[str, Any]:
         return {"ost": self.ost, "kind": self.kind, "since_s": self.since_s,
+                "slow_since_s": self.slow_since_s,
                 "until_s": self.until_s, "reason": self.reason,
                 "rate_bytes_s": self.rate_bytes_s, "median_bytes_s": self.median_bytes_s}
 
@@ -193,6 +203,7 @@ class SteerController:
         self.active: dict[int, SteerAction] = {}
         self.strikes: dict[int, int] = {}
         self._returned_s: dict[int, float] = {}     # when each OST was last returned
+        self._slow_since: dict[int, float] = {}     # the returned action's slow_since_s
         self._below_since: dict[int, float] = {}    # since when each OST looks slow
         self.counts = {"applied": 0, "undone": 0, "renewed": 0, "refused": 0}
 
@@ -228,6 +239,7 @@ class SteerController:
                 self._undo(act, "OST no longer active", out)
             elif r >= median / p.recover_factor and now_s - act.since_s >= self.dwell_s(act.ost):
                 self._returned_s[act.ost] = now_s
+                self._slow_since[act.ost] = act.slow_since_s
                 self._undo(act, f"recovered: {_mb(r)} MB/s >= median {_mb(median)} / "
                                 f"{p.recover_factor}", out)
             elif not self._safe(snapshot, set(self.active) - {act.ost}, act.ost):
@@ -246,13 +258,15 @@ class SteerController:
                 self.counts["refused"] += 1
                 continue
             returned = self._returned_s.pop(i, None)
+            slow_since = self._slow_since.pop(i, now_s)
             if returned is not None and now_s - returned < p.lease_s:
                 self.strikes[i] = min(self.strikes.get(i, 0) + 1, MAX_DWELL_DOUBLINGS)
             else:
                 self.strikes.pop(i, None)
+                slow_since = now_s
             act = SteerAction(i, p.action, now_s, now_s + p.lease_s,
                               f"slow: {_mb(r)} MB/s < median {_mb(median)} / {p.slow_factor}",
-                              r, median)
+                              r, median, slow_since)
             self.active[i] = act
             self.counts["applied"] += 1
             out.apply.append(act)

@@ -166,6 +166,13 @@ class SteerLoop:
             "event": "steer_action", "fsname": fs, "action": verb, "dry_run": self.dry_run,
             **act.as_dict()})
 
+    def speed_ratios(self, fsname: str) -> dict[int, float]:
+        """The steering tracker's speed estimates over the median for ``fsname``."""
+        for fs, ctl in self.controllers.items():
+            if (self._fsname.get(fs) or fs) == fsname:
+                return ctl.tracker.ratios_to_median()
+        return {}
+
     def status(self) -> dict[str, list[dict[str, Any]]]:
         """fsname -> the actions in force (for a status command)."""
         return {self._fsname.get(fs) or fs: [a.as_dict() for a in ctl.active.values()]

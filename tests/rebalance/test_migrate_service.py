@@ -37,12 +37,13 @@ class View:
         self.degraded: set[int] = set()
         self.down = False
         self.reports: list[dict] = []
+        self.ahead_s = 0.0                       # the mapper's clock, ahead of ours by this
 
     def view(self, report: dict) -> dict:
         self.reports.append(report)
         if self.down:
             raise ViewError("no answer from ipc:///run/lustre-alloc/control")
-        now = time.time()
+        now = time.time() + self.ahead_s
         return {"fsname": "demofs", "time_s": now, "osts": [
             {"ost": i, "oss": f"oss{i // 2}", "kbytes_total": 1 << 30, "kbytes_used": 1 << 20,
              "available": True, "degraded": i in self.degraded or i in self.steered,
@@ -136,13 +137,18 @@ def test_dry_run_plans_and_moves_nothing(tmp_path):
 
 
 def test_recovery_stops_the_evacuation_and_nothing_moves_back(tmp_path):
+    """An OST the steering returns is still evacuated for ``evacuate_after_s`` (the
+    steering's probe of a slow OST returns it for a while); after that it has recovered."""
     files = _files(tmp_path / "mnt")
     view = View()
     view.steered[SLOW] = time.time() - 7200
     svc = _service(tmp_path, view, mode="dry_run")
     svc.step()
     assert svc.queue
-    del view.steered[SLOW]                        # the steering ended: the OST recovered
+    del view.steered[SLOW]                        # the steering returned it: a probe?
+    svc.step()
+    assert svc.evacuating == [SLOW]               # not yet: the steering may take it back
+    view.ahead_s = 3600.0                         # an hour unsteered: it recovered
     svc.step()
     assert svc.evacuating == [] and not svc.queue
     assert all(SLOW in _on(p) for p in list(files)[:4])

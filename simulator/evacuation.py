@@ -1,0 +1,146 @@
+"""Evacuation in the simulator: ``[[event]] kind = "evacuate"`` runs the migration service's
+rules (:mod:`mapper.migrate`) on the simulated file system.
+
+* **Which OSTs, which files, where**: every ``every_s`` the steering policy's actions in force
+  (the ``qos_steer`` row's controller, :meth:`mapper.policies.placement.SteersLustre.steering_actions`)
+  and the steering policy's own view of the OSTs become the mapper's ``migration_view`` entries
+  (:func:`mapper.service.migration_view.ost_entries`); :func:`mapper.migrate.selection.select`
+  picks the OSTs steered for ``evacuate_after_s`` and plans their files' moves with the
+  rebalance planner, listing files from the simulator's file table as ``lfs find`` and
+  ``lfs getstripe`` would (:class:`SimFiles`). A file written within ``quiet_s`` waits.
+* **When a move starts**: :class:`mapper.migrate.budget.MigrationBudget` (bandwidth share per
+  OST, moves per OSS, data in flight, pauses), as live.
+* **How fast**: each move's read and write are capped at the budget's per-move rate (the
+  ``lfs migrate --bandwidth`` the service passes) and share the OSTs and network with the
+  jobs (:mod:`simulator.rebalance` runs the transfers).
+
+A policy that steers nothing (any row but ``qos_steer``) evacuates nothing, as a mapper
+without ``[steer]``. Units: seconds, bytes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mapper.migrate.budget import BudgetParams, MigrationBudget, OstLoad, faulty_reason
+from mapper.migrate.selection import EvacuationSet, PlannedMove, SelectRules, select
+from mapper.service.migration_view import ost_entries
+
+
+@dataclass(frozen=True)
+class EvacuateEvent:
+    """One ``[[event]] kind = "evacuate"`` table: the ``[migrate]`` keys the simulator runs."""
+    every_s: float = 60.0
+    start_s: float = 0.0
+    evacuate_after_s: float = 3600.0
+    quiet_s: float = 3600.0
+    min_file_bytes: float = 0.0
+    budget: BudgetParams = field(default_factory=BudgetParams)
+
+
+def parse_evacuate_event(table: Any) -> EvacuateEvent:
+    """Build from a scenario ``_Table`` (its ``err`` names file and key).
+
+    Raises:
+        ScenarioError: a key out of range (the budget's own checks, named).
+    """
+    table.used.add("kind")
+    kw = dict(ost_share=table.get("ost_share", float, 0.1, minimum=0.0, maximum=1.0),
+              max_per_oss=table.get("max_per_oss", int, 2, minimum=1),
+              max_in_flight_ratio=table.get("max_in_flight_ratio", float, 0.05, minimum=0.0,
+                                            maximum=1.0),
+              busy_share=table.get("busy_share", float, 0.8, minimum=0.0))
+    try:
+        budget = BudgetParams(**kw)
+    except ValueError as exc:
+        raise table.err("ost_share", str(exc)) from None
+    ev = EvacuateEvent(every_s=table.get("every_s", float, 60.0, minimum=1.0),
+                       start_s=table.get("start_s", float, 0.0, minimum=0.0),
+                       evacuate_after_s=table.get("evacuate_after_s", float, 3600.0, minimum=0.0),
+                       quiet_s=table.get("quiet_s", float, 3600.0, minimum=0.0),
+                       min_file_bytes=table.get("min_file_bytes", float, 0.0, minimum=0.0),
+                       budget=budget)
+    table.finish()
+    return ev
+
+
+class SimFiles:
+    """The simulator's files as the live file source lists them (:class:`mapper.migrate.selection.FileSource`)."""
+
+    def __init__(self, sim: Any, now: float, skip: set[str]):
+        self.sim, self.now, self.skip = sim, now, skip
+
+    def files_on_ost(self, ost: int) -> list[tuple[str, int]]:
+        p = self.sim.pos_of_index.get(ost)
+        return [(k, int(f.landed.sum())) for k, f in self.sim.files.items()
+                if k not in self.skip and p in f.osts.tolist() and f.landed.sum() > 0]
+
+    def layouts(self, paths: list[str]) -> dict[str, tuple[list[int], int]]:
+        ix = self.sim.cl.ost_index
+        return {k: ([int(i) for i in ix[f.osts]], int(f.stripe_size)) for k in paths
+                if (f := self.sim.files.get(k)) is not None}
+
+    def recently_modified(self, path: str, quiet_s: float) -> bool:
+        f = self.sim.files.get(path)
+        return f is None or f.transfers > 0 or self.now - f.last_write_s < quiet_s
+
+
+class Evacuation:
+    """One evacuate event's planning and admission, for :class:`simulator.rebalance.Rebalancer`."""
+
+    def __init__(self, sim: Any, ev: EvacuateEvent):
+        self.sim, self.ev = sim, ev
+        self.budget = MigrationBudget(ev.budget)
+        self.next_s = ev.start_s
+        self.evacuating: list[int] = []
+        self.evac_set = EvacuationSet(ev.evacuate_after_s)
+        rate = float(np.median(sim.cl.bandwidth_bytes_s))
+        self.rules = SelectRules(ost_rate_bytes_s=rate, ost_share=ev.budget.ost_share,
+                                 evacuate_after_s=ev.evacuate_after_s, quiet_s=ev.quiet_s,
+                                 min_file_bytes=ev.min_file_bytes, fill_tolerance=0.02,
+                                 balance_fill=False)
+        self.log: list[dict] = []
+
+    def _view(self, now: float) -> dict[str, Any] | None:
+        watcher, watch = self.sim.watcher, self.sim.watch
+        if watcher is None or watch is None:
+            return None
+        steered = {a["ost"]: a for a in watcher.steering_actions()}
+        return {"time_s": now, "osts": ost_entries(watch.view, watcher.steering_speed_ratios(),
+                                                   steered)}
+
+    def loads(self, now: float) -> dict[int, OstLoad]:
+        view = self._view(now)
+        if view is None:
+            return {}
+        rate = self.rules.ost_rate_bytes_s
+        loads = {int(o["ost"]): OstLoad(
+            oss=str(o["oss"]), rate_bytes_s=rate * max(float(o["speed_ratio"]), 1e-3),
+            jobs_bytes_s=float(o["jobs_bytes_s"]),
+            faulty=faulty_reason(bool(o["degraded"]), bool(o["available"]), bool(o["steered"])))
+            for o in view["osts"]}
+        self.budget.refill(now, loads)
+        return loads
+
+    def plan(self, now: float, busy: set[str]) -> list[PlannedMove]:
+        """The moves of this pass (empty before ``start_s``, between passes, without steering)."""
+        if now < self.next_s:
+            return []
+        self.next_s = now + self.ev.every_s
+        view = self._view(now)
+        if view is None:
+            return []
+        sel = select(self.rules, view, self.evac_set.update(view["osts"], now),
+                     SimFiles(self.sim, now, busy), {})
+        if sel.evacuating != self.evacuating:
+            self.log.append({"time_s": now, "evacuating": sel.evacuating,
+                             "moves": len(sel.moves),
+                             "bytes": float(sum(m.size for m in sel.moves))})
+            self.evacuating = sel.evacuating
+        return sel.moves
+
+    def next_wake_s(self) -> float:
+        return self.next_s if self.sim.watcher is not None else math.inf
