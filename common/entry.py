@@ -16,7 +16,7 @@ COMMANDS = {
     "lustre-alloc-collector": ("collectors.cli", "collector"),
     "lustre-alloc-broker": ("collectors.broker_cli", "collector"),
     "lustre-alloc-mapper": ("mapper.service.cli", "mapper"),
-    "lustre-alloc-rebalance": ("mapper.rebalance.cli", "mapper"),
+    "lustre-alloc-rebalance": ("mapper.migrate.cli", "mapper"),
     "lustre-alloc-ctl": ("mapper.service.ctl", "mapper"),
     "lustre-alloc-selftest": ("mapper.selftest.cli", "collector"),
 }

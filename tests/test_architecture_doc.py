@@ -73,7 +73,8 @@ def test_no_import_goes_to_a_higher_layer():
 
 
 MAPPER_LAYERS = {"state": 0, "speed": 1, "flow": 2, "predictor": 3, "steer": 4, "policies": 5,
-                 "rebalance": 6, "explain": 7, "shadow": 8, "service": 9, "selftest": 10}
+                 "rebalance": 6, "explain": 7, "shadow": 8, "service": 9, "migrate": 10,
+                 "selftest": 11}
 """The layers inside ``mapper/`` that docs/architecture.md states (issue #26)."""
 
 

@@ -1,4 +1,5 @@
-"""``lustre-alloc-rebalance run --config FILE``: the migration service
+"""``lustre-alloc-rebalance run --config FILE`` (and, through :mod:`mapper.rebalance.cli`,
+``plan``): the migration service
 (:mod:`mapper.migrate.service`), asking the mapper through its admin socket.
 
 Exit status: 0 after SIGTERM/SIGINT (running moves are stopped; their files keep their old
@@ -42,6 +43,12 @@ class MapperView:
         if not reply.get("ok"):
             raise ViewError(str(reply.get("error", "refused")))
         return reply
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``lustre-alloc-rebalance``: ``plan`` (:mod:`mapper.rebalance.cli`) and ``run``."""
+    from mapper.rebalance.cli import main as rebalance_main
+    return rebalance_main(argv, {"run": (add_run_parser, cmd_run)})
 
 
 def add_run_parser(sub: Any) -> None:

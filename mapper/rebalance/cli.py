@@ -1,5 +1,5 @@
-"""``lustre-alloc-rebalance plan``: write a reviewable ``lfs migrate`` script or JSON;
-``lustre-alloc-rebalance run``: the migration service (:mod:`mapper.migrate.cli`).
+"""``lustre-alloc-rebalance plan``: write a reviewable ``lfs migrate`` script or JSON
+(``lustre-alloc-rebalance run``, the migration service, is added by :mod:`mapper.migrate.cli`).
 
 Example::
 
@@ -18,10 +18,9 @@ import argparse
 import json
 import shlex
 import sys
-from typing import TextIO
+from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from common.cli import EXIT_USAGE, OneLineParser, command_parser, fail
-from mapper.migrate.cli import add_run_parser, cmd_run
 from mapper.rebalance.inputs import PRINTF_FORMAT, build_file_table, read_state
 from mapper.rebalance.planner import (FileTable, MigrationOsts, Plan, PlanInputError, PlanTargets,
                                       plan_migration)
@@ -30,7 +29,8 @@ PROG = "lustre-alloc-rebalance"
 MIB = 1 << 20
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(add_commands: Sequence[Callable[[Any], None]] = ()) -> argparse.ArgumentParser:
+    """The command's parser; ``add_commands`` each add subcommands to its subparsers."""
     p = command_parser(PROG, "Plan lfs migrate moves that rebalance OST fill and load "
                              "(Pufferscale-style heuristic).")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=OneLineParser)
@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "Pufferscale's order (keep the largest, finer balance)")
     pl.add_argument("--json", action="store_true", help="write JSON instead of a shell script")
     pl.add_argument("-o", "--output", help="output file (default: stdout)")
-    add_run_parser(sub)
+    for add in add_commands:
+        add(sub)
     return p
 
 
@@ -130,10 +131,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.cmd == "run":
-        return cmd_run(args, PROG)
+def main(argv: list[str] | None = None,
+         more: Mapping[str, tuple[Callable[[Any], None], Callable[..., int]]] | None = None) -> int:
+    """Run the command; ``more``: subcommand name -> (add its parser, run it with the parsed
+    args and the program name)."""
+    more = more or {}
+    args = build_parser([add for add, _ in more.values()]).parse_args(argv)
+    if args.cmd in more:
+        return more[args.cmd][1](args, PROG)
     try:
         return _cmd_plan(args)
     except PlanInputError as e:

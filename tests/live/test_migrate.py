@@ -83,7 +83,7 @@ ost_share = 0.2
 max_per_oss = 2
 max_in_flight_ratio = 1.0
 """)
-    argv = [*command("lustre-alloc-rebalance", "mapper.rebalance"), "run", "--config",
+    argv = [*command("lustre-alloc-rebalance", "mapper.migrate"), "run", "--config",
             str(config)]
     migrator = None
     try:
