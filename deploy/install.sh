@@ -138,10 +138,14 @@ for pair in $CONFIGS; do
 done
 DOC="$DESTDIR$PREFIX/share/doc/lustre-alloc"
 install -d "$DOC/prometheus"
-install -m 0644 "$SRC/docs/operations.md" "$SRC/docs/protocol.md" "$SRC/docs/client.md" "$DOC/"
+install -m 0644 "$SRC/docs/operations.md" "$SRC/docs/protocol.md" "$SRC/docs/client.md" \
+    "$SRC/docs/rebalance.md" "$DOC/"
 install -m 0644 "$SRC/deploy/prometheus/"*.yml "$DOC/prometheus/"
 # the collector's drop-in for a steering agent (docs/operations.md): shipped, not enabled
 install -m 0644 "$SRC/collectors/systemd/steer-agent.conf" "$DOC/"
+# the migration service's unit and configuration (docs/rebalance.md): shipped, not enabled
+install -m 0644 "$SRC/mapper/service/systemd/lustre-alloc-migrate.service" \
+    "$SRC/mapper/service/systemd/migrate.toml.example" "$DOC/"
 
 # ---------------------------------------------------------------- user (real installs only)
 if [ -z "$DESTDIR" ]; then

@@ -5,6 +5,7 @@ site's purge deletes old files when the file system is full.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any, Callable
 
@@ -15,6 +16,9 @@ from simulator.models import raid0_bytes_per_ost
 from simulator.scenario import Scenario
 from simulator.transfer_book import TransferBook
 from traces.format import TraceRecord
+
+INITIAL_JOB = "lustre-alloc:initial"
+"""Job id of the files that stand for the used space at t=0 (never written, read or purged)."""
 
 
 def bytes_per_slot(f: SimFile, size: int) -> np.ndarray:
@@ -162,12 +166,31 @@ class ClientOps:
         if self.used.sum() / cap <= p.when_used_above:
             return
         old = [fid for fid, f in self.files.items()
-               if f.transfers == 0 and now - f.last_write_s >= p.age_s]
+               if f.transfers == 0 and now - f.last_write_s >= p.age_s
+               and f.job != INITIAL_JOB]
         for fid in old:
             before = self.used.sum()
             self.delete(fid)
             self.counters["files_purged"] += 1
             self.counters["bytes_purged"] += before - self.used.sum()
+
+    def adopt_initial_fill(self, files_gib: float, stripe_size: int) -> int:
+        """The used space at t=0 as files (:attr:`simulator.scenario.InitialFill.files_gib`),
+        one OST each, under job :data:`INITIAL_JOB`; how many."""
+        size = files_gib * (1 << 30)
+        n = 0
+        for p in np.nonzero(self.present())[0].tolist():
+            left = float(self.used[p])
+            k = 0
+            while left > 0:
+                b = min(size, left)
+                self.files[f"initial/OST{p:04x}/{k}"] = SimFile(
+                    job=INITIAL_JOB, osts=np.array([p]), stripe_size=stripe_size, size=int(b),
+                    landed=np.array([b]), last_write_s=-math.inf)
+                left -= b
+                k += 1
+                n += 1
+        return n
 
     def times(self) -> np.ndarray:
         """Per file (deleted or not): first write, last write landed, first read, last read

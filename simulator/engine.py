@@ -177,6 +177,9 @@ class Simulation:
                              self.counters)
         self.files = self.ops.files
         """Path -> file, the files that exist now (the same dict as ``ops.files``)."""
+        if scenario.cluster.initial_fill.files_gib:
+            self.counters["initial_files"] = self.ops.adopt_initial_fill(
+                scenario.cluster.initial_fill.files_gib, 1 << 20)
         self.rebal = Rebalancer(self, scenario.rebalance) if scenario.rebalance else None
         self.ops.rebal = self.rebal
 

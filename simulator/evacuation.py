@@ -1,5 +1,6 @@
-"""Evacuation in the simulator: ``[[event]] kind = "evacuate"`` runs the migration service's
-rules (:mod:`mapper.migrate`) on the simulated file system.
+"""The migration service in the simulator: ``[[event]] kind = "migrate"`` runs its rules
+(:mod:`mapper.migrate`: evacuation of steered OSTs, and with ``balance_fill`` fill balance)
+on the simulated file system.
 
 * **Which OSTs, which files, where**: every ``every_s`` the steering policy's actions in force
   (the ``qos_steer`` row's controller, :meth:`mapper.policies.placement.SteersLustre.steering_actions`)
@@ -7,7 +8,9 @@ rules (:mod:`mapper.migrate`) on the simulated file system.
   (:func:`mapper.service.migration_view.ost_entries`); :func:`mapper.migrate.selection.select`
   picks the OSTs steered for ``evacuate_after_s`` and plans their files' moves with the
   rebalance planner, listing files from the simulator's file table as ``lfs find`` and
-  ``lfs getstripe`` would (:class:`SimFiles`). A file written within ``quiet_s`` waits.
+  ``lfs getstripe`` would (:class:`SimFiles`). With ``balance_fill``, OSTs fuller than
+  ``(1 + fill_tolerance)`` times the mean shed files too. A file written within ``quiet_s``
+  waits.
 * **When a move starts**: :class:`mapper.migrate.budget.MigrationBudget` (bandwidth share per
   OST, moves per OSS, data in flight, pauses), as live.
 * **How fast**: each move's read and write are capped at the budget's per-move rate (the
@@ -15,33 +18,37 @@ rules (:mod:`mapper.migrate`) on the simulated file system.
   jobs (:mod:`simulator.rebalance` runs the transfers).
 
 A policy that steers nothing (any row but ``qos_steer``) evacuates nothing, as a mapper
-without ``[steer]``. Units: seconds, bytes.
+without ``[steer]`` (fill balance still runs). Units: seconds, bytes.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from mapper.migrate.budget import BudgetParams, MigrationBudget, OstLoad, faulty_reason
+from mapper.policies.placement import LearnsOstSpeeds
 from mapper.migrate.selection import EvacuationSet, PlannedMove, SelectRules, select
 from mapper.service.migration_view import ost_entries
 
 
 @dataclass(frozen=True)
-class EvacuateEvent:
-    """One ``[[event]] kind = "evacuate"`` table: the ``[migrate]`` keys the simulator runs."""
+class MigrateEvent:
+    """One ``[[event]] kind = "migrate"`` table: the ``[migrate]`` keys the simulator runs
+    (``every_s``: its ``replan_s``; moves start once a loop, every ``interval_s``)."""
     every_s: float = 60.0
+    interval_s: float = 10.0
     start_s: float = 0.0
     evacuate_after_s: float = 3600.0
     quiet_s: float = 3600.0
     min_file_bytes: float = 0.0
+    balance_fill: bool = False
+    fill_tolerance: float = 0.02
     budget: BudgetParams = field(default_factory=BudgetParams)
 
 
-def parse_evacuate_event(table: Any) -> EvacuateEvent:
+def parse_migrate_event(table: Any) -> MigrateEvent:
     """Build from a scenario ``_Table`` (its ``err`` names file and key).
 
     Raises:
@@ -57,11 +64,14 @@ def parse_evacuate_event(table: Any) -> EvacuateEvent:
         budget = BudgetParams(**kw)
     except ValueError as exc:
         raise table.err("ost_share", str(exc)) from None
-    ev = EvacuateEvent(every_s=table.get("every_s", float, 60.0, minimum=1.0),
+    ev = MigrateEvent(every_s=table.get("every_s", float, 60.0, minimum=1.0),
+                      interval_s=table.get("interval_s", float, 10.0, minimum=0.1),
                        start_s=table.get("start_s", float, 0.0, minimum=0.0),
                        evacuate_after_s=table.get("evacuate_after_s", float, 3600.0, minimum=0.0),
                        quiet_s=table.get("quiet_s", float, 3600.0, minimum=0.0),
                        min_file_bytes=table.get("min_file_bytes", float, 0.0, minimum=0.0),
+                       balance_fill=table.get("balance_fill", bool, False),
+                       fill_tolerance=table.get("fill_tolerance", float, 0.02, minimum=0.0),
                        budget=budget)
     table.finish()
     return ev
@@ -89,33 +99,42 @@ class SimFiles:
 
 
 class Evacuation:
-    """One evacuate event's planning and admission, for :class:`simulator.rebalance.Rebalancer`."""
+    """One migrate event's planning and admission, for :class:`simulator.rebalance.Rebalancer`."""
 
-    def __init__(self, sim: Any, ev: EvacuateEvent):
+    def __init__(self, sim: Any, ev: MigrateEvent):
         self.sim, self.ev = sim, ev
         self.budget = MigrationBudget(ev.budget)
         self.next_s = ev.start_s
+        self.next_start_s = ev.start_s
         self.evacuating: list[int] = []
         self.evac_set = EvacuationSet(ev.evacuate_after_s)
         rate = float(np.median(sim.cl.bandwidth_bytes_s))
         self.rules = SelectRules(ost_rate_bytes_s=rate, ost_share=ev.budget.ost_share,
                                  evacuate_after_s=ev.evacuate_after_s, quiet_s=ev.quiet_s,
-                                 min_file_bytes=ev.min_file_bytes, fill_tolerance=0.02,
-                                 balance_fill=False)
+                                 min_file_bytes=ev.min_file_bytes,
+                                 fill_tolerance=ev.fill_tolerance,
+                                 balance_fill=ev.balance_fill)
         self.log: list[dict] = []
 
-    def _view(self, now: float) -> dict[str, Any] | None:
-        watcher, watch = self.sim.watcher, self.sim.watch
-        if watcher is None or watch is None:
-            return None
-        steered = {a["ost"]: a for a in watcher.steering_actions()}
-        return {"time_s": now, "osts": ost_entries(watch.view, watcher.steering_speed_ratios(),
-                                                   steered)}
+    def _view(self, now: float) -> dict[str, Any]:
+        """The mapper's ``migration_view`` here: the steering policy's own view and actions,
+        else the MDS's view with no steering (and the policy's speed estimates, if any)."""
+        sim = self.sim
+        watcher, watch = sim.watcher, sim.watch
+        if watcher is not None and watch is not None:
+            snap = watch.view
+            steered = {a["ost"]: a for a in watcher.steering_actions()}
+            ratios = watcher.steering_speed_ratios()
+        else:
+            if sim.mds.statfs_due(now):
+                sim.refresh_statfs(now)
+            snap, steered = sim.view, {}
+            ratios = sim.policy.ost_speed_ratios() if isinstance(sim.policy, LearnsOstSpeeds) \
+                else {}
+        return {"time_s": now, "osts": ost_entries(snap, ratios, steered)}
 
     def loads(self, now: float) -> dict[int, OstLoad]:
         view = self._view(now)
-        if view is None:
-            return {}
         rate = self.rules.ost_rate_bytes_s
         loads = {int(o["ost"]): OstLoad(
             oss=str(o["oss"]), rate_bytes_s=rate * max(float(o["speed_ratio"]), 1e-3),
@@ -126,13 +145,11 @@ class Evacuation:
         return loads
 
     def plan(self, now: float, busy: set[str]) -> list[PlannedMove]:
-        """The moves of this pass (empty before ``start_s``, between passes, without steering)."""
+        """The moves of this pass (empty before ``start_s`` and between passes)."""
         if now < self.next_s:
             return []
         self.next_s = now + self.ev.every_s
         view = self._view(now)
-        if view is None:
-            return []
         sel = select(self.rules, view, self.evac_set.update(view["osts"], now),
                      SimFiles(self.sim, now, busy), {})
         if sel.evacuating != self.evacuating:
@@ -143,4 +160,4 @@ class Evacuation:
         return sel.moves
 
     def next_wake_s(self) -> float:
-        return self.next_s if self.sim.watcher is not None else math.inf
+        return self.next_s

@@ -110,11 +110,11 @@ def parse_events(path: Path, raw: Any, duration_s: float) -> tuple[Event, ...]:
         if not isinstance(t, dict):
             raise EventError(f"{where[:-1]}: expected a table")
         kind = t.get("kind")
-        if kind in ("rebalance", "evacuate"):    # parsed by simulator.rebalance, .evacuation
+        if kind in ("rebalance", "migrate"):    # parsed by simulator.rebalance, .evacuation
             continue
         if kind not in KINDS:
             raise EventError(f"{where}kind: unknown event kind {kind!r} "
-                             f"(known: {', '.join(KINDS + ('rebalance', 'evacuate'))})")
+                             f"(known: {', '.join(KINDS + ('rebalance', 'migrate'))})")
         if "at_s" not in t:
             raise EventError(f"{where}at_s: missing")
         at = _num(where, "at_s", t["at_s"], 0.0)

@@ -41,9 +41,10 @@ import numpy as np
 
 from mapper.policies.placement import AllocationError, CreateRequest
 from mapper.policies.registry import build_policy
+from mapper.migrate.budget import MigrationBudget
 from mapper.migrate.selection import PlannedMove
 from mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration
-from simulator.evacuation import EvacuateEvent, Evacuation
+from simulator.evacuation import Evacuation, MigrateEvent
 from simulator.inflight import SimFile, SimTransfer
 from simulator.metrics import max_mean_ratio
 
@@ -114,6 +115,7 @@ class _Move:
     ev: RebalanceEvent | None
     evac: Evacuation | None = None          # an evacuation's move: its budget admits it
     planned: PlannedMove | None = None
+    osses: frozenset | None = None          # the OSSes it touches (cached for the walk)
 
 
 @dataclass
@@ -126,13 +128,28 @@ class _Migration:
     pending: int = 2
 
 
+def _closed(budget: MigrationBudget, loads: dict, used: float) -> bool:
+    """No move of this budget can start now: paused, data in flight at its ceiling, or
+    every OSS at its moves (so the queue need not be walked move by move)."""
+    if budget.paused(loads) or budget.full(used):
+        return True
+    osses = {load.oss for load in loads.values()}
+    return all(budget.per_oss.get(o, 0) >= budget.params.max_per_oss for o in osses)
+
+
+def _free_osses(budget: MigrationBudget, loads: dict) -> set:
+    """The OSSes that may take one more move of this budget."""
+    return {load.oss for load in loads.values()
+            if budget.per_oss.get(load.oss, 0) < budget.params.max_per_oss}
+
+
 class Rebalancer:
     """The rebalance events of one run, driven by :class:`simulator.engine.Simulation`."""
 
     def __init__(self, sim: Any, events: tuple):  # sim: engine.Simulation (not imported: a cycle)
         self.sim = sim
         self.events = tuple(ev for ev in events if isinstance(ev, RebalanceEvent))
-        self.evacuations = [Evacuation(sim, ev) for ev in events if isinstance(ev, EvacuateEvent)]
+        self.evacuations = [Evacuation(sim, ev) for ev in events if isinstance(ev, MigrateEvent)]
         self.next_s = [ev.at_s if ev.at_s is not None else ev.start_s for ev in self.events]
         n = sim.cl.ost_count
         self.busy = np.zeros(n, dtype=np.int64)        # migrations touching each OST
@@ -150,7 +167,10 @@ class Rebalancer:
     # -- engine hooks ----------------------------------------------------------------
     def next_wake_s(self) -> float:
         """When the engine must step next for a rebalance event (inf: never)."""
-        return min(self.next_s + [e.next_wake_s() for e in self.evacuations], default=math.inf)
+        wakes = self.next_s + [e.next_wake_s() for e in self.evacuations]
+        if self.queue:               # queued moves start at the service's next loop
+            wakes += [e.next_start_s for e in self.evacuations]
+        return min(wakes, default=math.inf)
 
     def migrating(self, key: str) -> bool:
         return key in self.active
@@ -324,25 +344,39 @@ class Rebalancer:
     def _start_queued(self, now: float) -> None:
         # Walk the queue only when something may have changed (a plan, a migration's
         # end) or once a minute (a job's transfer on a queued file may have ended).
-        if not self.queue or (now < self._recheck_s and not self._changed):
+        if not self.queue or (now < self._recheck_s and not self._changed and not any(
+                now >= e.next_start_s for e in self.evacuations)):
             return
         self._changed = False
         self._recheck_s = now + 60.0
         sim = self.sim
         keep = []
+        used = float(sim.used.sum())
         loads = {id(e): e.loads(now) for e in self.evacuations}
+        closed = {}
+        for e in self.evacuations:        # the service starts moves once a loop
+            closed[id(e)] = now < e.next_start_s or _closed(e.budget, loads[id(e)], used)
+            if now >= e.next_start_s:
+                e.next_start_s = now + e.ev.interval_s
+        free = {id(e): _free_osses(e.budget, loads[id(e)]) for e in self.evacuations}
         for j, mv in enumerate(self.queue):
             if sim.files.get(mv.key) is not mv.file:      # deleted since planned
                 continue
             if mv.evac is not None:                       # the migration service's budget
-                evac = mv.evac
-                if mv.file.transfers or evac.budget.paused(loads[id(evac)]) or \
-                        evac.budget.refusal(mv.planned, loads[id(evac)], float(sim.used.sum())):
+                k, budget = id(mv.evac), mv.evac.budget
+                if mv.osses is None:
+                    mv.osses = frozenset(loads[k][o].oss for o in mv.planned.from_osts
+                                         + mv.planned.to_osts if o in loads[k])
+                # an OSS at its moves refuses it: checked first, as a set (cheap)
+                if closed[k] or not mv.osses <= free[k] or mv.file.transfers or \
+                        budget.refusal(mv.planned, loads[k], used):
                     keep.append(mv)
                     continue
-                limit_bs = evac.budget.bandwidth_limit(mv.planned, loads[id(evac)])
-                evac.budget.start(mv.planned)
+                limit_bs = budget.bandwidth_limit(mv.planned, loads[k])
+                budget.start(mv.planned, loads[k])
                 self._launch(mv, mv.new_osts, now, limit_bs)
+                closed[k] = _closed(budget, loads[k], used)
+                free[k] = _free_osses(budget, loads[k])
                 continue
             limit = mv.ev.max_streams
             if (limit is not None and self.streams >= limit) or (self.busy > 0).all():

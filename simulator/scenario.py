@@ -61,6 +61,11 @@ class InitialFill:
     ``lfs_df``: a real ``lfs df`` snapshot (``path``, ``filesystem``, ``snapshot``
     index) sets OST count, sizes and used space; ``ost_map`` optionally gives the real
     OST -> OSS mapping (``lctl dl -t`` output).
+
+    ``files_gib``: the initial used space of each OST as stripe-count-1 files of this size
+    (the last one smaller), so migrations can move it (:mod:`simulator.rebalance`); they
+    are never written, read or purged (their ages are unknown). None: the used space is
+    only a number.
     """
     mode: str
     used_fraction: tuple[float, ...] = ()
@@ -71,6 +76,7 @@ class InitialFill:
     filesystem: str | None = None
     snapshot: int = 0
     ost_map: Path | None = None
+    files_gib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -383,7 +389,8 @@ def _initial_fill(f: _Table) -> InitialFill:
     mode = f.get("mode", str, "explicit")
     if mode not in FILL_MODES:
         raise f.err("mode", f"unknown mode {mode!r} (known: {', '.join(FILL_MODES)})")
-    fill_kw: dict[str, Any] = {"mode": mode}
+    fill_kw: dict[str, Any] = {"mode": mode,
+                               "files_gib": f.get("files_gib", float, None, minimum=0.001)}
     if mode == "explicit":
         fill_kw["used_fraction"] = tuple(float(x) for x in f.get("used_fraction", list))
         if any(not 0.0 <= x <= 1.0 for x in fill_kw["used_fraction"]):
@@ -491,12 +498,12 @@ def _unmanaged_allocator(um: _Table) -> str:
 
 
 def _rebalance_events(path: Path, events: list) -> tuple:
-    """The ``[[event]]`` tables of kind ``rebalance`` and ``evacuate``, parsed
+    """The ``[[event]]`` tables of kind ``rebalance`` and ``migrate``, parsed
     (:func:`simulator.rebalance.parse_rebalance_event`,
-    :func:`simulator.evacuation.parse_evacuate_event`)."""
-    from simulator.evacuation import parse_evacuate_event
+    :func:`simulator.evacuation.parse_migrate_event`)."""
+    from simulator.evacuation import parse_migrate_event
     from simulator.rebalance import parse_rebalance_event
-    parse = {"rebalance": parse_rebalance_event, "evacuate": parse_evacuate_event}
+    parse = {"rebalance": parse_rebalance_event, "migrate": parse_migrate_event}
     return tuple(parse[e["kind"]](_Table(path, f"event[{i}].", e))
                  for i, e in enumerate(events)
                  if isinstance(e, dict) and e.get("kind") in parse)

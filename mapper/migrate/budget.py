@@ -91,10 +91,14 @@ class Move:
 
 @dataclass
 class MigrationBudget:
-    """The limits of the module doc over the moves running now."""
+    """The limits of the module doc over the moves running now (kept incrementally: a
+    check costs the move's OSTs, not the moves running)."""
     params: BudgetParams
     tokens: dict[int, float] = field(default_factory=dict)    # OST -> bytes it may still spend
     running: dict[str, Move] = field(default_factory=dict)
+    per_oss: dict[str, int] = field(default_factory=dict)     # OSS -> moves touching it
+    _osses: dict[str, set[str]] = field(default_factory=dict)  # file -> OSSes of its move
+    _in_flight: float = 0.0
     _last_s: float | None = None
 
     def refill(self, now_s: float, osts: Mapping[int, OstLoad]) -> None:
@@ -113,44 +117,52 @@ class MigrationBudget:
                 return f"OST {o}: {osts[o].faulty}"
         return None
 
+    def full(self, used_bytes: float) -> bool:
+        """No move of any size may start: the data in flight is at its ceiling."""
+        return bool(self.running) and \
+            self._in_flight >= self.params.max_in_flight_ratio * used_bytes
+
     def refusal(self, move: Move, osts: Mapping[int, OstLoad], used_bytes: float) -> str | None:
         """Why ``move`` may not start now, or None: it may."""
         if move.file in self.running:
             return "in flight"
-        unknown = [o for o in move.from_osts + move.to_osts if o not in osts]
+        touched = move.from_osts + move.to_osts
+        unknown = [o for o in touched if o not in osts]
         if unknown:
             return f"OST {unknown[0]} unknown"
         for o in move.from_osts:
             load = osts[o]
             if load.jobs_bytes_s > self.params.busy_share * load.rate_bytes_s:
                 return f"OST {o} busy with jobs"
-        in_flight = sum(m.size for m in self.running.values())
-        if self.running and in_flight + move.size > self.params.max_in_flight_ratio * used_bytes:
+        if self.running and self._in_flight + move.size > \
+                self.params.max_in_flight_ratio * used_bytes:
             return "data in flight at its ceiling"
-        per_oss = self._per_oss(osts)
-        for oss in {osts[o].oss for o in move.from_osts + move.to_osts}:
-            if per_oss.get(oss, 0) >= self.params.max_per_oss:
+        for oss in {osts[o].oss for o in touched}:
+            if self.per_oss.get(oss, 0) >= self.params.max_per_oss:
                 return f"OSS {oss} at {self.params.max_per_oss} moves"
         for o in move.parts():
             if self.tokens.get(o, 0.0) < 0:
                 return f"OST {o} over its bandwidth share"
         return None
 
-    def _per_oss(self, osts: Mapping[int, OstLoad]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for m in self.running.values():
-            for oss in {osts[o].oss for o in m.from_osts + m.to_osts if o in osts}:
-                out[oss] = out.get(oss, 0) + 1
-        return out
-
-    def start(self, move: Move) -> None:
+    def start(self, move: Move, osts: Mapping[int, OstLoad]) -> None:
         """Count ``move`` as running and charge each OST its part."""
         self.running[move.file] = move
+        self._in_flight += move.size
+        osses = {osts[o].oss for o in move.from_osts + move.to_osts if o in osts}
+        self._osses[move.file] = osses
+        for oss in osses:
+            self.per_oss[oss] = self.per_oss.get(oss, 0) + 1
         for o, b in move.parts().items():
             self.tokens[o] = self.tokens.get(o, 0.0) - b
 
     def end(self, file: str) -> None:
-        self.running.pop(file, None)
+        move = self.running.pop(file, None)
+        if move is None:
+            return
+        self._in_flight -= move.size
+        for oss in self._osses.pop(file, ()):
+            self.per_oss[oss] -= 1
 
     def bandwidth_limit(self, move: Move, osts: Mapping[int, OstLoad]) -> float:
         """A per-move rate cap, bytes/s, for ``lfs migrate --bandwidth`` (Lustre 2.16+):
@@ -160,7 +172,7 @@ class MigrationBudget:
         return min(shares) / self.params.max_per_oss if shares else 0.0
 
     def in_flight_bytes(self) -> float:
-        return sum(m.size for m in self.running.values())
+        return self._in_flight
 
 
 def faulty_reason(degraded: bool, available: bool, steered_by_us: bool) -> str | None:

@@ -184,7 +184,7 @@ class MigrationService:
                 left.extend(self.queue[i:])
                 break
             self.journal.record("running", move.file, t=now, pid=pid)
-            self.budget.start(move)
+            self.budget.start(move, self.loads)
             log.info("move %s: OSTs %s -> %s (%s)", move.file, move.from_osts, move.to_osts,
                      move.why, extra={"event": "migrate_start", "file": move.file,
                                       "from": move.from_osts, "to": move.to_osts,
@@ -222,7 +222,7 @@ class MigrationService:
             return 0
         waiting = [m for m in orphans if self.runner.adopt(m.file, m.pid)]
         for m in waiting:                    # its bandwidth and OSS slots count meanwhile
-            self.budget.start(Move(m.file, float(m.bytes), m.from_osts, m.to_osts))
+            self.budget.start(Move(m.file, float(m.bytes), m.from_osts, m.to_osts), self.loads)
         rest = [m for m in orphans if m not in waiting]
         layouts = self.lfs.layouts([m.file for m in rest], self.workdir) if rest else {}
         for m in rest:

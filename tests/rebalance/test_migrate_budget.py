@@ -21,7 +21,7 @@ def test_a_move_charges_each_ost_its_part_and_waits_for_the_debt_to_be_paid():
     move = Move("/a", 200 * MIB, [0], [2, 4])
     assert move.parts() == {0: 200 * MIB, 2: 100 * MIB, 4: 100 * MIB}
     assert b.refusal(move, loads, used_bytes=1e15) is None
-    b.start(move)
+    b.start(move, loads)
     b.end("/a")
     # OST 0 owes 200 MiB - 50 MiB = 150 MiB: 3 s at 50 MiB/s before another move from it
     other = Move("/b", MIB, [0], [1])
@@ -37,7 +37,7 @@ def test_moves_per_oss_and_data_in_flight_are_capped():
     b = MigrationBudget(BudgetParams(ost_share=1.0, max_per_oss=1, max_in_flight_ratio=0.05))
     loads = _loads()
     b.refill(0.0, loads)
-    b.start(Move("/a", MIB, [0], [2]))                   # oss0 and oss1 busy
+    b.start(Move("/a", MIB, [0], [2]), loads)           # oss0 and oss1 busy
     assert b.refusal(Move("/b", MIB, [1], [4]), loads, 1e15) == "OSS oss0 at 1 moves"
     assert b.refusal(Move("/a", MIB, [4], [5]), loads, 1e15) == "in flight"
     # 5% of 100 MiB used is 5 MiB: one more of 4 MiB does not fit beside the 1 MiB running
