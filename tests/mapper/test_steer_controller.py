@@ -145,6 +145,32 @@ def test_a_still_slow_ost_is_retried_less_and_less():
     assert dwell == [100, 200, 400, 800, 1600, 1600]
 
 
+def test_a_strike_keeps_the_time_the_ost_was_first_steered_for_slowness():
+    """``slow_since_s`` (what the migration service counts from) survives a probe that finds
+    the OST still slow, and restarts after a return that lasted ``lease_s``."""
+    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=100, lease_s=400)
+    ctl = SteerController(p)
+    snap = world()
+    ctl.evaluate(sample(snap, 0.0, {3: SLOW}), 0.0)
+    first = ctl.active[3]
+    assert first.slow_since_s == first.since_s == 0.0
+    t = 0.0
+    while 3 in ctl.active:                   # returned once its estimate looks healthy
+        t += 5
+        ctl.evaluate(sample(snap, t, {}), t)
+    t += 5
+    ctl.evaluate(sample(snap, t, {3: SLOW}), t)     # still slow: a strike
+    again = ctl.active[3]
+    assert again.since_s == t and again.slow_since_s == 0.0
+    assert again.as_dict()["slow_since_s"] == 0.0
+    while 3 in ctl.active:
+        t += 5
+        ctl.evaluate(sample(snap, t, {}), t)
+    t += p.lease_s + 5                       # healthy for longer than a lease: a new spell
+    ctl.evaluate(sample(snap, t, {3: SLOW}), t)
+    assert ctl.active[3].slow_since_s == t
+
+
 def test_too_few_measured_osts_undo_everything():
     ctl = SteerController(SteerParams(mode="on", confirm_s=0))
     snap = world()
