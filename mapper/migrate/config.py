@@ -28,6 +28,7 @@ from typing import Any
 from mapper.migrate.budget import BudgetParams
 
 MODES = ("dry_run", "on")
+ROBINHOOD_KEYS = ("host", "port", "database", "user", "password_file")
 
 
 class MigrateConfigError(ValueError):
@@ -62,6 +63,8 @@ class MigrateConfig:
             fill shed files (the planner's tolerance, :class:`mapper.rebalance.planner.PlanTargets`).
         balance_fill: also move files off over-full OSTs (off by default: evacuation only).
         metrics_port: Prometheus metrics on this port (0: none).
+        robinhood: ``[migrate.robinhood]`` (:data:`ROBINHOOD_KEYS`): list files from a
+            Robinhood database (:mod:`mapper.migrate.robinhood`) instead of ``lfs find``.
         budget: :class:`mapper.migrate.budget.BudgetParams`.
     """
     fsname: str
@@ -82,6 +85,7 @@ class MigrateConfig:
     fill_tolerance: float = 0.02
     balance_fill: bool = False
     metrics_port: int = 0
+    robinhood: dict[str, Any] | None = None
     budget: BudgetParams = field(default_factory=BudgetParams)
 
     def __post_init__(self) -> None:
@@ -118,6 +122,14 @@ def from_table(table: Any, where: str) -> MigrateConfig:
             if key not in bknown:
                 raise MigrateConfigError(f"{where}: migrate.budget.{key}: unknown key "
                                          f"(known: {', '.join(sorted(bknown))})")
+        rbh = args.get("robinhood")
+        if rbh is not None:
+            if not isinstance(rbh, dict):
+                raise ValueError("robinhood must be a table")
+            for key in rbh:
+                if key not in ROBINHOOD_KEYS:
+                    raise MigrateConfigError(f"{where}: migrate.robinhood.{key}: unknown key "
+                                             f"(known: {', '.join(ROBINHOOD_KEYS)})")
         return MigrateConfig(**args, budget=BudgetParams(**budget))
     except MigrateConfigError:
         raise

@@ -29,7 +29,11 @@ GETSTRIPE_BATCH = 256
 """Files per ``lfs getstripe`` call (keeps each command line short)."""
 
 
-class LfsError(RuntimeError):
+class FileListError(RuntimeError):
+    """A file list or layout could not be had (one line): ``lfs``, or a Robinhood database."""
+
+
+class LfsError(FileListError):
     """``lfs`` missing, failing or printing what cannot be read (one line)."""
 
 

@@ -168,7 +168,7 @@ def select(rules: SelectRules, view: Mapping[str, Any], evacuating: list[int],
            source: FileSource, journal: Mapping[str, MoveState]) -> Selection:
     """Plan the next moves off ``evacuating`` (:class:`EvacuationSet`) and, with
     ``balance_fill``, off over-full OSTs (see the module doc). Raises
-    :class:`mapper.migrate.lfs.LfsError` from a live source."""
+    :class:`mapper.migrate.lfs.FileListError` from a live source."""
     osts = view["osts"]
     sel = Selection(evacuating=list(evacuating))
     table = migration_osts(osts, rules.ost_rate_bytes_s, set(sel.evacuating))

@@ -18,7 +18,7 @@ One loop every ``interval_s``:
 5. start queued moves in plan order while the budget allows
    (:class:`mapper.migrate.budget.MigrationBudget`); in ``dry_run`` start nothing.
 
-A missing or failing ``lfs`` or an unreachable mapper is one logged line (``last_error``) and
+A missing or failing ``lfs`` (or Robinhood database) or an unreachable mapper is one logged line (``last_error``) and
 the loop goes on; nothing already journaled changes. Metrics (``lustre_alloc_migrate_*``):
 moves by result, bytes moved, moves running and queued, paused.
 """
@@ -36,10 +36,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from mapper.migrate.budget import MigrationBudget, Move, OstLoad, faulty_reason
 from mapper.migrate.config import MigrateConfig
 from mapper.migrate.journal import MoveJournal
-from mapper.migrate.lfs import Lfs, LfsError
+from mapper.migrate.lfs import FileListError, Lfs
 from mapper.migrate.runner import RETRY_NOW, Ended, MoveRunner
-from mapper.migrate.selection import (MIB, EvacuationSet, LfsFiles, PlannedMove, SelectRules,
-                                      select)
+from mapper.migrate.selection import (MIB, EvacuationSet, FileSource, LfsFiles, PlannedMove,
+                                      SelectRules, select)
 
 log = logging.getLogger("mapper.migrate.service")
 PREFIX = "lustre_alloc_migrate_"
@@ -52,6 +52,15 @@ class ViewError(RuntimeError):
 class ViewSource(Protocol):
     def view(self, report: dict[str, Any]) -> dict[str, Any]:
         """The mapper's ``migration_view`` reply; raises :class:`ViewError`."""
+
+
+def _file_source(cfg: MigrateConfig, lfs: Lfs, workdir: Path,
+                 clock: Callable[[], float]) -> FileSource:
+    """``[migrate.robinhood]`` when configured, else ``lfs find`` under the mount."""
+    if cfg.robinhood:
+        from mapper.migrate.robinhood import RobinhoodFiles, pymysql_connect
+        return RobinhoodFiles(pymysql_connect(cfg.robinhood), cfg.mount, clock)
+    return LfsFiles(lfs, cfg.mount, workdir, clock)
 
 
 class MigrateMetrics:
@@ -71,12 +80,12 @@ class MigrationService:
 
     def __init__(self, cfg: MigrateConfig, source: ViewSource, *, lfs: Lfs | None = None,
                  registry: CollectorRegistry | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, files: FileSource | None = None):
         self.cfg, self.source, self.clock = cfg, source, clock
         self.lfs = lfs or Lfs(cfg.lfs, cfg.lfs_bandwidth_option)
         self.workdir = Path(cfg.state_dir) / "lists"
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.files = LfsFiles(self.lfs, cfg.mount, self.workdir, clock)
+        self.files: FileSource = files or _file_source(cfg, self.lfs, self.workdir, clock)
         self.journal = MoveJournal(Path(cfg.state_dir) / "journal.jsonl")
         self.budget = MigrationBudget(cfg.budget)
         self.runner = MoveRunner()
@@ -128,7 +137,7 @@ class MigrationService:
             self.paused = self.budget.paused(self.loads)
             if self.cfg.mode == "on" and not unsettled and self.paused is None:
                 self._start_moves(now)
-        except LfsError as exc:
+        except FileListError as exc:
             self._error(str(exc))
         self._gauges()
 

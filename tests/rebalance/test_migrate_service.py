@@ -293,8 +293,74 @@ def test_journal_torn_last_line_is_skipped_and_a_bad_one_is_an_error(tmp_path):
     ({"fsname": "x", "mount": "/m"}, "ost_rate_mib_s"),
     ({"fsname": "x", "mount": "/m", "ost_rate_mib_s": 1, "budget": {"ost_share": 2}},
      "ost_share"),
+    ({"fsname": "x", "mount": "/m", "ost_rate_mib_s": 1, "robinhood": {"db": "x"}},
+     "migrate.robinhood.db: unknown"),
 ])
 def test_bad_configuration_is_one_line_naming_the_key(table, match):
     with pytest.raises(MigrateConfigError, match=match) as got:
         from_table(table, "migrate.toml")
     assert str(got.value).startswith("migrate.toml: ") and "\n" not in str(got.value)
+
+
+def _robinhood_db(path: Path, files: dict[str, str]) -> "sqlite3.Connection":
+    """The Robinhood 3.x tables the service reads (mapper/migrate/robinhood.py), in SQLite,
+    filled from the files' layout xattrs; ``this_path`` as Robinhood's stored function
+    returns it (``<root id>/<path>``)."""
+    import sqlite3
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE ENTRIES (id TEXT PRIMARY KEY, size INTEGER, type TEXT, last_mod INTEGER);
+        CREATE TABLE NAMES (id TEXT, parent_id TEXT, name TEXT);
+        CREATE TABLE STRIPE_INFO (id TEXT, validator INTEGER, stripe_count INTEGER,
+                                  stripe_size INTEGER, pool_name TEXT);
+        CREATE TABLE STRIPE_ITEMS (id TEXT, stripe_index INTEGER, ostidx INTEGER, details BLOB);
+        INSERT INTO ENTRIES VALUES ('0x1', 4096, 'dir', 0);
+        INSERT INTO NAMES VALUES ('0x1', '0x0', 'mnt');""")
+    for n, p in enumerate(files):
+        fid = f"0x{100 + n:x}"
+        osts, size = layout_of(p)
+        db.execute("INSERT INTO ENTRIES VALUES (?, ?, 'file', 0)", (fid, os.stat(p).st_size))
+        db.execute("INSERT INTO NAMES VALUES (?, '0x1', ?)", (fid, Path(p).name))
+        db.execute("INSERT INTO STRIPE_INFO VALUES (?, 0, ?, ?, '')", (fid, len(osts), size))
+        for i, o in enumerate(osts):
+            db.execute("INSERT INTO STRIPE_ITEMS VALUES (?, ?, ?, x'')", (fid, i, o))
+    db.commit()
+    return db
+
+
+def _this_path(db):
+    def this_path(pid, name):
+        path = name
+        while True:
+            row = db.execute("SELECT parent_id, name FROM NAMES WHERE id = ?", (pid,)).fetchone()
+            if row is None:
+                return f"{pid}/{path}"
+            pid, path = row[0], f"{row[1]}/{path}"
+    return this_path
+
+
+def test_file_lists_from_a_robinhood_database(tmp_path):
+    """``[migrate.robinhood]``: the files on the evacuated OST and their stripes come from
+    Robinhood's tables; the moves are the same as with ``lfs find``."""
+    import sqlite3
+    from mapper.migrate.lfs import FileListError
+    from mapper.migrate.robinhood import RobinhoodFiles
+    files = _files(tmp_path / "mnt")
+    _robinhood_db(tmp_path / "rbh.db", files).close()
+
+    def connect():
+        db = sqlite3.connect(tmp_path / "rbh.db")
+        db.create_function("this_path", 2, _this_path(db))
+        return db
+    view = View()
+    view.steered[SLOW] = time.time() - 7200
+    # Robinhood's paths are below the file system's root: here the mount is tmp/mnt's parent
+    rbh = RobinhoodFiles(connect, str(tmp_path), time.time, placeholder="?")
+    assert sorted(p for p, _ in rbh.files_on_ost(SLOW)) == sorted(list(files)[:4])
+    svc = MigrationService(_cfg(tmp_path), view, registry=CollectorRegistry(), files=rbh)
+    _until_idle(svc)
+    assert all(SLOW not in _on(p) for p in files) and svc.status()["done"] == 4
+    broken = RobinhoodFiles(lambda: sqlite3.connect(tmp_path / "nowhere" / "x.db"),
+                            str(tmp_path), time.time, placeholder="?")
+    with pytest.raises(FileListError, match=r"^robinhood: OperationalError"):
+        broken.files_on_ost(SLOW)
