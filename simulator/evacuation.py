@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mapper.migrate.budget import BudgetParams, MigrationBudget, OstLoad, faulty_reason
+from mapper.migrate.budget import BudgetParams, MigrationBudget, OstLoad, loads_from_view
 from mapper.policies.placement import LearnsOstSpeeds
 from mapper.migrate.selection import EvacuationSet, PlannedMove, SelectRules, select
 from mapper.service.migration_view import ost_entries
@@ -135,12 +135,7 @@ class Evacuation:
 
     def loads(self, now: float) -> dict[int, OstLoad]:
         view = self._view(now)
-        rate = self.rules.ost_rate_bytes_s
-        loads = {int(o["ost"]): OstLoad(
-            oss=str(o["oss"]), rate_bytes_s=rate * max(float(o["speed_ratio"]), 1e-3),
-            jobs_bytes_s=float(o["jobs_bytes_s"]),
-            faulty=faulty_reason(bool(o["degraded"]), bool(o["available"]), bool(o["steered"])))
-            for o in view["osts"]}
+        loads = loads_from_view(view["osts"], self.rules.ost_rate_bytes_s)
         self.budget.refill(now, loads)
         return loads
 

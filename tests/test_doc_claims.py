@@ -18,7 +18,7 @@ PACKAGES = ("common", "collectors", "mapper", "simulator", "livestack", "traces"
             "lustre_alloc_data")
 COMMANDS = {"lustre-alloc-sim": "simulator.cli", "lustre-alloc-traces": "traces.cli",
             "lustre-alloc-mapper": "mapper.service.cli",
-            "lustre-alloc-rebalance": "mapper.rebalance.cli",
+            "lustre-alloc-rebalance": "mapper.migrate",
             "lustre-alloc-collector": "collectors.cli", "lustre-alloc-broker": "collectors.broker_cli",
             "lustre-alloc-demo": "livestack.demo"}
 TOP = ("bench", "collectors", "common", "deploy", "docs", "liblustre_alloc", "livestack",

@@ -15,7 +15,8 @@ Four limits, each a site's knob with a borrowed default (:class:`BudgetParams`):
 * **pauses**: nothing starts while an OST is degraded or unavailable for a reason the
   service did not cause (a RAID rebuild, a failover: Ceph's balancer does nothing while
   the cluster is degraded); a move whose source OST is busy with jobs' I/O (its jobs'
-  bytes/s above ``busy_share`` of its rate) waits.
+  bytes/s above ``busy_share`` of its rated bandwidth, ``peak_bytes_s``: a failing OST
+  that jobs keep at its own slow speed is not "busy", or it could never be evacuated) waits.
 
 Units: bytes, bytes/s, seconds.
 """
@@ -62,14 +63,16 @@ class OstLoad:
 
     Attributes:
         oss: the OSS serving it.
-        rate_bytes_s: its measured bandwidth, bytes/s.
-        jobs_bytes_s: jobs' read plus write bytes/s in the last sample.
+        rate_bytes_s: its measured bandwidth, bytes/s (the budget's share is of it).
+        jobs_bytes_s: jobs' write bytes/s in the last sample.
         faulty: degraded or unavailable for a reason the service did not cause (None: fine).
     """
     oss: str
     rate_bytes_s: float
     jobs_bytes_s: float = 0.0
     faulty: str | None = None
+    peak_bytes_s: float | None = None
+    """Its rated bandwidth, bytes/s, what "busy" is measured against (None: ``rate_bytes_s``)."""
 
 
 @dataclass
@@ -132,7 +135,8 @@ class MigrationBudget:
             return f"OST {unknown[0]} unknown"
         for o in move.from_osts:
             load = osts[o]
-            if load.jobs_bytes_s > self.params.busy_share * load.rate_bytes_s:
+            peak = load.peak_bytes_s if load.peak_bytes_s is not None else load.rate_bytes_s
+            if load.jobs_bytes_s > self.params.busy_share * peak:
                 return f"OST {o} busy with jobs"
         if self.running and self._in_flight + move.size > \
                 self.params.max_in_flight_ratio * used_bytes:
@@ -186,13 +190,12 @@ def faulty_reason(degraded: bool, available: bool, steered_by_us: bool) -> str |
     return None
 
 
-def loads_from(entries: Iterable[Mapping]) -> dict[int, OstLoad]:
-    """``{index: OstLoad}`` from the mapper's ``migration_view`` OST entries."""
-    out = {}
-    for e in entries:
-        out[int(e["ost"])] = OstLoad(oss=str(e["oss"]), rate_bytes_s=float(e["rate_bytes_s"]),
-                                     jobs_bytes_s=float(e.get("jobs_bytes_s", 0.0)),
-                                     faulty=faulty_reason(bool(e.get("degraded")),
-                                                          bool(e.get("available", True)),
-                                                          bool(e.get("steered"))))
-    return out
+def loads_from_view(view_osts: Iterable[Mapping], rate_bytes_s: float) -> dict[int, OstLoad]:
+    """``{index: OstLoad}`` from the mapper's ``migration_view`` OST entries: each OST's
+    bandwidth is ``rate_bytes_s`` (its rating) times its speed ratio, jobs' load its write
+    rate, and it is faulty if degraded or unavailable not by the mapper's steering."""
+    return {int(o["ost"]): OstLoad(
+        oss=str(o["oss"]), rate_bytes_s=rate_bytes_s * max(float(o.get("speed_ratio", 1.0)), 1e-3),
+        jobs_bytes_s=float(o.get("jobs_bytes_s", 0.0)), peak_bytes_s=rate_bytes_s,
+        faulty=faulty_reason(bool(o.get("degraded")), bool(o.get("available", True)),
+                             bool(o.get("steered")))) for o in view_osts}

@@ -33,7 +33,7 @@ from typing import Any, Callable, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from mapper.migrate.budget import MigrationBudget, Move, OstLoad, faulty_reason
+from mapper.migrate.budget import MigrationBudget, Move, OstLoad, loads_from_view
 from mapper.migrate.config import MigrateConfig
 from mapper.migrate.journal import MoveJournal
 from mapper.migrate.lfs import FileListError, Lfs
@@ -142,12 +142,7 @@ class MigrationService:
         self._gauges()
 
     def _take_view(self, view: dict[str, Any]) -> None:
-        rate = self.cfg.ost_rate_mib_s * MIB
-        self.loads = {int(o["ost"]): OstLoad(
-            oss=str(o["oss"]), rate_bytes_s=rate * max(float(o.get("speed_ratio", 1.0)), 1e-3),
-            jobs_bytes_s=float(o.get("jobs_bytes_s", 0.0)),
-            faulty=faulty_reason(bool(o.get("degraded")), bool(o.get("available", True)),
-                                 bool(o.get("steered")))) for o in view["osts"]}
+        self.loads = loads_from_view(view["osts"], self.cfg.ost_rate_mib_s * MIB)
         self.used_bytes = sum(float(o["kbytes_used"]) * 1024 for o in view["osts"])
         self.budget.refill(self.clock(), self.loads)
 

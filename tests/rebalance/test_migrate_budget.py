@@ -74,3 +74,15 @@ def test_bandwidth_limit_splits_the_smallest_share():
 def test_bad_budget_values_are_refused(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         BudgetParams(**bad)
+
+
+def test_a_failing_ost_kept_at_its_own_slow_speed_is_not_busy():
+    """Busy is measured against the OST's rating: jobs reading a slow OST at all it can do
+    must not stop its evacuation for good."""
+    b = MigrationBudget(BudgetParams(busy_share=0.8))
+    slow = OstLoad(oss="oss0", rate_bytes_s=2 * MIB, jobs_bytes_s=2 * MIB, peak_bytes_s=100 * MIB)
+    loads = {0: slow, 1: OstLoad(oss="oss1", rate_bytes_s=100 * MIB)}
+    b.refill(0.0, loads)
+    assert b.refusal(Move("/a", MIB, [0], [1]), loads, 1e15) is None
+    loads[0].jobs_bytes_s = 90 * MIB
+    assert b.refusal(Move("/a", MIB, [0], [1]), loads, 1e15) == "OST 0 busy with jobs"
