@@ -11,8 +11,9 @@ One loop every ``interval_s``:
 3. settle moves the journal says were in flight when a previous run stopped: wait for a
    process still running (:meth:`MoveRunner.adopt`), else read the file's layout: on the
    new OSTs it is ``settled`` (moved), on the old ones it is retried (``lfs migrate`` swaps
-   layouts atomically at its end, so nothing is half-moved). Nothing new starts while one is
-   unsettled, so no file is ever in two migrations;
+   layouts atomically at its end, so nothing is half-moved). Nothing new starts until each
+   is watched or settled, and a watched file counts as in flight, so no file is ever in two
+   migrations;
 4. re-plan when due (``replan_s``) or when the set of evacuated OSTs changed
    (:mod:`mapper.migrate.selection`);
 5. start queued moves in plan order while the budget allows
