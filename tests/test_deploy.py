@@ -113,18 +113,24 @@ def test_steer_agent_drop_in_only_lets_the_collector_write_tunables(staged):
     d = staged / "etc/systemd/system/lustre-alloc-collector.service.d"
     d.mkdir(exist_ok=True)
     shutil.copy(drop, d / "steer-agent.conf")
-    exe = staged / "opt/lustre-alloc/bin/lustre-alloc-collector"
-    exe.parent.mkdir(parents=True, exist_ok=True)
-    exe.write_text("#!/bin/sh\n")
-    exe.chmod(0o755)
     try:
-        out = subprocess.run(["systemd-analyze", "verify", f"--root={staged}", "--man=no",
-                              "--recursive-errors=no",
-                              "/etc/systemd/system/lustre-alloc-collector.service"],
-                             capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+        _verify_with_stub(staged, "lustre-alloc-collector", "lustre-alloc-collector")
     finally:
         shutil.rmtree(d)
+
+
+def _verify_with_stub(staged, unit: str, command: str) -> None:
+    """``systemd-analyze verify`` of ``unit`` in ``staged``, its ExecStart ``command`` stood
+    in for by an empty script if the staging has none."""
+    exe = staged / "opt/lustre-alloc/bin" / command
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    if not exe.exists():
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    out = subprocess.run(["systemd-analyze", "verify", f"--root={staged}", "--man=no",
+                          "--recursive-errors=no", f"/etc/systemd/system/{unit}.service"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
 
 
 def test_shipped_configurations_and_prometheus_agree_on_ports():
@@ -189,16 +195,7 @@ def test_the_migration_services_example_unit_and_configuration_are_shipped(stage
     assert cfg.mode == "dry_run" and cfg.budget.ost_share == 0.1
     unit = staged / "etc/systemd/system/lustre-alloc-migrate.service"
     shutil.copy(doc / "lustre-alloc-migrate.service", unit)
-    exe = staged / "opt/lustre-alloc/bin/lustre-alloc-rebalance"
-    exe.parent.mkdir(parents=True, exist_ok=True)
-    if not exe.exists():
-        exe.write_text("#!/bin/sh\n")
-        exe.chmod(0o755)
     try:
-        out = subprocess.run(["systemd-analyze", "verify", f"--root={staged}", "--man=no",
-                              "--recursive-errors=no",
-                              "/etc/systemd/system/lustre-alloc-migrate.service"],
-                             capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+        _verify_with_stub(staged, "lustre-alloc-migrate", "lustre-alloc-rebalance")
     finally:
         unit.unlink()

@@ -20,11 +20,11 @@ then given up). Errors (a refused connection, a query that fails) raise
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Callable
 
 from mapper.migrate.lfs import FileListError
+from mapper.migrate.selection import written_within
 
 BATCH = 500
 """Ids per layout query."""
@@ -94,10 +94,7 @@ class RobinhoodFiles:
                 for fid, s in stripes.items()}
 
     def recently_modified(self, path: str, quiet_s: float) -> bool:
-        try:
-            return self.clock() - os.stat(path).st_mtime < quiet_s
-        except OSError:
-            return True
+        return written_within(path, self.clock(), quiet_s)
 
 
 def pymysql_connect(table: dict[str, Any]) -> Callable[[], Any]:

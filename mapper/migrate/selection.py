@@ -141,10 +141,16 @@ class LfsFiles:
         return self.lfs.layouts(paths, self.workdir)
 
     def recently_modified(self, path: str, quiet_s: float) -> bool:
-        try:
-            return self.clock() - os.stat(path).st_mtime < quiet_s
-        except OSError:
-            return True
+        return written_within(path, self.clock(), quiet_s)
+
+
+def written_within(path: str, now_s: float, quiet_s: float) -> bool:
+    """``path`` was modified within ``quiet_s`` of ``now_s`` (its mtime), or cannot be
+    stat-ed now (gone: not a candidate this pass)."""
+    try:
+        return now_s - os.stat(path).st_mtime < quiet_s
+    except OSError:
+        return True
 
 
 @dataclass(frozen=True)
