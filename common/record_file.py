@@ -13,11 +13,15 @@ from urllib.parse import unquote
 
 RECORD_KEYS = ("v", "ts", "pid", "tid", "op", "backend", "job", "path", "result", "osts",
                "stripe_count", "stripe_size", "pool", "req_count", "req_size", "policy",
-               "mapper_fallback", "reason", "mapper_us", "total_us", "lease", "extents")
-"""The keys of a version 3 record, in the order the shim writes them (la_record.c);
+               "mapper_fallback", "reason", "mapper_us", "total_us", "lease", "extents",
+               "asked")
+"""The keys of a version 4 record, in the order the shim writes them (la_record.c);
 version 2 added ``lease`` (the lease a layout came from, empty when asked per create),
 version 3 ``extents`` (a composite default's component extents, ``start-end`` with
-``eof``, ``;`` between components; empty for a plain layout). In a composite record
+``eof``, ``;`` between components; empty for a plain layout), version 4 ``asked`` (the
+mapper's OST list for a plain layout, empty when none was asked; on Lustre ``osts``,
+``stripe_count`` and ``stripe_size`` are then what the file was read back to have,
+which can differ: ``reason=setstripe_changed``). In a composite record
 ``osts``, ``stripe_count``, ``stripe_size``, ``pool``, ``req_count`` and ``req_size``
 hold one value per component, ``;`` between them, and ``osts`` names a component
 without OST objects by its kind (``mdt``, ``ext``, ``keep``)."""

@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -90,45 +91,69 @@ static size_t la_build_default(void *lum, const struct la_request *rq,
 	return sizeof(*v3);
 }
 
-/* A write-mode open of the same inode (not the path) without
- * O_LOV_DELAY_CREATE: the MDS instantiates the default layout
- * (mdt_open.c mdt_mfd_open() -> mdt_create_data(), when md_should_create():
- * lustre_mds.h), and the new descriptor takes the old one's number. */
-static int la_reopen_for_layout(int fd, int flags)
+/* The layout the open descriptor fd has, as GETSTRIPE gives it: a plain
+ * layout's OSTs, or the last instantiated component's for a composite one
+ * (lov_pack.c lov_getstripe(): a buffer that starts with a v1/v3 header of
+ * lmm_stripe_count objects is filled with at most that, so the kernel never
+ * writes past buf).  Returns the stripe count, 0 without a layout (ENODATA:
+ * lov_object_getstripe() has no lsm), -1 when unreadable. */
+static int la_lustre_fd_layout(int fd, void *buf, size_t cap, uint32_t *osts,
+			       int max, uint64_t *stripe_size)
 {
-	char self[32] = "/proc/self/fd/";
-	struct la_out o = { self, strlen(self), sizeof(self) };
-	int nfd, keep = flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY |
-				  FASYNC);
+	struct la_lov_user_md_v3 *lum = buf;
+	int rc;
 
-	if ((flags & O_ACCMODE) == O_RDONLY)
-		return ENOTSUP; /* a read-only open never instantiates */
-	la_put_u64(&o, (uint64_t)fd);
-	nfd = la_real.openat(AT_FDCWD, self, keep | O_CLOEXEC, 0);
-	if (nfd < 0)
-		return errno;
-	if (dup3(nfd, fd, (flags & O_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
-		int e = errno;
+	if (cap < sizeof(*lum))
+		return -1;
+	memset(lum, 0, sizeof(*lum));
+	lum->lmm_magic = LA_LOV_USER_MAGIC_V3;
+	/* how many objects the buffer holds */
+	lum->lmm_stripe_count = (uint16_t)((cap - sizeof(*lum)) /
+					   sizeof(struct la_lov_user_ost_data_v1));
+	rc = la_lustre_ioctl(fd, LA_LL_IOC_LOV_GETSTRIPE, buf);
+	if (rc != 0)
+		return errno == ENODATA ? 0 : -1;
+	return la_parse_file_layout(buf, cap, osts, max, stripe_size);
+}
 
-		close(nfd);
-		return e;
-	}
-	close(nfd);
-	return 0;
+/* Remove the file this call created (name in dirfd, open as fd) when the
+ * name still leads to that inode: Lustre gave it no layout, and plain
+ * Lustre's open(2) would have failed and left no file (mdt_open.c: the
+ * create and its layout are one transaction). */
+static void la_remove_own(int dirfd, const char *path, int fd)
+{
+	struct stat a, b;
+
+	if (fstat(fd, &a) == 0 &&
+	    fstatat(dirfd, path, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino && b.st_size == 0)
+		unlinkat(dirfd, path, 0);
 }
 
 /*
  * The file is created here with O_EXCL, so it is ours until this call
  * returns.  A file opened with O_LOV_DELAY_CREATE has no layout, and a write
  * on it fails with EBADF (lov/lov_io.c lov_io_init_empty(): CIT_WRITE), so
- * the descriptor is never handed back without one: a refused SETSTRIPE
- * (LOD checks an OST list all or nothing, lod_qos.c lod_alloc_ost_list())
- * is followed by a SETSTRIPE of the default layout with no start OST, and
- * if Lustre refuses that too, by a write-mode reopen of the same inode,
- * which instantiates the default.  Nothing is ever unlinked, and the path
- * is never opened again: between our create and a failed ioctl another
- * process may have opened the same path.  (llite drops
- * O_LOV_DELAY_CREATE from the descriptor's flags at open,
+ * a writable descriptor is never handed back without one:
+ *  - a refused SETSTRIPE (LOD checks an OST list all or nothing, lod_qos.c
+ *    lod_alloc_ost_list()) is followed by a SETSTRIPE of the default
+ *    layout with no start OST;
+ *  - a refusal can come after the layout was made: the MDS creates it
+ *    before the open's permission check (mdt_open.c), so a 0444 create by
+ *    a non-root user gets EACCES with the layout in place.  What the file
+ *    has is read back after every refusal;
+ *  - if Lustre gives the file no layout at all (every OST of the pool
+ *    drained, full or gone), plain Lustre would have failed the open(2)
+ *    itself (ENOSPC, no file left): the file is removed (only while its
+ *    name still leads to this empty inode) and -1 returned with
+ *    out->reason set, and the caller retries the application's own open,
+ *    which gives what plain Lustre gives.  A reopen of the same inode does
+ *    not help: llite answers it from the write open handle this process
+ *    holds (llite/file.c ll_file_open(): och_usecount), no MDS open, no
+ *    layout (seen on Lustre 2.17.0: every write then fails EBADF).  A
+ *    read-only create keeps its file without a layout, as plain Lustre
+ *    leaves it (md_should_create(), lustre_mds.h: no layout without write).
+ * (llite drops O_LOV_DELAY_CREATE from the descriptor's flags at open,
  * cl_lov_delay_create_clear(), so the application's descriptor carries its
  * own flags.)
  */
@@ -140,6 +165,7 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 	const char *pool = rq->pool;
 	int fd, e, e2;
 
+	out->got_count = 0;
 	if (d->pfl && la_build_comp(lum, LA_LUM_MAX, d, pool) == 0) {
 		/* wider than one SETSTRIPE buffer: the directory's own
 		 * composite default, by Lustre */
@@ -154,24 +180,28 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 	if (fd < 0)
 		return -1; /* EEXIST: caller opens normally */
 	if (!d->pfl)
-		la_build_lum(lum, d->stripe_size, d->count, d->osts,
-			     pool && *pool ? pool : NULL);
+		la_build_lum(lum, rq->stripe_size_lustre ? 0 : d->stripe_size,
+			     d->count, d->osts, pool && *pool ? pool : NULL);
 	e = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ? 0 : errno;
-	if (e == 0) {
+	if (e == 0 || la_lustre_fd_layout(fd, lum, LA_LUM_MAX, out->got,
+					  LA_MAX_STRIPES, &out->got_size) > 0) {
 		out->applied = 1;
+		if (e) /* made, then refused: the permission check */
+			la_reason(out->reason, sizeof(out->reason),
+				  "setstripe_late", e);
 		return fd;
 	}
 	out->applied = 0;
 	out->refused_errno = e;
 	la_build_default(lum, rq, d);
 	e2 = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ? 0 : errno;
-	if (e2 == 0) {
+	if (e2 == 0 || la_lustre_fd_layout(fd, lum, LA_LUM_MAX, out->got,
+					   LA_MAX_STRIPES, &out->got_size) > 0)
 		out->recovery = LA_RECOVERED_DEFAULT;
-	} else {
-		out->recovery = la_reopen_for_layout(fd, flags) == 0
-					? LA_RECOVERED_REOPEN
-					: LA_RECOVERY_FAILED;
-	}
+	else if ((flags & O_ACCMODE) == O_RDONLY)
+		out->recovery = LA_RECOVERY_FAILED;
+	else
+		out->recovery = LA_REMOVED;
 	la_reason(out->reason, sizeof(out->reason), "setstripe_rejected", e);
 	{
 		struct la_out o = { out->reason, strlen(out->reason),
@@ -179,11 +209,24 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 
 		la_put_str(&o, out->recovery == LA_RECOVERED_DEFAULT
 				       ? "+default_layout"
-			       : out->recovery == LA_RECOVERED_REOPEN
-				       ? "+reopened"
-				       : "+no_layout");
+			       : out->recovery == LA_REMOVED ? "+removed"
+							     : "+no_layout");
+	}
+	if (out->recovery == LA_REMOVED) {
+		la_remove_own(dirfd, path, fd);
+		close(fd);
+		errno = e2;
+		return -1;
 	}
 	return fd;
+}
+
+/* What Lustre gave the file just created (plain layouts: its OSTs, to
+ * the record; composite: the last instantiated component's). */
+static int la_lustre_read_back(int fd, void *lum, struct la_outcome *out)
+{
+	return la_lustre_fd_layout(fd, lum, LA_LUM_MAX, out->got,
+				   LA_MAX_STRIPES, &out->got_size);
 }
 
 static _Atomic uint64_t la_refusals[LA_RECOVERY_FAILED + 1];
@@ -242,6 +285,12 @@ int la_parse_dir_default(const void *buf, size_t len, struct la_dirinfo *di)
 	    !(magic == LA_LOV_USER_MAGIC_V3 && len >= sizeof(*lum)))
 		return -1;
 	di->has_default = 1;
+	if (lum->lmm_stripe_offset != LA_LOV_OFFSET_DEFAULT) {
+		/* lfs setstripe -i N DIR: the user named the first OST, which
+		 * LOD honours (lod_qos.c lod_ost_alloc_specific()) */
+		di->untouched = LA_DIR_OFFSET;
+		return 0;
+	}
 	di->stripe_size = lum->lmm_stripe_size;
 	/* stripe count 0 = the file system's default (the root's, filled in
 	 * by la_paths.c), 0xffff = all OSTs */
@@ -293,32 +342,22 @@ int la_parse_file_layout(const void *buf, size_t len, uint32_t *osts, int max,
 static int la_lustre_file_layout(const char *path, void *buf, size_t cap,
 				 uint32_t *osts, int max, uint64_t *stripe_size)
 {
-	struct la_lov_user_md_v3 *lum = buf;
-	int fd, rc, e;
+	int fd, rc;
 
-	if (cap < sizeof(*lum))
-		return -1;
 	fd = la_real.openat(AT_FDCWD, path,
 			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
 				    O_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	memset(lum, 0, sizeof(*lum));
-	lum->lmm_magic = LA_LOV_USER_MAGIC_V3;
-	/* how many objects the buffer holds */
-	lum->lmm_stripe_count = (uint16_t)((cap - sizeof(*lum)) /
-					   sizeof(struct la_lov_user_ost_data_v1));
-	rc = la_lustre_ioctl(fd, LA_LL_IOC_LOV_GETSTRIPE, buf);
-	e = errno;
+	rc = la_lustre_fd_layout(fd, buf, cap, osts, max, stripe_size);
 	close(fd);
-	if (rc != 0)
-		return e == ENODATA ? 0 : -1;
-	return la_parse_file_layout(buf, cap, osts, max, stripe_size);
+	return rc;
 }
 
 const struct la_backend la_backend_lustre = {
 	.name = "lustre",
 	.create = la_lustre_create,
+	.read_back = la_lustre_read_back,
 	.dir_default = la_lustre_dir_default,
 	.file_layout = la_lustre_file_layout,
 };
@@ -336,6 +375,15 @@ static int la_record_create(int dirfd, const char *path, int flags,
 	if (fd >= 0)
 		out->applied = 1; /* would have been applied */
 	return fd;
+}
+
+/* Not on Lustre: the layout is what the mapper named (nothing to read). */
+static int la_record_read_back(int fd, void *lum, struct la_outcome *out)
+{
+	(void)fd;
+	(void)lum;
+	(void)out;
+	return -1;
 }
 
 /* Not on Lustre: the directory default is emulated by a user xattr holding
@@ -360,6 +408,7 @@ static int la_record_file_layout(const char *path, void *buf, size_t cap,
 const struct la_backend la_backend_record = {
 	.name = "record",
 	.create = la_record_create,
+	.read_back = la_record_read_back,
 	.dir_default = la_record_dir_default,
 	.file_layout = la_record_file_layout,
 };

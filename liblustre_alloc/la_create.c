@@ -5,7 +5,8 @@
  * Failure rule: whatever goes wrong on our side (mapper, layout, no free
  * workspace), the application gets exactly what open(2) with its own flags
  * and mode would have given it, and nothing it did not create in this call
- * is removed, reopened or truncated.
+ * is removed, reopened or truncated (the one file ever removed is the empty
+ * one this call created and Lustre could give no layout: la_backend.c).
  *
  * Async-signal-safe from end to end (see la_internal.h): the workspace
  * comes from la_work.c, the mapper is asked through the helper thread.
@@ -18,8 +19,6 @@
 #include <unistd.h>
 
 #include "la_internal.h"
-
-#define LA_DEFAULT_STRIPE_SIZE (1u << 20) /* Lustre's default: 1 MiB */
 
 /* Each field: the explicit hint, else the environment, else the
  * directory's default layout, else Lustre's default. */
@@ -37,8 +36,11 @@ void la_fill_request(struct la_request *rq, const char *abs,
 			 : di && di->stripe_count ? di->stripe_count : 1;
 	rq->stripe_size = hint && hint->stripe_size ? hint->stripe_size
 			: la_cfg.stripe_size ? la_cfg.stripe_size
-			: di && di->stripe_size ? di->stripe_size
-			: LA_DEFAULT_STRIPE_SIZE;
+			: di && di->stripe_size ? di->stripe_size : 0;
+	/* nobody gave one: Lustre's own default goes in the layout */
+	rq->stripe_size_lustre = rq->stripe_size == 0;
+	if (rq->stripe_size_lustre)
+		rq->stripe_size = LA_PRICING_STRIPE_SIZE;
 	rq->expected_bytes = hint && hint->expected_bytes
 				     ? hint->expected_bytes
 				     : la_cfg.expected_bytes;
@@ -55,7 +57,7 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 {
 	const struct la_backend *be =
 		di->is_lustre ? &la_backend_lustre : &la_backend_record;
-	struct la_outcome out = { 0, 0, LA_NOT_REFUSED, "" };
+	struct la_outcome out = { 0, 0, LA_NOT_REFUSED, "", w->got, 0, 0 };
 	struct la_decision *d = &w->d;
 	struct la_record_line rec;
 	struct la_request rq;
@@ -75,7 +77,9 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	if (di->untouched && !(hint && hint->stripe_count)) {
 		/* a default the admin wants Lustre to apply as it is */
 		strcpy(d->reason, di->untouched == LA_DIR_SEL ? "dir_sel"
-							     : "dir_specific");
+				  : di->untouched == LA_DIR_OFFSET
+					  ? "dir_offset"
+					  : "dir_specific");
 	} else if (di->composite && !(hint && hint->stripe_count)) {
 		/* A PFL/composite default: the mapper places each OST
 		 * component; one it cannot be asked for (FLR mirrors, no OST
@@ -107,21 +111,35 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	if (d->ok) {
 		fd = be->create(pfd, base, flags, mode, d, &rq, w->u.lum,
 				&out);
+		/* the record says what Lustre did: it can apply fewer OSTs
+		 * than a list names (lod_qos.c caps the count at the OSTs it
+		 * counts active, for a few seconds after one returns) */
+		if (fd >= 0 && !d->pfl) {
+			out.got_count = be->read_back(fd, w->u.lum, &out);
+			if (out.got_count > 0 && out.applied && !out.reason[0] &&
+			    (out.got_count != d->count ||
+			     memcmp(out.got, d->osts,
+				    (size_t)d->count * sizeof(d->osts[0]))))
+				strcpy(out.reason, "setstripe_changed");
+		}
 		if (d->lease) /* the file is named in the lease's release */
 			la_lease_created(d, base, fd >= 0 && out.applied &&
 						      !out.refused_errno);
-		if (fd >= 0 && out.refused_errno) {
+		if (out.refused_errno) {
 			la_refusal_count(out.recovery);
 			/* the rest of a lease was chosen from the same
 			 * sample: ask again rather than be refused again */
 			if (d->lease)
 				la_lease_forget(d->lease);
 		}
-		if (fd < 0 && errno == EEXIST) /* created meanwhile */
+		if (fd < 0 && errno == EEXIST && !out.refused_errno)
 			return la_real.openat(pfd, base, flags, mode);
 		if (fd < 0) {
-			la_reason(out.reason, sizeof(out.reason),
-				  "create_failed", errno);
+			/* removed (Lustre could place it nowhere) or not
+			 * created: the application's own open decides */
+			if (!out.reason[0])
+				la_reason(out.reason, sizeof(out.reason),
+					  "create_failed", errno);
 			out.applied = 0;
 			fd = la_real.openat(pfd, base, flags, mode);
 		}
@@ -209,6 +227,21 @@ int la_maybe_create(int dirfd, const char *path, int flags, mode_t mode,
 		return 0;
 	if (!(flags & O_CREAT) || (flags & O_PATH) ||
 	    (flags & O_DIRECTORY) /* includes O_TMPFILE */)
+		return 0;
+	/* The program sets its own layout: liblustreapi
+	 * (llapi_file_open_param(), lfs setstripe FILE, llapi_layout_file_
+	 * create()) and ROMIO's ad_lustre open with O_LOV_DELAY_CREATE and
+	 * then SETSTRIPE; llite keeps such a file without a layout
+	 * (lustre_mdc.h cl_is_lov_delay_create()).  A layout of ours would
+	 * make their SETSTRIPE fail with EEXIST. */
+	if ((flags & LA_O_LOV_DELAY_CREATE) == LA_O_LOV_DELAY_CREATE &&
+	    !explicit_call)
+		return 0;
+	/* An O_APPEND create gets the MDT's append layout, not the
+	 * directory's (mdd_object.c mdd_object_make_hint():
+	 * dah_append_stripe_count = mdd.*.append_stripe_count, default 1,
+	 * and append_pool), which a client cannot read: Lustre places it. */
+	if ((flags & O_APPEND) && !explicit_call)
 		return 0;
 	{
 		double deadline_us = la_now_us() + la_cfg.timeout_ms * 1000.0;

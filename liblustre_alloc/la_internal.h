@@ -129,7 +129,8 @@ struct la_pfl_comp {
 	uint32_t flags;            /* lcme_flags of the template */
 	int kind;                  /* LA_PFL_* */
 	int stripe_count;          /* OST: -1 every OST, else >= 1 */
-	uint64_t stripe_size;      /* OST: bytes */
+	uint64_t stripe_size;      /* OST: bytes, as the mapper prices it */
+	uint64_t layout_stripe_size; /* OST: the template's, 0 = Lustre's default */
 	char pool[LA_LOV_MAXPOOLNAME + 1]; /* OST: "" none */
 	uint32_t blob_off, blob_len; /* the template's blob in raw */
 };
@@ -186,7 +187,7 @@ struct la_dirinfo {
 /* Defaults the shim passes to Lustre untouched: a self-extending layout
  * (LOV_USER_MAGIC_SEL, or a composite with an extension component) and a
  * directory default that names its OSTs (LOV_USER_MAGIC_SPECIFIC). */
-enum { LA_DIR_PLACE, LA_DIR_SEL, LA_DIR_SPECIFIC };
+enum { LA_DIR_PLACE, LA_DIR_SEL, LA_DIR_SPECIFIC, LA_DIR_OFFSET };
 /* A directory default layout as LL_IOC_LOV_GETSTRIPE (or the lustre.lov
  * xattr) gives it: lov_user_md v1/v3 or a composite; 0 or -1. */
 LA_HIDDEN int la_parse_dir_default(const void *buf, size_t len,
@@ -215,6 +216,7 @@ struct la_work {
 	char abs[LA_PATH_MAX];     /* where the file really lands */
 	struct la_decision d;
 	struct la_pfl pfl;         /* the directory's composite default */
+	uint32_t got[LA_MAX_STRIPES]; /* the OSTs Lustre gave the file */
 	union {                    /* one use at a time */
 		unsigned char lum[LA_LUM_MAX];   /* SETSTRIPE/GETSTRIPE */
 		char line[LA_LUM_MAX];           /* the record line */
@@ -251,12 +253,22 @@ LA_HIDDEN int la_dirinfo(int pfd, const char *dir, size_t dirlen,
 LA_HIDDEN void la_paths_atfork_child(void);
 
 /* ---- mapper client ---- */
+/* The stripe size the mapper prices a layout with when nobody gave one:
+ * Lustre's default since 2.16.0 (LOV_DESC_STRIPE_SIZE_DEFAULT, lustre_idl.h:
+ * 4 << LNET_MTU_BITS; 1 MiB in 2.15 and before).  The layout itself then
+ * carries 0: Lustre applies its own. */
+#define LA_PRICING_STRIPE_SIZE (4u << 20)
 struct la_request {
 	const char *job;
 	const char *path;
 	const char *pool;
 	int stripe_count;
-	uint64_t stripe_size;
+	uint64_t stripe_size;  /* bytes, as sent to the mapper */
+	/* 1: nobody gave a stripe size (hint, environment, directory or
+	 * file system default): the layout carries 0 and LOD applies its own
+	 * default (lod_qos.c lod_qos_parse_config(): a zero lmm_stripe_size
+	 * keeps the default), 4 MiB in 2.16+, 1 MiB before */
+	int stripe_size_lustre;
 	uint64_t expected_bytes;
 	uint32_t uid, gid;     /* effective ids of the creating process */
 	int64_t projid;        /* the file's project id to be, -1 unknown */
@@ -438,13 +450,16 @@ LA_HIDDEN void la_curve_load(void);
 
 /* ---- layout backends: the Lustre / not-on-Lustre seam ---- */
 /* How a file whose layout Lustre refused got one (la_backend.c). */
-enum { LA_NOT_REFUSED, LA_RECOVERED_DEFAULT, LA_RECOVERED_REOPEN,
+enum { LA_NOT_REFUSED, LA_RECOVERED_DEFAULT, LA_REMOVED,
        LA_RECOVERY_FAILED };
 struct la_outcome {
 	int applied;        /* layout applied (or, record backend, would be) */
 	int refused_errno;  /* SETSTRIPE's errno when Lustre refused it, else 0 */
-	int recovery;       /* LA_RECOVERED_*: what gave the file its layout */
+	int recovery;       /* LA_RECOVERED_* / LA_REMOVED: what became of it */
 	char reason[64];    /* why not, when the backend fell back */
+	uint32_t *got;      /* LA_MAX_STRIPES: the OSTs Lustre gave the file */
+	int got_count;      /* read back: stripes in got, 0 not read */
+	uint64_t got_size;  /* read back: its stripe size, bytes */
 };
 struct la_backend {
 	const char *name;
@@ -457,6 +472,9 @@ struct la_backend {
 	int (*create)(int dirfd, const char *path, int flags, mode_t mode,
 		      const struct la_decision *d, const struct la_request *rq,
 		      void *lum, struct la_outcome *out);
+	/* The layout the new file fd has, into out->got (lum scratch):
+	 * its stripe count, 0 none, -1 nothing to read. */
+	int (*read_back)(int fd, void *lum, struct la_outcome *out);
 	/* Default layout of the directory dirfd (an O_RDONLY descriptor) into
 	 * buf (cap bytes); returns its length, or -1 (none, unknown). */
 	ssize_t (*dir_default)(int dirfd, void *buf, size_t cap);

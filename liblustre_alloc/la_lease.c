@@ -603,6 +603,20 @@ void la_lease_forget(uint64_t lease)
 	la_revoke(&lease, 1);
 }
 
+/* Every layout of the grant at most as wide as its class's stripe count
+ * (-1, every OST: any width): Lustre would apply a longer SPECIFIC list
+ * as it is, so a file would get more stripes than it asked for. */
+static int la_lease_fits(const struct la_class *k,
+			 const struct la_lease_reply *r)
+{
+	int i;
+
+	for (i = 0; k->stripe_count > 0 && i < r->nlayouts; i++)
+		if (r->counts[i] > k->stripe_count)
+			return 0;
+	return 1;
+}
+
 static void la_on_lease_reply(const char *buf, size_t len, double now)
 {
 	static struct la_lease_reply r; /* helper only: large */
@@ -646,6 +660,16 @@ static void la_on_lease_reply(const char *buf, size_t len, double now)
 					 r.retry_ms ? r.retry_ms
 						    : la_cfg.retry_ms);
 		}
+		atomic_fetch_add(&la_lease_stats[LA_LS_REFUSED], 1);
+		return;
+	}
+	if (!la_lease_fits(k, &r)) {
+		/* wider than the class asked: per-create replies are refused
+		 * for this (docs/client.md, mapper_garbage:osts_count); the
+		 * grant goes back unused and the class asks per create */
+		la_queue_release(r.lease, 0);
+		la_lease_refused(k, LA_NOLEASE_LUSTRE,
+				 "mapper_garbage:osts_count", la_cfg.retry_ms);
 		atomic_fetch_add(&la_lease_stats[LA_LS_REFUSED], 1);
 		return;
 	}

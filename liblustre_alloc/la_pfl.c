@@ -24,7 +24,6 @@
 #include "la_internal.h"
 #include "la_msgpack.h"
 
-#define LA_DEFAULT_STRIPE_SIZE (1u << 20) /* Lustre's default: 1 MiB */
 
 /* What a template component is, from its flags and blob. */
 static int la_pfl_kind(uint32_t flags, const unsigned char *blob, uint32_t len,
@@ -52,8 +51,11 @@ static int la_pfl_kind(uint32_t flags, const unsigned char *blob, uint32_t len,
 	/* stripe count 0 = the file system's default (1), 0xffff = all */
 	c->stripe_count = lum.lmm_stripe_count == 0xffff ? -1 :
 			  lum.lmm_stripe_count ? lum.lmm_stripe_count : 1;
+	/* 0: Lustre's default, which the layout keeps (LOD fills it in);
+	 * the mapper prices it at LA_PRICING_STRIPE_SIZE */
+	c->layout_stripe_size = lum.lmm_stripe_size;
 	c->stripe_size = lum.lmm_stripe_size ? lum.lmm_stripe_size
-					     : LA_DEFAULT_STRIPE_SIZE;
+					     : LA_PRICING_STRIPE_SIZE;
 	c->pool[0] = '\0';
 	if (magic == LA_LOV_USER_MAGIC_V3) {
 		memcpy(c->pool, lum.lmm_pool_name, LA_LOV_MAXPOOLNAME);
@@ -156,7 +158,8 @@ size_t la_build_comp(void *buf, size_t cap, const struct la_decision *d,
 				return 0;
 			/* each component keeps its own stripe size and pool
 			 * (else the file's) */
-			la_build_lum(out + off, c->stripe_size, n, d->osts + at,
+			la_build_lum(out + off, c->layout_stripe_size, n,
+				     d->osts + at,
 				     c->pool[0] ? c->pool
 				     : pool && *pool ? pool : NULL);
 			at += n;

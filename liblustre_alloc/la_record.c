@@ -195,7 +195,7 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 		return;
 	buf[0] = '\0';
 	clock_gettime(CLOCK_REALTIME, &ts);
-	la_put_str(&l, "v=3\tts=");
+	la_put_str(&l, "v=4\tts=");
 	la_put_u64(&l, (uint64_t)ts.tv_sec);
 	la_put_str(&l, ".");
 	{
@@ -219,6 +219,17 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 				 "\tresult=default\tosts=");
 	if (r->pfl) {
 		la_put_composite(&l, r, applied);
+	} else if (r->out->got_count > 0) {
+		/* read back from Lustre: what the file has */
+		const struct la_outcome *o = r->out;
+
+		for (i = 0; i < o->got_count; i++) {
+			if (i)
+				la_put_str(&l, ",");
+			la_put_u64(&l, o->got[i]);
+		}
+		la_put_kv(&l, "stripe_count", (uint64_t)o->got_count);
+		la_put_kv(&l, "stripe_size", o->got_size);
 	} else {
 		for (i = 0; applied && i < d->count; i++) {
 			if (i)
@@ -231,6 +242,8 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 		} else {
 			la_put_str(&l, "\tstripe_count=\tstripe_size=");
 		}
+	}
+	if (!r->pfl) {
 		la_put_escaped(&l, "pool", applied && r->pool ? r->pool : "");
 		la_put_str(&l, "\treq_count=");
 		la_put_i64(&l, r->req_count);
@@ -257,6 +270,13 @@ void la_record(const struct la_record_line *r, char *buf, size_t cap)
 			la_put_str(&l, "eof");
 		else
 			la_put_u64(&l, r->pfl->c[i].end);
+	}
+	/* the mapper's answer, whatever Lustre then did with it */
+	la_put_str(&l, "\tasked=");
+	for (i = 0; d->ok && !r->pfl && i < d->count; i++) {
+		if (i)
+			la_put_str(&l, ",");
+		la_put_u64(&l, d->osts[i]);
 	}
 	la_put_str(&l, "\n");
 	if (l.len + 1 >= l.cap) /* cut: still one line */

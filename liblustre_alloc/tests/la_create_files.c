@@ -65,7 +65,7 @@ static int create_one(const char *name, long long *ns)
 	else if (!strcmp(api, "fopen"))
 		f = fopen(path, "w");
 	else if (!strcmp(api, "fopen64"))
-		f = fopen64(path, "a+");
+		f = fopen64(path, "w+");
 	*ns = now_ns() - t0;
 	if (fd < 0 && !f) {
 		fprintf(stderr, "la_create_files: %s %s: %s\n", api, path,

@@ -20,7 +20,9 @@
  *   client = 2.15.0     a directory GETSTRIPE falls back to the root's
  *                       default from 2.13.51 on (llite/dir.c)
  *   default_count = 1   lov.stripecount (the LOD default, lod_xattr_get)
- *   default_size = 1048576
+ *   default_size = 4194304  lov.stripesize (4 MiB from 2.16.0,
+ *                       LOV_DESC_STRIPE_SIZE_DEFAULT)
+ *   append_count = 1    mdd.*.append_stripe_count (mdd_device.c)
  *   pool.NAME = 0,1     OST pools
  *
  * State lives in user xattrs: LM_LOV holds a file's layout or a
@@ -64,7 +66,7 @@ struct lm_state {
 	int osts;
 	unsigned char st[LM_MAX_OSTS];
 	int client_ge_21351;
-	uint32_t default_count, default_size;
+	uint32_t default_count, default_size, append_count;
 	char pools[16][LA_LOV_MAXPOOLNAME + 1];
 	unsigned char member[16][LM_MAX_OSTS];
 	int npools;
@@ -136,7 +138,8 @@ static void lm_read_state(struct lm_state *s)
 	memset(s, 0, sizeof(*s));
 	s->client_ge_21351 = 1;
 	s->default_count = 1;
-	s->default_size = 1u << 20;
+	s->default_size = 4u << 20;
+	s->append_count = 1;
 	if (!cfg || !(f = fopen(cfg, "r")))
 		return;
 	while (fgets(line, sizeof(line), f)) {
@@ -162,6 +165,8 @@ static void lm_read_state(struct lm_state *s)
 			s->default_count = (uint32_t)atoi(val);
 		else if (!strcmp(key, "default_size"))
 			s->default_size = (uint32_t)atol(val);
+		else if (!strcmp(key, "append_count"))
+			s->append_count = (uint32_t)atoi(val);
 		else if (!strncmp(key, "pool.", 5) && s->npools < 16) {
 			snprintf(s->pools[s->npools], LA_LOV_MAXPOOLNAME + 1,
 				 "%.15s", key + 5);
@@ -279,6 +284,11 @@ static ssize_t lm_instantiate_blob(const struct lm_state *s, const void *blob,
 		}
 		((struct la_lov_user_md_v1 *)out)->lmm_magic =
 			LA_LOV_USER_MAGIC_V3;
+		/* lod_qos_parse_config() -> lod_adjust_stripe_size(): 0 is
+		 * the LOD default */
+		if (!h.lmm_stripe_size)
+			((struct la_lov_user_md_v1 *)out)->lmm_stripe_size =
+				dflt->lmm_stripe_size;
 		return (ssize_t)(hdr + count * sizeof(*obj));
 	}
 	/* 0 count/size: the root's default (lod_need_inherit_more()) */
@@ -443,7 +453,7 @@ static int lm_set_layout(int fd, const char *p, const void *lum, size_t len)
 
 /* ---- open: llite + mdt_open.c ---- */
 
-static int lm_after_open(int fd, int flags)
+static int lm_after_open(int fd, int flags, int via_fd_link)
 {
 	static __thread unsigned char buf[LM_BUF];
 	char p[PATH_MAX], dir[PATH_MAX], *slash;
@@ -459,6 +469,13 @@ static int lm_after_open(int fd, int flags)
 	empty = fgetxattr(fd, LM_EMPTY, NULL, 0) >= 0;
 	if (has_lov)
 		return fd;
+	/* llite/file.c ll_file_open(): an open of an inode this process
+	 * already holds open for write, reached without a lookup (a
+	 * /proc/self/fd link), reuses the write open handle (och_usecount):
+	 * no MDS open, so no layout is made, and the descriptor stays
+	 * unwritable (seen on Lustre 2.17.0) */
+	if (via_fd_link && empty)
+		goto empty_layout;
 	/* md_should_create() (lustre_mds.h): an open for write without
 	 * MDS_OPEN_DELAY_CREATE instantiates the default layout
 	 * (mdt_mfd_open() -> mdt_create_data()) */
@@ -468,6 +485,18 @@ static int lm_after_open(int fd, int flags)
 		slash = strrchr(dir, '/');
 		*slash = '\0';
 		rc = lm_effective_default(&s, dir, buf);
+		/* mdd_object.c mdd_object_make_hint(): an O_APPEND create
+		 * gets append_stripe_count stripes, a plain layout
+		 * (lod_object.c lod_ah_init()) */
+		if (rc > 0 && (flags & O_APPEND) && (flags & O_CREAT) &&
+		    s.append_count) {
+			struct la_lov_user_md_v1 v1;
+
+			lm_lod_default(&s, &v1);
+			v1.lmm_stripe_count = (uint16_t)s.append_count;
+			memcpy(buf, &v1, sizeof(v1));
+			rc = sizeof(v1);
+		}
 		rc = rc > 0 ? lm_set_layout(-1, p, buf, (size_t)rc) : -EINVAL;
 		if (rc != 0) {
 			real_close(fd);
@@ -476,6 +505,7 @@ static int lm_after_open(int fd, int flags)
 		}
 		return fd;
 	}
+empty_layout:
 	if (!empty)
 		fsetxattr(fd, LM_EMPTY, "1", 1, 0);
 	/* An empty layout: lov_io_init_empty() fails CIT_WRITE with -EBADF
@@ -511,7 +541,7 @@ static int lm_openat(int dirfd, const char *path, int flags, mode_t mode)
 	if (!real_openat)
 		lm_init();
 	fd = real_openat(dirfd, path, flags & ~(lm_rootlen ? FASYNC : 0), mode);
-	return lm_after_open(fd, flags);
+	return lm_after_open(fd, flags, !strncmp(path, "/proc/self/fd/", 14));
 }
 
 #define LM_MODE(flags, mode)                                       \
@@ -645,6 +675,11 @@ static int lm_setstripe(int fd, const void *lum)
 	if (getxattr(p, LM_LOV, NULL, 0) > 0)
 		return -EEXIST;
 	rc = lm_set_layout(fd, p, lum, len);
+	/* mdt_open.c: the layout is made before the open's permission check,
+	 * so a file without owner write (0444) set by a non-root user answers
+	 * EACCES with the layout in place */
+	if (rc == 0 && !(st.st_mode & S_IWUSR) && geteuid() != 0)
+		return -EACCES;
 	return rc;
 }
 

@@ -108,8 +108,27 @@ static void other_writer(const char *path)
 /* with fake_errno: fail the first fake_fail_calls calls (0: every one) */
 static int fake_fail_calls;
 
+/* GETSTRIPE: the file has a layout of this many stripes after a refused
+ * SETSTRIPE (0: none, ENODATA as lov_object_getstripe() answers) */
+static int fake_layout_after_refusal;
+
 static int fake_ioctl(int fd, unsigned long req, void *arg)
 {
+	if (req == LA_LL_IOC_LOV_GETSTRIPE) {
+		struct la_lov_user_md_v3 *v3 = arg;
+		int i;
+
+		if (!fake_layout_after_refusal) {
+			errno = ENODATA;
+			return -1;
+		}
+		v3->lmm_magic = LA_LOV_USER_MAGIC_V3;
+		v3->lmm_stripe_count = (uint16_t)fake_layout_after_refusal;
+		v3->lmm_stripe_size = 4u << 20;
+		for (i = 0; i < fake_layout_after_refusal; i++)
+			v3->lmm_objects[i].l_ost_idx = (uint32_t)(5 - 3 * i);
+		return 0;
+	}
 	fake_calls++;
 	seen_req = req;
 	if (fcntl(fd, F_GETFD) < 0)
@@ -129,6 +148,7 @@ static void test_lustre_backend(const char *scratch)
 	struct la_decision *d = calloc(1, sizeof(*d));
 	static unsigned char lum[LA_LUM_MAX];
 	struct la_outcome out;
+	static uint32_t got[LA_MAX_STRIPES];
 	char path[LA_PATH_MAX + 64];
 	struct stat st;
 	char buf0[64];
@@ -156,6 +176,7 @@ static void test_lustre_backend(const char *scratch)
 
 	snprintf(path, sizeof(path), "%s/lustre_ok", scratch);
 	memset(&out, 0, sizeof(out));
+	out.got = got;
 	fake_errno = 0;
 	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0600,
 				      d, &rq, lum, &out);
@@ -182,6 +203,7 @@ static void test_lustre_backend(const char *scratch)
 	 * request's count, size and pool, no start OST */
 	snprintf(path, sizeof(path), "%s/lustre_refused_once", scratch);
 	memset(&out, 0, sizeof(out));
+	out.got = got;
 	fake_errno = ENOBUFS;
 	fake_fail_calls = 1;
 	fake_calls = 0;
@@ -216,26 +238,22 @@ static void test_lustre_backend(const char *scratch)
 
 		snprintf(path, sizeof(path), "%s/lustre_race_%d", scratch, e);
 		memset(&out, 0, sizeof(out));
+	out.got = got;
 		fake_errno = e;
 		race_path = path; /* another rank writes before the ioctl fails */
 		fd = la_backend_lustre.create(AT_FDCWD, path,
 					      O_RDWR | O_CREAT | O_TRUNC, 0640,
 					      d, &rq_none, lum, &out);
 		race_path = NULL;
-		/* both SETSTRIPEs refused: a write-mode reopen of the inode
-		 * gives it the default layout */
-		snprintf(want, sizeof(want), "setstripe_rejected:%d+reopened", e);
-		CHECK(fd >= 0);
+		/* both SETSTRIPEs refused, no layout: the open fails as plain
+		 * Lustre's would (the caller then retries the application's
+		 * own open); the file another rank wrote meanwhile is kept */
+		snprintf(want, sizeof(want), "setstripe_rejected:%d+removed", e);
+		CHECK(fd == -1);
 		CHECK(out.applied == 0 && strcmp(out.reason, want) == 0);
-		/* the file is the one we created, still linked, the other
-		 * writer's bytes intact, the application's mode and flags */
 		CHECK(stat(path, &st) == 0 && st.st_nlink == 1 &&
 		      (st.st_mode & 0777) == 0640);
-		CHECK(fd >= 0 && fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino &&
-		      fst.st_nlink == 1);
-		/* (FASYNC of O_LOV_DELAY_CREATE stays visible here: F_SETFL
-		 * cannot clear it on a local file system; llite drops it) */
-		CHECK(fd >= 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR);
+		(void)fst;
 		rfd = open(path, O_RDONLY);
 		n = rfd >= 0 ? read(rfd, buf, sizeof(buf) - 1) : -1;
 		buf[n > 0 ? n : 0] = '\0';
@@ -246,6 +264,54 @@ static void test_lustre_backend(const char *scratch)
 		if (fd >= 0)
 			close(fd);
 	}
+
+	/* both refused, nobody else touched it: removed, no file left */
+	snprintf(path, sizeof(path), "%s/lustre_nowhere", scratch);
+	memset(&out, 0, sizeof(out));
+	out.got = got;
+	fake_errno = ENOSPC;
+	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0644,
+				      d, &rq_none, lum, &out);
+	CHECK(fd == -1 && errno == ENOSPC && out.recovery == LA_REMOVED);
+	CHECK(stat(path, &st) != 0 && errno == ENOENT);
+	/* a read-only create keeps its file without a layout, as Lustre */
+	snprintf(path, sizeof(path), "%s/lustre_nowhere_ro", scratch);
+	memset(&out, 0, sizeof(out));
+	out.got = got;
+	fd = la_backend_lustre.create(AT_FDCWD, path, O_RDONLY | O_CREAT, 0644,
+				      d, &rq_none, lum, &out);
+	snprintf(buf0, sizeof(buf0), "setstripe_rejected:%d+no_layout", ENOSPC);
+	CHECK(fd >= 0 && strcmp(out.reason, buf0) == 0);
+	if (fd >= 0)
+		close(fd);
+	/* refused after the layout was made (a 0444 create, mdt_open.c:
+	 * EACCES after the layout): applied, read back, said */
+	snprintf(path, sizeof(path), "%s/lustre_late", scratch);
+	memset(&out, 0, sizeof(out));
+	out.got = got;
+	fake_errno = EACCES;
+	fake_layout_after_refusal = 2;
+	fake_calls = 0;
+	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0444,
+				      d, &rq_none, lum, &out);
+	snprintf(buf0, sizeof(buf0), "setstripe_late:%d", EACCES);
+	CHECK(fd >= 0 && out.applied == 1 && fake_calls == 1 &&
+	      strcmp(out.reason, buf0) == 0 && out.refused_errno == 0);
+	if (fd >= 0)
+		close(fd);
+	fake_layout_after_refusal = 0;
+	/* no stripe size given by anyone: the layout carries 0 (LOD's default) */
+	snprintf(path, sizeof(path), "%s/lustre_size0", scratch);
+	memset(&out, 0, sizeof(out));
+	out.got = got;
+	fake_errno = 0;
+	rq_none.stripe_size_lustre = 1;
+	fd = la_backend_lustre.create(AT_FDCWD, path, O_WRONLY | O_CREAT, 0644,
+				      d, &rq_none, lum, &out);
+	CHECK(fd >= 0 && ((struct la_lov_user_md_v3 *)seen_lum)->lmm_stripe_size == 0);
+	if (fd >= 0)
+		close(fd);
+	rq_none.stripe_size_lustre = 0;
 	la_lustre_ioctl = orig;
 	free(d);
 }
@@ -398,6 +464,7 @@ static void test_dir_defaults(const char *scratch)
 	v3.lmm_magic = LA_LOV_USER_MAGIC_V3;
 	v3.lmm_stripe_size = 4u << 20;
 	v3.lmm_stripe_count = 3;
+	v3.lmm_stripe_offset = LA_LOV_OFFSET_DEFAULT;
 	memcpy(v3.lmm_pool_name, "flash", 5);
 	getstripe_reply = &v3;
 	getstripe_len = sizeof(v3);
@@ -411,12 +478,18 @@ static void test_dir_defaults(const char *scratch)
 	v1.lmm_magic = LA_LOV_USER_MAGIC_V1;
 	v1.lmm_stripe_size = 1u << 20;
 	v1.lmm_stripe_count = 0xffff; /* -c -1: every OST */
+	v1.lmm_stripe_offset = LA_LOV_OFFSET_DEFAULT;
 	getstripe_reply = &v1;
 	getstripe_len = sizeof(v1);
 	n = la_backend_lustre.dir_default(dfd, buf, sizeof(buf));
 	memset(&di, 0, sizeof(di));
 	CHECK(n > 0 && la_parse_dir_default(buf, (size_t)n, &di) == 0);
 	CHECK(di.stripe_count == -1 && di.pool[0] == '\0');
+	/* lfs setstripe -i 2 DIR: the user's start OST, left to Lustre */
+	v1.lmm_stripe_offset = 2;
+	memset(&di, 0, sizeof(di));
+	CHECK(la_parse_dir_default(&v1, sizeof(v1), &di) == 0 &&
+	      di.untouched == LA_DIR_OFFSET);
 
 	getstripe_reply = &comp;
 	getstripe_len = sizeof(comp);

@@ -136,9 +136,11 @@ static void test_parse(void)
 	CHECK(pfl.c[0].kind == LA_PFL_MDT && pfl.c[3].kind == LA_PFL_EXT);
 	CHECK(pfl.c[1].kind == LA_PFL_OST && pfl.c[1].stripe_count == 2 &&
 	      pfl.c[1].stripe_size == 4u << 20 && !strcmp(pfl.c[1].pool, "flash"));
-	/* count 0xffff: every OST; stripe size 0: Lustre's 1 MiB */
+	/* count 0xffff: every OST; stripe size 0: LOD's default, kept in
+	 * the layout, priced at LA_PRICING_STRIPE_SIZE */
 	CHECK(pfl.c[4].kind == LA_PFL_OST && pfl.c[4].stripe_count == -1 &&
-	      pfl.c[4].stripe_size == MIB && pfl.c[4].end == LA_LUSTRE_EOF);
+	      pfl.c[4].stripe_size == 4 * MIB &&
+	      pfl.c[4].layout_stripe_size == 0 && pfl.c[4].end == LA_LUSTRE_EOF);
 	CHECK(pfl.c[2].start == 1u << 30 && pfl.c[2].end == 1ull << 31);
 
 	/* what the shim leaves to Lustre: FLR mirrors, overlapping extents,
@@ -257,7 +259,7 @@ static void test_setstripe_bytes(const char *scratch)
 	memcpy(want + off, t + 32 + 5 * 48 + 32 + 48 + 32, len);
 	entry(want + 32 + 144, 0x40, 1ull << 31, 4ull << 30, off, len);
 	off += len;
-	len = specific(want + off, 1u << 20, c, 3, "ssd");
+	len = specific(want + off, 0, c, 3, "ssd"); /* 0: LOD's default */
 	entry(want + 32 + 192, 0, 4ull << 30, EOF64, off, len);
 	off += len;
 	put32(want + 4, (uint32_t)off);
@@ -338,8 +340,11 @@ static int pack(void)
 	static unsigned char t[4096];
 	static struct la_pfl pfl;
 	static char buf[LA_REQ_MAX];
-	struct la_request rq = { "ior.7", "/lustre/run/f", "ssd", 1, MIB,
-				 3ull << 30, 1000, 100, 42 };
+	struct la_request rq = { .job = "ior.7", .path = "/lustre/run/f",
+				 .pool = "ssd", .stripe_count = 1,
+				 .stripe_size = MIB,
+				 .expected_bytes = 3ull << 30, .uid = 1000,
+				 .gid = 100, .projid = 42 };
 	size_t n;
 
 	la_init();

@@ -173,7 +173,7 @@ def test_the_mapper_decodes_what_the_shim_packs_and_the_shim_reads_its_replies(
     assert [(e.start, e.end) for e in req.extents] == \
         [(65536, GIB), (GIB, 2 * GIB), (4 * GIB, LUSTRE_EOF)]
     assert [(c.stripe_count, c.stripe_size, c.pool) for c in req.components] == \
-        [(2, 4 * MIB, "flash"), (1, MIB, "ssd"), (-1, MIB, "ssd")]
+        [(2, 4 * MIB, "flash"), (1, MIB, "ssd"), (-1, 4 * MIB, "ssd")]  # size 0: priced at 4 MiB
     # 3 GiB expected: each component its share, the SEL extension's range none
     assert [c.expected_bytes for c in req.components] == [GIB - 65536, GIB, 0]
     assert req.owner.uid == 1000 and req.create.path == "/lustre/run/f"
