@@ -130,7 +130,7 @@ def start_agent(config: CollectorConfig, source):
     acting through the files under the root (``source = files``) or ``lctl set_param``."""
     from collectors.lustre_params import FileParams, LctlParams
     from collectors.sources import FileSource
-    from collectors.steer_agent import SteerAgent
+    from collectors.steer_agent import SteerAgent, settle_selftest_journal
     from collectors.steer_socket import AgentServer
     params = FileParams(config.root) if isinstance(source, FileSource) \
         else LctlParams(config.lctl_command)
@@ -140,6 +140,7 @@ def start_agent(config: CollectorConfig, source):
     else:
         def targets():
             return list(source.read_family("osp", "max_create_count"))
+    settle_selftest_journal(config.role, targets, params, config.steer_journal)
     agent = SteerAgent(config.role, targets, params, config.steer_max_lease_s,
                        journal=config.steer_journal)
     return AgentServer(agent, config.steer_endpoint, config.steer_curve()).start()

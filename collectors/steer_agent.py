@@ -16,7 +16,7 @@ What the agent refuses (answered with ``ok = False`` and one line, nothing chang
 * a kind this role does not act on, a lease beyond ``max_lease_s``, a malformed request.
 
 The agent journals every lease to disk (``journal``: written atomically at every change, like the
-mapper's state file) so that a collector killed with SIGKILL or by the OOM killer does not leave
+mapper's state file, and *before* the parameter is set: journal first, then act) so that a collector killed with SIGKILL or by the OOM killer does not leave
 an OST drained or degraded for good: at start it reads the journal and, for each parameter it
 had set, restores the value it found once the lease has run out, or resumes holding it for what
 is left. A parameter found changed since (an admin cleared it) is forgotten, not touched.
@@ -156,6 +156,17 @@ class SteerAgent:
             if v == self._applied_value():
                 raise SteerRequestError(f"{n} is already {v}: set by someone else, left alone")
         after = {n: self._companions(n) for n in names}
+        # Journal first, then act: a crash between the two leaves a journal entry whose
+        # parameter was never set, which recover() forgets (the value is not ours); the
+        # other order could leave an OST drained with no record of it.
+        for n in names:
+            self.leases[n] = Lease(ost, kind, n, current[n], until, reason, after[n])
+        try:
+            self._save()
+        except OSError as exc:
+            for n in names:
+                del self.leases[n]
+            raise ParamError(f"cannot journal the lease before acting: {exc}") from None
         done: list[str] = []
         try:
             for n in names:
@@ -164,10 +175,10 @@ class SteerAgent:
         except ParamError:
             for n in done:
                 self._restore_quietly(n, current[n])
+            for n in names:
+                del self.leases[n]
+            self._save_quietly()
             raise
-        for n in names:
-            self.leases[n] = Lease(ost, kind, n, current[n], until, reason, after[n])
-        self._save()
         self.counts["applied"] += 1
         log.info("steered %s: %s", ost, reason, extra={
             "event": "steer_applied", "ost": ost, "kind": kind, "params": names,
@@ -264,6 +275,13 @@ class SteerAgent:
             os.fsync(f.fileno())
         os.replace(tmp, self.journal)
 
+    def _save_quietly(self) -> None:
+        try:
+            self._save()
+        except OSError as exc:
+            log.error("cannot write the steer journal %s: %s", self.journal, exc,
+                      extra={"event": "steer_journal_unwritable"})
+
     def release_all(self, why: str) -> list[str]:
         """Restore everything (the collector is stopping)."""
         return [n for n in list(self.leases) if self._restore(n, why)]
@@ -325,6 +343,25 @@ class SteerAgent:
     def _lease_dict(self, x: Lease) -> dict[str, Any]:
         return {"ost": x.ost, "kind": x.kind, "param": x.param, "previous": x.previous,
                 "remaining_s": round(x.until_s - self.clock(), 1), "reason": x.reason}
+
+
+def selftest_journal_of(journal: str | os.PathLike[str]) -> Path:
+    """The journal ``lustre-alloc-selftest --steer`` keeps beside the collector's ``journal``
+    (``selftest-<name>``): a selftest killed between setting and restoring is settled by the
+    next selftest or by the collector's next start (:func:`settle_selftest_journal`)."""
+    p = Path(journal)
+    return p.with_name("selftest-" + p.name)
+
+
+def settle_selftest_journal(role: str, targets: Callable[[], Sequence[str]],
+                            params: ParamAccess, journal: str | os.PathLike[str]) -> list[str]:
+    """Restore everything a killed selftest left in :func:`selftest_journal_of` ``journal``
+    (nothing when it has no entry); returns the parameters restored."""
+    path = selftest_journal_of(journal)
+    if not path.exists():
+        return []
+    agent = SteerAgent(role, targets, params, journal=path)
+    return agent.release_all("left by an interrupted selftest")
 
 
 def _field(request: dict, key: str) -> str:

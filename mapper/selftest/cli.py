@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--steer", metavar="OST",
                     help="set and restore one steering action on this OST (e.g. "
                          "scratch-OST0003): degraded on its OSS, a drain on the MDS")
+    st.add_argument("--steer-journal", default="/var/lib/lustre-alloc/steer-journal.json",
+                    help="the collector's steering journal; --steer journals beside it "
+                         "(selftest-<name>), where the collector settles what a killed "
+                         "selftest left (default /var/lib/lustre-alloc/steer-journal.json)")
     st.add_argument("--source", choices=("auto", "files", "lctl"), default="auto",
                     help="how the collectors read statistics (default auto)")
     st.add_argument("--root", default="/", help="directory holding proc/ and sys/ (default /)")
@@ -86,7 +90,7 @@ def run(args: argparse.Namespace, prog: str) -> int:
                for role in ("oss", "mds")}
     rows += stats_rows(sources)
     if args.steer:
-        rows += _steer(args.steer, sources, args.root, lctl)
+        rows += _steer(args.steer, sources, args.root, lctl, args.steer_journal)
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
@@ -126,7 +130,7 @@ def _remove(top: Path, say: Callable[[str], None]) -> None:
         say(f"left {top}: {exc.strerror}")
 
 
-def _steer(ost: str, sources: dict, root: str, lctl: list[str]) -> list[Row]:
+def _steer(ost: str, sources: dict, root: str, lctl: list[str], journal: str) -> list[Row]:
     """The steering check on the role whose source has ``ost`` (its OSS, or the MDS)."""
     from collectors.lustre_params import osp_devices_of
     for role, source in sources.items():
@@ -137,7 +141,7 @@ def _steer(ost: str, sources: dict, root: str, lctl: list[str]) -> list[Row]:
         except Exception:  # noqa: BLE001 - unreadable here: try the other role
             mine = False
         if mine:
-            return steer_rows(ost, role, source, params_for(source, root, lctl))
+            return steer_rows(ost, role, source, params_for(source, root, lctl), journal)
     return [Row(f"steer {ost}", FAIL, f"{ost} is neither an OST of this OSS nor an OSP "
                                         f"device of this MDS")]
 

@@ -5,21 +5,21 @@ action set and restored through the steering agent's (:class:`collectors.steer_a
 The steering check acts through the agent so it is the agent's rules that are checked:
 an OST already flagged by someone else is refused and left alone (reported SKIP, not
 taken over); ``create_count`` comes back with ``max_create_count`` (rule 12 of
-docs/reference/lustre-semantics.md); the agent's lease journal lives in a temporary file
-removed afterwards, and every value is restored even when a check fails half way.
+docs/reference/lustre-semantics.md); the agent journals into
+:func:`~collectors.steer_agent.selftest_journal_of` the collector's journal, so a selftest
+killed half way is settled by the next selftest or the collector's next start, and every
+value is restored even when a check fails half way.
 """
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 from typing import Sequence
 
 from collectors.collector import Collector
 from collectors.lustre_params import (FileParams, LctlParams, ParamAccess, ParamError,
                                       degraded_param, max_create_count_param, osp_devices_of)
 from collectors.sources import FileSource, StatsSource
-from collectors.steer_agent import KIND_OF_ROLE, SteerAgent
+from collectors.steer_agent import KIND_OF_ROLE, SteerAgent, selftest_journal_of
 from common.errors import SourceUnavailable
 from mapper.selftest.rows import FAIL, PASS, SKIP, Row
 
@@ -29,9 +29,9 @@ RATE_GAP_S = 0.5
 SHOWN = 3
 """Failing targets named in a row (the rest counted)."""
 STEER_LEASE_S = 120.0
-"""The selftest's lease, s: long enough for its checks; if the selftest is killed, the
-value found is restored by the agent's journal only if a collector with that journal runs,
-so the admin is told what was set (the row names the parameter)."""
+"""The selftest's lease, s: long enough for its checks; a selftest killed meanwhile leaves
+the value in its journal, restored by the next selftest (once the lease ran out) or the
+collector's next start."""
 
 
 def stats_rows(sources: dict[str, StatsSource]) -> list[Row]:
@@ -73,9 +73,11 @@ def params_for(source: StatsSource, root: str, lctl_command: Sequence[str]) -> P
     return FileParams(root) if isinstance(source, FileSource) else LctlParams(lctl_command)
 
 
-def steer_rows(ost: str, role: str, source: StatsSource, params: ParamAccess) -> list[Row]:
+def steer_rows(ost: str, role: str, source: StatsSource, params: ParamAccess,
+               journal: str) -> list[Row]:
     """Set ``degraded`` (``oss``) or drain (``mds``: ``max_create_count = 0`` on each OSP of
-    ``ost``) through the agent, read it back, restore it, read it back."""
+    ``ost``) through the agent, read it back, restore it, read it back. The agent journals
+    into ``selftest_journal_of(journal)`` (``journal``: the collector's)."""
     kind = KIND_OF_ROLE[role]
     check = f"steer {kind} {ost}"
     try:
@@ -89,13 +91,16 @@ def steer_rows(ost: str, role: str, source: StatsSource, params: ParamAccess) ->
         found = {n: params.get(n) for n in names}
     except ParamError as exc:
         return [Row(check, FAIL, str(exc))]
-    with tempfile.TemporaryDirectory(prefix="lustre-alloc-selftest-") as tmp:
+    try:
         agent = SteerAgent(role, lambda: _targets(role, source), params,
-                           journal=Path(tmp) / "steer-journal.json")
-        try:
-            return _steer_and_restore(agent, ost, kind, names, found, params, check)
-        finally:
-            agent.release_all("selftest done")
+                           journal=selftest_journal_of(journal))
+    except OSError as exc:
+        return [Row(check, FAIL, f"cannot use the journal {selftest_journal_of(journal)}: "
+                                 f"{exc}")]
+    try:
+        return _steer_and_restore(agent, ost, kind, names, found, params, check)
+    finally:
+        agent.release_all("selftest done")
 
 
 def _steer_and_restore(agent: SteerAgent, ost: str, kind: str, names: list[str],

@@ -123,11 +123,11 @@ def test_statistics_pass_on_real_files_and_a_garbled_one_fails_naming_its_ost(os
     assert "1 of 4 OSTs" in oss["detail"] and code == 1
 
 
-def test_steer_sets_and_restores_degraded_on_an_oss(oss_root):
+def test_steer_sets_and_restores_degraded_on_an_oss(oss_root, tmp_path):
     degraded = oss_root / "proc/fs/lustre/obdfilter/lustrefs-OST0004/degraded"
     assert degraded.read_text().strip() == "0"
     code, rows, err = selftest("--source", "files", "--root", str(oss_root),
-                               "--steer", "lustrefs-OST0004")
+                               "--steer-journal", str(tmp_path / "j.json"), "--steer", "lustrefs-OST0004")
     checks = by_check(rows)
     assert checks["steer degraded lustrefs-OST0004: set"]["result"] == "PASS", rows
     assert "-> 1" in checks["steer degraded lustrefs-OST0004: set"]["detail"]
@@ -135,12 +135,12 @@ def test_steer_sets_and_restores_degraded_on_an_oss(oss_root):
     assert degraded.read_text().strip() == "0" and code == 0, err
 
 
-def test_steer_leaves_an_ost_flagged_by_someone_else_alone(oss_root):
+def test_steer_leaves_an_ost_flagged_by_someone_else_alone(oss_root, tmp_path):
     degraded = oss_root / "proc/fs/lustre/obdfilter/lustrefs-OST0004/degraded"
     degraded.unlink()
     degraded.write_text("1\n")                      # an admin's RAID script
     code, rows, _ = selftest("--source", "files", "--root", str(oss_root),
-                             "--steer", "lustrefs-OST0004")
+                             "--steer-journal", str(tmp_path / "j.json"), "--steer", "lustrefs-OST0004")
     (row,) = [r for r in rows if r["check"].startswith("steer")]
     assert row["result"] == "SKIP" and "refused" in row["detail"]
     assert degraded.read_text().strip() == "1" and code == 0
@@ -154,7 +154,7 @@ def test_steer_drains_every_mdt_of_an_mds_and_restores_both_counts(tmp_path):
         (osp / "max_create_count").write_text("20000\n")
         (osp / "create_count").write_text("4096\n")
     code, rows, err = selftest("--source", "files", "--root", str(root),
-                               "--steer", "lustrefs-OST0003")
+                               "--steer-journal", str(tmp_path / "j.json"), "--steer", "lustrefs-OST0003")
     checks = by_check(rows)
     set_row = checks["steer drain lustrefs-OST0003: set"]
     assert set_row["result"] == "PASS" and set_row["detail"].count("20000 -> 0") == 2, rows
@@ -165,9 +165,9 @@ def test_steer_drains_every_mdt_of_an_mds_and_restores_both_counts(tmp_path):
     assert code == 0, err
 
 
-def test_steer_on_an_ost_that_is_not_this_servers_fails(oss_root):
+def test_steer_on_an_ost_that_is_not_this_servers_fails(oss_root, tmp_path):
     code, rows, _ = selftest("--source", "files", "--root", str(oss_root),
-                             "--steer", "lustrefs-OST0009")
+                             "--steer-journal", str(tmp_path / "j.json"), "--steer", "lustrefs-OST0009")
     (row,) = [r for r in rows if r["check"].startswith("steer")]
     assert row["result"] == "FAIL" and "neither an OST of this OSS" in row["detail"]
     assert code == 1

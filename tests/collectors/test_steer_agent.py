@@ -295,3 +295,77 @@ def test_a_journal_entry_someone_changed_since_is_forgotten_and_a_bad_journal_ke
     journal.write_text("{not json")
     SteerAgent("oss", lambda: [OST], files, journal=journal)
     assert journal.with_suffix(".bad").read_text() == "{not json"
+
+
+class Killed(BaseException):
+    """SIGKILL at a chosen instant: nothing after it runs (not an Exception the agent
+    handles)."""
+
+
+class KillAtSet:
+    """Parameter access that dies at its ``at``-th set, recording what the journal held
+    at each set."""
+
+    def __init__(self, inner, journal: Path, at: int):
+        self.inner, self.journal, self.at, self.sets = inner, journal, at, 0
+        self.journal_at_set: list[list[str]] = []
+
+    def get(self, name):
+        return self.inner.get(name)
+
+    def set(self, name, value):
+        self.sets += 1
+        held = json.loads(self.journal.read_text())["leases"] if self.journal.exists() else []
+        self.journal_at_set.append([x["param"] for x in held])
+        if self.sets == self.at:
+            raise Killed
+        self.inner.set(name, value)
+
+
+@pytest.mark.parametrize("killed_at_set", [1, 2, None])
+def test_the_journal_is_written_before_any_parameter_and_a_kill_at_any_step_settles(
+        tmp_path, killed_at_set):
+    """Journal first, then act (issue: the agent set before it journaled). Killed before
+    the first set, between the two MDTs' sets, or after both: the restarted agent
+    restores what was set, forgets what was not, and the OST can be steered again."""
+    devices = [OSP, "demofs-OST000e-osc-MDT0001"]
+    files = OspFiles(_osp_root(tmp_path, devices))
+    clock, journal = Clocks(), tmp_path / "journal.json"
+    dying = KillAtSet(files, journal, killed_at_set or 99)
+    first = SteerAgent("mds", lambda: devices, dying, clock=lambda: clock.mono,
+                       wall=lambda: clock.wall, journal=journal)
+    try:
+        first.handle({"op": "steer", "ost": OST, "kind": "drain", "lease_s": 60})
+    except Killed:
+        pass
+    # every set found both parameters already journaled
+    mcc = [f"osp.{d}.max_create_count" for d in devices]
+    assert dying.journal_at_set and all(sorted(j) == sorted(mcc)
+                                        for j in dying.journal_at_set)
+    del first
+    clock.advance(120)                                  # the lease ran out while down
+    second = SteerAgent("mds", lambda: devices, files, clock=lambda: clock.mono,
+                        wall=lambda: clock.wall, journal=journal)
+    for d in devices:
+        assert files.get(f"osp.{d}.max_create_count") == "20000"
+    assert not second.leases
+    again = second.handle({"op": "steer", "ost": OST, "kind": "drain", "lease_s": 60})
+    assert again["ok"], again                            # not "set by someone else"
+
+
+def test_a_selftest_killed_mid_steer_is_settled_by_the_collectors_start(tmp_path):
+    from collectors.steer_agent import selftest_journal_of, settle_selftest_journal
+    files = FileParams(tmp_path)
+    base = tmp_path / "sys/fs/lustre/obdfilter" / OST
+    base.mkdir(parents=True)
+    (base / "degraded").write_text("0\n")
+    journal = tmp_path / "steer-journal.json"
+    selftest = SteerAgent("oss", lambda: [OST], files, journal=selftest_journal_of(journal))
+    assert selftest.handle({"op": "steer", "ost": OST, "kind": "degraded",
+                            "lease_s": 120})["ok"]
+    del selftest                                          # killed before its restore
+    assert files.get(degraded_param(OST)) == "1"
+    assert settle_selftest_journal("oss", lambda: [OST], files, journal) == \
+        [degraded_param(OST)]
+    assert files.get(degraded_param(OST)) == "0"
+    assert settle_selftest_journal("oss", lambda: [OST], files, journal) == []
