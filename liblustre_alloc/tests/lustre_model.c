@@ -23,6 +23,8 @@
  *   default_size = 4194304  lov.stripesize (4 MiB from 2.16.0,
  *                       LOV_DESC_STRIPE_SIZE_DEFAULT)
  *   append_count = 1    mdd.*.append_stripe_count (mdd_device.c)
+ *   root_squash = 1     mdt.*.root_squash: root's opens are permission
+ *                       checked like a user's (the tests run as root)
  *   pool.NAME = 0,1     OST pools
  *
  * State lives in user xattrs: LM_LOV holds a file's layout or a
@@ -67,6 +69,7 @@ struct lm_state {
 	unsigned char st[LM_MAX_OSTS];
 	int client_ge_21351;
 	uint32_t default_count, default_size, append_count;
+	int root_squash;
 	char pools[16][LA_LOV_MAXPOOLNAME + 1];
 	unsigned char member[16][LM_MAX_OSTS];
 	int npools;
@@ -165,6 +168,8 @@ static void lm_read_state(struct lm_state *s)
 			s->default_count = (uint32_t)atoi(val);
 		else if (!strcmp(key, "default_size"))
 			s->default_size = (uint32_t)atol(val);
+		else if (!strcmp(key, "root_squash"))
+			s->root_squash = atoi(val) != 0;
 		else if (!strcmp(key, "append_count"))
 			s->append_count = (uint32_t)atoi(val);
 		else if (!strncmp(key, "pool.", 5) && s->npools < 16) {
@@ -453,7 +458,7 @@ static int lm_set_layout(int fd, const char *p, const void *lum, size_t len)
 
 /* ---- open: llite + mdt_open.c ---- */
 
-static int lm_after_open(int fd, int flags, int via_fd_link)
+static int lm_after_open(int fd, int flags, int via_fd_link, int created)
 {
 	static __thread unsigned char buf[LM_BUF];
 	char p[PATH_MAX], dir[PATH_MAX], *slash;
@@ -499,6 +504,11 @@ static int lm_after_open(int fd, int flags, int via_fd_link)
 		}
 		rc = rc > 0 ? lm_set_layout(-1, p, buf, (size_t)rc) : -EINVAL;
 		if (rc != 0) {
+			/* mdt_reint_open(): a create whose layout fails is
+			 * undone, no file is left (seen on 2.17.0: dd with
+			 * every OST drained, ENOSPC) */
+			if (created)
+				unlink(p);
 			real_close(fd);
 			errno = -rc;
 			return -1;
@@ -536,12 +546,16 @@ empty_layout:
 
 static int lm_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
-	int fd;
+	struct stat st;
+	int fd, created;
 
 	if (!real_openat)
 		lm_init();
+	created = (flags & O_CREAT) &&
+		  fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0;
 	fd = real_openat(dirfd, path, flags & ~(lm_rootlen ? FASYNC : 0), mode);
-	return lm_after_open(fd, flags, !strncmp(path, "/proc/self/fd/", 14));
+	return lm_after_open(fd, flags, !strncmp(path, "/proc/self/fd/", 14),
+			     created);
 }
 
 #define LM_MODE(flags, mode)                                       \
@@ -668,8 +682,18 @@ static int lm_setstripe(int fd, const void *lum)
 		return -EINVAL;
 	if (lm_fd_path(fd, p) != 0 || fstat(fd, &st) != 0)
 		return -EBADF;
-	if (S_ISDIR(st.st_mode)) /* lfs setstripe DIR: its default */
+	if (S_ISDIR(st.st_mode)) {
+		uint32_t magic;
+
+		/* llite/dir.c LL_IOC_LOV_SETSTRIPE: a directory takes a
+		 * v1/v3 default only (EOPNOTSUPP; 2.17.0); lfs sets a
+		 * composite one through the lustre.lov xattr */
+		memcpy(&magic, lum, 4);
+		if (magic != LA_LOV_USER_MAGIC_V1 &&
+		    magic != LA_LOV_USER_MAGIC_V3)
+			return -EOPNOTSUPP;
 		return setxattr(p, LM_LOV, lum, len, 0) == 0 ? 0 : -errno;
+	}
 	/* mdt_open.c, mdt_open_by_fid_lock(): "We should not change file's
 	 * existing LOV EA" */
 	if (getxattr(p, LM_LOV, NULL, 0) > 0)
@@ -678,8 +702,13 @@ static int lm_setstripe(int fd, const void *lum)
 	/* mdt_open.c: the layout is made before the open's permission check,
 	 * so a file without owner write (0444) set by a non-root user answers
 	 * EACCES with the layout in place */
-	if (rc == 0 && !(st.st_mode & S_IWUSR) && geteuid() != 0)
-		return -EACCES;
+	if (rc == 0 && !(st.st_mode & S_IWUSR)) {
+		struct lm_state s;
+
+		lm_read_state(&s);
+		if (geteuid() != 0 || s.root_squash)
+			return -EACCES;
+	}
 	return rc;
 }
 
@@ -826,4 +855,95 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
 		return -1;
 	}
 	return real_writev(fd, iov, cnt);
+}
+
+/* ---- the lustre.lov xattr: llite/xattr.c ll_xattr_get_common(),
+ * ll_setstripe_ea() ---- */
+#define LM_XATTR "lustre.lov"
+
+static ssize_t (*real_getxattr)(const char *, const char *, void *, size_t);
+static ssize_t (*real_lgetxattr)(const char *, const char *, void *, size_t);
+static ssize_t (*real_fgetxattr)(int, const char *, void *, size_t);
+static int (*real_setxattr)(const char *, const char *, const void *, size_t, int);
+
+/* The whole layout (a file's) or default (a directory's; a composite one
+ * too), as GETSTRIPE's bytes, SEL read as COMP_V1 (lod_xattr_get()). */
+static ssize_t lm_xattr_get(const char *p, void *buf, size_t size)
+{
+	static __thread unsigned char tmp[LM_BUF];
+	ssize_t n = real_getxattr(p, LM_LOV, tmp, sizeof(tmp));
+	uint32_t magic;
+
+	if (n <= 0) {
+		errno = ENODATA;
+		return -1;
+	}
+	memcpy(&magic, tmp, 4);
+	if (magic == LM_LOV_MAGIC_SEL) {
+		magic = LA_LOV_USER_MAGIC_COMP_V1;
+		memcpy(tmp, &magic, 4);
+	}
+	if (size == 0)
+		return n;
+	if ((size_t)n > size) {
+		errno = ERANGE;
+		return -1;
+	}
+	memcpy(buf, tmp, (size_t)n);
+	return n;
+}
+
+static void lm_xattr_init(void)
+{
+	if (!real_getxattr) {
+		real_getxattr = dlsym(RTLD_NEXT, "getxattr");
+		real_lgetxattr = dlsym(RTLD_NEXT, "lgetxattr");
+		real_fgetxattr = dlsym(RTLD_NEXT, "fgetxattr");
+		real_setxattr = dlsym(RTLD_NEXT, "setxattr");
+	}
+}
+
+ssize_t getxattr(const char *path, const char *name, void *buf, size_t size)
+{
+	char p[PATH_MAX];
+
+	lm_xattr_init();
+	if (!strcmp(name, LM_XATTR) && realpath(path, p) && lm_under_root(p))
+		return lm_xattr_get(p, buf, size);
+	return real_getxattr(path, name, buf, size);
+}
+
+ssize_t lgetxattr(const char *path, const char *name, void *buf, size_t size)
+{
+	char p[PATH_MAX];
+
+	lm_xattr_init();
+	if (!strcmp(name, LM_XATTR) && realpath(path, p) && lm_under_root(p))
+		return lm_xattr_get(p, buf, size);
+	return real_lgetxattr(path, name, buf, size);
+}
+
+ssize_t fgetxattr(int fd, const char *name, void *buf, size_t size)
+{
+	char p[PATH_MAX];
+
+	lm_xattr_init();
+	if (!strcmp(name, LM_XATTR) && lm_fd_path(fd, p) == 0 && lm_under_root(p))
+		return lm_xattr_get(p, buf, size);
+	return real_fgetxattr(fd, name, buf, size);
+}
+
+/* Setting a directory's default (any layout, composite too: what lfs
+ * setstripe -E ... DIR does). */
+int setxattr(const char *path, const char *name, const void *value,
+	     size_t size, int flags)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	lm_xattr_init();
+	if (!strcmp(name, LM_XATTR) && realpath(path, p) && lm_under_root(p) &&
+	    stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+		return real_setxattr(p, LM_LOV, value, size, 0);
+	return real_setxattr(path, name, value, size, flags);
 }

@@ -2,8 +2,9 @@
 directory, each read back with ``LL_IOC_LOV_GETSTRIPE`` and held to Lustre's rules
 (docs/reference/lustre-semantics.md; the rule numbers below are that table's).
 
-Each check makes a directory of its own under the selftest's, sets its default layout
-with ``LL_IOC_LOV_SETSTRIPE`` on the directory (what ``lfs setstripe DIR`` does), points
+Each check makes a directory of its own under the selftest's, sets its default layout as
+``lfs setstripe DIR`` does (``LL_IOC_LOV_SETSTRIPE`` for a plain one; the ``lustre.lov``
+xattr for a composite one, which llite/dir.c answers EOPNOTSUPP through the ioctl), points
 the stand-in mapper (:class:`~mapper.selftest.responder.ListResponder`) at a list, and runs
 a Python child under the shim (``LD_PRELOAD``, ``LUSTRE_ALLOC_PATHS`` = that directory)
 that creates and writes one file. The OSTs a list may name come from a probe file striped
@@ -27,6 +28,8 @@ from mapper.selftest.responder import ListResponder
 from mapper.selftest.rows import FAIL, PASS, Row
 
 MIB = 1 << 20
+SEL_UNIT_BYTES = 1024
+"""``SEL_UNIT_SIZE`` (lustre_user.h): the unit of an extension component's size."""
 FILE_BYTES = 64 << 10
 PFL_BYTES = 2 * MIB + (64 << 10)
 """Written to the PFL file: past its first component's end (1 MiB), so the second one is
@@ -54,13 +57,30 @@ class NotLustre(Exception):
     """The directory is not on a Lustre client mount (GETSTRIPE: ENOTTY)."""
 
 
+LOV_XATTR = "lustre.lov"
+"""A file's whole layout as an xattr (what liblustreapi's ``llapi_layout_get_by_fd`` reads):
+GETSTRIPE with a v1/v3 header answers a composite file with its last instantiated component
+only (lov_pack.c ``lov_getstripe()``)."""
+
+
 def getstripe(path: Path) -> ll.Layout | None:
-    """``lfs getstripe PATH`` through the ioctl; None when it has no layout (ENODATA).
+    """``lfs getstripe PATH``: a file's whole layout (the ``lustre.lov`` xattr), a
+    directory's default (the ioctl); None when it has none (ENODATA).
 
     Raises:
-        NotLustre: not on Lustre (ENOTTY, EINVAL).
+        NotLustre: not on Lustre (ENOTTY, EINVAL, no such xattr namespace).
         OSError: anything else.
     """
+    if not path.is_dir():
+        try:
+            return ll.parse(os.getxattr(path, LOV_XATTR))
+        except OSError as exc:
+            if exc.errno == errno.ENODATA:
+                return None
+            if exc.errno in (errno.EOPNOTSUPP, errno.ENOTTY, errno.EINVAL):
+                raise NotLustre(f"{path}: not on a Lustre client mount "
+                                f"({LOV_XATTR}: {errno.errorcode[exc.errno]})") from None
+            raise
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
     try:
         buf = ll.getstripe_buffer()
@@ -78,7 +98,14 @@ def getstripe(path: Path) -> ll.Layout | None:
 
 
 def setstripe(path: Path, lum: bytes) -> None:
-    """``lfs setstripe`` on a directory (its default) or on a file without a layout."""
+    """``lfs setstripe`` on a directory (its default) or on a file without a layout. A
+    composite default on a directory goes through the ``lustre.lov`` xattr, as liblustreapi
+    sets it (``llapi_layout_file_open()``): LL_IOC_LOV_SETSTRIPE on a directory takes only a
+    v1/v3 layout (llite/dir.c, EOPNOTSUPP otherwise; seen on 2.17.0)."""
+    magic = int.from_bytes(lum[:4], "little")
+    if path.is_dir() and magic in (ll.LOV_USER_MAGIC_COMP_V1, ll.LOV_USER_MAGIC_SEL):
+        os.setxattr(path, LOV_XATTR, lum)
+        return
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
     try:
         fcntl.ioctl(fd, ll.LL_IOC_LOV_SETSTRIPE, bytearray(lum))
@@ -191,11 +218,17 @@ class LayoutChecks:
         """``n`` OSTs a mapper could name (the last ones: round-robin starts elsewhere)."""
         return self.osts[-n:][::-1]
 
+    def _default_count(self, directory: Path) -> int:
+        """The stripe count a new file in ``directory`` gets (at least 1): a list for it is
+        that long (a longer one the shim refuses, docs/client.md)."""
+        return max(1, _count_of(effective_default(directory), len(self.osts)))
+
     def explicit_list(self, mapper: ListResponder) -> Row:
         """A list Lustre accepts is the file's layout, in stripe order (rule 3, 4)."""
-        want = self._pick(min(2, len(self.osts)))
+        directory = self._dir("explicit-list")
+        want = self._pick(self._default_count(directory))
         mapper.answer_with(want)
-        f = self._create("explicit-list", mapper.endpoint, lease=False)
+        f = self._create("explicit-list", mapper.endpoint, lease=False, directory=directory)
         got = _osts(f.layout)
         return self._row("explicit list", f, got == want,
                          f"asked {_names(want)}, got {_names(got)}")
@@ -217,10 +250,11 @@ class LayoutChecks:
 
     def leased_list(self, mapper: ListResponder) -> Row:
         """A leased list (the shim's default, protocol v2) is the file's layout."""
-        want = self._pick(min(2, len(self.osts)))
+        directory = self._dir("leased-list")
+        want = self._pick(self._default_count(directory))
         mapper.answer_with(want)
         before = len(mapper.asked)
-        f = self._create("leased-list", mapper.endpoint, lease=True)
+        f = self._create("leased-list", mapper.endpoint, lease=True, directory=directory)
         leased = any(a.op == "lease" for a in mapper.asked[before:])
         got = _osts(f.layout)
         return self._row("leased list", f, leased and got == want,
@@ -269,9 +303,12 @@ class LayoutChecks:
     def sel_default(self, mapper: ListResponder) -> Row:
         """A self-extending default is passed to Lustre untouched: no mapper request, the
         file reads back as a composite with its extension component (rule 10)."""
+        # lfs setstripe -E -1 -z 64M: the extension component's lmm_stripe_size is the
+        # extension size in SEL_UNIT_SIZE (1 KiB) units (lustre_user.h; lod_object.c)
         directory = self._dir("sel-default", ll.composite([
             ll.Component(0, 64 * MIB, ll.plain(1, MIB)),
-            ll.Component(64 * MIB, ll.LUSTRE_EOF, ll.plain(1, MIB), ll.LCME_FL_EXTENSION)],
+            ll.Component(64 * MIB, ll.LUSTRE_EOF, ll.plain(1, 64 * MIB // SEL_UNIT_BYTES),
+                         ll.LCME_FL_EXTENSION)],
             magic=ll.LOV_USER_MAGIC_SEL))
         mapper.answer_with(self._pick(1))
         before = len(mapper.asked)

@@ -97,6 +97,9 @@ if [ ! -f "$work/lustre.done" ]; then
     # No .git in an archive: LUSTRE-VERSION-GEN reads this file instead.
     version=$(sed -n 's/^DEFAULT_VERSION=//p' "$root$lustre_dir/LUSTRE-VERSION-GEN")
     echo "LUSTRE_VERSION = $version" >"$root$lustre_dir/LUSTRE-VERSION-FILE"
+    # Lustre's configure links its tests against $zfs_dir/Module.symvers (KBUILD_EXTRA_SYMBOLS);
+    # ZFS 2.1 leaves it in module/ (without it: "dsl_pool_config_enter/exit do not exist")
+    cp "$root$zfs_dir/module/Module.symvers" "$root$zfs_dir/Module.symvers"
     in_root bash -c "cd $lustre_dir && sh autogen.sh && ./configure --enable-server \
         --disable-ldiskfs --with-zfs=$zfs_dir --with-zfs-obj=$zfs_dir --with-linux=$ksrc \
         --with-linux-obj=$kobj --with-o2ib=no --disable-gss --disable-doc" >>"$log" 2>&1

@@ -34,8 +34,9 @@ class LustreModel:
     readonly: set[int] = field(default_factory=set)
     client: str = "2.15.4"
     default_count: int = 1
-    default_size: int = 1 << 20
+    default_size: int = 4 << 20            # lov.stripesize, 2.16.0+ (LOV_DESC_STRIPE_SIZE_DEFAULT)
     pools: dict[str, list[int]] = field(default_factory=dict)
+    root_squash: bool = False              # mdt.*.root_squash: root's opens checked as a user
 
     def write(self) -> None:
         def ids(s: set[int]) -> str:
@@ -44,7 +45,8 @@ class LustreModel:
                  f"inactive = {ids(self.inactive)}", f"nocreate = {ids(self.nocreate)}",
                  f"enospc = {ids(self.enospc)}", f"readonly = {ids(self.readonly)}",
                  f"client = {self.client}", f"default_count = {self.default_count}",
-                 f"default_size = {self.default_size}"]
+                 f"default_size = {self.default_size}",
+                 f"root_squash = {int(self.root_squash)}"]
         lines += [f"pool.{name} = {','.join(map(str, osts))}"
                   for name, osts in self.pools.items()]
         self.state.write_text("\n".join(lines) + "\n")

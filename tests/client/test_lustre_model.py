@@ -3,6 +3,9 @@ each naming the lustre-release source it restates (docs/reference/lustre-semanti
 Python children on the modelled mount make the system calls, as any program would."""
 from __future__ import annotations
 
+import errno
+import os
+
 import pytest
 
 from common import lustre_layout as ll
@@ -255,3 +258,78 @@ def test_the_ioctl_numbers_are_built_for_the_machine():
         assert ll._iow(154, 8) == 0x8008669A
     finally:
         platform.machine = saved
+
+
+# -- rules checked on Lustre 2.17.0 (tests/lustre, docs/reference/lustre-on-lustre.md) ----
+def test_a_reopen_through_proc_self_fd_of_a_file_held_for_write_makes_no_layout(model):
+    """llite/file.c ll_file_open(): an open without a lookup intent of an inode this
+    process holds open for write reuses the write open handle (och_usecount), so no MDS
+    open runs and no layout is made; seen on 2.17.0: every write then fails EBADF."""
+    path = model.root / "f"
+    out = model.python(f"""
+PATH = {str(path)!r}
+{DELAY_CREATE}
+fd2 = os.open('/proc/self/fd/%d' % fd, os.O_WRONLY)
+try:
+    os.write(fd2, b"x")
+except OSError as e:
+    out['write'] = errno.errorcode[e.errno]
+""")
+    assert out == {"write": "EBADF"} and model.layout(path) is None
+
+
+def test_a_zero_stripe_size_in_a_list_is_the_lod_default(model):
+    """lod_qos.c lod_qos_parse_config() -> lod_adjust_stripe_size(): 0 takes
+    lov.stripesize (4 MiB since 2.16.0, LOV_DESC_STRIPE_SIZE_DEFAULT)."""
+    path = model.root / "f"
+    model.python(f"""
+PATH = {str(path)!r}
+{DELAY_CREATE}
+fcntl.ioctl(fd, ll.LL_IOC_LOV_SETSTRIPE, ll.specific([3], 0))
+""")
+    assert model.layout(path).stripe_size == 4 * MIB
+
+
+def test_an_o_append_create_gets_the_append_stripe_count_not_the_directory_default(model):
+    """mdd_object.c mdd_object_make_hint(): dah_append_stripe_count = append_stripe_count
+    (mdd_device.c: default 1), a plain layout even under a wider default."""
+    model.set_default(model.root, ll.plain(4, MIB))
+    path = model.root / "log"
+    model.python(f"os.close(os.open({str(path)!r}, os.O_WRONLY | os.O_CREAT | os.O_APPEND))")
+    assert len(model.layout(path).osts) == 1
+
+
+def test_a_0444_create_by_a_non_root_user_gets_its_layout_then_eacces(model):
+    """mdt_open.c: the layout is made before the open's permission check (a user's open;
+    root squashed to one here, as the tests run as root)."""
+    model.root_squash = True
+    path = model.root / "ro"
+    out = model.python(f"""
+fd = os.open({str(path)!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL | ll.O_LOV_DELAY_CREATE, 0o444)
+try:
+    fcntl.ioctl(fd, ll.LL_IOC_LOV_SETSTRIPE, ll.specific([2], MIB))
+except OSError as e:
+    out['setstripe'] = errno.errorcode[e.errno]
+out['written'] = os.write(fd, b"ok")
+""".replace("MIB", str(MIB)))
+    assert out == {"setstripe": "EACCES", "written": 2}
+    assert model.layout(path).osts == [2]
+
+
+def test_a_composite_directory_default_goes_through_the_xattr_not_the_ioctl(model):
+    """llite/dir.c LL_IOC_LOV_SETSTRIPE takes a v1/v3 default only (EOPNOTSUPP; 2.17.0);
+    ``lustre.lov`` takes any and gives the whole layout back."""
+    pfl = ll.composite([ll.Component(0, MIB, ll.plain(1, MIB)),
+                        ll.Component(MIB, ll.LUSTRE_EOF, ll.plain(2, MIB))])
+    d = model.root / "pfl"
+    d.mkdir()
+    out = model.python(f"""
+fd = os.open({str(d)!r}, os.O_RDONLY | os.O_DIRECTORY)
+try:
+    fcntl.ioctl(fd, ll.LL_IOC_LOV_SETSTRIPE, bytearray({pfl!r}))
+except OSError as e:
+    out['ioctl'] = errno.errorcode[e.errno]
+os.setxattr({str(d)!r}, 'lustre.lov', {pfl!r})
+out['xattr'] = len(os.getxattr({str(d)!r}, 'lustre.lov'))
+""")
+    assert out == {"ioctl": errno.errorcode[errno.EOPNOTSUPP], "xattr": len(pfl)}

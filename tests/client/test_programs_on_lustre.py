@@ -179,3 +179,62 @@ def test_a_lease_gone_stale_is_replaced_and_no_write_fails(model, mapper, tmp_pa
     for r in leased:
         assert mapper.desk.explain(path=r["path"])["osts"] == list(map(int, r["osts"].split(",")))
     assert all(mapper.desk.explain(path=r["path"]) is None for r in refused)
+
+
+def test_every_ost_drained_fails_the_open_as_plain_lustre_does_and_leaves_no_file(
+        mapper, tmp_path):
+    """Lustre 2.17.0, every OST drained: ``dd`` fails its open with ENOSPC and leaves no
+    file; the shim, which had reopened the inode (writes then failed EBADF, llite's
+    och_usecount), must give the same."""
+    model = make_model(tmp_path, osts=32, nocreate=set(range(32)))
+    src = _source(tmp_path)
+    record = tmp_path / "record.tsv"
+    outcomes = {}
+    for shim in (False, True):
+        env = model.env(shim=shim, LUSTRE_ALLOC_MAPPER=mapper.endpoint,
+                        LUSTRE_ALLOC_TIMEOUT_MS="5000", LUSTRE_ALLOC_LEASE="0",
+                        LUSTRE_ALLOC_RECORD=str(record))
+        target = model.root / f"dd-{shim}"
+        p = _run(["dd", f"if={src}", f"of={target}", "bs=64k", "count=1", "status=none"], env)
+        outcomes[shim] = (p.returncode != 0, "No space left on device" in p.stderr,
+                          target.exists())
+    assert outcomes[True] == outcomes[False] == (True, True, False)
+    assert parse_records(record) == []     # no file: nothing recorded
+
+
+def test_a_programs_own_layout_is_left_to_it(model, mapper, tmp_path):
+    """``lfs setstripe -o 5,6 FILE``, ``llapi_layout_file_create`` and ROMIO open with
+    O_LOV_DELAY_CREATE and set their own layout; under the shim they get it (before, the
+    shim placed the file and their SETSTRIPE failed EEXIST: seen on 2.17.0)."""
+    env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint,
+                    LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    path = model.root / "data" / "mine"
+    out = model.python(f"""
+fd = os.open({str(path)!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL | ll.O_LOV_DELAY_CREATE, 0o644)
+fcntl.ioctl(fd, ll.LL_IOC_LOV_SETSTRIPE, ll.specific([5, 6], 1 << 20))
+out['written'] = os.write(fd, b"x")
+""", shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    assert out == {"written": 1}
+    assert model.layout(path).osts == [5, 6]
+    del env
+
+
+def test_a_0444_create_keeps_the_mappers_layout_and_says_lustre_answered_eacces(
+        mapper, tmp_path):
+    """mdt_open.c makes the layout before the open's permission check: SETSTRIPE answers
+    EACCES with the layout in place (the shim had then asked again, got EEXIST and
+    recorded +no_layout). Root squashed, as a user's create."""
+    model = make_model(tmp_path, osts=32, root_squash=True)    # no OST drained
+    (model.root / "data").mkdir()
+    record = tmp_path / "record.tsv"
+    path = model.root / "data" / "ro"
+    out = model.python(f"""
+fd = os.open({str(path)!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+out['written'] = os.write(fd, b"x")
+""", shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint, LUSTRE_ALLOC_TIMEOUT_MS="5000",
+        LUSTRE_ALLOC_LEASE="0", LUSTRE_ALLOC_RECORD=str(record))
+    assert out == {"written": 1}
+    (rec,) = parse_records(record)
+    assert (rec["result"], rec["reason"]) == ("layout", "setstripe_late:13"), rec
+    assert [int(x) for x in rec["osts"].split(",")] == model.layout(path).osts
+    assert rec["osts"] == rec["asked"]
