@@ -112,9 +112,12 @@ fi
 # 4. Python for the tier: the collector, broker and mapper run in the guest.
 if [ ! -f "$work/venv.done" ]; then
     step "guest virtualenv (/opt/lustre-alloc-venv)"
+    # pip inside the chroot trusts what the host's pip trusts (a site's TLS proxy, say)
+    cp "${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}" "$root/etc/lustre-vm-pip-ca.crt"
     in_root python3 -m venv /opt/lustre-alloc-venv >>"$log" 2>&1
-    in_root /opt/lustre-alloc-venv/bin/pip install -q pyzmq msgpack psutil PyYAML \
-        prometheus-client numpy ortools networkx pytest >>"$log" 2>&1
+    in_root /opt/lustre-alloc-venv/bin/pip install -q --cert /etc/lustre-vm-pip-ca.crt \
+        pyzmq msgpack psutil PyYAML prometheus-client numpy ortools networkx pytest \
+        pytest-timeout >>"$log" 2>&1
     touch "$work/venv.done"
 fi
 

@@ -11,7 +11,7 @@ nost=${LUSTRE_VM_OSTS:-4}
 t0=$(date +%s)
 say() { echo "guest: [$(( $(date +%s) - t0 )) s] $*"; }
 
-say "kernel $(uname -r), $(nproc) CPUs"
+say "kernel $(uname -r), $(nproc) CPUs; network: $(ls /sys/class/net | tr "\n" " ")"
 modprobe zfs
 modprobe lnet networks='tcp0(eth0)'
 lnetctl lnet configure --all >/dev/null

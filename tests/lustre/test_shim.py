@@ -1,0 +1,373 @@
+"""The shim on a real Lustre 2.17.0 client: every file gets the layout it asked for (the
+mapper's list, or the program's or user's own), what the application sees matches plain
+Lustre, and the record says what Lustre did. The stand-in mapper
+(:class:`mapper.selftest.responder.ListResponder`) answers with the lists each test sets."""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from common import lustre_layout as ll
+from common.record_file import read_records
+from mapper.selftest.responder import ListResponder
+
+from .conftest import (FSNAME, NOBODY, SHIM, all_osts_ready, lctl_get, lctl_set, osp, rule,
+                       sh, wait_for)
+
+MIB = 1 << 20
+
+
+def layout(path: Path) -> ll.Layout | None:
+    """The file's whole layout (``lustre.lov``, as liblustreapi reads it); None without."""
+    try:
+        return ll.parse(os.getxattr(path, "lustre.lov"))
+    except OSError as exc:
+        if exc.errno == errno.ENODATA:
+            return None
+        raise
+
+
+def first_osts(lay: ll.Layout | None) -> list[int]:
+    if lay is None:
+        return []
+    return lay.components[0].osts if lay.components else lay.osts
+
+
+@pytest.fixture
+def mapper():
+    with ListResponder() as m:
+        yield m
+
+
+def shim_env(mapper: ListResponder, record: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LUSTRE_ALLOC_")}
+    env.update(LD_PRELOAD=str(SHIM), LUSTRE_ALLOC_MAPPER=mapper.endpoint,
+               LUSTRE_ALLOC_TIMEOUT_MS="10000", LUSTRE_ALLOC_RECORD=str(record),
+               LUSTRE_ALLOC_LEASE="0")
+    env.update(extra)
+    return env
+
+
+def python(code: str, env: dict[str, str], user: int | None = None) -> dict:
+    """Run ``code`` in a Python child (it fills ``out``); returns ``out``."""
+    prog = ("import errno, fcntl, json, os, sys\nout = {}\ntry:\n"
+            + textwrap.indent(textwrap.dedent(code), "    ")
+            + "\nexcept OSError as e:\n    out['error'] = errno.errorcode[e.errno]\n"
+            "print('OUT ' + json.dumps(out))\n")
+    cmd = [sys.executable, "-c", prog]
+    if user is not None:
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] + cmd
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return __import__("json").loads([x for x in p.stdout.splitlines()
+                                      if x.startswith("OUT ")][-1][4:])
+
+
+WRITE = """
+fd = os.open(PATH, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+out['written'] = os.write(fd, b'x' * SIZE)
+os.close(fd)
+"""
+
+
+def create(path: Path, env: dict[str, str], size: int = 65536) -> dict:
+    return python(f"PATH = {str(path)!r}\nSIZE = {size}\n" + WRITE, env)
+
+
+def records_for(record: Path, path: Path) -> list[dict]:
+    return [r for r in read_records(record) if r["path"] == str(path)] if record.exists() else []
+
+
+def test_an_explicit_list_is_the_files_layout_in_order(work, mapper, tmp_path):
+    """lod_qos.c lod_alloc_ost_list(): a LOV_USER_MAGIC_SPECIFIC list is the layout, in
+    its order (rule 3 of docs/reference/lustre-semantics.md)."""
+    sh("lfs", "setstripe", "-c", "2", str(work))
+    mapper.answer_with([3, 1])
+    f = work / "f"
+    out = create(f, shim_env(mapper, tmp_path / "rec"))
+    got = first_osts(layout(f))
+    (rec,) = records_for(tmp_path / "rec", f)
+    rule("a SPECIFIC list is applied as given, in order", "lod_qos.c lod_alloc_ost_list()",
+         "lustre_model.c lm_instantiate_blob(): the list, in order", f"asked [3, 1], got {got}",
+         got == [3, 1])
+    assert out == {"written": 65536} and got == [3, 1]
+    assert (rec["result"], rec["osts"], rec["asked"]) == ("layout", "3,1", "3,1")
+
+
+def test_a_file_created_without_any_stripe_size_gets_lustres_default_stripe_size(
+        work, mapper, tmp_path):
+    """lod_qos.c lod_qos_parse_config() -> lod_adjust_stripe_size(): 0 is lov.stripesize
+    (4 MiB from 2.16.0); the shim had set 1 MiB."""
+    plain = work / "plain"
+    plain.write_bytes(b"x")
+    mapper.answer_with([2])
+    f = work / "shim"
+    create(f, shim_env(mapper, tmp_path / "rec"))
+    want, got = layout(plain).stripe_size, layout(f).stripe_size
+    rule("a list with stripe size 0 gets the LOD default stripe size",
+         "lod_qos.c lod_qos_parse_config(), lod_object.c lod_adjust_stripe_size()",
+         "lustre_model.c: 0 -> default_size (4 MiB)", f"plain {want}, shim {got}",
+         got == want == 4 * MIB)
+    assert got == want == int(lctl_get(f"lod.{FSNAME}-MDT0000-mdtlov.stripesize"))
+
+
+def test_a_list_naming_a_drained_ost_gets_the_default_layout_and_writes(
+        work, mapper, tmp_path, restore_osts):
+    """lod_qos.c lod_statfs_and_check(): max_create_count=0 -> ENOBUFS for a list; the
+    shim asks Lustre's allocator for the same count, the write succeeds."""
+    lctl_set(f"{osp(1)}.max_create_count", "0")
+    mapper.answer_with([1])
+    f = work / "f"
+    out = create(f, shim_env(mapper, tmp_path / "rec"))
+    (rec,) = records_for(tmp_path / "rec", f)
+    got = first_osts(layout(f))
+    rule("a list naming a drained OST (max_create_count=0) is refused ENOBUFS",
+         "lod_qos.c lod_statfs_and_check(): OS_STATFS_NOCREATE",
+         "lustre_model.c lm_ost_errno(): nocreate -> ENOBUFS", rec["reason"],
+         rec["reason"] == f"setstripe_rejected:{errno.ENOBUFS}+default_layout")
+    assert out == {"written": 65536} and got and 1 not in got
+    assert rec["reason"] == f"setstripe_rejected:{errno.ENOBUFS}+default_layout"
+    assert rec["osts"] == ",".join(map(str, got)) and rec["asked"] == "1"
+
+
+def test_a_list_naming_an_inactive_ost_gets_the_default_layout_and_writes(
+        work, mapper, tmp_path, restore_osts):
+    """lod_qos.c: a deactivated OSP (lctl set_param osp.*.active=0) cannot take an
+    object; the errno is Lustre's to say (the stand-in says EREMOTEIO)."""
+    lctl_set(f"{osp(2)}.active", "0")
+    mapper.answer_with([2])
+    f = work / "f"
+    out = create(f, shim_env(mapper, tmp_path / "rec"))
+    (rec,) = records_for(tmp_path / "rec", f)
+    got = first_osts(layout(f))
+    rule("a list naming an inactive OST is refused (the stand-in: EREMOTEIO)",
+         "lod_qos.c lod_alloc_ost_list(), lod_statfs_and_check()",
+         "lustre_model.c lm_ost_errno(): inactive -> EREMOTEIO", rec["reason"],
+         rec["reason"] == f"setstripe_rejected:{errno.EREMOTEIO}+default_layout")
+    assert out == {"written": 65536} and got and 2 not in got
+    assert rec["reason"].startswith("setstripe_rejected:") and \
+        rec["reason"].endswith("+default_layout")
+
+
+def test_every_ost_drained_the_open_fails_as_plain_lustres_and_leaves_no_file(
+        work, mapper, tmp_path, restore_osts):
+    """With no OST taking objects plain Lustre fails the open ENOSPC and leaves no file;
+    the shim had reopened /proc/self/fd/N (llite reuses the write handle, och_usecount),
+    leaving a file whose every write failed EBADF."""
+    for i in range(4):
+        lctl_set(f"{osp(i)}.max_create_count", "0")
+
+    def plain_fails() -> bool:
+        probe = work / "probe"
+        p = sh("dd", "if=/dev/zero", f"of={probe}", "bs=4k", "count=1", check=False)
+        probe.unlink(missing_ok=True)
+        return p.returncode != 0
+    wait_for(plain_fails, what="plain creates failing (osp maxage)")
+    mapper.answer_with([0])
+    outcomes = {}
+    for label, env in (("plain", None), ("shim", shim_env(mapper, tmp_path / "rec"))):
+        f = work / label
+        out = python(f"PATH = {str(f)!r}\nSIZE = 4096\n" + WRITE, env or dict(os.environ))
+        outcomes[label] = (out.get("error"), out.get("written"), f.exists())
+    rule("every OST drained: open(O_CREAT|O_WRONLY) fails ENOSPC, no file left",
+         "mdt_open.c mdt_reint_open() -> mdt_create_data(); lod_qos.c lod_alloc_rr()",
+         "lustre_model.c lm_after_open(): a failed create is undone", str(outcomes),
+         outcomes["plain"] == ("ENOSPC", None, False))
+    assert outcomes["shim"] == outcomes["plain"] == ("ENOSPC", None, False)
+    assert records_for(tmp_path / "rec", work / "shim") == []
+
+
+def test_a_reopen_through_proc_self_fd_makes_no_layout(work, restore_osts):
+    """llite/file.c ll_file_open(): the write open handle is reused (och_usecount), no MDS
+    open, no layout: what the shim's old fallback relied on does not happen."""
+    f = work / "f"
+    out = python(f"""
+fd = os.open({str(f)!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL | 0o400 | 0o20000, 0o644)
+fd2 = os.open('/proc/self/fd/%d' % fd, os.O_WRONLY)
+try:
+    os.write(fd2, b'x')
+    out['write'] = 'ok'
+except OSError as e:
+    out['write'] = errno.errorcode[e.errno]
+""", dict(os.environ))
+    rule("a /proc/self/fd reopen of a file held for write makes no layout",
+         "llite/file.c ll_file_open(): och_usecount",
+         "lustre_model.c lm_after_open(): via_fd_link", f"write: {out.get('write')}, "
+         f"layout: {layout(f)}", out.get("write") == "EBADF" and layout(f) is None)
+    assert out.get("write") == "EBADF" and layout(f) is None
+
+
+def test_leased_layouts_are_the_files_layouts(work, mapper, tmp_path):
+    """Protocol v2 leases: every file of a lease gets its list."""
+    mapper.answer_with([2])
+    env = shim_env(mapper, tmp_path / "rec", LUSTRE_ALLOC_LEASE="1")
+    out = python(f"""
+for i in range(20):
+    with open({str(work)!r} + '/f%d' % i, 'wb') as fh:
+        fh.write(b'x' * 4096)
+out['ok'] = 1
+""", env)
+    got = {first_osts(layout(work / f"f{i}"))[0] for i in range(20)}
+    assert out == {"ok": 1} and got == {2}
+    assert any(a.op == "lease" for a in mapper.asked)
+
+
+def test_a_plain_directory_default_is_asked_for_and_kept(work, mapper, tmp_path):
+    """lod_object.c lod_ah_init(): the directory's count and size; the shim asks for them."""
+    sh("lfs", "setstripe", "-c", "2", "-S", "2M", str(work))
+    mapper.answer_with([1, 3])
+    f = work / "f"
+    create(f, shim_env(mapper, tmp_path / "rec"))
+    lay = layout(f)
+    assert mapper.asked[-1].stripe_count == 2 and mapper.asked[-1].stripe_size == 2 * MIB
+    assert lay.osts == [1, 3] and lay.stripe_size == 2 * MIB
+
+
+def test_a_pfl_default_places_its_first_component_and_lustre_the_rest(
+        work, mapper, tmp_path):
+    """lod_qos.c lod_qos_prep_create(): a component is instantiated when I/O reaches it;
+    the later one is Lustre's, and the write that reaches it succeeds."""
+    sh("lfs", "setstripe", "-E", "1M", "-c", "1", "-E", "-1", "-c", "2", str(work))
+    mapper.answer_with([3])
+    f = work / "f"
+    out = create(f, shim_env(mapper, tmp_path / "rec"), size=2 * MIB + 65536)
+    comps = layout(f).components
+    rule("a PFL default's later component is instantiated by the write that reaches it",
+         "lod_object.c lod_declare_instantiate_components()",
+         "lustre_model.c lm_before_write()",
+         f"{[(c.start, c.osts, bool(c.flags & ll.LCME_FL_INIT)) for c in comps]}",
+         len(comps) == 2 and comps[0].osts == [3] and len(comps[1].osts) == 2)
+    assert out == {"written": 2 * MIB + 65536}
+    assert len(comps) == 2 and comps[0].osts == [3] and len(comps[1].osts) == 2
+
+
+def test_a_sel_default_is_left_to_lustre(work, mapper, tmp_path):
+    """A self-extending default (lfs setstripe -z) is Lustre's to grow: not asked."""
+    sh("lfs", "setstripe", "-E", "-1", "-c", "1", "-z", "64M", str(work))
+    f = work / "f"
+    out = create(f, shim_env(mapper, tmp_path / "rec"))
+    (rec,) = records_for(tmp_path / "rec", f)
+    comps = layout(f).components
+    assert out == {"written": 65536} and rec["reason"] == "dir_sel" and not mapper.asked
+    assert any(c.flags & ll.LCME_FL_EXTENSION for c in comps)
+
+
+def test_an_o_append_create_gets_lustres_append_layout(work, mapper, tmp_path):
+    """mdd_object.c mdd_object_make_hint(): an O_APPEND create gets append_stripe_count
+    stripes (mdd.*.append_stripe_count, 1), not the directory's 2; the shim leaves it."""
+    sh("lfs", "setstripe", "-c", "2", str(work))
+    mapper.answer_with([0, 1])
+    counts = {}
+    for label, env in (("plain", dict(os.environ)),
+                       ("shim", shim_env(mapper, tmp_path / "rec"))):
+        f = work / label
+        python(f"os.close(os.open({str(f)!r}, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))",
+               env)
+        counts[label] = len(first_osts(layout(f)))
+    rule("an O_APPEND create gets append_stripe_count stripes (1)",
+         "mdd_object.c mdd_object_make_hint(), mdd_device.c append_stripe_count",
+         "lustre_model.c lm_after_open(): append_count", str(counts), counts["plain"] == 1)
+    assert counts == {"plain": 1, "shim": 1} and not mapper.asked
+
+
+def test_a_0444_create_by_a_user_keeps_the_mappers_layout(work, mapper, tmp_path):
+    """mdt_open.c: the layout is made before the open's permission check, so SETSTRIPE
+    answers EACCES with the layout in place; the shim had asked again (EEXIST) and
+    recorded +no_layout."""
+    work.chmod(0o1777)
+    record = tmp_path / "rec"
+    tmp_path.chmod(0o777)
+    mapper.answer_with([2])
+    f = work / "ro"
+    out = python(f"""
+fd = os.open({str(f)!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+out['written'] = os.write(fd, b'x')
+""", shim_env(mapper, record), user=NOBODY)
+    (rec,) = records_for(record, f)
+    rule("SETSTRIPE on a 0444 file created by a user: EACCES with the layout applied",
+         "mdt_open.c mdt_reint_open(): layout before the permission check",
+         "lustre_model.c lm_setstripe(): no owner write -> EACCES after the layout",
+         f"{rec['reason']}, layout {first_osts(layout(f))}",
+         rec["reason"] == f"setstripe_late:{errno.EACCES}")
+    assert out == {"written": 1} and first_osts(layout(f)) == [2]
+    assert (rec["result"], rec["reason"]) == ("layout", f"setstripe_late:{errno.EACCES}")
+
+
+@pytest.mark.parametrize("args,want", [(["-c", "4"], 4), (["-o", "1,3"], [1, 3]),
+                                       (["-c", "1", "-i", "2"], [2])],
+                         ids=["count", "ost-list", "offset"])
+def test_lfs_setstripe_of_a_new_file_under_the_shim_gets_what_it_asked(
+        work, mapper, tmp_path, args, want):
+    """liblustreapi opens with O_LOV_DELAY_CREATE and sets its own layout
+    (llapi_file_open_param()); the shim had taken the open over ("stripe already set")."""
+    mapper.answer_with([0])
+    f = work / "f"
+    p = subprocess.run(["lfs", "setstripe", *args, str(f)],
+                       env=shim_env(mapper, tmp_path / "rec"), capture_output=True, text=True)
+    got = first_osts(layout(f))
+    assert p.returncode == 0, p.stderr
+    assert (len(got) if isinstance(want, int) else got) == want
+    assert not mapper.asked
+
+
+def test_a_directory_default_naming_a_start_ost_is_left_to_lustre(work, mapper, tmp_path):
+    """lfs setstripe -i 2 -c 1 DIR: LOD starts at OST 2 (lod_qos.c
+    lod_ost_alloc_specific()); the shim had placed the file elsewhere."""
+    sh("lfs", "setstripe", "-i", "2", "-c", "1", str(work))
+    mapper.answer_with([0])
+    f = work / "f"
+    create(f, shim_env(mapper, tmp_path / "rec"))
+    (rec,) = records_for(tmp_path / "rec", f)
+    assert first_osts(layout(f)) == [2] and rec["reason"] == "dir_offset"
+
+
+LLAPI = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <lustre/lustreapi.h>
+int main(int argc, char **argv)
+{
+	struct llapi_layout *l = llapi_layout_alloc();
+	llapi_layout_stripe_count_set(l, 3);
+	int fd = llapi_layout_file_create(argv[1], 0, 0644, l);
+	if (fd < 0) { perror("llapi_layout_file_create"); return 1; }
+	return write(fd, "x", 1) == 1 ? 0 : 2;
+}
+"""
+
+
+def test_an_llapi_layout_create_under_the_shim_gets_its_layout(work, mapper, tmp_path):
+    """llapi_layout_file_create(): O_LOV_DELAY_CREATE then its own SETSTRIPE."""
+    src, exe = tmp_path / "llapi.c", tmp_path / "llapi"
+    src.write_text(LLAPI)
+    sh("gcc", "-o", str(exe), str(src), "-llustreapi")
+    mapper.answer_with([0])
+    f = work / "f"
+    p = subprocess.run([str(exe), str(f)], env=shim_env(mapper, tmp_path / "rec"),
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert len(first_osts(layout(f))) == 3 and not mapper.asked
+
+
+def test_cp_dd_and_python_write_under_the_shim_with_a_drained_ost_in_the_lists(
+        work, mapper, tmp_path, restore_osts):
+    lctl_set(f"{osp(1)}.max_create_count", "0")
+    mapper.answer_with([1])
+    src = tmp_path / "src"
+    src.write_bytes(os.urandom(256 * 1024))
+    env = shim_env(mapper, tmp_path / "rec", LUSTRE_ALLOC_LEASE="1")
+    script = (f"for i in 1 2 3 4 5; do cp {src} {work}/cp$i && "
+              f"dd if={src} of={work}/dd$i bs=64k status=none || exit 1; done")
+    assert subprocess.run(["sh", "-c", script], env=env).returncode == 0
+    python(f"open({str(work)!r} + '/py', 'wb').write(open({str(src)!r}, 'rb').read())", env)
+    files = sorted(work.iterdir())
+    assert len(files) == 11
+    for f in files:
+        assert f.read_bytes() == src.read_bytes()
+        assert first_osts(layout(f)) and 1 not in first_osts(layout(f))
