@@ -8,6 +8,7 @@ import errno
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -62,7 +63,13 @@ def python(code: str, env: dict[str, str], user: int | None = None) -> dict:
             "print('OUT ' + json.dumps(out))\n")
     cmd = [sys.executable, "-c", prog]
     if user is not None:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] + cmd
+        # the shim preloaded below the privilege drop: setpriv drops the capabilities of
+        # its main thread only, and glibc's setxid then aborts when the shim's helper
+        # thread cannot follow (nptl_setxid.c setxid_error())
+        env = dict(env)
+        preload = env.pop("LD_PRELOAD", "")
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
+               "env", f"LD_PRELOAD={preload}"] + cmd
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     return __import__("json").loads([x for x in p.stdout.splitlines()
@@ -281,8 +288,9 @@ def test_a_0444_create_by_a_user_keeps_the_mappers_layout(work, mapper, tmp_path
     answers EACCES with the layout in place; the shim had asked again (EEXIST) and
     recorded +no_layout."""
     work.chmod(0o1777)
-    record = tmp_path / "rec"
-    tmp_path.chmod(0o777)
+    shared = Path(tempfile.mkdtemp(prefix="la-user-", dir="/tmp"))
+    shared.chmod(0o777)                     # the user's record (pytest's tmp is root's)
+    record = shared / "rec"
     mapper.answer_with([2])
     f = work / "ro"
     out = python(f"""
@@ -330,12 +338,13 @@ def test_a_directory_default_naming_a_start_ost_is_left_to_lustre(work, mapper, 
 LLAPI = r"""
 #include <fcntl.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <lustre/lustreapi.h>
 int main(int argc, char **argv)
 {
 	struct llapi_layout *l = llapi_layout_alloc();
 	llapi_layout_stripe_count_set(l, 3);
-	int fd = llapi_layout_file_create(argv[1], 0, 0644, l);
+	int fd = llapi_layout_file_create(argv[1], O_WRONLY, 0644, l);
 	if (fd < 0) { perror("llapi_layout_file_create"); return 1; }
 	return write(fd, "x", 1) == 1 ? 0 : 2;
 }
