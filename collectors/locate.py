@@ -7,7 +7,9 @@ servers. Table from ``docs/reference/lustre-stats-formats.md`` (lustre-release s
 =====================  ==============================================  ==========================
 source                 candidates (relative to the root)                versions
 =====================  ==============================================  ==========================
-OST stats, job_stats   proc/fs/lustre/obdfilter/T/                      all
+OST stats              sys/kernel/debug/lustre/obdfilter/T/,            debugfs 2.17+ (lproc_ofd.c
+                       proc/fs/lustre/obdfilter/T/                      ldebugfs_alloc_obd_stats)
+OST job_stats          proc/fs/lustre/obdfilter/T/                      all
 OST kbytes*, files*    sys/fs/lustre/obdfilter/T/, proc/fs/lustre/      sys 2.12+, proc <= 2.10;
                        obdfilter/T/, {sys,proc}/fs/lustre/osd-*/T/      osd-* as fallback
 brw_stats              sys/kernel/debug/lustre/osd-*/T/,                debugfs 2.15+ (LU-14927),
@@ -36,7 +38,9 @@ DEBUG = "sys/kernel/debug/lustre"
 
 #: OST file name -> candidate directory patterns (``{t}`` is the target name).
 OST_FILES: dict[str, tuple[str, ...]] = {
-    "stats": (f"{PROC}/obdfilter/{{t}}",),
+    # 2.17.0 moved an OST's stats to debugfs (lproc_ofd.c: ldebugfs_alloc_obd_stats();
+    # seen on 2.17.0: lctl list_param -p obdfilter.*.stats)
+    "stats": (f"{DEBUG}/obdfilter/{{t}}", f"{PROC}/obdfilter/{{t}}"),
     "job_stats": (f"{PROC}/obdfilter/{{t}}",),
     "brw_stats": (f"{DEBUG}/osd-*/{{t}}", f"{PROC}/osd-*/{{t}}", f"{PROC}/obdfilter/{{t}}"),
     "degraded": (f"{SYS}/obdfilter/{{t}}", f"{PROC}/obdfilter/{{t}}"),

@@ -698,17 +698,18 @@ static int lm_setstripe(int fd, const void *lum)
 	 * existing LOV EA" */
 	if (getxattr(p, LM_LOV, NULL, 0) > 0)
 		return -EEXIST;
-	rc = lm_set_layout(fd, p, lum, len);
-	/* mdt_open.c: the layout is made before the open's permission check,
-	 * so a file without owner write (0444) set by a non-root user answers
-	 * EACCES with the layout in place */
-	if (rc == 0 && !(st.st_mode & S_IWUSR)) {
+	/* llite/file.c ll_lov_setstripe_ea_info(): the layout is set by an
+	 * MDS open for write, whose permission check a file without owner
+	 * write (0444) fails for a user: EACCES, no layout (seen on Lustre
+	 * 2.17.0; the reading "layout before the permission check" was wrong) */
+	if (!(st.st_mode & S_IWUSR)) {
 		struct lm_state s;
 
 		lm_read_state(&s);
 		if (geteuid() != 0 || s.root_squash)
 			return -EACCES;
 	}
+	rc = lm_set_layout(fd, p, lum, len);
 	return rc;
 }
 

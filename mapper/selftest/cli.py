@@ -131,8 +131,10 @@ def _remove(top: Path, say: Callable[[str], None]) -> None:
 
 
 def _steer(ost: str, sources: dict, root: str, lctl: list[str], journal: str) -> list[Row]:
-    """The steering check on the role whose source has ``ost`` (its OSS, or the MDS)."""
+    """The steering check on every role whose source has ``ost``: its OSS (``degraded``),
+    the MDS (a drain), both on a node that serves the OST and the MDT."""
     from collectors.lustre_params import osp_devices_of
+    rows: list[Row] = []
     for role, source in sources.items():
         try:
             mine = (ost in source.targets("ost") if role == "oss" else
@@ -141,9 +143,9 @@ def _steer(ost: str, sources: dict, root: str, lctl: list[str], journal: str) ->
         except Exception:  # noqa: BLE001 - unreadable here: try the other role
             mine = False
         if mine:
-            return steer_rows(ost, role, source, params_for(source, root, lctl), journal)
-    return [Row(f"steer {ost}", FAIL, f"{ost} is neither an OST of this OSS nor an OSP "
-                                        f"device of this MDS")]
+            rows += steer_rows(ost, role, source, params_for(source, root, lctl), journal)
+    return rows or [Row(f"steer {ost}", FAIL, f"{ost} is neither an OST of this OSS nor an "
+                                              f"OSP device of this MDS")]
 
 
 if __name__ == "__main__":

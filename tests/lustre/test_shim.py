@@ -283,28 +283,37 @@ def test_an_o_append_create_gets_lustres_append_layout(work, mapper, tmp_path):
     assert counts == {"plain": 1, "shim": 1} and not mapper.asked
 
 
-def test_a_0444_create_by_a_user_keeps_the_mappers_layout(work, mapper, tmp_path):
-    """mdt_open.c: the layout is made before the open's permission check, so SETSTRIPE
-    answers EACCES with the layout in place; the shim had asked again (EEXIST) and
-    recorded +no_layout."""
+def test_a_0444_create_by_a_user_is_left_to_lustre(work, mapper, tmp_path):
+    """A user's SETSTRIPE on a file without owner write answers EACCES and sets nothing
+    (the reading "mdt_open.c makes the layout before the permission check" was wrong:
+    this test saw EACCES with no layout); the shim leaves such a create to Lustre."""
     work.chmod(0o1777)
     shared = Path(tempfile.mkdtemp(prefix="la-user-", dir="/tmp"))
     shared.chmod(0o777)                     # the user's record (pytest's tmp is root's)
     record = shared / "rec"
     mapper.answer_with([2])
+    probe = work / "probe"
+    seen = python(f"""
+fd = os.open({str(probe)!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL | 0o400 | 0o20000, 0o444)
+try:
+    fcntl.ioctl(fd, 0x4008669A, bytes.fromhex({ll.specific([2], 0).hex()!r}))
+    out['setstripe'] = 'ok'
+except OSError as e:
+    out['setstripe'] = errno.errorcode[e.errno]
+""", dict(os.environ), user=NOBODY)
+    rule("SETSTRIPE by a user on a 0444 file it created: EACCES, no layout",
+         "llite/file.c ll_lov_setstripe_ea_info(): an MDS open for write",
+         "lustre_model.c lm_setstripe(): no owner write -> EACCES, nothing set",
+         f"{seen}, layout {first_osts(layout(probe))}",
+         seen.get("setstripe") == "EACCES" and layout(probe) is None)
     f = work / "ro"
     out = python(f"""
 fd = os.open({str(f)!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
 out['written'] = os.write(fd, b'x')
 """, shim_env(mapper, record), user=NOBODY)
     (rec,) = records_for(record, f)
-    rule("SETSTRIPE on a 0444 file created by a user: EACCES with the layout applied",
-         "mdt_open.c mdt_reint_open(): layout before the permission check",
-         "lustre_model.c lm_setstripe(): no owner write -> EACCES after the layout",
-         f"{rec['reason']}, layout {first_osts(layout(f))}",
-         rec["reason"] == f"setstripe_late:{errno.EACCES}")
-    assert out == {"written": 1} and first_osts(layout(f)) == [2]
-    assert (rec["result"], rec["reason"]) == ("layout", f"setstripe_late:{errno.EACCES}")
+    assert out == {"written": 1} and layout(f) is not None
+    assert (rec["result"], rec["reason"]) == ("default", "mode_no_write") and not mapper.asked
 
 
 @pytest.mark.parametrize("args,want", [(["-c", "4"], 4), (["-o", "1,3"], [1, 3]),
