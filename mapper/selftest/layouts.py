@@ -303,13 +303,14 @@ class LayoutChecks:
     def sel_default(self, mapper: ListResponder) -> Row:
         """A self-extending default is passed to Lustre untouched: no mapper request, the
         file reads back as a composite with its extension component (rule 10)."""
-        # lfs setstripe -E -1 -z 64M: the extension component's lmm_stripe_size is the
-        # extension size in SEL_UNIT_SIZE (1 KiB) units (lustre_user.h; lod_object.c)
+        # lfs setstripe -E -1 -c 1 -z 64M, as lfs sets it (a COMP_V1 layout whose
+        # extension component has no stripes): its lmm_stripe_size is the extension size
+        # in SEL_UNIT_SIZE (1 KiB) units (lustre_user.h; lod_object.c); a template with
+        # the LOV_USER_MAGIC_SEL magic is refused EINVAL (seen on 2.17.0)
         directory = self._dir("sel-default", ll.composite([
             ll.Component(0, 64 * MIB, ll.plain(1, MIB)),
-            ll.Component(64 * MIB, ll.LUSTRE_EOF, ll.plain(1, 64 * MIB // SEL_UNIT_BYTES),
-                         ll.LCME_FL_EXTENSION)],
-            magic=ll.LOV_USER_MAGIC_SEL))
+            ll.Component(64 * MIB, ll.LUSTRE_EOF, ll.plain(0, 64 * MIB // SEL_UNIT_BYTES),
+                         ll.LCME_FL_EXTENSION)]))
         mapper.answer_with(self._pick(1))
         before = len(mapper.asked)
         f = self._create("sel-default", mapper.endpoint, lease=False, directory=directory)

@@ -38,6 +38,29 @@ def params():
     wait_for(all_osts_ready, what="OSPs precreating")
 
 
+def selftest(*args: str) -> tuple[int, dict[str, dict]]:
+    p = subprocess.run([sys.executable, "-m", "mapper.selftest.cli", "--json", *args],
+                       capture_output=True, text=True, timeout=600, cwd=PROJECT)
+    rows = json.loads(p.stdout) if p.stdout.strip().startswith("[") else []
+    return p.returncode, {r["check"]: r for r in rows}
+
+
+def test_the_selftest_passes_every_row_on_a_stock_file_system(tmp_path):
+    """Default stripe count 1, 4 MiB stripes: every client and server row passes, and
+    --steer acts on both roles of this node (OSS: degraded; MDS: a drain)."""
+    wait_for(allocator_sees_every_ost, what="LOD using every OST")
+    code, rows = selftest("--dir", MOUNT, "--shim", str(SHIM), "--steer", OST,
+                          "--steer-journal", str(tmp_path / "j.json"))
+    failed = {c: r["detail"] for c, r in rows.items() if r["result"] == "FAIL"}
+    rule("the selftest's rows on a stock 2.17.0", "mapper/selftest",
+         "tests/client/test_selftest.py on the stand-in",
+         f"{sum(r['result'] == 'PASS' for r in rows.values())} of {len(rows)} pass; "
+         f"failed: {failed or 'none'}", not failed)
+    assert not failed and code == 0, rows
+    assert any(c.startswith("steer degraded") for c in rows)
+    assert any(c.startswith("steer drain") for c in rows)
+
+
 def test_a_drain_sets_and_restores_max_create_count_and_create_count(params, tmp_path):
     """lproc_osp.c max_create_count_store(): 0 makes create_count 0; back to 20000 makes
     it 32 (OST_MIN_PRECREATE), not what it was; the agent restores it after."""
@@ -111,24 +134,3 @@ def test_a_remount_resets_degraded_and_the_agent_applies_it_again(params, tmp_pa
     wait_for(all_osts_ready, what="OSPs precreating after the remount")
 
 
-def selftest(*args: str) -> tuple[int, dict[str, dict]]:
-    p = subprocess.run([sys.executable, "-m", "mapper.selftest.cli", "--json", *args],
-                       capture_output=True, text=True, timeout=600, cwd=PROJECT)
-    rows = json.loads(p.stdout) if p.stdout.strip().startswith("[") else []
-    return p.returncode, {r["check"]: r for r in rows}
-
-
-def test_the_selftest_passes_every_row_on_a_stock_file_system(tmp_path):
-    """Default stripe count 1, 4 MiB stripes: every client and server row passes, and
-    --steer acts on both roles of this node (OSS: degraded; MDS: a drain)."""
-    wait_for(allocator_sees_every_ost, what="LOD using every OST")
-    code, rows = selftest("--dir", MOUNT, "--shim", str(SHIM), "--steer", OST,
-                          "--steer-journal", str(tmp_path / "j.json"))
-    failed = {c: r["detail"] for c, r in rows.items() if r["result"] == "FAIL"}
-    rule("the selftest's rows on a stock 2.17.0", "mapper/selftest",
-         "tests/client/test_selftest.py on the stand-in",
-         f"{sum(r['result'] == 'PASS' for r in rows.values())} of {len(rows)} pass; "
-         f"failed: {failed or 'none'}", not failed)
-    assert not failed and code == 0, rows
-    assert any(c.startswith("steer degraded") for c in rows)
-    assert any(c.startswith("steer drain") for c in rows)
