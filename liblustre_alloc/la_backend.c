@@ -116,6 +116,31 @@ static int la_lustre_fd_layout(int fd, void *buf, size_t cap, uint32_t *osts,
 	return la_parse_file_layout(buf, cap, osts, max, stripe_size);
 }
 
+/* The layout the file (name in dirfd, open as fd) has after a refused
+ * SETSTRIPE, read through a new open of it: a refusal can come after the
+ * layout was made (mdt_open.c makes it before the open's permission check:
+ * a user's 0444 create gets EACCES with the layout in place), and the
+ * creating descriptor is not refreshed (ll_lov_setstripe() refreshes only
+ * on success: its GETSTRIPE says ENODATA, seen on 2.17.0).  Only while the
+ * name still leads to this inode. */
+static int la_lustre_layout_after_refusal(int dirfd, const char *path, int fd,
+					  void *lum, struct la_outcome *out)
+{
+	struct stat a, b;
+	int nfd, n = -1;
+
+	nfd = la_real.openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+					  O_NOCTTY | O_CLOEXEC, 0);
+	if (nfd < 0)
+		return -1;
+	if (fstat(fd, &a) == 0 && fstat(nfd, &b) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino)
+		n = la_lustre_fd_layout(nfd, lum, LA_LUM_MAX, out->got,
+					LA_MAX_STRIPES, &out->got_size);
+	close(nfd);
+	return n;
+}
+
 /* Remove the file this call created (name in dirfd, open as fd) when the
  * name still leads to that inode: Lustre gave it no layout, and plain
  * Lustre's open(2) would have failed and left no file (mdt_open.c: the
@@ -140,8 +165,10 @@ static void la_remove_own(int dirfd, const char *path, int fd)
  *    layout with no start OST;
  *  - a refusal can come after the layout was made: the MDS creates it
  *    before the open's permission check (mdt_open.c), so a 0444 create by
- *    a non-root user gets EACCES with the layout in place.  What the file
- *    has is read back after every refusal;
+ *    a non-root user gets EACCES with the layout in place, which this
+ *    descriptor does not see until its first write refreshes it (seen on
+ *    2.17.0).  What the file has is read back through a new open after
+ *    every refusal;
  *  - if Lustre gives the file no layout at all (every OST of the pool
  *    drained, full or gone), plain Lustre would have failed the open(2)
  *    itself (ENOSPC, no file left): the file is removed (only while its
@@ -183,8 +210,8 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 		la_build_lum(lum, rq->stripe_size_lustre ? 0 : d->stripe_size,
 			     d->count, d->osts, pool && *pool ? pool : NULL);
 	e = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ? 0 : errno;
-	if (e == 0 || la_lustre_fd_layout(fd, lum, LA_LUM_MAX, out->got,
-					  LA_MAX_STRIPES, &out->got_size) > 0) {
+	if (e == 0 ||
+	    la_lustre_layout_after_refusal(dirfd, path, fd, lum, out) > 0) {
 		out->applied = 1;
 		if (e) /* made, then refused: the permission check */
 			la_reason(out->reason, sizeof(out->reason),
@@ -195,8 +222,8 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 	out->refused_errno = e;
 	la_build_default(lum, rq, d);
 	e2 = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ? 0 : errno;
-	if (e2 == 0 || la_lustre_fd_layout(fd, lum, LA_LUM_MAX, out->got,
-					   LA_MAX_STRIPES, &out->got_size) > 0)
+	if (e2 == 0 ||
+	    la_lustre_layout_after_refusal(dirfd, path, fd, lum, out) > 0)
 		out->recovery = LA_RECOVERED_DEFAULT;
 	else if ((flags & O_ACCMODE) == O_RDONLY)
 		out->recovery = LA_RECOVERY_FAILED;

@@ -74,14 +74,7 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	d->shadow_token = 0;
 	d->ncomp = 0;
 	d->pfl = NULL;
-	if (!(mode & S_IWUSR) && geteuid() != 0) {
-		/* A file its creator may not write (0444): setting a layout
-		 * needs write permission on it (an MDS open for write), so
-		 * SETSTRIPE would answer EACCES and set nothing (seen on
-		 * Lustre 2.17.0); only the create's own open may make it.
-		 * (umask can only take bits away, so mode tells.) */
-		strcpy(d->reason, "mode_no_write");
-	} else if (di->untouched && !(hint && hint->stripe_count)) {
+	if (di->untouched && !(hint && hint->stripe_count)) {
 		/* a default the admin wants Lustre to apply as it is */
 		strcpy(d->reason, di->untouched == LA_DIR_SEL ? "dir_sel"
 				  : di->untouched == LA_DIR_OFFSET

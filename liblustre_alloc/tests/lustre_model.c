@@ -31,9 +31,9 @@
  * directory's default, as GETSTRIPE returns them; LM_EMPTY marks a file
  * whose layout is not instantiated.  What the stand-in does not model:
  * Lustre's allocation order (a default layout starts at inode % usable,
- * then round-robin over usable OSTs; the simulator restates RR/QOS), and a
- * descriptor opened empty stays unwritable after another open instantiates
- * the layout (on Lustre the layout lock refreshes it).  stdio's internal
+ * then round-robin over usable OSTs; the simulator restates RR/QOS).  A
+ * descriptor opened empty whose file gets a layout some other way is
+ * refreshed by its next write (llite's layout lock).  stdio's internal
  * writes are not seen by the PFL rule (they bypass write(2)'s symbol).
  */
 #define _GNU_SOURCE
@@ -698,16 +698,20 @@ static int lm_setstripe(int fd, const void *lum)
 	 * existing LOV EA" */
 	if (getxattr(p, LM_LOV, NULL, 0) > 0)
 		return -EEXIST;
-	/* llite/file.c ll_lov_setstripe_ea_info(): the layout is set by an
-	 * MDS open for write, whose permission check a file without owner
-	 * write (0444) fails for a user: EACCES, no layout (seen on Lustre
-	 * 2.17.0; the reading "layout before the permission check" was wrong) */
+	/* mdt_open.c mdt_reint_open(): SETSTRIPE is an MDS open for write
+	 * that makes the layout before its permission check, so on a file
+	 * without owner write (0444) a user gets EACCES with the layout made;
+	 * the client never refreshes it (llite/file.c ll_lov_setstripe():
+	 * ll_layout_refresh() only on success): GETSTRIPE on this descriptor
+	 * answers ENODATA until a write refreshes it (seen on 2.17.0) */
 	if (!(st.st_mode & S_IWUSR)) {
 		struct lm_state s;
 
 		lm_read_state(&s);
-		if (geteuid() != 0 || s.root_squash)
-			return -EACCES;
+		if (geteuid() != 0 || s.root_squash) {
+			rc = lm_set_layout(-1, p, lum, len);
+			return rc ? rc : -EACCES;
+		}
 	}
 	rc = lm_set_layout(fd, p, lum, len);
 	return rc;
@@ -723,6 +727,9 @@ static int lm_getstripe(int fd, void *arg)
 
 	if (lm_fd_path(fd, p) != 0 || fstat(fd, &st) != 0)
 		return -EBADF;
+	/* a descriptor still waiting for its layout (never refreshed) */
+	if (fd < LM_FDS && lm_stash[fd] > 0)
+		return -ENODATA;
 	n = getxattr(p, LM_LOV, buf, sizeof(buf));
 	if (n <= 0 && S_ISDIR(st.st_mode)) {
 		lm_read_state(&s);
@@ -788,6 +795,14 @@ static int lm_before_write(int fd, off_t off, size_t len)
 
 	if (!lm_rootlen || len == 0)
 		return 0;
+	/* a descriptor opened empty whose file got a layout meanwhile: the
+	 * write refreshes it (llite's layout lock, ll_layout_refresh()) */
+	if (fd >= 0 && fd < LM_FDS && lm_stash[fd] > 0 &&
+	    fgetxattr(lm_stash[fd], LM_LOV, NULL, 0) > 0) {
+		dup3(lm_stash[fd], fd, fcntl(fd, F_GETFD) & FD_CLOEXEC ? O_CLOEXEC : 0);
+		real_close(lm_stash[fd]);
+		lm_stash[fd] = 0;
+	}
 	n = fgetxattr(fd, LM_LOV, in, sizeof(in));
 	if (n < 4)
 		return 0;

@@ -219,12 +219,14 @@ out['written'] = os.write(fd, b"x")
     del env
 
 
-def test_a_0444_create_by_squashed_root_ends_as_the_applications_own_create(
+def test_a_0444_create_keeps_the_mappers_layout_and_says_lustre_answered_eacces(
         mapper, tmp_path):
-    """A SETSTRIPE on a file without owner write answers EACCES and sets nothing for a
-    user (seen on 2.17.0). A user's create the shim leaves to Lustre (mode_no_write, the
-    real-Lustre tier); root cannot know it is squashed, so both SETSTRIPEs fail, the empty
-    file is removed and the application's own open creates it: it writes."""
+    """mdt_open.c makes the layout before the open's permission check: a user's
+    SETSTRIPE on a file without owner write (cp of a read-only file) answers EACCES with
+    the layout in place, which the creating descriptor does not see (seen on 2.17.0).
+    The shim reads it back through a new open and keeps it (it had asked again, got
+    EEXIST and recorded +no_layout; then, reading the descriptor, removed the file).
+    Root squashed, as a user's create."""
     model = make_model(tmp_path, osts=32, root_squash=True)    # no OST drained
     (model.root / "data").mkdir()
     record = tmp_path / "record.tsv"
@@ -236,5 +238,6 @@ out['written'] = os.write(fd, b"x")
         LUSTRE_ALLOC_LEASE="0", LUSTRE_ALLOC_RECORD=str(record))
     assert out == {"written": 1}
     (rec,) = parse_records(record)
-    assert (rec["result"], rec["reason"]) == ("default", "setstripe_rejected:13+removed"), rec
-    assert model.layout(path) is not None
+    assert (rec["result"], rec["reason"]) == ("layout", "setstripe_late:13"), rec
+    assert [int(x) for x in rec["osts"].split(",")] == model.layout(path).osts
+    assert rec["osts"] == rec["asked"]

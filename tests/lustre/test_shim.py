@@ -283,10 +283,10 @@ def test_an_o_append_create_gets_lustres_append_layout(work, mapper, tmp_path):
     assert counts == {"plain": 1, "shim": 1} and not mapper.asked
 
 
-def test_a_0444_create_by_a_user_is_left_to_lustre(work, mapper, tmp_path):
-    """A user's SETSTRIPE on a file without owner write answers EACCES and sets nothing
-    (the reading "mdt_open.c makes the layout before the permission check" was wrong:
-    this test saw EACCES with no layout); the shim leaves such a create to Lustre."""
+def test_a_0444_create_by_a_user_keeps_the_mappers_layout(work, mapper, tmp_path):
+    """mdt_open.c makes the layout before the open's permission check: a user's
+    SETSTRIPE on a 0444 file answers EACCES with the layout made, which the creating
+    descriptor does not see until a write; the shim reads it back through a new open."""
     work.chmod(0o1777)
     shared = Path(tempfile.mkdtemp(prefix="la-user-", dir="/tmp"))
     shared.chmod(0o777)                     # the user's record (pytest's tmp is root's)
@@ -300,20 +300,39 @@ try:
     out['setstripe'] = 'ok'
 except OSError as e:
     out['setstripe'] = errno.errorcode[e.errno]
+buf = bytearray(4096)
+buf[0:4] = (0x0BD30BD0).to_bytes(4, 'little')
+buf[28:30] = (100).to_bytes(2, 'little')
+try:
+    fcntl.ioctl(fd, 0x4008669B, buf)
+    out['fd_getstripe'] = int.from_bytes(buf[48 + 20:48 + 24], 'little')
+except OSError as e:
+    out['fd_getstripe'] = errno.errorcode[e.errno]
+try:
+    os.write(fd, b'x')
+    out['fd_write'] = 'ok'
+except OSError as e:
+    out['fd_write'] = errno.errorcode[e.errno]
 """, dict(os.environ), user=NOBODY)
-    rule("SETSTRIPE by a user on a 0444 file it created: EACCES, no layout",
-         "llite/file.c ll_lov_setstripe_ea_info(): an MDS open for write",
-         "lustre_model.c lm_setstripe(): no owner write -> EACCES, nothing set",
-         f"{seen}, layout {first_osts(layout(probe))}",
-         seen.get("setstripe") == "EACCES" and layout(probe) is None)
+    by_path = first_osts(layout(probe))
+    rule("SETSTRIPE by a user on a 0444 file it created: EACCES; the layout is made "
+         "(mdt_open.c: before the permission check) but the creating descriptor never "
+         "sees it",
+         "mdt_open.c mdt_reint_open(); llite/file.c ll_lov_setstripe_ea_info()",
+         "lustre_model.c lm_setstripe(): no owner write -> layout made, EACCES; the "
+         "descriptor's GETSTRIPE ENODATA until a write refreshes it",
+         f"{seen}, layout by path {by_path}",
+         seen == {"setstripe": "EACCES", "fd_getstripe": "ENODATA", "fd_write": "ok"}
+         and by_path == [2])
     f = work / "ro"
     out = python(f"""
 fd = os.open({str(f)!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
 out['written'] = os.write(fd, b'x')
 """, shim_env(mapper, record), user=NOBODY)
     (rec,) = records_for(record, f)
-    assert out == {"written": 1} and layout(f) is not None
-    assert (rec["result"], rec["reason"]) == ("default", "mode_no_write") and not mapper.asked
+    assert out == {"written": 1} and first_osts(layout(f)) == [2]
+    assert (rec["result"], rec["reason"], rec["osts"]) == \
+        ("layout", f"setstripe_late:{errno.EACCES}", "2")
 
 
 @pytest.mark.parametrize("args,want", [(["-c", "4"], 4), (["-o", "1,3"], [1, 3]),
