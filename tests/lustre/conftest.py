@@ -22,7 +22,10 @@ if not MOUNT:
     collect_ignore_glob = ["test_*.py"]
 
 PROJECT = Path(__file__).resolve().parents[2]
-SHIM = PROJECT / "liblustre_alloc" / "liblustre_alloc.so"
+SHIM = Path(os.environ.get("LUSTRE_ALLOC_TIER_SHIM",
+                           PROJECT / "liblustre_alloc" / "liblustre_alloc.so"))
+"""The shim under test; LUSTRE_ALLOC_TIER_SHIM names another build (an older commit's, to
+show which tests fail on it)."""
 FSNAME = os.environ.get("LUSTRE_FSNAME", "lustre")
 OUT = Path(os.environ.get("OUT", "/tmp"))
 N_OSTS = 4
