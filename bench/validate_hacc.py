@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 from simulator.sweep import run_tasks  # noqa: E402
 from simulator.validation import (CORI_OST_WRITE_MIB_S, Replay,  # noqa: E402
                                   compare_distributions, fit_bandwidth, logged_write_times,
-                                  read_jobs, replay, simulated_write_times, split_halves,
-                                  summarize)
+                                  constant_mdape, read_jobs, replay, simulated_write_times,
+                                  split_halves, summarize)
 
 DARSHAN_CASES = (("sample-goodost.darshan", False), ("sample-badost.darshan", True))
 """The per-file check's logs, and whether the replay slows OST 14 (the straggler the log
@@ -118,6 +118,12 @@ def main(argv=None) -> int:
     print(_row("fitting", summarize(fit)))
     print(_row("held-out", summarize(held)))
     print(_row("all", summarize(fit + held)))
+    print()
+    print("The trivial baseline (every job predicted at the fitting half's median measured "
+          "bandwidth): MdAPE fitting "
+          f"{constant_mdape(fit_jobs, fit_jobs):.1%}, held-out "
+          f"{constant_mdape(fit_jobs, held_jobs):.1%}, all "
+          f"{constant_mdape(fit_jobs, fit_jobs + held_jobs):.1%}")
     with (out / "hacc_jobs.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["jobid", "half", "measured_mib_s", "simulated_mib_s", "measured_io_s",

@@ -318,6 +318,19 @@ of the log-bandwidth variance the simulation explains (:func:`explained_log_vari
     }
 
 
+def constant_mdape(fit_jobs: Sequence, jobs: Sequence) -> float:
+    """The trivial baseline beside the simulator: every job predicted to have the median
+    measured bandwidth of ``fit_jobs`` (one number, fitted on the same half as the
+    simulator's one parameter); the median absolute percentage error of that over
+    ``jobs``. A simulator whose MdAPE is no better than this shows no skill beyond its
+    fitted scale."""
+    if not fit_jobs or not jobs:
+        return float("nan")
+    constant = float(np.median([j.bandwidth_mib_s for j in fit_jobs]))
+    return float(np.median([abs(constant - j.bandwidth_mib_s) / j.bandwidth_mib_s
+                            for j in jobs]))
+
+
 def explained_log_variance(replays: Sequence[Replay]) -> float:
     """Share of the variance of log measured bandwidth across jobs that the simulated
     bandwidth accounts for: ``1 - var(log m - log s) / var(log m)`` (1: every difference

@@ -1,0 +1,49 @@
+"""The collectors' readers on what Lustre 2.17.0 printed in the real-Lustre tier
+(tests/fixtures/lustre/lustre-2.17.0-vm, captured by tests/lustre/test_collectors.py)."""
+from __future__ import annotations
+
+import pytest
+
+from collectors.readers.brw_stats import parse_brw_stats
+from collectors.readers.job_stats import parse_job_stats
+from collectors.readers.kbytes import parse_single_value
+from collectors.readers.lctl_get_param import parse_get_param
+from collectors.readers.lnetctl import parse_lnetctl_stats
+from collectors.readers.stats_file import parse_stats
+
+from ..conftest import FIXTURES
+
+V217 = FIXTURES / "lustre" / "lustre-2.17.0-vm"
+DUMPS = sorted(p for p in V217.glob("*.txt") if not p.name.startswith("lnetctl"))
+
+
+@pytest.mark.parametrize("dump", DUMPS, ids=lambda p: p.name)
+def test_every_parameter_lustre_2_17_printed_parses(dump):
+    params = parse_get_param(dump.read_text(), str(dump))
+    assert params.values
+    for name, text in params.values.items():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf in ("stats", "md_stats"):
+            snap = parse_stats(text, name)
+            assert snap.skipped == [] and snap.counters, (name, snap.skipped)
+        elif leaf == "brw_stats":
+            brw = parse_brw_stats(text, name)
+            assert brw.skipped == [] and brw.histograms, name
+        elif leaf == "job_stats":
+            assert parse_job_stats(text, name).skipped == []
+        elif leaf in ("kbytesfree", "kbytestotal"):
+            assert parse_single_value(text, name) > 0
+
+
+def test_the_ost_job_stats_name_the_dd_job_and_its_bytes():
+    """jobid_var=procname_uid: ``dd.0`` wrote 8 MiB to each OST."""
+    params = parse_get_param((V217 / "obdfilter.job_stats.txt").read_text())
+    for name, text in params.values.items():
+        jobs = parse_job_stats(text, name).jobs
+        assert "dd.0" in jobs, (name, sorted(jobs))
+        assert jobs["dd.0"].counters["write_bytes"].sum >= 8 << 20
+
+
+def test_lnetctl_stats_of_2_17_parse():
+    stats = parse_lnetctl_stats((V217 / "lnetctl.stats.txt").read_text())
+    assert stats
