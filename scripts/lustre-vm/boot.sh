@@ -14,6 +14,13 @@ run=$(mktemp -d "$runs/$(date -u +%Y%m%dT%H%M%S)-XXXX")
 mkdir -p "$run/out"
 # The command, one argument per line (NUL-free), for guest-run.sh.
 printf '%s\0' "$@" >"$run/out/cmd"
+# Settings of the file system the guest formats (guest-run.sh): one OST on a dm-delay
+# device ("INDEX:MS"), ZFS's dirty-data limit in bytes (a small one makes a slow vdev throttle
+# its writers at once instead of after gigabytes).
+{
+    echo "LUSTRE_VM_SLOW_OST=${LUSTRE_VM_SLOW_OST:-}"
+    echo "LUSTRE_VM_ZFS_DIRTY_MAX=${LUSTRE_VM_ZFS_DIRTY_MAX:-}"
+} >"$run/out/settings"
 qemu-img create -q -f qcow2 -b "$cache/root.img" -F raw "$run/overlay.qcow2"
 
 # KVM only where it is real hardware virtualization: this machine kind's /dev/kvm is a

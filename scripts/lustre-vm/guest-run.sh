@@ -12,7 +12,13 @@ t0=$(date +%s)
 say() { echo "guest: [$(( $(date +%s) - t0 )) s] $*"; }
 
 say "kernel $(uname -r), $(nproc) CPUs; network: $(ls /sys/class/net | tr "\n" " ")"
-modprobe zfs
+# shellcheck disable=SC1091
+[ -f /out/settings ] && . /out/settings
+if [ -n "${LUSTRE_VM_ZFS_DIRTY_MAX:-}" ]; then
+    modprobe zfs zfs_dirty_data_max="$LUSTRE_VM_ZFS_DIRTY_MAX"
+else
+    modprobe zfs
+fi
 modprobe lnet networks='tcp0(eth0)'
 lnetctl lnet configure --all >/dev/null
 modprobe lustre
@@ -24,9 +30,22 @@ mkdir -p /data "$mnt"
 rm -f /etc/zfs/zpool.cache
 mkfs.lustre --mgs --mdt --fsname=$fsname --index=0 --backfstype=zfs --device-size=1048576 \
     lustre-mdt0/mdt0 /data/mdt0.img >/dev/null
+slow_index=${LUSTRE_VM_SLOW_OST%%:*}
+slow_ms=${LUSTRE_VM_SLOW_OST#*:}
 for i in $(seq 0 $((nost - 1))); do
+    dev=/data/ost$i.img
+    if [ -n "${LUSTRE_VM_SLOW_OST:-}" ] && [ "$i" = "$slow_index" ]; then
+        # every read and write of this OST's vdev waits slow_ms (device-mapper's delay target)
+        truncate -s 2G "$dev"
+        modprobe loop
+        loop=$(losetup --find --show "$dev")
+        modprobe dm_delay
+        dmsetup create "slow-ost$i" --table "0 $(blockdev --getsz "$loop") delay $loop 0 $slow_ms"
+        dev=/dev/mapper/slow-ost$i
+        say "OST$i on $dev: ${slow_ms} ms per I/O"
+    fi
     mkfs.lustre --ost --fsname=$fsname --index="$i" --mgsnode="$nid" --backfstype=zfs \
-        --device-size=2097152 "lustre-ost$i/ost$i" "/data/ost$i.img" >/dev/null
+        --device-size=2097152 "lustre-ost$i/ost$i" "$dev" >/dev/null
 done
 mkdir -p /lustre/mdt0; mount -t lustre lustre-mdt0/mdt0 /lustre/mdt0
 for i in $(seq 0 $((nost - 1))); do
