@@ -5,7 +5,7 @@ emulated MDS writes (:data:`livestack.emulator.LOV_XATTR`, ``LL_IOC_LOV_GETSTRIP
 ``python -m livestack.lfs <subcommand> ...``; Lustre's rules it keeps, from
 ``lustre/utils/lfs.c`` (2.15.4 unless said):
 
-* ``migrate [--non-block|-n] -c K [-S SIZE] -o I,J,.. [-W BYTES_PER_S] FILE``
+* ``migrate [--non-block|-n] -c K [-S SIZE] -o I,J,.. [-W MIB_PER_S] FILE``
   (``lfs_setstripe_migrate()`` -> ``lfs_migrate()``): the data is copied to a volatile
   file (``O_TMPFILE`` here: nameless, gone if the process dies, as Lustre's volatile file
   is), then the layouts are swapped in one step (``llapi_fswap_layouts()``: here one
@@ -42,6 +42,26 @@ class LfsFailure(Exception):
     def __init__(self, err: int, message: str):
         super().__init__(message)
         self.errno = err
+
+
+_SIZE_UNITS = {"": 1 << 20, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_bandwidth(text: str) -> float:
+    """``-W``'s value in bytes/s, as lfs reads it: a bare number is MiB/s, a suffix
+    (k, m, g, t; b for bytes) names the unit (``lfs.c`` v2_16_0: ``llapi_parse_size()``
+    with ``bandwidth_unit = ONE_MB``).
+
+    Raises:
+        LfsFailure: not a number with an optional suffix (EINVAL, as lfs).
+    """
+    t = text.strip().lower()
+    unit = t[-1] if t and t[-1].isalpha() else ""
+    try:
+        value = float(t[:-1] if unit else t)
+        return value * _SIZE_UNITS[unit]
+    except (ValueError, KeyError):
+        raise LfsFailure(errno.EINVAL, f"bad value for bandwidth '{text}'") from None
 
 
 def layout_of(path: str) -> tuple[list[int], int]:
@@ -85,8 +105,8 @@ def migrate(args: list[str]) -> None:
             size = int(next(it))
         elif a in ("-o", "--ost"):
             osts = [int(x) for x in next(it).split(",")]
-        elif a in ("-W", "--bandwidth"):
-            bw = float(next(it))
+        elif a in ("-W", "--bandwidth", "--bandwidth-limit"):
+            bw = parse_bandwidth(next(it))
         else:
             rest.append(a)
     if len(rest) != 1 or not osts or (count is not None and count != len(osts)):

@@ -6,8 +6,10 @@ The commands, as ``lfs`` takes them (``lustre/utils/lfs.c``, 2.15.4; ``--bandwid
 * file list of one OST: ``lfs find <mount> --ost <index> --type f -printf '%s %p\\n'``
   (read by :func:`mapper.rebalance.inputs.read_find_printf`);
 * layouts: ``lfs getstripe <file>...`` (:func:`mapper.rebalance.inputs.read_getstripe`);
-* a move: ``lfs migrate --non-block -c <K> [-S <stripe size>] -o <i,j,..> [-W <bytes/s>]
-  <file>``: ``--non-block`` so a file open for writing is refused (EBUSY) instead of
+* a move: ``lfs migrate --non-block -c <K> [-S <stripe size>] -o <i,j,..> [-W <MiB/s>]
+  <file>``: ``-W`` (``--bandwidth``, 2.16.0; ``--bandwidth-limit`` in 2.17) reads a bare
+  number in MiB/s (``lfs.c`` v2_16_0 ``lfs_setstripe_internal()``: ``llapi_parse_size()``
+  with ``bandwidth_unit = ONE_MB``; checked on 2.17.0: ``-W 10`` moved 20 MiB in 2.37 s); ``--non-block`` so a file open for writing is refused (EBUSY) instead of
   blocking its writers behind a group lock, and retried later; the swap is atomic and a
   failed migration leaves the file as it was (``lfs_migrate()``).
 
@@ -27,6 +29,15 @@ from mapper.rebalance.planner import PlanInputError
 
 GETSTRIPE_BATCH = 256
 """Files per ``lfs getstripe`` call (keeps each command line short)."""
+
+
+MIB = 1 << 20
+
+
+def bandwidth_mib_s(bytes_s: float) -> int:
+    """``lfs migrate -W``'s value for a cap of ``bytes_s``: whole MiB/s, rounded down so the
+    cap holds, and at least 1 (lfs has no smaller unit; 0 would mean no cap)."""
+    return max(1, int(bytes_s // MIB))
 
 
 class FileListError(RuntimeError):
@@ -106,5 +117,5 @@ class Lfs:
             args += ["-S", str(int(stripe_size))]
         args += ["-o", ",".join(str(int(o)) for o in osts)]
         if self.bandwidth_option and bandwidth_bytes_s > 0:
-            args += ["-W", str(int(bandwidth_bytes_s))]
+            args += ["-W", str(bandwidth_mib_s(bandwidth_bytes_s))]
         return self.argv(*args, path)

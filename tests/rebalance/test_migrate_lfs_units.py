@@ -1,0 +1,32 @@
+"""``lfs migrate -W`` is MiB/s (lfs.c v2_16_0: ``llapi_parse_size()`` with ``bandwidth_unit =
+ONE_MB``; on Lustre 2.17.0 ``-W 10`` moved 20 MiB in 2.37 s): the service's argument and the
+stand-in lfs's reading of it."""
+from __future__ import annotations
+
+import pytest
+
+from livestack.lfs import LfsFailure, parse_bandwidth
+from mapper.migrate.lfs import Lfs, bandwidth_mib_s
+
+MIB = 1 << 20
+
+
+def test_the_service_passes_whole_mib_per_second_rounded_down_at_least_one():
+    assert bandwidth_mib_s(10 * MIB) == 10
+    assert bandwidth_mib_s(10.9 * MIB) == 10        # the cap holds
+    assert bandwidth_mib_s(300_000) == 1             # below 1 MiB/s: lfs's smallest
+    argv = Lfs(bandwidth_option=True).migrate_argv("/mnt/f", [2, 3], 0, 40 * MIB)
+    assert argv[argv.index("-W") + 1] == "40"
+    assert "-W" not in Lfs().migrate_argv("/mnt/f", [2], 0, 40 * MIB)   # before 2.16
+
+
+@pytest.mark.parametrize("text,bytes_s", [("10", 10 * MIB), ("10M", 10 * MIB),
+                                          ("512k", 512 << 10), ("1G", 1 << 30),
+                                          ("4096b", 4096)])
+def test_the_stand_in_lfs_reads_w_as_lfs_does(text, bytes_s):
+    assert parse_bandwidth(text) == bytes_s
+
+
+def test_a_bad_bandwidth_is_einval():
+    with pytest.raises(LfsFailure):
+        parse_bandwidth("fast")
