@@ -14,6 +14,7 @@ say() { echo "guest: [$(( $(date +%s) - t0 )) s] $*"; }
 say "kernel $(uname -r), $(nproc) CPUs; network: $(ls /sys/class/net | tr "\n" " ")"
 # shellcheck disable=SC1091
 [ -f /out/settings ] && . /out/settings
+export LUSTRE_VM_SLOW_OST LUSTRE_VM_ZFS_DIRTY_MAX
 if [ -n "${LUSTRE_VM_ZFS_DIRTY_MAX:-}" ]; then
     modprobe zfs zfs_dirty_data_max="$LUSTRE_VM_ZFS_DIRTY_MAX"
 else
@@ -35,14 +36,21 @@ slow_ms=${LUSTRE_VM_SLOW_OST#*:}
 for i in $(seq 0 $((nost - 1))); do
     dev=/data/ost$i.img
     if [ -n "${LUSTRE_VM_SLOW_OST:-}" ] && [ "$i" = "$slow_index" ]; then
-        # every read and write of this OST's vdev waits slow_ms (device-mapper's delay target)
-        truncate -s 2G "$dev"
+        # this OST's vdev file on an ext4 behind device-mapper's delay target (a file vdev:
+        # ZFS would partition a whole disk and wait for udev, which this guest does not run):
+        # 0 ms while it is formatted and mounted, slow_ms once everything is up
+        truncate -s 3G /data/slow.img
         modprobe loop
-        loop=$(losetup --find --show "$dev")
+        loop=$(losetup --find --show /data/slow.img)
         modprobe dm_delay
-        dmsetup create "slow-ost$i" --table "0 $(blockdev --getsz "$loop") delay $loop 0 $slow_ms"
-        dev=/dev/mapper/slow-ost$i
-        say "OST$i on $dev: ${slow_ms} ms per I/O"
+        slow_table="0 $(blockdev --getsz "$loop") delay $loop 0"
+        # no udev here: dmsetup must not wait for it, and makes the node itself
+        dmsetup create --noudevsync "slow-ost$i" --table "$slow_table 0"
+        dmsetup mknodes "slow-ost$i"
+        mkfs.ext4 -q "/dev/mapper/slow-ost$i"
+        mkdir -p /data/slow
+        mount -o sync "/dev/mapper/slow-ost$i" /data/slow
+        dev=/data/slow/ost$i.img
     fi
     mkfs.lustre --ost --fsname=$fsname --index="$i" --mgsnode="$nid" --backfstype=zfs \
         --device-size=2097152 "lustre-ost$i/ost$i" "$dev" >/dev/null
@@ -60,6 +68,12 @@ for _ in $(seq 1 600); do
     sleep 0.5
 done
 say "Lustre $(lctl get_param -n version 2>/dev/null | head -1) mounted at $mnt ($n OSTs ready)"
+if [ -n "${LUSTRE_VM_SLOW_OST:-}" ]; then
+    dmsetup suspend --noudevsync "slow-ost$slow_index"
+    dmsetup load --noudevsync "slow-ost$slow_index" --table "$slow_table $slow_ms"
+    dmsetup resume --noudevsync "slow-ost$slow_index"
+    say "OST$slow_index: every I/O of its vdev delayed ${slow_ms} ms"
+fi
 
 export LUSTRE_VM=1 LUSTRE_MOUNT=$mnt LUSTRE_FSNAME=$fsname LUSTRE_NID=$nid OUT=/out
 export PYTHONPATH=/src PYTHONDONTWRITEBYTECODE=1
