@@ -8,30 +8,11 @@ from __future__ import annotations
 
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from livestack.stack import LiveStackError, command, free_ports, spawn, terminate_all
-
-
-def read_metrics(port: int, timeout_s: float = 2.0) -> dict[str, float]:
-    """The mapper's Prometheus samples as ``{"name{labels}": value}`` (empty if down)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
-                                    timeout=timeout_s) as resp:
-            text = resp.read().decode()
-    except OSError:
-        return {}
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                out[name] = float(value)
-            except ValueError:
-                pass
-    return out
+from livestack.stack import (LiveStackError, command, free_ports, read_metrics, spawn,
+                             terminate_all)
 
 
 @dataclass

@@ -67,6 +67,26 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def read_metrics(port: int, timeout_s: float = 2.0) -> dict[str, float]:
+    """A mapper's Prometheus samples on 127.0.0.1:``port`` as ``{"name{labels}": value}``
+    (empty if down)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                    timeout=timeout_s) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -384,21 +404,7 @@ class LiveStack:
     # ------------------------------------------------------------------ observation
     def metrics(self, timeout_s: float = 2.0) -> dict[str, float]:
         """The mapper's Prometheus samples as ``{"name{labels}": value}`` (empty if down)."""
-        url = f"http://127.0.0.1:{self.endpoints.metrics_port}/metrics"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-                text = resp.read().decode()
-        except OSError:
-            return {}
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                try:
-                    out[name] = float(value)
-                except ValueError:
-                    pass
-        return out
+        return read_metrics(self.endpoints.metrics_port, timeout_s)
 
     def wait_ready(self, timeout_s: float = 60.0) -> float:
         """Wait until the mapper reports every emulated OST usable and no stale server;

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.readers.brw_stats import parse_brw_stats
 from collectors.readers.job_stats import parse_job_stats
-from collectors.readers.kbytes import parse_single_value
 from collectors.readers.lctl_get_param import parse_get_param
 from collectors.readers.lnetctl import parse_lnetctl_stats
-from collectors.readers.stats_file import parse_stats
 
 from ..conftest import FIXTURES
+from .test_lctl_get_param import assert_every_statistics_parameter_parses
 
 V217 = FIXTURES / "lustre" / "lustre-2.17.0-vm"
 DUMPS = sorted(p for p in V217.glob("*.txt") if not p.name.startswith("lnetctl"))
@@ -19,20 +17,7 @@ DUMPS = sorted(p for p in V217.glob("*.txt") if not p.name.startswith("lnetctl")
 
 @pytest.mark.parametrize("dump", DUMPS, ids=lambda p: p.name)
 def test_every_parameter_lustre_2_17_printed_parses(dump):
-    params = parse_get_param(dump.read_text(), str(dump))
-    assert params.values
-    for name, text in params.values.items():
-        leaf = name.rsplit(".", 1)[-1]
-        if leaf in ("stats", "md_stats"):
-            snap = parse_stats(text, name)
-            assert snap.skipped == [] and snap.counters, (name, snap.skipped)
-        elif leaf == "brw_stats":
-            brw = parse_brw_stats(text, name)
-            assert brw.skipped == [] and brw.histograms, name
-        elif leaf == "job_stats":
-            assert parse_job_stats(text, name).skipped == []
-        elif leaf in ("kbytesfree", "kbytestotal"):
-            assert parse_single_value(text, name) > 0
+    assert_every_statistics_parameter_parses(dump)
 
 
 def test_the_ost_job_stats_name_the_dd_job_and_its_bytes():
