@@ -10,8 +10,10 @@ tests run it under the LD_PRELOAD shim (``liblustre_alloc.so``), so each new fil
     [3.500, "delete", "/demo/data/ior.11/it00000/f000003", 0]
 
 (seconds after ``START_EPOCH`` (Unix seconds), operation, absolute path, bytes to append).
-A ``write`` opens the file for appending, creating it the first time (``open(path, "ab")``:
-``O_WRONLY|O_CREAT|O_APPEND``), and appends that many zero bytes; ``delete`` unlinks it.
+A ``write`` creates the file the first time (``open(path, "wb")``: ``O_WRONLY|O_CREAT|O_TRUNC``,
+as an application writing a new file does; an ``O_APPEND`` create is Lustre's to lay out and
+the shim leaves it alone, docs/client.md) and opens it for appending after that (``"ab"``),
+and appends that many zero bytes; ``delete`` unlinks it.
 An operation whose time has passed runs at once (the writer catches up). Standard library
 only: it starts fast and opens nothing under the demo directory but the plan's files.
 
@@ -31,11 +33,12 @@ CHUNK = b"\0" * (1 << 20)
 
 def _append(path: str, nbytes: int, stats: dict[str, float]) -> None:
     exists = os.path.exists(path)
+    mode = "ab" if exists else "wb"
     try:
-        fh = open(path, "ab")
+        fh = open(path, mode)
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fh = open(path, "ab")
+        fh = open(path, mode)
     with fh:
         if not exists:
             stats["creates"] += 1
