@@ -62,7 +62,8 @@ def test_a_lease_is_decided_and_booked_like_creates_and_unused_layouts_come_back
 
 
 def test_leased_layouts_are_the_lists_the_policy_hands_out_per_create():
-    # round-robin (same seed): a lease of four layouts is the four lists four creates get
+    # round-robin (same seed): a lease of four layouts is the four lists four creates get,
+    # rotated (LeaseBook.add: by the lease's id)
     got = []
     for leasing in (True, False):
         svc = make_service(static_cluster="4x2", policy="round_robin", seed=3)
@@ -72,7 +73,8 @@ def test_leased_layouts_are_the_lists_the_policy_hands_out_per_create():
                            else [c.alloc("app.1", 2).osts for _ in range(4)])
         finally:
             svc.stop()
-    assert got[0] == got[1] and len({o for osts in got[0] for o in osts}) >= 6
+    k = got[1].index(got[0][0])
+    assert got[0] == got[1][k:] + got[1][:k] and len({o for osts in got[0] for o in osts}) >= 6
 
 
 def test_grants_are_bounded_per_lease_and_per_client_and_others_are_unaffected(tmp_path):
@@ -202,7 +204,9 @@ def test_book_returns_only_the_holders_leases_and_expires_the_rest_in_order():
     assert (book.held("alice"), book.grantable("alice", 100)) == (3, 7)
     assert book.release("bob", a.id, 0) is None                   # not bob's
     back = book.release("alice", a.id, 1)
-    assert back is not None and back.layouts == ((1,), (2,)) and book.held("alice") == 0
+    # the unused layouts are the lease's after its first (the lease is rotated by its id)
+    assert back is not None and back.layouts == a.layouts[1:] and book.held("alice") == 0
+    assert sorted(a.layouts) == [(0,), (1,), (2,)]
     now[0] = 104.0
     assert book.expire() == []
     now[0] = 105.0
@@ -276,3 +280,11 @@ def test_a_leased_layout_the_check_refuses_is_replaced_and_counted_as_a_fallback
         assert svc.path.check_violations == 8
     finally:
         svc.stop()
+
+
+def test_a_lease_is_rotated_by_its_id_so_consecutive_leases_start_apart():
+    book = LeaseBook(lease_s=2.0, max_layouts=64, peer_quota=64)
+    create = CreateRequest("app.1", 1, 1 << 20)
+    window = [Placement((i,), "rr") for i in range(4)]
+    firsts = [book.add("p", "", create, window, version=1).layouts[0] for _ in range(4)]
+    assert sorted(firsts) == [(0,), (1,), (2,), (3,)]
