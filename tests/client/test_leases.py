@@ -247,3 +247,30 @@ def test_concurrent_processes_taking_leases_spread_over_every_ost(tmp_path):
         assert max(per_ost.values()) - min(per_ost.values()) <= 2, per_ost
     finally:
         svc.stop()
+
+
+def test_a_lease_wider_than_its_class_is_refused_like_a_per_create_reply(tmp_path):
+    """A 1-stripe create leased a 2-OST list got 2 stripes (seen on Lustre 2.17.0), where a
+    per-create reply that wide is refused (mapper_garbage:osts_count)."""
+    import os
+    import subprocess
+    import sys
+
+    from mapper.selftest.responder import ListResponder
+
+    from .conftest import LIBDIR, parse_records
+
+    data, record = tmp_path / "d", tmp_path / "record"
+    data.mkdir()
+    with ListResponder() as mapper:
+        mapper.answer_with([1, 2])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LUSTRE_ALLOC_")}
+        env.update(LD_PRELOAD=str(LIBDIR / "liblustre_alloc.so"),
+                   LUSTRE_ALLOC_MAPPER=mapper.endpoint, LUSTRE_ALLOC_PATHS=str(data),
+                   LUSTRE_ALLOC_RECORD=str(record), LUSTRE_ALLOC_TIMEOUT_MS="5000",
+                   LUSTRE_ALLOC_STRIPE_COUNT="1")
+        code = f"open('{data}/f', 'wb').write(b'x')"
+        assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode == 0
+        assert any(a.op == "lease" for a in mapper.asked)
+    (rec,) = parse_records(record)
+    assert rec["result"] == "default" and rec["osts"] == "", rec
