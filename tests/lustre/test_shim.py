@@ -124,42 +124,34 @@ def test_a_file_created_without_any_stripe_size_gets_lustres_default_stripe_size
     assert got == want == int(lctl_get(f"lod.{FSNAME}-MDT0000-mdtlov.stripesize"))
 
 
-def test_a_list_naming_a_drained_ost_gets_the_default_layout_and_writes(
-        work, mapper, tmp_path, restore_osts):
-    """lod_qos.c lod_statfs_and_check(): max_create_count=0 -> ENOBUFS for a list; the
-    shim asks Lustre's allocator for the same count, the write succeeds."""
-    lctl_set(f"{osp(1)}.max_create_count", "0")
-    mapper.answer_with([1])
+REFUSED = [
+    # (OSP parameter, value, the OST, errno, what the stand-in encodes, source)
+    ("max_create_count", "0", 1, errno.ENOBUFS, "nocreate -> ENOBUFS",
+     "lod_qos.c lod_statfs_and_check(): OS_STATFS_NOCREATE"),
+    ("active", "0", 2, errno.EREMOTEIO, "inactive -> EREMOTEIO",
+     "lod_qos.c lod_alloc_ost_list(), lod_statfs_and_check(): OSP -ENOTCONN"),
+]
+
+
+@pytest.mark.parametrize("param,value,ost,err,standin,source", REFUSED,
+                         ids=["drained", "inactive"])
+def test_a_list_naming_an_ost_that_takes_no_object_gets_the_default_layout_and_writes(
+        work, mapper, tmp_path, restore_osts, param, value, ost, err, standin, source):
+    """LOD refuses a list naming an OST that cannot take an object (all or nothing); the
+    shim asks Lustre's allocator for the same count, and the write succeeds."""
+    lctl_set(f"{osp(ost)}.{param}", value)
+    mapper.answer_with([ost])
     f = work / "f"
     out = create(f, shim_env(mapper, tmp_path / "rec"))
     (rec,) = records_for(tmp_path / "rec", f)
     got = first_osts(layout(f))
-    rule("a list naming a drained OST (max_create_count=0) is refused ENOBUFS",
-         "lod_qos.c lod_statfs_and_check(): OS_STATFS_NOCREATE",
-         "lustre_model.c lm_ost_errno(): nocreate -> ENOBUFS", rec["reason"],
-         rec["reason"] == f"setstripe_rejected:{errno.ENOBUFS}+default_layout")
-    assert out == {"written": 65536} and got and 1 not in got
-    assert rec["reason"] == f"setstripe_rejected:{errno.ENOBUFS}+default_layout"
-    assert rec["osts"] == ",".join(map(str, got)) and rec["asked"] == "1"
-
-
-def test_a_list_naming_an_inactive_ost_gets_the_default_layout_and_writes(
-        work, mapper, tmp_path, restore_osts):
-    """lod_qos.c: a deactivated OSP (lctl set_param osp.*.active=0) cannot take an
-    object; the errno is Lustre's to say (the stand-in says EREMOTEIO)."""
-    lctl_set(f"{osp(2)}.active", "0")
-    mapper.answer_with([2])
-    f = work / "f"
-    out = create(f, shim_env(mapper, tmp_path / "rec"))
-    (rec,) = records_for(tmp_path / "rec", f)
-    got = first_osts(layout(f))
-    rule("a list naming an inactive OST is refused (the stand-in: EREMOTEIO)",
-         "lod_qos.c lod_alloc_ost_list(), lod_statfs_and_check()",
-         "lustre_model.c lm_ost_errno(): inactive -> EREMOTEIO", rec["reason"],
-         rec["reason"] == f"setstripe_rejected:{errno.EREMOTEIO}+default_layout")
-    assert out == {"written": 65536} and got and 2 not in got
-    assert rec["reason"].startswith("setstripe_rejected:") and \
-        rec["reason"].endswith("+default_layout")
+    want = f"setstripe_rejected:{err}+default_layout"
+    rule(f"a list naming an OST with {param}={value} is refused {errno.errorcode[err]}",
+         source, f"lustre_model.c lm_ost_errno(): {standin}", rec["reason"],
+         rec["reason"] == want)
+    assert out == {"written": 65536} and got and ost not in got
+    assert rec["reason"] == want
+    assert rec["osts"] == ",".join(map(str, got)) and rec["asked"] == str(ost)
 
 
 def test_every_ost_drained_the_open_fails_as_plain_lustres_and_leaves_no_file(
