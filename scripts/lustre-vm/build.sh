@@ -121,6 +121,19 @@ if [ ! -f "$work/venv.done" ]; then
     touch "$work/venv.done"
 fi
 
+# 4b. IOR and mdtest (hpc/ior, when given), with Open MPI and IOR's Lustre striping options
+#     (--posix.lustre.*: an O_LOV_DELAY_CREATE open then LL_IOC_LOV_SETSTRIPE, the sequence
+#     ROMIO's Lustre driver uses; Debian's Open MPI and MPICH ship ROMIO without that driver).
+ior_done=$(cat "$work/ior.done" 2>/dev/null || true)
+if [ -n "${ior_commit:-}" ] && [ "$ior_done" != "$ior_commit" ]; then
+    step "IOR and mdtest ($ior_ref, $ior_commit)"
+    rm -rf "$root/build/ior"; mkdir -p "$root/build/ior"
+    git --git-dir="$ior_git" archive "$ior_commit" | tar -x -C "$root/build/ior"
+    in_root bash -c "cd /build/ior && ./bootstrap && ./configure --with-lustre \
+        --prefix=/usr/local && make -j$jobs && make install" >>"$log" 2>&1
+    echo "$ior_commit" >"$work/ior.done"
+fi
+
 # 5. What a booted Lustre node needs (lustre-vm-notes): /etc/mtab a link to the kernel's mounts
 #    (else mount.lustre writes one into the image and the next mkfs.lustre refuses), no stale
 #    zpool cache, a host name in /etc/hosts, our init.
@@ -147,6 +160,7 @@ cleanup; mounted=()
     echo "lustre_commit=$lustre_commit"
     echo "kernel=$kver"
     echo "zfs=$(cat "$root/build/zfs.version")"
+    echo "ior=${ior_ref:-} ${ior_commit:-none}"
     echo "built=$(date -u +%FT%TZ) in $(( $(date +%s) - t0 )) s"
 } >"$cache.tmp/manifest"
 rm -rf "$cache"; mv "$cache.tmp" "$cache"; touch "$cache/ready"

@@ -5,7 +5,8 @@ vmdir=$(cd "$(dirname "$0")" && pwd)
 checkout=$(cd "$vmdir/../.." && pwd)
 
 usage() {
-    echo "usage: lustre-vm.sh {build|run|test} [--lustre-src DIR] [--ref REF] [--timeout S] [-- CMD...]" >&2
+    echo "usage: lustre-vm.sh {build|run|test} [--lustre-src DIR] [--ref REF] [--ior-src DIR]" \
+         "[--timeout S] [-- CMD...]" >&2
     exit 2
 }
 
@@ -13,11 +14,14 @@ usage() {
 action=$1; shift
 lustre_src=${LUSTRE_SRC:-}
 ref=${LUSTRE_REF:-v2_17_0}
+ior_src=${IOR_SRC:-}
+ior_ref=${IOR_REF:-4.0.0}
 timeout_s=${LUSTRE_VM_TIMEOUT_S:-1800}
 while [ $# -gt 0 ]; do
     case $1 in
         --lustre-src) lustre_src=$2; shift 2 ;;
         --ref) ref=$2; shift 2 ;;
+        --ior-src) ior_src=$2; shift 2 ;;
         --timeout) timeout_s=$2; shift 2 ;;
         --) shift; break ;;
         *) usage ;;
@@ -45,14 +49,25 @@ else
 fi
 lustre_commit=$(git --git-dir="$lustre_git" rev-parse "$ref^{commit}")
 
+# IOR and mdtest (optional: the tier skips their tests without them): a clone of hpc/ior.
+if [ -z "$ior_src" ] && [ -d /work/.mirror/hpc+ior/repo ]; then ior_src=/work/.mirror/hpc+ior/repo; fi
+ior_git= ior_commit=
+if [ -n "$ior_src" ]; then
+    for g in "$ior_src/.git" "$ior_src"; do
+        if git --git-dir="$g" rev-parse --verify -q "$ior_ref^{commit}" >/dev/null 2>&1; then
+            ior_git=$g; ior_commit=$(git --git-dir="$g" rev-parse "$ior_ref^{commit}"); break
+        fi
+    done
+    [ -n "$ior_git" ] || { echo "lustre-vm: $ior_src: no git commit named $ior_ref" >&2; exit 2; }
+fi
 # The cache key: every input of the image. The Debian packages are taken as the mirror serves
 # them on the day of the build; the resolved kernel is recorded in the cache's manifest.
-key=$(cat "$vmdir/build.sh" "$vmdir/guest-init" "$vmdir/packages.txt" <(echo "$lustre_commit") \
+key=$(cat "$vmdir/build.sh" "$vmdir/guest-init" "$vmdir/packages.txt" <(echo "$lustre_commit $ior_commit") \
       | sha256sum | cut -c1-16)
 cache_root=${LUSTRE_VM_CACHE:-$HOME/.cache/lustre-alloc-vm}
 cache=$cache_root/$key
 work=$cache_root/work-${lustre_commit:0:12}
-export vmdir checkout lustre_git lustre_commit ref cache timeout_s work
+export vmdir checkout lustre_git lustre_commit ref ior_git ior_commit ior_ref cache timeout_s work
 
 if [ ! -f "$cache/ready" ]; then
     if [ "$action" != build ]; then
