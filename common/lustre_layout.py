@@ -17,8 +17,11 @@ LOV_USER_MAGIC_V3 = 0x0BD30BD0
 LOV_USER_MAGIC_SPECIFIC = 0x0BD50BD0
 LOV_USER_MAGIC_COMP_V1 = 0x0BD60BD0
 LOV_USER_MAGIC_SEL = 0x0BD80BD0
+LOV_USER_MAGIC_FOREIGN = 0x0BD70BD0
 LOV_PATTERN_RAID0 = 0x1
 LOV_PATTERN_MDT = 0x100
+LOV_PATTERN_OVERSTRIPING = 0x200
+LOV_PATTERN_F_RELEASED = 0x80000000
 LOV_OFFSET_DEFAULT = 0xFFFF
 LCME_FL_INIT = 0x10
 LCME_FL_EXTENSION = 0x40
@@ -72,15 +75,18 @@ class Component:
     flags: int = 0
 
 
-def composite(components: list[Component], magic: int = LOV_USER_MAGIC_COMP_V1) -> bytes:
-    """``lfs setstripe -E END ... -E -1 ...`` (PFL); ``magic`` SEL for a self-extending one."""
+def composite(components: list[Component], magic: int = LOV_USER_MAGIC_COMP_V1,
+              mirror_count: int = 1) -> bytes:
+    """``lfs setstripe -E END ... -E -1 ...`` (PFL); ``magic`` SEL for a self-extending one;
+    ``mirror_count`` > 1 as ``lfs mirror create -N`` leaves it (FLR)."""
     table = _COMP.size + _ENTRY.size * len(components)
     entries, blobs = b"", b""
     for c in components:
         entries += _ENTRY.pack(0, c.flags, c.start, c.end, table + len(blobs), len(c.blob),
                                0, 0, 0)
         blobs += c.blob
-    return _COMP.pack(magic, table + len(blobs), 0, 0, len(components), 0, b"", 0) + \
+    return _COMP.pack(magic, table + len(blobs), 0, 0, len(components), mirror_count - 1, b"",
+                      0) + \
         entries + blobs
 
 
@@ -101,6 +107,8 @@ class Layout:
     start: int = 0
     end: int = LUSTRE_EOF
     flags: int = 0
+    mirror_count: int = 1
+    """Mirrors of a composite layout (``lcm_mirror_count`` + 1; FLR files have more than 1)."""
 
     @property
     def initialized(self) -> bool:
@@ -116,8 +124,8 @@ def parse(buf: bytes) -> Layout:
     if magic in (LOV_USER_MAGIC_COMP_V1, LOV_USER_MAGIC_SEL):
         if len(buf) < _COMP.size:
             raise ValueError("composite layout: shorter than its 32-byte header")
-        _, size, _, _, count, _, _, _ = _COMP.unpack_from(buf)
-        out = Layout(magic=magic)
+        _, size, _, _, count, mirrors, _, _ = _COMP.unpack_from(buf)
+        out = Layout(magic=magic, mirror_count=mirrors + 1)
         for i in range(count):
             off = _COMP.size + i * _ENTRY.size
             if off + _ENTRY.size > len(buf):
@@ -145,6 +153,30 @@ def parse(buf: bytes) -> Layout:
     osts = [_OST.unpack_from(buf, head.size + i * _OST.size)[3] for i in range(n_obj)]
     return Layout(magic=magic, stripe_count=count, stripe_size=size, stripe_offset=offset,
                   pattern=pattern, pool=pool, osts=osts)
+
+
+def stored(osts: list[int], stripe_size: int, pool: str = "",
+           pattern: int = LOV_PATTERN_RAID0, stripe_count: int | None = None) -> bytes:
+    """A plain layout as a file holds it (``lustre.lov``, GETSTRIPE): ``lov_user_md_v1``, or
+    v3 with a pool, then one ``lov_user_ost_data_v1`` per object on ``osts``.
+    ``stripe_count`` defaults to ``len(osts)`` (a component not yet instantiated has a
+    count and no objects)."""
+    count = (len(osts) if stripe_count is None else stripe_count) & 0xFFFF
+    offset = osts[0] if osts else LOV_OFFSET_DEFAULT
+    if pool:
+        head = _V3.pack(LOV_USER_MAGIC_V3, pattern, 0, 0, stripe_size, count, offset,
+                        pool.encode())
+    else:
+        head = _V1.pack(LOV_USER_MAGIC_V1, pattern, 0, 0, stripe_size, count, offset)
+    return head + b"".join(_OST.pack(0, 0, 0, i) for i in osts)
+
+
+def pack(lay: Layout) -> bytes:
+    """``lay`` back into the bytes :func:`parse` reads (composite or plain, as stored)."""
+    if lay.components:
+        return composite([Component(c.start, c.end, pack(c), c.flags) for c in lay.components],
+                         lay.magic, lay.mirror_count)
+    return stored(lay.osts, lay.stripe_size, lay.pool, lay.pattern, lay.stripe_count)
 
 
 def getstripe_buffer(max_stripes: int = 2000) -> bytearray:

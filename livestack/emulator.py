@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import struct
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ import numpy as np
 
 from collectors.readers.brw_stats import IN_FLIGHT_BUCKETS
 from collectors.reduce import log2_bucket
+from common import lustre_layout as ll
 from common.fsname import target_name
 from common.record_file import RecordTail
 from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
@@ -439,17 +439,13 @@ class EmulatedCluster:
 LOV_XATTR = "user.lustre_alloc.lov"
 """Where the shim's record backend reads a layout (liblustre_alloc/la_backend.c): the bytes
 ``LL_IOC_LOV_GETSTRIPE`` gives on Lustre."""
-LOV_USER_MAGIC_V1 = 0x0BD10BD0
-LOV_PATTERN_RAID0 = 0x1
 
 
 def lov_user_md_v1(osts: list[int], stripe_size: int) -> bytes:
     """A plain layout as ``LL_IOC_LOV_GETSTRIPE`` gives it for a file: ``lov_user_md_v1``
     (32 bytes) and one 24-byte ``lov_user_ost_data_v1`` per stripe
     (docs/reference/lustre-client-layout-api.md "Packed layouts")."""
-    head = struct.pack("<IIQQIHH", LOV_USER_MAGIC_V1, LOV_PATTERN_RAID0, 0, 0, stripe_size,
-                       len(osts), osts[0] if osts else 0xFFFF)
-    return head + b"".join(struct.pack("<QQII", 0, 0, 0, i) for i in osts)
+    return ll.stored(list(osts), stripe_size)
 
 
 @dataclass

@@ -1,23 +1,45 @@
-"""A stand-in for Lustre's ``lfs`` on the emulated stack: the three subcommands the migration
+"""A stand-in for Lustre's ``lfs`` on the emulated stack: the subcommands the migration
 service runs, on real files whose layouts are the ``user.lustre_alloc.lov`` xattr the
-emulated MDS writes (:data:`livestack.emulator.LOV_XATTR`, ``LL_IOC_LOV_GETSTRIPE``'s bytes).
+emulated MDS writes (:data:`livestack.emulator.LOV_XATTR`, the bytes ``lustre.lov`` and
+``LL_IOC_LOV_GETSTRIPE`` give: plain or composite, :mod:`common.lustre_layout`).
 
 ``python -m livestack.lfs <subcommand> ...``; Lustre's rules it keeps, from
-``lustre/utils/lfs.c`` (2.15.4 unless said):
+``lustre/utils/lfs.c`` (2.17.0 unless said), each checked on Lustre 2.17.0 by
+tests/lustre/test_migrate_lfs.py:
 
-* ``migrate [--non-block|-n] -c K [-S SIZE] -o I,J,.. [-W MIB_PER_S] FILE``
-  (``lfs_setstripe_migrate()`` -> ``lfs_migrate()``): the data is copied to a volatile
-  file (``O_TMPFILE`` here: nameless, gone if the process dies, as Lustre's volatile file
-  is), then the layouts are swapped in one step (``llapi_fswap_layouts()``: here one
-  ``setxattr``). The data version taken before the copy must still hold at the swap, else
-  "file changed" and nothing changes (``migrate_block()``, ``SWAP_LAYOUTS_CHECK_DV1``; here
-  size and mtime). With ``--non-block`` a file another process has open for writing is
-  refused with EBUSY, before or during the copy (``llapi_lease_acquire()`` and
-  ``check_lease()``). ``-W`` paces the copy (``--bandwidth``, 2.16.0 ``migrate_copy_data()``).
-  Timestamps are kept (``migrate_set_timestamps()``).
-* ``find DIR --ost I[,J..] --type f -printf '%s %p\\n'``: regular files with an object on
-  one of the OSTs, size in bytes and path.
+* ``migrate [--non-block|-n] [LAYOUT OPTIONS] [-W MIB_PER_S] FILE``
+  (``lfs_setstripe_internal()`` -> ``lfs_migrate()``):
+
+  - the new layout is built from the options alone, as ``comp_args_to_layout()`` does:
+    ``-E END`` starts a component (PFL; ``-1``/``eof`` the end of file), each with its own
+    ``-c``, ``-S``, ``-p``, ``-i`` and ``-o``; ``-L mdt`` a Data-on-MDT component, which
+    refuses ``-c``/``-o``/``-i``/``-p`` (EINVAL). A pool is kept only when ``-p`` names it
+    (``llapi_layout_pool_name_set(layout, "")`` otherwise); a ``-c`` other than the
+    ``-o`` list's length is EINVAL (``lsa_args_stripe_count_check()``). So a PFL file moved
+    with ``-c/-o`` alone comes out plain, and its pool is gone (seen on 2.17.0);
+  - with no layout option the old layout is kept (``lfs_migrate()`` copies it): here with
+    the same OSTs (LOD would choose);
+  - a listed OST outside the pool makes LOD drop the pool (``lod_qos.c``
+    ``lod_qos_set_pool()``); pools are :envvar:`LIVESTACK_LFS_POOLS` (JSON
+    ``{"pool": [ost, ...]}``);
+  - components the data reaches get objects (their ``-o``, else the first OSTs, a
+    stand-in LOD); the others keep count, size and pool and no objects;
+  - the data is copied to a volatile file (``O_TMPFILE`` here: nameless, gone if the
+    process dies, as Lustre's volatile file is), then the layouts are swapped in one step
+    (``llapi_fswap_layouts()``: here one ``setxattr``). The data version taken before the
+    copy must still hold at the swap, else "file changed" and nothing changes
+    (``migrate_block()``, ``SWAP_LAYOUTS_CHECK_DV1``; here size and mtime). With
+    ``--non-block`` a file another process has open for writing is refused with EBUSY,
+    before or during the copy (``llapi_lease_acquire()`` and ``check_lease()``). ``-W``
+    paces the copy (``--bandwidth``, 2.16.0 ``migrate_copy_data()``). Timestamps are kept
+    (``migrate_set_timestamps()``).
+* ``find DIR --ost I[,J..] --type f (-print0 | -printf '%s %p\\n')``: regular files with an
+  object on one of the OSTs; ``-print0`` in every release, ``-printf`` from 2.15.0.
 * ``getstripe FILE..``: the plain RAID0 form (``lmm_*`` keys, ``obdidx`` table).
+* ``pool_list FSNAME.POOL``: ``Pool: FSNAME.POOL`` then ``FSNAME-OSTxxxx_UUID`` lines
+  (``llapi_poollist()``); an unknown pool is EINVAL.
+* ``path2fid PATH``: a FID, ``[0x200000007:0x1:0x0]`` for any path (the root's FID on
+  Lustre, what Robinhood names the root by).
 
 Errors: one line ``lfs <cmd>: <file>: <reason>`` on stderr and exit status the errno, as
 ``lfs`` returns its negative ``rc`` (``lfs.c`` ``main()``).
@@ -25,6 +47,7 @@ Errors: one line ``lfs <cmd>: <file>: <reason>`` on stderr and exit status the e
 from __future__ import annotations
 
 import errno
+import json
 import os
 import sys
 import time
@@ -33,9 +56,12 @@ from pathlib import Path
 import psutil
 
 from common import lustre_layout as ll
-from livestack.emulator import LOV_XATTR, lov_user_md_v1
+from livestack.emulator import LOV_XATTR
+from mapper.migrate.keep import objects
 
 CHUNK_BYTES = 1 << 20
+POOLS_ENV = "LIVESTACK_LFS_POOLS"
+ROOT_FID = "[0x200000007:0x1:0x0]"
 
 
 class LfsFailure(Exception):
@@ -64,15 +90,28 @@ def parse_bandwidth(text: str) -> float:
         raise LfsFailure(errno.EINVAL, f"bad value for bandwidth '{text}'") from None
 
 
-def layout_of(path: str) -> tuple[list[int], int]:
-    """(OST indices in stripe order, stripe size) of ``path``'s layout xattr."""
+def read_layout(path: str) -> ll.Layout:
+    """``path``'s whole layout (its layout xattr)."""
     try:
-        lay = ll.parse(os.getxattr(path, LOV_XATTR))
+        return ll.parse(os.getxattr(path, LOV_XATTR))
     except OSError as exc:
         raise LfsFailure(exc.errno or errno.EIO, f"{path}: no layout ({exc.strerror})") from None
     except ValueError as exc:
         raise LfsFailure(errno.EINVAL, f"{path}: {exc}") from None
-    return list(lay.osts), int(lay.stripe_size)
+
+
+def layout_of(path: str) -> tuple[list[int], int]:
+    """(the OSTs ``path`` has objects on, in order of first appearance; the stripe size of
+    its first component with objects)."""
+    lay = read_layout(path)
+    parts = lay.components or [lay]
+    size = next((c.stripe_size for c in parts if c.osts), parts[0].stripe_size)
+    return objects(lay), int(size)
+
+
+def pools() -> dict[str, list[int]]:
+    raw = os.environ.get(POOLS_ENV, "")
+    return {k: [int(o) for o in v] for k, v in json.loads(raw).items()} if raw else {}
 
 
 def _writers(path: str) -> bool:
@@ -91,31 +130,86 @@ def _writers(path: str) -> bool:
     return False
 
 
+_LAYOUT_OPTS = {"-E", "--component-end", "-c", "--stripe-count", "-S", "--stripe-size",
+                "-o", "--ost", "-p", "--pool", "-i", "--stripe-index", "-L", "--layout"}
+
+
+def _end(text: str) -> int:
+    return ll.LUSTRE_EOF if text in ("-1", "eof", "EOF") else int(text)
+
+
+def _component(opts: dict, start: int, end: int, size_of_file: int) -> ll.Layout:
+    """One component from its options (``comp_args_to_layout()``)."""
+    if opts.get("L") == "mdt":
+        if any(k in opts for k in ("c", "o", "i", "p")):
+            raise LfsFailure(errno.EINVAL, "Option 'stripe-count', 'ost-list', 'stripe-offset' "
+                                           "or 'pool' can't be specified with Data-on-MDT")
+        return ll.Layout(magic=ll.LOV_USER_MAGIC_V1, stripe_count=0, stripe_size=end,
+                         pattern=ll.LOV_PATTERN_MDT, start=start, end=end,
+                         flags=ll.LCME_FL_INIT if size_of_file > start else 0)
+    listed = opts.get("o")
+    count = int(opts.get("c", len(listed) if listed else 1))
+    if listed and count not in (0, -1) and count != len(listed):
+        raise LfsFailure(errno.EINVAL, f"stripe_count({count}) != nr_tgts({len(listed)})")
+    pool = opts.get("p", "")
+    known = pools()
+    if pool and listed and not set(listed) <= set(known.get(pool, [])):
+        pool = ""                     # lod_qos_set_pool(): "dropping the pool"
+    reached = size_of_file > start or start == 0
+    osts = (listed or list(range(max(count, 1)))) if reached else []
+    return ll.Layout(magic=ll.LOV_USER_MAGIC_V3 if pool else ll.LOV_USER_MAGIC_V1,
+                     stripe_count=(len(osts) if osts else count & 0xFFFF),
+                     stripe_size=int(opts.get("S", 1 << 20)), pool=pool,
+                     pattern=ll.LOV_PATTERN_RAID0, osts=osts, start=start, end=end,
+                     flags=ll.LCME_FL_INIT if osts else 0)
+
+
+def new_layout(groups: list[dict], old: ll.Layout, size_of_file: int) -> ll.Layout:
+    """The layout ``lfs migrate`` makes from its option groups (one per ``-E``, or one)."""
+    if not groups:
+        return old
+    if len(groups) == 1 and "E" not in groups[0]:
+        return _component(groups[0], 0, ll.LUSTRE_EOF, size_of_file)
+    comps, start = [], 0
+    for g in groups:
+        end = _end(g["E"])
+        c = _component(g, start, end, size_of_file)
+        comps.append(c)
+        start = end
+    return ll.Layout(magic=ll.LOV_USER_MAGIC_COMP_V1, components=comps)
+
+
 def migrate(args: list[str]) -> None:
-    nonblock, count, size, osts, bw, rest = False, None, None, None, 0.0, []
+    nonblock, bw, rest = False, 0.0, []
+    groups: list[dict] = []
     it = iter(args)
     for a in it:
         if a in ("-n", "--non-block"):
             nonblock = True
         elif a in ("-b", "--block"):
             nonblock = False
-        elif a in ("-c", "--stripe-count"):
-            count = int(next(it))
-        elif a in ("-S", "--stripe-size"):
-            size = int(next(it))
-        elif a in ("-o", "--ost"):
-            osts = [int(x) for x in next(it).split(",")]
         elif a in ("-W", "--bandwidth", "--bandwidth-limit"):
             bw = parse_bandwidth(next(it))
+        elif a in _LAYOUT_OPTS:
+            key = {"--component-end": "E", "--stripe-count": "c", "--stripe-size": "S",
+                   "--ost": "o", "--pool": "p", "--stripe-index": "i",
+                   "--layout": "L"}.get(a, a[1:])
+            value = next(it)
+            if key == "E" or not groups:
+                groups.append({})
+            if key in groups[-1]:
+                raise LfsFailure(errno.EINVAL, f"option {a} given twice for a component")
+            groups[-1][key] = ([int(x) for x in value.split(",")] if key == "o" else value)
         else:
             rest.append(a)
-    if len(rest) != 1 or not osts or (count is not None and count != len(osts)):
-        raise LfsFailure(errno.EINVAL, "usage: migrate [-n] -c K [-S SIZE] -o I,.. [-W BW] FILE")
+    if len(rest) != 1:
+        raise LfsFailure(errno.EINVAL, "usage: migrate [-n] [LAYOUT OPTIONS] [-W BW] FILE")
     path = rest[0]
-    _, old_size = layout_of(path)
+    old = read_layout(path)
     if nonblock and _writers(path):
         raise LfsFailure(errno.EBUSY, f"{path}: cannot get lease: Device or resource busy")
     st = os.stat(path)
+    layout = new_layout(groups, old, st.st_size)
     t0 = time.monotonic()
     copied = 0
     fd_src = os.open(path, os.O_RDONLY)
@@ -139,7 +233,7 @@ def migrate(args: list[str]) -> None:
     now = os.stat(path)
     if (now.st_size, now.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
         raise LfsFailure(errno.EAGAIN, f"{path}: cannot swap layout: file changed")
-    os.setxattr(path, LOV_XATTR, lov_user_md_v1(osts, size or old_size))
+    os.setxattr(path, LOV_XATTR, ll.pack(layout))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
@@ -154,22 +248,27 @@ def find(args: list[str]) -> None:
                 raise LfsFailure(errno.EINVAL, "find: only --type f")
         elif a in ("-printf", "--printf"):
             fmt = next(it)
+        elif a in ("-print0", "--print0", "-0"):
+            fmt = "print0"
         elif root is None:
             root = a
         else:
             raise LfsFailure(errno.EINVAL, f"find: unknown argument {a}")
-    if root is None or fmt != "%s %p\\n":
-        raise LfsFailure(errno.EINVAL, "usage: find DIR --ost I --type f -printf '%s %p\\n'")
-    out = sys.stdout
-    for dirpath, _, names in os.walk(root):
+    if root is None or fmt not in ("%s %p\\n", "print0"):
+        raise LfsFailure(errno.EINVAL, "usage: find DIR --ost I --type f "
+                                       "(-print0 | -printf '%s %p\\n')")
+    out = sys.stdout.buffer
+    for dirpath, _, names in os.walk(os.fsencode(root)):
         for name in sorted(names):
             p = os.path.join(dirpath, name)
             try:
-                osts, _ = layout_of(p)
-            except LfsFailure:
+                osts, _ = layout_of(os.fsdecode(p))
+                size = os.stat(p).st_size
+            except (LfsFailure, OSError):
                 continue
             if wanted is None or wanted & set(osts):
-                out.write(f"{os.stat(p).st_size} {p}\n")
+                out.write(p + b"\0" if fmt == "print0" else b"%d %s\n" % (size, p))
+    out.flush()
 
 
 def getstripe(args: list[str]) -> None:
@@ -184,7 +283,27 @@ def getstripe(args: list[str]) -> None:
         sys.stdout.write("\n")
 
 
-COMMANDS = {"migrate": migrate, "find": find, "getstripe": getstripe}
+def pool_list(args: list[str]) -> None:
+    if len(args) != 1 or "." not in args[0]:
+        raise LfsFailure(errno.EINVAL, "usage: pool_list FSNAME.POOL")
+    fsname, pool = args[0].split(".", 1)
+    known = pools()
+    if pool not in known:
+        raise LfsFailure(errno.EINVAL, f"pool_list: {args[0]}: no such pool")
+    sys.stdout.write(f"Pool: {fsname}.{pool}\n")
+    for o in known[pool]:
+        sys.stdout.write(f"{fsname}-OST{o:04x}_UUID\n")
+
+
+def path2fid(args: list[str]) -> None:
+    for p in args:
+        if not os.path.lexists(p):
+            raise LfsFailure(errno.ENOENT, f"path2fid: {p}: No such file or directory")
+        sys.stdout.write(ROOT_FID + "\n")
+
+
+COMMANDS = {"migrate": migrate, "find": find, "getstripe": getstripe, "pool_list": pool_list,
+            "path2fid": path2fid}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,8 @@ import numpy as np
 
 from mapper.migrate.budget import BudgetParams, MigrationBudget, OstLoad, loads_from_view
 from mapper.policies.placement import LearnsOstSpeeds
+from common import lustre_layout as ll
+from mapper.migrate.lfs import FileListError
 from mapper.migrate.selection import EvacuationSet, PlannedMove, SelectRules, select
 from mapper.service.migration_view import ost_entries
 
@@ -88,10 +90,16 @@ class SimFiles:
         return [(k, int(f.landed.sum())) for k, f in self.sim.files.items()
                 if k not in self.skip and p in f.osts.tolist() and f.landed.sum() > 0]
 
-    def layouts(self, paths: list[str]) -> dict[str, tuple[list[int], int]]:
+    def layouts(self, paths: list[str]) -> dict[str, ll.Layout]:
+        """Plain layouts (a simulated composite file is not rebalanced: scenario.py)."""
         ix = self.sim.cl.ost_index
-        return {k: ([int(i) for i in ix[f.osts]], int(f.stripe_size)) for k in paths
-                if (f := self.sim.files.get(k)) is not None}
+        return {k: ll.Layout(magic=ll.LOV_USER_MAGIC_V1, stripe_count=len(f.osts),
+                             stripe_size=int(f.stripe_size), pattern=ll.LOV_PATTERN_RAID0,
+                             osts=[int(i) for i in ix[f.osts]])
+                for k in paths if (f := self.sim.files.get(k)) is not None}
+
+    def pool_osts(self, pool: str) -> set[int]:
+        raise FileListError(f"pool {pool}: the simulator has no pools")
 
     def recently_modified(self, path: str, quiet_s: float) -> bool:
         f = self.sim.files.get(path)

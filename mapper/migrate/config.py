@@ -48,6 +48,9 @@ class MigrateConfig:
         mapper_socket: the mapper's admin socket (None: the packaged default).
         lfs: the ``lfs`` command.
         lfs_bandwidth_option: pass ``lfs migrate --bandwidth`` (Lustre 2.16+).
+        layout_xattr: the extended attribute a file's layout is read from before it is
+            planned and after a restart (``lustre.lov``, what a Lustre client serves; the
+            emulated stack's stand-in keeps layouts under ``user.lustre_alloc.lov``).
         state_dir: the journal and the file lists live here.
         interval_s: one loop, s.
         evacuate_after_s: an OST the mapper has steered for slowness this long is
@@ -74,6 +77,7 @@ class MigrateConfig:
     mapper_socket: str | None = None
     lfs: str = "lfs"
     lfs_bandwidth_option: bool = False
+    layout_xattr: str = "lustre.lov"
     state_dir: str = "/var/lib/lustre-alloc/migrate"
     interval_s: float = 10.0
     evacuate_after_s: float = 3600.0

@@ -7,27 +7,33 @@ the namespace. The tables and columns read, as Robinhood 3.x creates them
 
 * ``ENTRIES`` (``id``, ``size``, ``type``): one row per entry; ``type = 'file'``;
 * ``NAMES`` (``id``, ``parent_id``, ``name``) and the stored function
-  ``this_path(parent_id, name)``, which returns ``<root id>/<path below the root>``;
-* ``STRIPE_ITEMS`` (``id``, ``stripe_index``, ``ostidx``): one row per stripe, indexed by
-  ``ostidx``;
-* ``STRIPE_INFO`` (``id``, ``stripe_size``).
+  ``this_path(parent_id, name)``, which returns ``<root id>/<path below the root>``, and
+  ``<id>/<partial path>`` when the ancestor ``<id>`` is missing from ``NAMES``
+  (``listmgr_init.c``: ``EXIT HANDLER FOR NOT FOUND RETURN CONCAT(pid,'/',p)``): a path is
+  used only when it starts with the root's id (``lfs path2fid <mount>``), else skipped,
+  since a partial path could name another file;
+* ``STRIPE_ITEMS`` (``id``, ``ostidx``): which files have an object on an OST.
 
-The database may lag the file system (Robinhood follows the changelog): whether a file was
-written recently is read from the file itself (``stat`` under the mount), and a file the
-database lists that is gone is skipped by ``lfs migrate`` itself (its move fails; retried,
-then given up). Errors (a refused connection, a query that fails) raise
+Names are bytes (``VARBINARY``): any bytes but ``/`` and NUL, decoded with
+:func:`os.fsdecode`. The database may lag the file system (Robinhood follows the
+changelog): whether a file was written recently, and its layout, are read from the file
+itself under the mount (:class:`mapper.migrate.lfs.Lfs`), so a file moved since the
+database last saw it is not moved again and a file gone drops out. A file with several
+names (hard links) is listed once. Errors (a refused connection, a query that fails) raise
 :class:`mapper.migrate.lfs.FileListError` with one line.
 """
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
-from mapper.migrate.lfs import FileListError
+from common import lustre_layout as ll
+from mapper.migrate.lfs import FileListError, Lfs
 from mapper.migrate.selection import written_within
 
-BATCH = 500
-"""Ids per layout query."""
+FID = re.compile(r"\[?(0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:0x[0-9a-fA-F]+)\]?")
 
 
 class RobinhoodFiles:
@@ -38,13 +44,23 @@ class RobinhoodFiles:
         mount: where the file system is mounted here (Robinhood's paths are below its root).
         clock: wall seconds.
         placeholder: the driver's parameter marker (``%s`` for PyMySQL, ``?`` for sqlite3).
+        lfs: reads layouts and pools, and the root's FID (default: ``lfs``).
+        fsname: for pool names.
+        workdir: scratch files of ``lfs``.
+        root_id: the root's id as Robinhood writes it (default: ``lfs path2fid <mount>``).
     """
 
     def __init__(self, connect: Callable[[], Any], mount: str, clock: Callable[[], float],
-                 placeholder: str = "%s"):
+                 placeholder: str = "%s", *, lfs: Lfs | None = None, fsname: str = "",
+                 workdir: Path | None = None, root_id: str | None = None):
         self.connect, self.mount, self.clock, self.ph = connect, mount, clock, placeholder
-        self._ids: dict[str, Any] = {}
+        self.lfs = lfs or Lfs()
+        self.fsname = fsname
+        self.workdir = workdir or Path("/tmp")
+        self._root_id = root_id
         self._conn: Any = None
+        self.partial_paths = 0
+        """Rows skipped because their path was partial (an ancestor missing), all passes."""
 
     def _query(self, sql: str, args: tuple) -> list[tuple]:
         try:
@@ -58,40 +74,47 @@ class RobinhoodFiles:
             raise FileListError(f"robinhood: {type(exc).__name__}: "
                                 f"{' '.join(str(exc).split())}") from None
 
-    def _path(self, this_path: Any) -> str:
-        text = this_path.decode() if isinstance(this_path, bytes) else str(this_path)
-        below = text.split("/", 1)[1] if "/" in text else text
-        return str(Path(self.mount) / below)
+    def root_id(self) -> str:
+        """The root's id (``lfs path2fid <mount>`` once). Raises FileListError."""
+        if self._root_id is None:
+            out = self.workdir / "path2fid.txt"
+            self.lfs._run(["path2fid", self.mount], out)
+            m = FID.search(out.read_text(errors="replace"))
+            if not m:
+                raise FileListError(f"lfs path2fid {self.mount}: no FID in its output")
+            self._root_id = m.group(1)
+        return self._root_id
+
+    def _path(self, this_path: Any) -> str | None:
+        """The path under the mount, or None for a partial one (module doc)."""
+        raw = this_path if isinstance(this_path, bytes) else os.fsencode(str(this_path))
+        head, sep, below = raw.partition(b"/")
+        if not sep or os.fsdecode(head) != self.root_id():
+            return None
+        return str(Path(self.mount) / os.fsdecode(below))
 
     def files_on_ost(self, ost: int) -> list[tuple[str, int]]:
         rows = self._query(
             "SELECT E.id, E.size, this_path(N.parent_id, N.name) FROM ENTRIES E "
             "JOIN NAMES N ON N.id = E.id WHERE E.type = 'file' AND E.id IN "
             f"(SELECT id FROM STRIPE_ITEMS WHERE ostidx = {self.ph})", (int(ost),))
-        out = []
+        out, seen = [], set()
         for fid, size, path in rows:
-            p = self._path(path)
-            self._ids[p] = fid
+            if fid in seen:                   # another name of a file listed (a hard link)
+                continue
+            p = self._path(path) if path is not None else None
+            if p is None:
+                self.partial_paths += 1
+                continue
+            seen.add(fid)
             out.append((p, int(size or 0)))
         return out
 
-    def layouts(self, paths: list[str]) -> dict[str, tuple[list[int], int]]:
-        by_id = {self._ids[p]: p for p in paths if p in self._ids}
-        ids = list(by_id)
-        stripes: dict[Any, list[tuple[int, int]]] = {}
-        sizes: dict[Any, int] = {}
-        for i in range(0, len(ids), BATCH):
-            batch = tuple(ids[i:i + BATCH])
-            marks = ",".join([self.ph] * len(batch))
-            for fid, index, ost in self._query(
-                    f"SELECT id, stripe_index, ostidx FROM STRIPE_ITEMS WHERE id IN ({marks})",
-                    batch):
-                stripes.setdefault(fid, []).append((int(index), int(ost)))
-            for fid, size in self._query(
-                    f"SELECT id, stripe_size FROM STRIPE_INFO WHERE id IN ({marks})", batch):
-                sizes[fid] = int(size or 0)
-        return {by_id[fid]: ([o for _, o in sorted(s)], sizes.get(fid, 0))
-                for fid, s in stripes.items()}
+    def layouts(self, paths: list[str]) -> dict[str, ll.Layout]:
+        return self.lfs.layouts(paths)
+
+    def pool_osts(self, pool: str) -> set[int]:
+        return self.lfs.pool_osts(self.fsname, pool, self.workdir)
 
     def recently_modified(self, path: str, quiet_s: float) -> bool:
         return written_within(path, self.clock(), quiet_s)
@@ -99,13 +122,13 @@ class RobinhoodFiles:
 
 def pymysql_connect(table: dict[str, Any]) -> Callable[[], Any]:
     """A connection factory from ``[migrate.robinhood]`` (``host``, ``port``, ``database``,
-    ``user``, ``password_file``) with PyMySQL (``pip install PyMySQL``)."""
+    ``user``, ``password_file``) with PyMySQL (``pip install 'lustre-alloc[robinhood]'``)."""
     def connect() -> Any:
         try:
             import pymysql
         except ImportError:
             raise FileListError("robinhood: PyMySQL is not installed "
-                                "(pip install PyMySQL)") from None
+                                "(pip install 'lustre-alloc[robinhood]')") from None
         password = ""
         if table.get("password_file"):
             password = Path(table["password_file"]).read_text().strip()

@@ -12,11 +12,18 @@ code as ``lustre-alloc-rebalance plan``).
   mean shed files to the others, as the planner decides.
 
 Targets are the OSTs the mapper would place on now (``receives``: its usability rule, not
-steered). Files are skipped (counted) when smaller than ``min_file_bytes``, modified within
-``quiet_s``, given up by the journal, or without a readable layout.
+steered), and among them only those of every pool the file's layout names (a listed OST
+outside the pool makes LOD drop the pool: :mod:`mapper.migrate.keep`). Each file's layout
+is read from the file itself when planned, whatever listed it, so a file already moved
+since it was listed (a Robinhood database lags the file system) is not moved again. Files
+are skipped (counted, by reason) when smaller than ``min_file_bytes``, modified within
+``quiet_s``, given up by the journal, gone or without a readable layout, no longer on a
+source OST, in a layout no move can keep (:func:`mapper.migrate.keep.unmovable`: FLR, SEL,
+...), or in a pool whose OSTs cannot be listed.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,10 +32,12 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from common import lustre_layout as ll
+from mapper.migrate import keep as keeper
 from mapper.migrate.budget import Move
 from mapper.migrate.config import MigrateConfig
 from mapper.migrate.journal import MoveState
-from mapper.migrate.lfs import Lfs
+from mapper.migrate.lfs import FileListError, Lfs
 from mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration
 
 MIB = 1 << 20
@@ -36,9 +45,18 @@ MIB = 1 << 20
 
 @dataclass
 class PlannedMove(Move):
-    """A move with its new layout's stripe size and why it is made."""
+    """A move: the file's layout when planned (``from_osts`` are its
+    :func:`mapper.migrate.keep.objects`), its stripe size, and why it is made."""
     stripe_size: int = 0
     why: str = ""
+    layout: ll.Layout | None = None
+
+    def options(self) -> list[str]:
+        """``lfs migrate``'s layout options: the layout with ``from_osts[k]`` replaced by
+        ``to_osts[k]`` (:func:`mapper.migrate.keep.migrate_options`). Raises ValueError."""
+        if self.layout is None:
+            raise ValueError(f"{self.file}: a move without its layout")
+        return keeper.migrate_options(self.layout, keeper.remap(self.from_osts, self.to_osts))
 
 
 @dataclass
@@ -119,8 +137,11 @@ class FileSource(Protocol):
     def files_on_ost(self, ost: int) -> list[tuple[str, int]]:
         """``(path, size bytes)`` of the regular files with an object on ``ost``."""
 
-    def layouts(self, paths: list[str]) -> dict[str, tuple[list[int], int]]:
-        """``{path: (OST indices, stripe size)}``; a file gone since is left out."""
+    def layouts(self, paths: list[str]) -> dict[str, ll.Layout]:
+        """``{path: layout}`` read now; a file gone or unreadable is left out."""
+
+    def pool_osts(self, pool: str) -> set[int]:
+        """The OSTs of ``pool``; raises :class:`mapper.migrate.lfs.FileListError`."""
 
     def recently_modified(self, path: str, quiet_s: float) -> bool:
         """Written within the last ``quiet_s`` seconds (or gone: not a candidate now)."""
@@ -128,17 +149,22 @@ class FileSource(Protocol):
 
 @dataclass
 class LfsFiles:
-    """The live file source: ``lfs find``/``getstripe`` under ``mount``, mtime by stat."""
+    """The live file source: ``lfs find`` under ``mount``, layouts and mtimes from the files,
+    pools from ``lfs pool_list``."""
     lfs: Lfs
     mount: str
     workdir: Path
     clock: Any
+    fsname: str = ""
 
     def files_on_ost(self, ost: int) -> list[tuple[str, int]]:
         return self.lfs.files_on_ost(self.mount, ost, self.workdir)
 
-    def layouts(self, paths: list[str]) -> dict[str, tuple[list[int], int]]:
-        return self.lfs.layouts(paths, self.workdir)
+    def layouts(self, paths: list[str]) -> dict[str, ll.Layout]:
+        return self.lfs.layouts(paths)
+
+    def pool_osts(self, pool: str) -> set[int]:
+        return self.lfs.pool_osts(self.fsname, pool, self.workdir)
 
     def recently_modified(self, path: str, quiet_s: float) -> bool:
         return written_within(path, self.clock(), quiet_s)
@@ -202,22 +228,62 @@ def select(rules: SelectRules, view: Mapping[str, Any], evacuating: list[int],
             keep.append((path, size))
     layouts = source.layouts([p for p, _ in keep]) if keep else {}
     known = set(int(i) for i in table.index)
-    rows = [(p, s, layouts[p]) for p, s in keep if p in layouts and set(layouts[p][0]) <= known]
-    sel.skipped["no layout"] += len(keep) - len(rows)
-    if not rows:
-        return sel
+    pool_cache: dict[str, set[int]] = {}
+
+    def pool_osts(name: str) -> set[int]:
+        if name not in pool_cache:
+            pool_cache[name] = source.pool_osts(name)
+        return pool_cache[name]
+
+    groups: dict[frozenset[int] | None, list[tuple[str, int, ll.Layout]]] = {}
+    for path, size in keep:
+        lay = layouts.get(path)
+        if lay is None:
+            sel.skipped["gone or no layout"] += 1
+            continue
+        why_not = keeper.unmovable(lay)
+        objs = keeper.objects(lay)
+        if why_not is not None:
+            sel.skipped[why_not] += 1
+        elif not set(objs) & set(sources):
+            sel.skipped["moved since listed"] += 1
+        elif not set(objs) <= known:
+            sel.skipped["OST unknown to the mapper"] += 1
+        else:
+            try:
+                allowed = keeper.allowed_targets(lay, pool_osts)
+            except FileListError:
+                sel.skipped["pool not listable"] += 1
+                continue
+            groups.setdefault(None if allowed is None else frozenset(allowed), []).append(
+                (path, size, lay))
+    for allowed, rows in groups.items():
+        sel.moves += _plan_group(rules, table, rows, allowed, set(sel.evacuating))
+    return sel
+
+
+def _plan_group(rules: SelectRules, table: MigrationOsts,
+                rows: list[tuple[str, int, ll.Layout]], allowed: frozenset[int] | None,
+                draining: set[int]) -> list[PlannedMove]:
+    """The planner's moves for files that may go to ``allowed`` OSTs only (None: any)."""
+    if allowed is not None:
+        table = dataclasses.replace(table, can_receive=table.can_receive & np.isin(
+            table.index, list(allowed)))
+        if not table.can_receive.any():
+            return []
     files = FileTable.from_lists([p for p, _, _ in rows], [s for _, s, _ in rows],
-                                 [lay[0] for _, _, lay in rows],
-                                 stripe_size=[lay[1] for _, _, lay in rows])
+                                 [keeper.objects(lay) for _, _, lay in rows],
+                                 stripe_size=[keeper.stripe_size(lay) for _, _, lay in rows])
     plan = plan_migration(table, files, PlanTargets(budget_fraction=rules.ost_share,
                                                     fill_tolerance=rules.fill_tolerance,
                                                     weight_load=0.0))
-    draining = set(sel.evacuating)
+    moves = []
     for i, f in enumerate(plan.files.tolist()):
         old = [int(o) for o in files.ost_index[files.ost_ptr[f]:files.ost_ptr[f + 1]]]
         why = (f"evacuate OST {min(draining & set(old))}" if draining & set(old)
                else "fill balance")
-        sel.moves.append(PlannedMove(file=files.ids[f], size=float(files.size_bytes[f]),
-                                     from_osts=old, to_osts=[int(o) for o in plan.osts_of(i)],
-                                     stripe_size=int(files.stripe_size[f]), why=why))
-    return sel
+        moves.append(PlannedMove(file=files.ids[f], size=float(files.size_bytes[f]),
+                                 from_osts=old, to_osts=[int(o) for o in plan.osts_of(i)],
+                                 stripe_size=int(files.stripe_size[f]), why=why,
+                                 layout=rows[f][2]))
+    return moves

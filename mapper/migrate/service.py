@@ -34,6 +34,7 @@ from typing import Any, Callable, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from mapper.migrate import keep as keeper
 from mapper.migrate.budget import MigrationBudget, Move, OstLoad, loads_from_view
 from mapper.migrate.config import MigrateConfig
 from mapper.migrate.journal import MoveJournal
@@ -60,8 +61,9 @@ def _file_source(cfg: MigrateConfig, lfs: Lfs, workdir: Path,
     """``[migrate.robinhood]`` when configured, else ``lfs find`` under the mount."""
     if cfg.robinhood:
         from mapper.migrate.robinhood import RobinhoodFiles, pymysql_connect
-        return RobinhoodFiles(pymysql_connect(cfg.robinhood), cfg.mount, clock)
-    return LfsFiles(lfs, cfg.mount, workdir, clock)
+        return RobinhoodFiles(pymysql_connect(cfg.robinhood), cfg.mount, clock, lfs=lfs,
+                              fsname=cfg.fsname, workdir=workdir)
+    return LfsFiles(lfs, cfg.mount, workdir, clock, cfg.fsname)
 
 
 class MigrateMetrics:
@@ -83,7 +85,7 @@ class MigrationService:
                  registry: CollectorRegistry | None = None,
                  clock: Callable[[], float] = time.time, files: FileSource | None = None):
         self.cfg, self.source, self.clock = cfg, source, clock
-        self.lfs = lfs or Lfs(cfg.lfs, cfg.lfs_bandwidth_option)
+        self.lfs = lfs or Lfs(cfg.lfs, cfg.lfs_bandwidth_option, layout_xattr=cfg.layout_xattr)
         self.workdir = Path(cfg.state_dir) / "lists"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.files: FileSource = files or _file_source(cfg, self.lfs, self.workdir, clock)
@@ -177,7 +179,11 @@ class MigrationService:
                 left.append(move)
                 continue
             limit = self.budget.bandwidth_limit(move, self.loads)
-            argv = self.lfs.migrate_argv(move.file, move.to_osts, move.stripe_size, limit)
+            try:
+                argv = self.lfs.migrate_argv(move.file, move.options(), limit)
+            except ValueError as exc:         # a plan that cannot keep the layout: not run
+                self.skipped[f"not kept: {exc}"] += 1
+                continue
             self.journal.record("started", move.file, t=now, **{"from": move.from_osts},
                                 to=move.to_osts, bytes=int(move.size), why=move.why)
             try:
@@ -229,12 +235,11 @@ class MigrationService:
         for m in waiting:                    # its bandwidth and OSS slots count meanwhile
             self.budget.start(Move(m.file, float(m.bytes), m.from_osts, m.to_osts), self.loads)
         rest = [m for m in orphans if m not in waiting]
-        layouts = self.lfs.layouts([m.file for m in rest], self.workdir) if rest else {}
         for m in rest:
-            got = layouts.get(m.file)
+            got = self.lfs.layout(m.file)
             if got is None:
                 self.journal.record("settled", m.file, t=now, result="gone")
-            elif got[0] == m.to_osts:
+            elif keeper.objects(got) == m.to_osts:
                 self.journal.record("settled", m.file, t=now, result="moved")
                 self._count("done", m.file, "settled after a restart")
             else:

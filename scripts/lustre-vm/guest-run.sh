@@ -4,7 +4,7 @@
 # Steps from lustre-vm-notes (docs/lustre-vm.md): LNet on eth0, mkfs.lustre --backfstype=zfs
 # over sparse files, mount the targets, the client, and wait until every OSP has precreated.
 set -euo pipefail
-export PATH=/opt/lustre-alloc-venv/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH=/opt/lustre-alloc-venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 fsname=lustre
 mnt=/mnt/lustre
 nost=${LUSTRE_VM_OSTS:-4}

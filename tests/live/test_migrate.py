@@ -73,6 +73,7 @@ mode = "on"
 ost_rate_mib_s = 80
 mapper_socket = "{control}"
 lfs = "{sys.executable} -m livestack.lfs"
+layout_xattr = "{LOV_XATTR}"
 lfs_bandwidth_option = true
 state_dir = "{state}"
 interval_s = 0.2

@@ -1,8 +1,10 @@
-"""The migration service's ``lfs migrate`` command on real Lustre 2.17.0 files: a move must
-change OSTs and nothing else. Today's command (``-c K [-S size] -o LIST``) builds a new plain
-layout (lfs.c: the old layout is copied only when no layout option is given): the pool and
-the PFL components are lost. Those two are expected failures (strict: they flip when the
-service keeps layouts) of the open issue "Moves that keep what they move"."""
+"""The migration service's moves on real Lustre 2.17.0 files: a move changes OSTs and nothing
+else. Each test reads a file's layout as the service does (``lustre.lov``), builds the
+service's ``lfs migrate`` options (:func:`mapper.migrate.keep.migrate_options`), runs them and
+compares the layout after with the one before, OSTs aside (:func:`mapper.migrate.keep.shape`).
+Layouts no options can keep (FLR, SEL) are refused by :func:`mapper.migrate.keep.unmovable`;
+what lfs would do to them, and the rules the stand-in lfs (livestack/lfs.py) encodes, are
+recorded for docs/reference/lustre-on-lustre.md."""
 from __future__ import annotations
 
 import hashlib
@@ -11,22 +13,46 @@ from pathlib import Path
 
 import pytest
 
+from mapper.migrate import keep
 from mapper.migrate.lfs import Lfs
 
-from .conftest import FSNAME, MOUNT, rule, sh
-from .test_shim import first_osts, layout
+from .conftest import FSNAME, rule, sh
 
 MIB = 1 << 20
+LFS = Lfs(bandwidth_option=True)
 
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def move(path: Path, osts: list[int], stripe_size: int) -> None:
-    argv = Lfs(bandwidth_option=True).migrate_argv(str(path), osts, stripe_size, 64 * MIB)
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, (argv, p.stderr)
+def write(path: Path, mib: int) -> None:
+    sh("dd", "if=/dev/urandom", f"of={path}", "bs=1M", f"count={mib}", "status=none")
+
+
+def migrate(path: Path, options: list[str]) -> subprocess.CompletedProcess:
+    argv = LFS.migrate_argv(str(path), options, 64 * MIB)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=600)
+
+
+def move_keeping(path: Path, new_of) -> tuple:
+    """Move ``path`` as the service would, each OST ``o`` to ``new_of(o)``; (layout before,
+    layout after)."""
+    before = LFS.layout(str(path))
+    assert before is not None and keep.unmovable(before) is None, before
+    old = keep.objects(before)
+    new = [new_of(o) for o in old]
+    want = digest(path)
+    p = migrate(path, keep.migrate_options(before, keep.remap(old, new)))
+    assert p.returncode == 0, p.stderr
+    after = LFS.layout(str(path))
+    assert digest(path) == want
+    assert keep.objects(after) == new
+    return before, after
+
+
+def other(o: int) -> int:
+    return (o + 2) % 4
 
 
 @pytest.fixture
@@ -37,43 +63,80 @@ def pool():
     yield name
 
 
-def test_a_plain_file_moves_with_its_count_and_size(work):
+def test_a_plain_file_keeps_its_count_and_size(work):
     f = work / "plain"
     sh("lfs", "setstripe", "-c", "2", "-S", "2M", "-o", "0,1", str(f))
-    sh("dd", "if=/dev/urandom", f"of={f}", "bs=1M", "count=8", "status=none")
-    before, want = layout(f), digest(f)
-    move(f, [2, 3], before.stripe_size)
-    after = layout(f)
-    assert digest(f) == want
-    assert (after.osts, after.stripe_count, after.stripe_size) == ([2, 3], 2, 2 * MIB)
+    write(f, 8)
+    before, after = move_keeping(f, other)
+    assert keep.shape(after) == keep.shape(before) and after.osts == [2, 3]
 
 
-@pytest.mark.xfail(strict=True, reason="moves drop the pool (lfs migrate -c/-S/-o builds a "
-                                       "new plain layout): issue 'Moves that keep what they move'")
-def test_a_pooled_file_keeps_its_pool(work, pool):
+def test_a_pooled_file_keeps_its_pool_and_a_list_outside_it_drops_it(work, pool):
     f = work / "pooled"
     sh("lfs", "setstripe", "-c", "1", "-p", pool, str(f))
-    sh("dd", "if=/dev/urandom", f"of={f}", "bs=1M", "count=4", "status=none")
-    move(f, [1] if first_osts(layout(f)) != [1] else [0], layout(f).stripe_size)
-    after = layout(f)
-    rule("lfs migrate -c -S -o drops the file's pool", "lustre/utils/lfs.c lfs_migrate()",
-         "livestack/lfs.py migrate (no pools)", f"pool after: {after.pool!r}",
-         after.pool == "")
-    assert after.pool == pool
+    write(f, 4)
+    members = LFS.pool_osts(FSNAME, pool, work)
+    assert members == {0, 1}
+    before, after = move_keeping(f, lambda o: 1 - o)         # inside the pool
+    assert keep.shape(after) == keep.shape(before) and after.pool == pool
+    p = migrate(f, ["-c", "1", "-p", pool, "-o", "3"])       # outside it
+    dropped = LFS.layout(str(f))
+    rule("a listed OST outside the pool: LOD drops the pool", "lod/lod_qos.c lod_qos_set_pool()",
+         "livestack/lfs.py migrate: pool dropped when -o leaves LIVESTACK_LFS_POOLS",
+         f"lfs migrate -p {pool} -o 3: rc {p.returncode}, pool after {dropped.pool!r}, "
+         f"OSTs {dropped.osts}", p.returncode == 0 and dropped.pool == "")
+    g = work / "pooled-no-p"
+    sh("lfs", "setstripe", "-c", "1", "-p", pool, str(g))
+    write(g, 1)
+    p = migrate(g, ["-c", "1", "-o", "0"])
+    plain = LFS.layout(str(g))
+    rule("lfs migrate with layout options and no -p drops the pool",
+         "lustre/utils/lfs.c comp_args_to_layout(): llapi_layout_pool_name_set(layout, \"\")",
+         "livestack/lfs.py migrate: the pool only when -p names it",
+         f"lfs migrate -c 1 -o 0: rc {p.returncode}, pool after {plain.pool!r}",
+         p.returncode == 0 and plain.pool == "")
 
 
-@pytest.mark.xfail(strict=True, reason="moves flatten PFL layouts (lfs migrate -c/-S/-o): "
-                                       "issue 'Moves that keep what they move'")
-def test_a_pfl_file_keeps_its_components(work):
+def test_a_pfl_file_keeps_every_component(work):
     f = work / "pfl"
-    sh("lfs", "setstripe", "-E", "1M", "-c", "1", "-E", "-1", "-c", "2", str(f))
-    sh("dd", "if=/dev/urandom", f"of={f}", "bs=1M", "count=4", "status=none")
-    want = digest(f)
-    move(f, [3], MIB)
-    after = layout(f)
-    rule("lfs migrate -c 1 -o N on a PFL file gives a plain layout",
-         "lustre/utils/lfs.c lfs_migrate(): the old layout is copied only without options",
-         "livestack/lfs.py migrate keeps only OSTs and size",
-         f"{len(after.components)} components after", not after.components)
-    assert digest(f) == want
-    assert len(after.components) == 2
+    sh("lfs", "setstripe", "-E", "1M", "-c", "1", "-S", "1M", "-E", "64M", "-c", "2",
+       "-E", "-1", "-c", "4", str(f))
+    write(f, 4)                                   # the third component is not reached
+    before, after = move_keeping(f, other)
+    assert [c.initialized for c in before.components] == [True, True, False]
+    rule("lfs migrate -E .. -o per component keeps a PFL layout, an unreached component "
+         "uninstantiated", "lustre/utils/lfs.c comp_args_to_layout() (-o per component, 2.12+)",
+         "livestack/lfs.py migrate: one component per -E, objects where the data reaches",
+         f"shape before {keep.shape(before)}, after {keep.shape(after)}",
+         keep.shape(after) == keep.shape(before))
+    assert keep.shape(after) == keep.shape(before)
+
+
+def test_a_dom_file_keeps_its_mdt_component(work):
+    f = work / "dom"
+    sh("lfs", "setstripe", "-E", "1M", "-L", "mdt", "-E", "-1", "-c", "2", str(f))
+    write(f, 4)
+    before, after = move_keeping(f, other)
+    rule("lfs migrate -E END -L mdt keeps a Data-on-MDT component (same DoM size: layout swap)",
+         "lustre/utils/lfs.c comp_args_to_layout(), lfs_migrate()",
+         "livestack/lfs.py migrate: -L mdt, refusing -c/-o/-i/-p",
+         f"shape before {keep.shape(before)}, after {keep.shape(after)}",
+         keep.shape(after) == keep.shape(before))
+    assert keep.shape(after) == keep.shape(before)
+
+
+def test_mirrored_and_self_extending_files_are_not_moved(work):
+    flr, sel = work / "flr", work / "sel"
+    sh("lfs", "mirror", "create", "-N2", "-c", "1", str(flr))
+    write(flr, 2)
+    sh("lfs", "setstripe", "-E", "256M", "-c", "1", "-z", "64M", "-E", "-1", "-c", "2", str(sel))
+    write(sel, 2)
+    assert keep.unmovable(LFS.layout(str(flr))) == "mirrored (FLR)"
+    assert keep.unmovable(LFS.layout(str(sel))) == "self-extending (SEL)"
+    p = migrate(flr, ["-c", "1", "-o", "3"])
+    merged = LFS.layout(str(flr))
+    rule("lfs migrate with layout options on a mirrored file leaves one mirror",
+         "lustre/utils/lfs.c lfs_migrate() (issue 'Moves that keep what they move')",
+         "mapper/migrate/keep.py unmovable(): FLR files are not moved",
+         f"rc {p.returncode} ({p.stderr.strip()[-80:]}); mirrors after {merged.mirror_count}",
+         p.returncode != 0 or merged.mirror_count == 1)

@@ -15,9 +15,9 @@ def test_the_service_passes_whole_mib_per_second_rounded_down_at_least_one():
     assert bandwidth_mib_s(10 * MIB) == 10
     assert bandwidth_mib_s(10.9 * MIB) == 10        # the cap holds
     assert bandwidth_mib_s(300_000) == 1             # below 1 MiB/s: lfs's smallest
-    argv = Lfs(bandwidth_option=True).migrate_argv("/mnt/f", [2, 3], 0, 40 * MIB)
+    argv = Lfs(bandwidth_option=True).migrate_argv("/mnt/f", ["-c", "1", "-o", "2"], 40 * MIB)
     assert argv[argv.index("-W") + 1] == "40"
-    assert "-W" not in Lfs().migrate_argv("/mnt/f", [2], 0, 40 * MIB)   # before 2.16
+    assert "-W" not in Lfs().migrate_argv("/mnt/f", ["-c", "1", "-o", "2"], 40 * MIB)  # < 2.16
 
 
 @pytest.mark.parametrize("text,bytes_s", [("10", 10 * MIB), ("10M", 10 * MIB),

@@ -72,7 +72,8 @@ def _files(root: Path, n: int = 4, size: int = 2 * MIB) -> dict[str, str]:
 
 def _cfg(tmp: Path, **over) -> MigrateConfig:
     args = dict(fsname="demofs", mount=str(tmp / "mnt"), ost_rate_mib_s=1000.0, mode="on",
-                lfs=STANDIN_LFS, state_dir=str(tmp / "state"), interval_s=0.1,
+                lfs=STANDIN_LFS, layout_xattr=LOV_XATTR, state_dir=str(tmp / "state"),
+                interval_s=0.1,
                 evacuate_after_s=3600.0, quiet_s=600.0, retry_s=0.0,
                 budget=BudgetParams(ost_share=1.0, max_per_oss=2, max_in_flight_ratio=1.0))
     args.update(over)
@@ -305,63 +306,114 @@ def test_bad_configuration_is_one_line_naming_the_key(table, match):
 
 def _robinhood_db(path: Path, files: dict[str, str]) -> "sqlite3.Connection":
     """The Robinhood 3.x tables the service reads (mapper/migrate/robinhood.py), in SQLite,
-    filled from the files' layout xattrs; ``this_path`` as Robinhood's stored function
-    returns it (``<root id>/<path>``)."""
+    filled from the files' layout xattrs; names are bytes (``VARBINARY``), the root's id is
+    ``0x0`` and ``this_path`` returns what Robinhood's stored function does
+    (``<root id>/<path>``, or ``<missing ancestor's id>/<partial path>``)."""
     import sqlite3
     db = sqlite3.connect(path)
     db.executescript("""
         CREATE TABLE ENTRIES (id TEXT PRIMARY KEY, size INTEGER, type TEXT, last_mod INTEGER);
-        CREATE TABLE NAMES (id TEXT, parent_id TEXT, name TEXT);
+        CREATE TABLE NAMES (id TEXT, parent_id TEXT, name BLOB);
         CREATE TABLE STRIPE_INFO (id TEXT, validator INTEGER, stripe_count INTEGER,
                                   stripe_size INTEGER, pool_name TEXT);
         CREATE TABLE STRIPE_ITEMS (id TEXT, stripe_index INTEGER, ostidx INTEGER, details BLOB);
         INSERT INTO ENTRIES VALUES ('0x1', 4096, 'dir', 0);
-        INSERT INTO NAMES VALUES ('0x1', '0x0', 'mnt');""")
+        INSERT INTO NAMES VALUES ('0x1', '0x0', x'6d6e74');""")
     for n, p in enumerate(files):
-        fid = f"0x{100 + n:x}"
-        osts, size = layout_of(p)
-        db.execute("INSERT INTO ENTRIES VALUES (?, ?, 'file', 0)", (fid, os.stat(p).st_size))
-        db.execute("INSERT INTO NAMES VALUES (?, '0x1', ?)", (fid, Path(p).name))
-        db.execute("INSERT INTO STRIPE_INFO VALUES (?, 0, ?, ?, '')", (fid, len(osts), size))
-        for i, o in enumerate(osts):
-            db.execute("INSERT INTO STRIPE_ITEMS VALUES (?, ?, ?, x'')", (fid, i, o))
+        _robinhood_file(db, f"0x{100 + n:x}", "0x1", os.fsencode(Path(p).name), p)
     db.commit()
     return db
 
 
+def _robinhood_file(db, fid: str, parent: str, name: bytes, path: str) -> None:
+    osts, size = layout_of(path)
+    db.execute("INSERT OR IGNORE INTO ENTRIES VALUES (?, ?, 'file', 0)", (fid, os.stat(path).st_size))
+    db.execute("INSERT INTO NAMES VALUES (?, ?, ?)", (fid, parent, name))
+    db.execute("INSERT INTO STRIPE_INFO VALUES (?, 0, ?, ?, '')", (fid, len(osts), size))
+    for i, o in enumerate(osts):
+        db.execute("INSERT INTO STRIPE_ITEMS VALUES (?, ?, ?, x'')", (fid, i, o))
+
+
 def _this_path(db):
     def this_path(pid, name):
-        path = name
+        path = bytes(name)
         while True:
             row = db.execute("SELECT parent_id, name FROM NAMES WHERE id = ?", (pid,)).fetchone()
             if row is None:
-                return f"{pid}/{path}"
-            pid, path = row[0], f"{row[1]}/{path}"
+                return pid.encode() + b"/" + path
+            pid, path = row[0], bytes(row[1]) + b"/" + path
     return this_path
 
 
-def test_file_lists_from_a_robinhood_database(tmp_path):
-    """``[migrate.robinhood]``: the files on the evacuated OST and their stripes come from
-    Robinhood's tables; the moves are the same as with ``lfs find``."""
+def _robinhood(tmp_path: Path) -> "RobinhoodFiles":
     import sqlite3
-    from mapper.migrate.lfs import FileListError
+    from mapper.migrate.lfs import Lfs
     from mapper.migrate.robinhood import RobinhoodFiles
-    files = _files(tmp_path / "mnt")
-    _robinhood_db(tmp_path / "rbh.db", files).close()
 
     def connect():
         db = sqlite3.connect(tmp_path / "rbh.db")
         db.create_function("this_path", 2, _this_path(db))
         return db
+    # Robinhood's paths are below the file system's root: here the mount is tmp/mnt's parent
+    return RobinhoodFiles(connect, str(tmp_path), time.time, placeholder="?",
+                          lfs=Lfs(STANDIN_LFS, layout_xattr=LOV_XATTR), root_id="0x0",
+                          workdir=tmp_path)
+
+
+def test_file_lists_from_a_robinhood_database(tmp_path):
+    """``[migrate.robinhood]``: the files on the evacuated OST come from Robinhood's tables;
+    the moves are the same as with ``lfs find``."""
+    import sqlite3
+    from mapper.migrate.lfs import FileListError
+    from mapper.migrate.robinhood import RobinhoodFiles
+    files = _files(tmp_path / "mnt")
+    _robinhood_db(tmp_path / "rbh.db", files).close()
     view = View()
     view.steered[SLOW] = time.time() - 7200
-    # Robinhood's paths are below the file system's root: here the mount is tmp/mnt's parent
-    rbh = RobinhoodFiles(connect, str(tmp_path), time.time, placeholder="?")
+    rbh = _robinhood(tmp_path)
     assert sorted(p for p, _ in rbh.files_on_ost(SLOW)) == sorted(list(files)[:4])
     svc = MigrationService(_cfg(tmp_path), view, registry=CollectorRegistry(), files=rbh)
     _until_idle(svc)
     assert all(SLOW not in _on(p) for p in files) and svc.status()["done"] == 4
     broken = RobinhoodFiles(lambda: sqlite3.connect(tmp_path / "nowhere" / "x.db"),
-                            str(tmp_path), time.time, placeholder="?")
+                            str(tmp_path), time.time, placeholder="?", root_id="0x0")
     with pytest.raises(FileListError, match=r"^robinhood: OperationalError"):
         broken.files_on_ost(SLOW)
+
+
+def test_robinhood_rows_partial_paths_odd_names_hard_links_and_lag(tmp_path):
+    """Rows whose ancestors are missing from NAMES are skipped (their partial path could name
+    another file: here it names a real one); a name that is not UTF-8 is moved; a file with
+    two names is planned once; a file the database still shows on the OST, but already moved,
+    is not moved again."""
+    files = _files(tmp_path / "mnt")
+    paths = list(files)
+    db = _robinhood_db(tmp_path / "rbh.db", files)
+    odd = os.fsencode(str(tmp_path / "mnt")) + b"/caf\xe9"
+    with open(odd, "wb") as f:
+        f.write(os.urandom(2 * MIB))
+    os.setxattr(odd, LOV_XATTR, lov_user_md_v1([SLOW], MIB))
+    os.utime(odd, (time.time() - 7200,) * 2)
+    _robinhood_file(db, "0x300", "0x1", b"caf\xe9", os.fsdecode(odd))
+    link = str(tmp_path / "mnt" / "link-to-f0")
+    os.link(paths[0], link)
+    _robinhood_file(db, "0x64", "0x1", b"link-to-f0", paths[0])             # f0's second name
+    db.execute("INSERT INTO NAMES VALUES ('0x5', '0x77', x'6d6e74')")       # parent 0x77 lost
+    db.execute("INSERT INTO ENTRIES VALUES ('0x400', 1048576, 'file', 0)")  # on the slow OST,
+    db.execute("INSERT INTO NAMES VALUES ('0x400', '0x5', x'6634')")        # "0x77/mnt/f4"
+    db.execute("INSERT INTO STRIPE_ITEMS VALUES ('0x400', 0, ?, x'')", (SLOW,))
+    db.commit()
+    db.close()
+    os.setxattr(paths[1], LOV_XATTR, lov_user_md_v1([3], MIB))             # moved since
+    rbh = _robinhood(tmp_path)
+    listed = {p if p != link else paths[0] for p, _ in rbh.files_on_ost(SLOW)}
+    assert listed == {*paths[:4], os.fsdecode(odd)} and rbh.partial_paths == 1
+    view = View()
+    view.steered[SLOW] = time.time() - 7200
+    svc = MigrationService(_cfg(tmp_path), view, registry=CollectorRegistry(), files=rbh)
+    _until_idle(svc)
+    assert svc.skipped["moved since listed"] == 1
+    assert SLOW not in layout_of(os.fsdecode(odd))[0] and _on(paths[1]) == [3]
+    done = [r["file"] for r in _journal(tmp_path) if r["event"] == "done"]
+    assert done.count(paths[0]) + done.count(link) == 1
+    assert _on(paths[4]) == [2]                        # the partial path's file: untouched
