@@ -18,8 +18,22 @@ file's last state. A file whose last event is ``started`` (or ``running``) was i
 ended either way; :mod:`mapper.migrate.service` settles it from the file's layout before
 anything else starts (``lfs migrate`` swaps the layout atomically at its end, so the file
 has either its old or its new OSTs: ``lustre/utils/lfs.c`` ``lfs_migrate()``,
-``llapi_fswap_layouts()``). A torn last line (a crash while writing it) is skipped and
-counted; any other malformed line is an error naming the journal and the line.
+``llapi_fswap_layouts()``). A torn last line (a crash while writing it) is counted and cut
+off before anything is appended, so the next record starts on a line of its own; any other
+malformed line is an error naming the journal and the line. A new journal's directory entry
+is fsync-ed with it.
+
+The journal stays bounded: once it holds more than :data:`COMPACT_MIN_LINES` lines and four
+per file it knows, it is rewritten (a new file, fsync-ed, renamed over the old one, the
+directory fsync-ed) as one ``state`` line per file still of interest (in flight, failed,
+given up) and one ``totals`` line counting the files that ended done or settled::
+
+    {"t": ..., "event": "state", "file": "/lustre/b", "last": "failed", "from": [3],
+     "to": [7], "bytes": 1, "pid": null, "attempts": 2, "failures": 1, "retry_at": ...,
+     "error": "...", "why": "..."}
+    {"t": ..., "event": "totals", "file": "", "done": 1200, "settled": 3}
+
+A crash during the rewrite leaves either the old journal or the new one.
 """
 from __future__ import annotations
 
@@ -30,6 +44,10 @@ from pathlib import Path
 from typing import Any
 
 EVENTS = ("started", "running", "done", "failed", "given_up", "settled")
+RECORDS = EVENTS + ("state", "totals")
+COMPACT_MIN_LINES = 10_000
+"""A journal is compacted only past this many lines (and four per file it knows)."""
+ENDED = ("done", "settled")
 
 
 class JournalError(ValueError):
@@ -73,12 +91,21 @@ class MoveJournal:
         OSError: the journal cannot be created or written.
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str],
+                 compact_min_lines: int = COMPACT_MIN_LINES):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.compact_min_lines = compact_min_lines
         self.torn_lines = 0
+        self.ended_before: dict[str, int] = {e: 0 for e in ENDED}
+        """Files that ended done/settled and were compacted away."""
+        self.lines = 0
+        created = not self.path.exists()
         self.moves: dict[str, MoveState] = self._replay()
         self._fh = open(self.path, "a", encoding="utf-8")
+        if created:
+            os.fsync(self._fh.fileno())
+            _fsync_dir(self.path.parent)
 
     def close(self) -> None:
         self._fh.close()
@@ -87,26 +114,48 @@ class MoveJournal:
         moves: dict[str, MoveState] = {}
         if not self.path.exists():
             return moves
-        lines = self.path.read_text(encoding="utf-8", errors="replace").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
+        raw = self.path.read_bytes()
+        lines = raw.split(b"\n")
+        complete = len(raw) - len(lines[-1])        # bytes up to the last newline
+        lines.pop()                                 # b"" or a tail without its newline
+        tail_torn = complete < len(raw)
         for n, line in enumerate(lines, start=1):
             try:
-                rec = json.loads(line)
-                if not isinstance(rec, dict) or rec.get("event") not in EVENTS \
+                rec = json.loads(line.decode("utf-8", errors="replace"))
+                if not isinstance(rec, dict) or rec.get("event") not in RECORDS \
                         or not isinstance(rec.get("file"), str):
                     raise ValueError("not a journal record")
             except ValueError as exc:
-                if n == len(lines):            # a crash while appending the last line
+                if n == len(lines) and not tail_torn:   # the last line, torn inside
                     self.torn_lines += 1
-                    continue
+                    complete -= len(line) + 1
+                    break
                 raise JournalError(f"{self.path}:{n}: {exc}") from None
+            self.lines += 1
             self._fold(moves, rec)
+        if tail_torn:
+            self.torn_lines += 1
+        if complete < len(raw):                     # cut it off before appending
+            with open(self.path, "r+b") as f:
+                f.truncate(complete)
+                f.flush()
+                os.fsync(f.fileno())
         return moves
 
-    @staticmethod
-    def _fold(moves: dict[str, MoveState], rec: dict[str, Any]) -> None:
+    def _fold(self, moves: dict[str, MoveState], rec: dict[str, Any]) -> None:
         path, event = rec["file"], rec["event"]
+        if event == "totals":
+            for e in ENDED:
+                self.ended_before[e] = int(rec.get(e, 0))
+            return
+        if event == "state":
+            moves[path] = MoveState(
+                file=path, event=str(rec["last"]), from_osts=[int(i) for i in rec["from"]],
+                to_osts=[int(i) for i in rec["to"]], bytes=int(rec["bytes"]),
+                pid=rec.get("pid"), attempts=int(rec["attempts"]),
+                failures=int(rec["failures"]), retry_at=float(rec["retry_at"]),
+                error=str(rec["error"]), why=str(rec["why"]))
+            return
         m = moves.get(path)
         if m is None:
             m = moves[path] = MoveState(file=path, event=event)
@@ -130,23 +179,66 @@ class MoveJournal:
             m.error = str(rec.get("error", ""))
 
     def record(self, event: str, file: str, **fields: Any) -> MoveState:
-        """Append one event for ``file`` (flushed and fsync-ed) and fold it in."""
+        """Append one event for ``file`` (flushed and fsync-ed) and fold it in; compact the
+        journal when it has grown past its bound (module doc)."""
         if event not in EVENTS:
             raise ValueError(f"unknown journal event {event!r}")
         rec = {"t": fields.pop("t"), "event": event, "file": file, **fields}
         self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
+        self.lines += 1
         self._fold(self.moves, rec)
-        return self.moves[file]
+        state = self.moves[file]
+        if self.lines > max(self.compact_min_lines, 4 * len(self.moves)):
+            self.compact(rec["t"])
+        return state
+
+    def compact(self, t: float) -> None:
+        """Rewrite the journal as its states (module doc)."""
+        ended = dict(self.ended_before)
+        keep: dict[str, MoveState] = {}
+        for path, m in self.moves.items():
+            if m.event in ENDED:
+                ended[m.event] += 1
+            else:
+                keep[path] = m
+        tmp = self.path.with_name(self.path.name + ".compact")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"t": t, "event": "totals", "file": "", **ended},
+                               separators=(",", ":")) + "\n")
+            for m in keep.values():
+                f.write(json.dumps(
+                    {"t": t, "event": "state", "file": m.file, "last": m.event,
+                     "from": m.from_osts, "to": m.to_osts, "bytes": m.bytes, "pid": m.pid,
+                     "attempts": m.attempts, "failures": m.failures, "retry_at": m.retry_at,
+                     "error": m.error, "why": m.why}, separators=(",", ":")) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.path.parent)
+        self._fh.close()
+        self._fh = open(self.path, "a", encoding="utf-8")
+        self.moves, self.ended_before, self.lines = keep, ended, len(keep) + 1
 
     def in_flight(self) -> list[MoveState]:
         """Moves whose last event is ``started``."""
         return [m for m in self.moves.values() if m.event == "started"]
 
     def counts(self) -> dict[str, int]:
-        """Files per last event."""
+        """Files per last event (those compacted away included)."""
         out = {e: 0 for e in EVENTS}
         for m in self.moves.values():
             out[m.event] += 1
+        for e in ENDED:
+            out[e] += self.ended_before[e]
         return out
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a directory entry (a created or renamed file) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -28,6 +28,18 @@ class Ended:
     message: str
 
 
+def _migrating(file: str, pid: int) -> psutil.Process | None:
+    """Process ``pid`` if it is an ``lfs migrate`` of ``file``."""
+    try:
+        proc = psutil.Process(int(pid))
+        if file not in proc.cmdline() or "migrate" not in proc.cmdline() \
+                or proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+    except (psutil.Error, ValueError):
+        return None
+    return proc
+
+
 class MoveRunner:
     """Start, poll and adopt ``lfs migrate`` processes, one per file."""
 
@@ -54,16 +66,13 @@ class MoveRunner:
         return proc.pid
 
     def adopt(self, file: str, pid: int | None) -> bool:
-        """Watch a migration a previous run started, if it still runs (``pid`` alive and an
-        ``lfs`` command naming ``file``). False: nothing to wait for."""
-        if pid is None:
-            return False
-        try:
-            proc = psutil.Process(int(pid))
-            cmd = proc.cmdline()
-        except (psutil.Error, ValueError):
-            return False
-        if file not in cmd or not any("migrate" == a for a in cmd):
+        """Watch a migration a previous run started, if it still runs: ``pid`` alive and an
+        ``lfs migrate`` command naming ``file``, or, when the journal has no pid (the run
+        stopped between starting the process and journaling its pid), any such process.
+        False: nothing to wait for."""
+        proc = _migrating(file, pid) if pid is not None else next(
+            (p for p in psutil.process_iter() if _migrating(file, p.pid)), None)
+        if proc is None:
             return False
         self._adopted[file] = proc
         return True
