@@ -19,9 +19,9 @@ tests/lustre/test_migrate_lfs.py:
     with ``-c/-o`` alone comes out plain, and its pool is gone (seen on 2.17.0);
   - with no layout option the old layout is kept (``lfs_migrate()`` copies it): here with
     the same OSTs (LOD would choose);
-  - a listed OST outside the pool makes LOD drop the pool (``lod_qos.c``
-    ``lod_qos_set_pool()``); pools are :envvar:`LIVESTACK_LFS_POOLS` (JSON
-    ``{"pool": [ost, ...]}``);
+  - a listed OST outside the pool is refused, EINVAL, and the file is left as it was (seen
+    on 2.17.0: ``lfs migrate -p flash -o 3`` with OST 3 outside ``flash``); pools are
+    :envvar:`LIVESTACK_LFS_POOLS` (JSON ``{"pool": [ost, ...]}``);
   - components the data reaches get objects (their ``-o``, else the first OSTs, a
     stand-in LOD); the others keep count, size and pool and no objects;
   - the data is copied to a volatile file (``O_TMPFILE`` here: nameless, gone if the
@@ -154,7 +154,7 @@ def _component(opts: dict, start: int, end: int, size_of_file: int) -> ll.Layout
     pool = opts.get("p", "")
     known = pools()
     if pool and listed and not set(listed) <= set(known.get(pool, [])):
-        pool = ""                     # lod_qos_set_pool(): "dropping the pool"
+        raise LfsFailure(errno.EINVAL, f"OSTs {listed} not all in pool {pool}")
     reached = size_of_file > start or start == 0
     osts = (listed or list(range(max(count, 1)))) if reached else []
     return ll.Layout(magic=ll.LOV_USER_MAGIC_V3 if pool else ll.LOV_USER_MAGIC_V1,

@@ -15,10 +15,10 @@ release since 2.10), so a move that names OSTs must restate everything else:
   nothing else (``comp_args_to_layout()`` refuses a count, list, index or pool on it); the
   same DoM size keeps the plain layout swap (``lfs_migrate()``: only a larger DoM size
   takes the mirror path).
-* **pool**: ``-p`` is given with the list; LOD silently drops the pool when a listed OST is
-  not in it (``lod_qos.c`` ``lod_qos_set_pool()``: "index %u is not in the pool %s,
-  dropping the pool"), so targets are chosen among the pool's OSTs
-  (:func:`allowed_targets`).
+* **pool**: ``-p`` is given with the list (without it the pool is dropped:
+  ``comp_args_to_layout()`` clears it; seen on 2.17.0). A listed OST outside the pool is
+  refused, EINVAL, the file left as it was (seen on 2.17.0), so targets are chosen among the
+  pool's OSTs (:func:`allowed_targets`).
 
 Not movable by options, so skipped and counted (:func:`unmovable`): mirrored files (FLR:
 options build one mirror, merging the others away; ``lfs mirror`` is the tool), self-extending

@@ -71,7 +71,7 @@ def test_a_plain_file_keeps_its_count_and_size(work):
     assert keep.shape(after) == keep.shape(before) and after.osts == [2, 3]
 
 
-def test_a_pooled_file_keeps_its_pool_and_a_list_outside_it_drops_it(work, pool):
+def test_a_pooled_file_keeps_its_pool_and_a_list_outside_it_is_refused(work, pool):
     f = work / "pooled"
     sh("lfs", "setstripe", "-c", "1", "-p", pool, str(f))
     write(f, 4)
@@ -79,12 +79,14 @@ def test_a_pooled_file_keeps_its_pool_and_a_list_outside_it_drops_it(work, pool)
     assert members == {0, 1}
     before, after = move_keeping(f, lambda o: 1 - o)         # inside the pool
     assert keep.shape(after) == keep.shape(before) and after.pool == pool
+    kept = LFS.layout(str(f))
     p = migrate(f, ["-c", "1", "-p", pool, "-o", "3"])       # outside it
-    dropped = LFS.layout(str(f))
-    rule("a listed OST outside the pool: LOD drops the pool", "lod/lod_qos.c lod_qos_set_pool()",
-         "livestack/lfs.py migrate: pool dropped when -o leaves LIVESTACK_LFS_POOLS",
-         f"lfs migrate -p {pool} -o 3: rc {p.returncode}, pool after {dropped.pool!r}, "
-         f"OSTs {dropped.osts}", p.returncode == 0 and dropped.pool == "")
+    same = LFS.layout(str(f))
+    rule("a listed OST outside the pool: refused EINVAL, the file as it was",
+         "lfs migrate -p POOL -o LIST (lod_qos.c checks a list against the pool)",
+         "livestack/lfs.py migrate: EINVAL when -o leaves LIVESTACK_LFS_POOLS",
+         f"lfs migrate -p {pool} -o 3: rc {p.returncode}, pool after {same.pool!r}, "
+         f"OSTs {same.osts}", p.returncode == 22 and same == kept)
     g = work / "pooled-no-p"
     sh("lfs", "setstripe", "-c", "1", "-p", pool, str(g))
     write(g, 1)

@@ -116,7 +116,7 @@ def test_the_stand_in_lfs_flattens_drops_and_refuses_as_lfs_does(files):
     assert r.returncode == 0 and _layout(files["pooled"]).pool == ""
     os.setxattr(files["pooled"], LOV_XATTR, LAYOUTS["pooled"])
     r = _standin("migrate", "-c", "1", "-p", "flash", "-o", "2", files["pooled"])  # outside
-    assert r.returncode == 0 and _layout(files["pooled"]).pool == ""
+    assert r.returncode == 22 and _layout(files["pooled"]).pool == "flash"
     r = _standin("migrate", "-c", "2", "-o", "3", files["dom"])       # count != list
     assert r.returncode == 22
     r = _standin("migrate", "-E", "1048576", "-L", "mdt", "-c", "1", "-E", "-1", "-c", "1",
