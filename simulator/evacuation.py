@@ -13,9 +13,12 @@ on the simulated file system.
   waits.
 * **When a move starts**: :class:`mapper.migrate.budget.MigrationBudget` (bandwidth share per
   OST, moves per OSS, data in flight, pauses), as live.
-* **How fast**: each move's read and write are capped at the budget's per-move rate (the
-  ``lfs migrate --bandwidth`` the service passes) and share the OSTs and network with the
-  jobs (:mod:`simulator.rebalance` runs the transfers).
+* **How fast**: as deployed. With ``lfs_bandwidth_option`` (Lustre 2.16+ clients) each move's
+  read and write are capped at the budget's per-move rate (the ``lfs migrate -W`` the
+  service passes); without it (every earlier release, and the service's default) a move
+  runs at whatever speed the OSTs and network give it, and only its start is budgeted
+  (bandwidth share, bytes in flight per OST). Either way it shares the OSTs and network
+  with the jobs (:mod:`simulator.rebalance` runs the transfers).
 
 A policy that steers nothing (any row but ``qos_steer``) evacuates nothing, as a mapper
 without ``[steer]`` (fill balance still runs). Units: seconds, bytes.
@@ -48,6 +51,8 @@ class MigrateEvent:
     balance_fill: bool = False
     fill_tolerance: float = 0.02
     budget: BudgetParams = field(default_factory=BudgetParams)
+    lfs_bandwidth_option: bool = False
+    """Moves run with ``lfs migrate -W`` (``[migrate] lfs_bandwidth_option``, 2.16+)."""
 
 
 def parse_migrate_event(table: Any) -> MigrateEvent:
@@ -61,7 +66,8 @@ def parse_migrate_event(table: Any) -> MigrateEvent:
               max_per_oss=table.get("max_per_oss", int, 2, minimum=1),
               max_in_flight_ratio=table.get("max_in_flight_ratio", float, 0.05, minimum=0.0,
                                             maximum=1.0),
-              busy_share=table.get("busy_share", float, 0.8, minimum=0.0))
+              busy_share=table.get("busy_share", float, 0.8, minimum=0.0),
+              ost_in_flight_mib=table.get("ost_in_flight_mib", float, 1024.0, minimum=0.0))
     try:
         budget = BudgetParams(**kw)
     except ValueError as exc:
@@ -74,7 +80,8 @@ def parse_migrate_event(table: Any) -> MigrateEvent:
                        min_file_bytes=table.get("min_file_bytes", float, 0.0, minimum=0.0),
                        balance_fill=table.get("balance_fill", bool, False),
                        fill_tolerance=table.get("fill_tolerance", float, 0.02, minimum=0.0),
-                       budget=budget)
+                       budget=budget,
+                       lfs_bandwidth_option=table.get("lfs_bandwidth_option", bool, False))
     table.finish()
     return ev
 
@@ -111,7 +118,7 @@ class Evacuation:
 
     def __init__(self, sim: Any, ev: MigrateEvent):
         self.sim, self.ev = sim, ev
-        self.budget = MigrationBudget(ev.budget)
+        self.budget = MigrationBudget(ev.budget, rate_capped=ev.lfs_bandwidth_option)
         self.next_s = ev.start_s
         self.next_start_s = ev.start_s
         self.evacuating: list[int] = []

@@ -372,9 +372,9 @@ class Rebalancer:
                         budget.refusal(mv.planned, loads[k], used):
                     keep.append(mv)
                     continue
-                limit_bs = budget.bandwidth_limit(mv.planned, loads[k])
+                limit_bs = budget.bandwidth_limit(mv.planned, loads[k])   # 0: no -W
                 budget.start(mv.planned, loads[k])
-                self._launch(mv, mv.new_osts, now, limit_bs)
+                self._launch(mv, mv.new_osts, now, limit_bs or math.inf)
                 closed[k] = _closed(budget, loads[k], used)
                 free[k] = _free_osses(budget, loads[k])
                 continue
@@ -416,7 +416,8 @@ class Rebalancer:
     def _launch(self, mv: _Move, new: np.ndarray, now: float,
                 limit_bytes_s: float | None = None) -> None:
         """Start ``mv``'s read and write; each capped at ``limit_bytes_s`` (an evacuation's
-        per-move rate), else so that no OST gives it more than the event's budget."""
+        per-move rate: ``-W``, or infinite without it), else so that no OST gives it more
+        than the event's budget."""
         sim = self.sim
         f = mv.file
         total = float(f.landed.sum())

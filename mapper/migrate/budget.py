@@ -12,6 +12,16 @@ Four limits, each a site's knob with a borrowed default (:class:`BudgetParams`):
   balancer and drainer run 2 transfers per node).
 * **data in flight**: the bytes of running moves stay under ``max_in_flight_ratio`` of the
   file system's used space (Ceph's balancer, ``target_max_misplaced_ratio`` = 5%).
+* **bytes in flight per OST** (only when moves run uncapped: without ``lfs migrate -W``,
+  i.e. on every client before Lustre 2.16 and whenever ``lfs_bandwidth_option`` is off):
+  each move then copies at whatever speed the OSTs give it, so the bandwidth share above
+  bounds only the long-run average (it spaces the starts: after a move of ``b`` bytes on an
+  OST, the next waits ``b / (ost_share x rate)``). The running moves touching an OST hold
+  at most ``ost_in_flight_mib`` (a single larger file runs alone on its OSTs): this bounds
+  how much copying competes with jobs on an OST at once, so a burst at full speed ``F``
+  lasts at most ``max(ost_in_flight_mib, largest part) / F``; the share keeps the average.
+  With ``-W`` (Lustre 2.16+, ``lfs_bandwidth_option``) every move is also rate-capped at
+  :meth:`MigrationBudget.bandwidth_limit` and this limit is not applied.
 * **pauses**: nothing starts while an OST is degraded or unavailable for a reason the
   service did not cause (a RAID rebuild, a failover: Ceph's balancer does nothing while
   the cluster is degraded); a move whose source OST is busy with jobs' I/O (its jobs'
@@ -39,11 +49,15 @@ class BudgetParams:
             (0.05, Ceph's ``target_max_misplaced_ratio``).
         busy_share: a source OST whose jobs' I/O exceeds this share of its bandwidth
             defers its moves (0.8).
+        ost_in_flight_mib: without ``-W``, bytes of running moves touching one OST, MiB
+            (1024: about a second of a current OST at full speed; a convention, not a
+            measurement: lower it where bursts hurt).
     """
     ost_share: float = 0.1
     max_per_oss: int = 2
     max_in_flight_ratio: float = 0.05
     busy_share: float = 0.8
+    ost_in_flight_mib: float = 1024.0
 
     def __post_init__(self) -> None:
         if not 0 < self.ost_share <= 1:
@@ -55,6 +69,8 @@ class BudgetParams:
                              f"got {self.max_in_flight_ratio}")
         if not 0 < self.busy_share:
             raise ValueError(f"busy_share must be > 0, got {self.busy_share}")
+        if not self.ost_in_flight_mib > 0:
+            raise ValueError(f"ost_in_flight_mib must be > 0, got {self.ost_in_flight_mib}")
 
 
 @dataclass
@@ -95,8 +111,11 @@ class Move:
 @dataclass
 class MigrationBudget:
     """The limits of the module doc over the moves running now (kept incrementally: a
-    check costs the move's OSTs, not the moves running)."""
+    check costs the move's OSTs, not the moves running). ``rate_capped``: moves run with
+    ``lfs migrate -W`` (then the per-OST bytes in flight are not limited)."""
     params: BudgetParams
+    rate_capped: bool = False
+    ost_bytes: dict[int, float] = field(default_factory=dict)  # OST -> bytes of its moves
     tokens: dict[int, float] = field(default_factory=dict)    # OST -> bytes it may still spend
     running: dict[str, Move] = field(default_factory=dict)
     per_oss: dict[str, int] = field(default_factory=dict)     # OSS -> moves touching it
@@ -144,6 +163,12 @@ class MigrationBudget:
         for oss in {osts[o].oss for o in touched}:
             if self.per_oss.get(oss, 0) >= self.params.max_per_oss:
                 return f"OSS {oss} at {self.params.max_per_oss} moves"
+        if not self.rate_capped:
+            cap = self.params.ost_in_flight_mib * (1 << 20)
+            for o, b in move.parts().items():
+                held = self.ost_bytes.get(o, 0.0)
+                if held > 0 and held + b > cap:
+                    return f"OST {o} at {self.params.ost_in_flight_mib:g} MiB in flight"
         for o in move.parts():
             if self.tokens.get(o, 0.0) < 0:
                 return f"OST {o} over its bandwidth share"
@@ -159,18 +184,24 @@ class MigrationBudget:
             self.per_oss[oss] = self.per_oss.get(oss, 0) + 1
         for o, b in move.parts().items():
             self.tokens[o] = self.tokens.get(o, 0.0) - b
+            self.ost_bytes[o] = self.ost_bytes.get(o, 0.0) + b
 
     def end(self, file: str) -> None:
         move = self.running.pop(file, None)
         if move is None:
             return
         self._in_flight -= move.size
+        for o, b in move.parts().items():
+            self.ost_bytes[o] = max(0.0, self.ost_bytes.get(o, 0.0) - b)
         for oss in self._osses.pop(file, ()):
             self.per_oss[oss] -= 1
 
     def bandwidth_limit(self, move: Move, osts: Mapping[int, OstLoad]) -> float:
         """A per-move rate cap, bytes/s, for ``lfs migrate --bandwidth`` (Lustre 2.16+):
-        the smallest share over the OSTs it touches, split among the moves an OSS may run."""
+        the smallest share over the OSTs it touches, split among the moves an OSS may run.
+        0 when moves are not rate-capped (no ``-W``: they run at the OSTs' speed)."""
+        if not self.rate_capped:
+            return 0.0
         shares = [self.params.ost_share * osts[o].rate_bytes_s
                   for o in move.from_osts + move.to_osts if o in osts]
         return min(shares) / self.params.max_per_oss if shares else 0.0

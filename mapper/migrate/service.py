@@ -90,7 +90,7 @@ class MigrationService:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.files: FileSource = files or _file_source(cfg, self.lfs, self.workdir, clock)
         self.journal = MoveJournal(Path(cfg.state_dir) / "journal.jsonl")
-        self.budget = MigrationBudget(cfg.budget)
+        self.budget = MigrationBudget(cfg.budget, rate_capped=cfg.lfs_bandwidth_option)
         self.runner = MoveRunner()
         self.metrics = MigrateMetrics(registry or CollectorRegistry())
         self.queue: list[PlannedMove] = []

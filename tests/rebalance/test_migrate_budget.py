@@ -63,7 +63,7 @@ def test_a_busy_source_waits_and_a_fault_pauses_everything():
 
 
 def test_bandwidth_limit_splits_the_smallest_share():
-    b = MigrationBudget(BudgetParams(ost_share=0.2, max_per_oss=2))
+    b = MigrationBudget(BudgetParams(ost_share=0.2, max_per_oss=2), rate_capped=True)
     loads = _loads()
     loads[1] = OstLoad(oss="oss0", rate_bytes_s=10 * MIB)
     assert b.bandwidth_limit(Move("/a", MIB, [1], [2]), loads) == pytest.approx(MIB)
@@ -86,3 +86,29 @@ def test_a_failing_ost_kept_at_its_own_slow_speed_is_not_busy():
     assert b.refusal(Move("/a", MIB, [0], [1]), loads, 1e15) is None
     loads[0].jobs_bytes_s = 90 * MIB
     assert b.refusal(Move("/a", MIB, [0], [1]), loads, 1e15) == "OST 0 busy with jobs"
+
+
+def test_without_w_moves_are_not_capped_and_bytes_in_flight_per_ost_are():
+    """No ``-W`` (before Lustre 2.16, or lfs_bandwidth_option off): no rate cap, and the
+    running moves touching an OST hold at most ost_in_flight_mib, a single larger file
+    alone; with ``-W`` that limit is not applied."""
+    loads = _loads()
+    b = MigrationBudget(BudgetParams(ost_share=1.0, max_per_oss=8, max_in_flight_ratio=1.0,
+                                     ost_in_flight_mib=100))
+    b.refill(0.0, loads)
+    big = Move("/big", 300 * MIB, [1], [2])
+    assert b.bandwidth_limit(big, loads) == 0.0
+    assert b.refusal(big, loads, 1e15) is None                  # alone: larger than the cap
+    b.start(big, loads)
+    small = Move("/small", MIB, [1], [3])
+    assert b.refusal(small, loads, 1e15) == "OST 1 at 100 MiB in flight"
+    b.end("/big")
+    b.refill(1e9, loads)                                        # its bandwidth share paid off
+    assert b.refusal(small, loads, 1e15) is None
+    capped = MigrationBudget(BudgetParams(ost_share=1.0, max_per_oss=8,
+                                          max_in_flight_ratio=1.0, ost_in_flight_mib=100),
+                             rate_capped=True)
+    capped.refill(0.0, loads)
+    capped.start(big, loads)
+    capped.refill(1e9, loads)
+    assert capped.refusal(small, loads, 1e15) is None           # big still running
