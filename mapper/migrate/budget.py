@@ -10,6 +10,9 @@ Four limits, each a site's knob with a borrowed default (:class:`BudgetParams`):
   over any long span an OST gives moves at most its share (plus one file).
 * **moves per OSS**: at most ``max_per_oss`` running moves touch an OSS (CERN EOS's
   balancer and drainer run 2 transfers per node).
+* **all moves together** (``max_mib_s``, 0: no limit): a token bucket like the per-OST
+  one, over the whole file system (an admin's absolute cap); with ``-W`` each move's cap is
+  also at most this.
 * **data in flight**: the bytes of running moves stay under ``max_in_flight_ratio`` of the
   file system's used space (Ceph's balancer, ``target_max_misplaced_ratio`` = 5%).
 * **bytes in flight per OST** (only when moves run uncapped: without ``lfs migrate -W``,
@@ -52,12 +55,14 @@ class BudgetParams:
         ost_in_flight_mib: without ``-W``, bytes of running moves touching one OST, MiB
             (1024: about a second of a current OST at full speed; a convention, not a
             measurement: lower it where bursts hurt).
+        max_mib_s: all moves together, MiB/s (0: no limit beyond the per-OST shares).
     """
     ost_share: float = 0.1
     max_per_oss: int = 2
     max_in_flight_ratio: float = 0.05
     busy_share: float = 0.8
     ost_in_flight_mib: float = 1024.0
+    max_mib_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.ost_share <= 1:
@@ -71,6 +76,8 @@ class BudgetParams:
             raise ValueError(f"busy_share must be > 0, got {self.busy_share}")
         if not self.ost_in_flight_mib > 0:
             raise ValueError(f"ost_in_flight_mib must be > 0, got {self.ost_in_flight_mib}")
+        if not self.max_mib_s >= 0:
+            raise ValueError(f"max_mib_s must be >= 0, got {self.max_mib_s}")
 
 
 @dataclass
@@ -122,6 +129,11 @@ class MigrationBudget:
     _osses: dict[str, set[str]] = field(default_factory=dict)  # file -> OSSes of its move
     _in_flight: float = 0.0
     _last_s: float | None = None
+    _fs_tokens: float = 0.0
+
+    @property
+    def _fs_rate(self) -> float:
+        return self.params.max_mib_s * (1 << 20)
 
     def refill(self, now_s: float, osts: Mapping[int, OstLoad]) -> None:
         """Credit each OST ``ost_share x rate`` per second since the last call (a full
@@ -131,6 +143,8 @@ class MigrationBudget:
         for o, load in osts.items():
             per_s = self.params.ost_share * load.rate_bytes_s
             self.tokens[o] = min(self.tokens.get(o, per_s) + per_s * dt, per_s)
+        if self._fs_rate:
+            self._fs_tokens = min(self._fs_tokens + self._fs_rate * dt, self._fs_rate)
 
     def paused(self, osts: Mapping[int, OstLoad]) -> str | None:
         """Why nothing may start now (an OST degraded or unavailable, not by us), or None."""
@@ -172,6 +186,8 @@ class MigrationBudget:
         for o in move.parts():
             if self.tokens.get(o, 0.0) < 0:
                 return f"OST {o} over its bandwidth share"
+        if self._fs_rate and self._fs_tokens < 0:
+            return f"all moves at {self.params.max_mib_s:g} MiB/s"
         return None
 
     def start(self, move: Move, osts: Mapping[int, OstLoad]) -> None:
@@ -185,6 +201,8 @@ class MigrationBudget:
         for o, b in move.parts().items():
             self.tokens[o] = self.tokens.get(o, 0.0) - b
             self.ost_bytes[o] = self.ost_bytes.get(o, 0.0) + b
+        if self._fs_rate:
+            self._fs_tokens -= move.size
 
     def end(self, file: str) -> None:
         move = self.running.pop(file, None)
@@ -204,6 +222,8 @@ class MigrationBudget:
             return 0.0
         shares = [self.params.ost_share * osts[o].rate_bytes_s
                   for o in move.from_osts + move.to_osts if o in osts]
+        if self._fs_rate:
+            shares.append(self._fs_rate)
         return min(shares) / self.params.max_per_oss if shares else 0.0
 
     def in_flight_bytes(self) -> float:

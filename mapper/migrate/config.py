@@ -68,6 +68,14 @@ class MigrateConfig:
         metrics_port: Prometheus metrics on this port (0: none).
         robinhood: ``[migrate.robinhood]`` (:data:`ROBINHOOD_KEYS`): list files from a
             Robinhood database (:mod:`mapper.migrate.robinhood`) instead of ``lfs find``.
+        pools: move only files whose layout names one of these pools (empty: any).
+        paths: move only files under these directories (absolute, under ``mount``; empty:
+            all).
+        exclude: never move files whose path matches one of these shell patterns
+            (:func:`fnmatch.fnmatchcase` on the whole path, e.g. ``"*/.snapshot/*"``).
+        windows: start moves only inside these local-time windows
+            (:mod:`mapper.migrate.windows`, e.g. ``"22:00-06:00"``, ``"sat,sun 00:00-24:00"``;
+            empty: always).
         budget: :class:`mapper.migrate.budget.BudgetParams`.
     """
     fsname: str
@@ -90,6 +98,10 @@ class MigrateConfig:
     balance_fill: bool = False
     metrics_port: int = 0
     robinhood: dict[str, Any] | None = None
+    pools: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    windows: tuple[str, ...] = ()
     budget: BudgetParams = field(default_factory=BudgetParams)
 
     def __post_init__(self) -> None:
@@ -105,6 +117,20 @@ class MigrateConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if type(self.max_attempts) is not int or self.max_attempts < 1:
             raise ValueError(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
+        for name in ("pools", "paths", "exclude", "windows"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(x, str) for x in value):
+                raise ValueError(f"{name} must be a list of strings, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        for p in self.paths:
+            if not p.startswith("/"):
+                raise ValueError(f"paths: {p!r} is not absolute")
+        self.parsed_windows()
+
+    def parsed_windows(self) -> tuple:
+        """``windows`` parsed (:func:`mapper.migrate.windows.parse_window`); ValueError."""
+        from mapper.migrate.windows import parse_window
+        return tuple(parse_window(w) for w in self.windows)
 
 
 def from_table(table: Any, where: str) -> MigrateConfig:

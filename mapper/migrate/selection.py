@@ -24,6 +24,7 @@ source OST, in a layout no move can keep (:func:`mapper.migrate.keep.unmovable`:
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -61,11 +62,15 @@ class PlannedMove(Move):
 
 @dataclass
 class Selection:
-    """One planning pass: the moves in order, the OSTs evacuated, and what was skipped."""
+    """One planning pass: the moves in order, the OSTs evacuated, what was skipped, and per
+    source OST the files listed on it (``listed``) and those left there after the pass's
+    moves, by reason (``left``: skipped, out of scope, or unplanned)."""
     moves: list[PlannedMove] = field(default_factory=list)
     evacuating: list[int] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
     fill_max_mean: float = 1.0
+    listed: dict[int, int] = field(default_factory=dict)
+    left: dict[int, Counter] = field(default_factory=dict)
 
 
 def steered_for(view_osts: Sequence[Mapping[str, Any]], now_s: float) -> dict[int, float]:
@@ -181,7 +186,8 @@ def written_within(path: str, now_s: float, quiet_s: float) -> bool:
 
 @dataclass(frozen=True)
 class SelectRules:
-    """The ``[migrate]`` keys selection reads (:class:`mapper.migrate.config.MigrateConfig`)."""
+    """The ``[migrate]`` keys selection reads (:class:`mapper.migrate.config.MigrateConfig`);
+    the scope (``pools``, ``paths``, ``exclude``): :func:`in_scope`."""
     ost_rate_bytes_s: float
     ost_share: float
     evacuate_after_s: float
@@ -189,18 +195,32 @@ class SelectRules:
     min_file_bytes: float
     fill_tolerance: float
     balance_fill: bool
+    pools: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, cfg: MigrateConfig) -> "SelectRules":
         return cls(cfg.ost_rate_mib_s * MIB, cfg.budget.ost_share, cfg.evacuate_after_s,
-                   cfg.quiet_s, cfg.min_file_bytes, cfg.fill_tolerance, cfg.balance_fill)
+                   cfg.quiet_s, cfg.min_file_bytes, cfg.fill_tolerance, cfg.balance_fill,
+                   tuple(cfg.pools), tuple(cfg.paths), tuple(cfg.exclude))
+
+
+def in_scope(rules: SelectRules, path: str) -> bool:
+    """``path`` is under one of ``paths`` (all when empty) and matches none of the
+    ``exclude`` patterns (:func:`fnmatch.fnmatchcase` on the whole path)."""
+    if rules.paths and not any(path == p or path.startswith(p.rstrip("/") + "/")
+                               for p in rules.paths):
+        return False
+    return not any(fnmatch.fnmatchcase(path, pat) for pat in rules.exclude)
 
 
 def select(rules: SelectRules, view: Mapping[str, Any], evacuating: list[int],
            source: FileSource, journal: Mapping[str, MoveState]) -> Selection:
-    """Plan the next moves off ``evacuating`` (:class:`EvacuationSet`) and, with
-    ``balance_fill``, off over-full OSTs (see the module doc). Raises
-    :class:`mapper.migrate.lfs.FileListError` from a live source."""
+    """Plan the next moves off ``evacuating`` (:class:`EvacuationSet` and an admin's drains)
+    and, with ``balance_fill``, off over-full OSTs (see the module doc), files in scope only
+    (:func:`in_scope`, ``pools``). Raises :class:`mapper.migrate.lfs.FileListError` from a
+    live source."""
     osts = view["osts"]
     sel = Selection(evacuating=list(evacuating))
     table = migration_osts(osts, rules.ost_rate_bytes_s, set(sel.evacuating))
@@ -212,18 +232,29 @@ def select(rules: SelectRules, view: Mapping[str, Any], evacuating: list[int],
     if not sources or not table.can_receive.any():
         return sel
     listed: dict[str, int] = {}
+    on: dict[str, list[int]] = {}
     for ost in sources:
-        for path, size in source.files_on_ost(ost):
+        files = source.files_on_ost(ost)
+        sel.listed[ost] = len(files)
+        for path, size in files:
             listed[path] = size
+            on.setdefault(path, []).append(ost)
     keep: list[tuple[str, int]] = []
+
+    def skip(path: str, why: str) -> None:
+        sel.skipped[why] += 1
+        for o in on.get(path, ()):
+            sel.left.setdefault(o, Counter())[why] += 1
     for path, size in listed.items():
         state = journal.get(path)
-        if state is not None and state.event == "given_up":
-            sel.skipped["given up"] += 1
+        if not in_scope(rules, path):
+            skip(path, "out of scope")
+        elif state is not None and state.event == "given_up":
+            skip(path, "given up")
         elif size < rules.min_file_bytes:
-            sel.skipped["small"] += 1
+            skip(path, "small")
         elif source.recently_modified(path, rules.quiet_s):
-            sel.skipped["recently modified"] += 1
+            skip(path, "recently modified")
         else:
             keep.append((path, size))
     layouts = source.layouts([p for p, _ in keep]) if keep else {}
@@ -244,21 +275,29 @@ def select(rules: SelectRules, view: Mapping[str, Any], evacuating: list[int],
         why_not = keeper.unmovable(lay)
         objs = keeper.objects(lay)
         if why_not is not None:
-            sel.skipped[why_not] += 1
+            skip(path, why_not)
         elif not set(objs) & set(sources):
             sel.skipped["moved since listed"] += 1
         elif not set(objs) <= known:
-            sel.skipped["OST unknown to the mapper"] += 1
+            skip(path, "OST unknown to the mapper")
+        elif rules.pools and not keeper.pools(lay) & set(rules.pools):
+            skip(path, "out of scope")
         else:
             try:
                 allowed = keeper.allowed_targets(lay, pool_osts)
             except FileListError:
-                sel.skipped["pool not listable"] += 1
+                skip(path, "pool not listable")
                 continue
             groups.setdefault(None if allowed is None else frozenset(allowed), []).append(
                 (path, size, lay))
     for allowed, rows in groups.items():
         sel.moves += _plan_group(rules, table, rows, allowed, set(sel.evacuating))
+    planned = {m.file for m in sel.moves}
+    for rows in groups.values():
+        for path, _, _ in rows:
+            if path not in planned:          # the planner kept it (its target reached)
+                for o in on.get(path, ()):
+                    sel.left.setdefault(o, Counter())["not planned"] += 1
     return sel
 
 

@@ -17,11 +17,17 @@ One loop every ``interval_s``:
 4. re-plan when due (``replan_s``) or when the set of evacuated OSTs changed
    (:mod:`mapper.migrate.selection`);
 5. start queued moves in plan order while the budget allows
-   (:class:`mapper.migrate.budget.MigrationBudget`); in ``dry_run`` start nothing.
+   (:class:`mapper.migrate.budget.MigrationBudget`), the admin has not paused the service
+   and the time is inside its windows (``windows``); in ``dry_run`` start nothing.
+
+An admin's orders (drain an OST, pause, resume: :mod:`mapper.migrate.admin`) are read from
+the state directory at every loop; the status (per evacuated OST: bytes and files left,
+rate, ETA, drained) is written there after every loop and the plan after every planning.
 
 A missing or failing ``lfs`` (or Robinhood database) or an unreachable mapper is one logged line (``last_error``) and
 the loop goes on; nothing already journaled changes. Metrics (``lustre_alloc_migrate_*``):
-moves by result, bytes moved, moves running and queued, paused.
+moves by result, bytes moved, moves running and queued, paused; per evacuated OST
+(``ost`` label) bytes and files left, the move rate, the ETA and whether it is drained.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ from typing import Any, Callable, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from mapper.migrate import admin
 from mapper.migrate import keep as keeper
 from mapper.migrate.budget import MigrationBudget, Move, OstLoad, loads_from_view
 from mapper.migrate.config import MigrateConfig
@@ -41,7 +48,8 @@ from mapper.migrate.journal import MoveJournal
 from mapper.migrate.lfs import FileListError, Lfs
 from mapper.migrate.runner import RETRY_NOW, Ended, MoveRunner
 from mapper.migrate.selection import (MIB, EvacuationSet, FileSource, LfsFiles, PlannedMove,
-                                      SelectRules, select)
+                                      SelectRules, Selection, select)
+from mapper.migrate.windows import open_now
 
 log = logging.getLogger("mapper.migrate.service")
 PREFIX = "lustre_alloc_migrate_"
@@ -76,6 +84,20 @@ class MigrateMetrics:
         self.paused = Gauge(f"{PREFIX}paused", "1 while paused", registry=registry)
         self.evacuating = Gauge(f"{PREFIX}evacuating_osts", "OSTs being evacuated",
                                 registry=registry)
+        self.ost_left_bytes = Gauge(f"{PREFIX}ost_left_bytes",
+                                    "bytes left to move off an evacuated OST", ["ost"],
+                                    registry=registry)
+        self.ost_left_files = Gauge(f"{PREFIX}ost_left_files",
+                                    "files left on an evacuated OST", ["ost"], registry=registry)
+        self.ost_rate = Gauge(f"{PREFIX}ost_rate_bytes_per_second",
+                              "bytes/s moved off an evacuated OST (last 10 minutes)", ["ost"],
+                              registry=registry)
+        self.ost_eta = Gauge(f"{PREFIX}ost_eta_seconds",
+                             "seconds until an evacuated OST is drained at the current rate "
+                             "(-1: unknown)", ["ost"], registry=registry)
+        self.ost_drained = Gauge(f"{PREFIX}ost_drained",
+                                 "1 once a pass finds nothing movable left on the OST",
+                                 ["ost"], registry=registry)
 
 
 class MigrationService:
@@ -103,6 +125,11 @@ class MigrationService:
         self.planned_at = float("-inf")
         self.loads: dict[int, OstLoad] = {}
         self.used_bytes = 0.0
+        self.orders = admin.AdminOrders()
+        self.windows = cfg.parsed_windows()
+        self.selection = Selection()
+        self.done_log: list[tuple[float, tuple[int, ...], float]] = []   # (t, from, bytes)
+        self.receives: dict[int, bool] = {}
         self._stop = threading.Event()
 
     # -- the loop ------------------------------------------------------------------
@@ -122,6 +149,7 @@ class MigrationService:
     def step(self) -> None:
         """One loop (module doc)."""
         now = self.clock()
+        self._read_orders()
         try:
             view = self.source.view(self.status())
         except ViewError as exc:
@@ -129,28 +157,54 @@ class MigrationService:
             view = None
         for ended in self.runner.poll():
             self._ended(ended, now)
-        if view is None:
-            return
-        self._take_view(view)
-        try:
-            unsettled = self._settle(now)
-            evac = self.evac_set.update(view["osts"], float(view["time_s"]))
-            if evac != self.evacuating or now - self.planned_at >= self.cfg.replan_s:
-                self._plan(view, now, evac)
-            self.paused = self.budget.paused(self.loads)
-            if self.cfg.mode == "on" and not unsettled and self.paused is None:
-                self._start_moves(now)
-        except FileListError as exc:
-            self._error(str(exc))
+        if view is not None:
+            self._take_view(view)
+            try:
+                unsettled = self._settle(now)
+                evac = sorted(set(self.evac_set.update(view["osts"], float(view["time_s"])))
+                              | set(self.orders.drains))
+                if evac != self.evacuating or now - self.planned_at >= self.cfg.replan_s:
+                    self._plan(view, now, evac)
+                self.paused = self._pause_reason(now)
+                if self.cfg.mode == "on" and not unsettled and self.paused is None:
+                    self._start_moves(now)
+            except FileListError as exc:
+                self._error(str(exc))
         self._gauges()
+        self._write_status(now)
+
+    def _read_orders(self) -> None:
+        try:
+            orders = admin.read_orders(self.cfg.state_dir)
+        except admin.AdminError as exc:       # keep the last good orders
+            self._error(str(exc))
+            return
+        if orders.drains.keys() != self.orders.drains.keys():
+            log.info("admin drains: %s", sorted(orders.drains), extra={
+                "event": "migrate_admin_drains", "osts": sorted(orders.drains)})
+            self.planned_at = float("-inf")
+        self.orders = orders
+
+    def _pause_reason(self, now: float) -> str | None:
+        """Why nothing starts now (the admin, a faulty OST, outside the windows), or None."""
+        if self.orders.paused is not None:
+            return f"by the admin: {self.orders.paused.get('reason') or 'no reason given'}"
+        fault = self.budget.paused(self.loads)
+        if fault is not None:
+            return fault
+        if not open_now(self.windows, now):
+            return "outside its time windows"
+        return None
 
     def _take_view(self, view: dict[str, Any]) -> None:
         self.loads = loads_from_view(view["osts"], self.cfg.ost_rate_mib_s * MIB)
+        self.receives = {int(o["ost"]): bool(o.get("receives")) for o in view["osts"]}
         self.used_bytes = sum(float(o["kbytes_used"]) * 1024 for o in view["osts"])
         self.budget.refill(self.clock(), self.loads)
 
     def _plan(self, view: dict[str, Any], now: float, evac: list[int]) -> None:
         sel = select(SelectRules.of(self.cfg), view, evac, self.files, self.journal.moves)
+        self.selection = sel
         self.planned_at = now
         if sel.evacuating != self.evacuating:
             log.info("evacuating OSTs %s", sel.evacuating, extra={
@@ -164,6 +218,11 @@ class MigrationService:
                  extra={"event": "migrate_plan", "moves": len(self.queue),
                         "skipped": dict(sel.skipped), "dry_run": self.cfg.mode == "dry_run",
                         "first": [(m.file, m.from_osts, m.to_osts) for m in self.queue[:10]]})
+        admin.write_atomically(Path(self.cfg.state_dir) / admin.PLAN_FILE, {
+            "planned_s": now, "mode": self.cfg.mode, "evacuating": self.evacuating,
+            "skipped": dict(sel.skipped),
+            "moves": [{"file": m.file, "bytes": int(m.size), "from": m.from_osts,
+                       "to": m.to_osts, "why": m.why} for m in self.queue]})
 
     def _ready(self, file: str, now: float) -> bool:
         m = self.journal.moves.get(file)
@@ -210,6 +269,8 @@ class MigrationService:
             return
         if e.returncode == 0:
             self.journal.record("done", e.file, t=now)
+            if move is not None:
+                self.done_log.append((now, tuple(move.from_osts), move.size))
             self.bytes_moved += move.size if move else 0.0
             self.metrics.bytes.inc(move.size if move else 0.0)
             self._count("done", e.file, "")
@@ -266,9 +327,56 @@ class MigrationService:
         self.metrics.queued.set(len(self.queue))
         self.metrics.paused.set(1 if self.paused else 0)
         self.metrics.evacuating.set(len(self.evacuating))
+        for o in self.ost_progress(self.clock()):
+            label = f"OST{o['ost']:04x}"
+            self.metrics.ost_left_bytes.labels(label).set(o["left_bytes"])
+            self.metrics.ost_left_files.labels(label).set(o["left_files"])
+            self.metrics.ost_rate.labels(label).set(o["rate_bytes_s"])
+            self.metrics.ost_eta.labels(label).set(-1 if o["eta_s"] is None else o["eta_s"])
+            self.metrics.ost_drained.labels(label).set(1 if o["drained"] else 0)
+
+    def ost_progress(self, now: float) -> list[dict[str, Any]]:
+        """Per evacuated OST: why (steered, drained by the admin), files and bytes left to
+        move off it (planned moves queued or running), unmovable files left there, the rate
+        over the last :data:`mapper.migrate.admin.RATE_WINDOW_S`, the ETA (None: no rate
+        yet) and ``drained``: the last pass left nothing movable on it."""
+        cutoff = now - admin.RATE_WINDOW_S
+        self.done_log = [d for d in self.done_log if d[0] >= cutoff]
+        pending = list(self.queue) + [m for m in self.budget.running.values()]
+        out = []
+        for ost in self.evacuating:
+            mine = [m for m in pending if ost in m.from_osts]
+            left_bytes = sum(m.size / len(m.from_osts) for m in mine)
+            moved = sum(b / len(f) for t, f, b in self.done_log if ost in f)
+            span = min(admin.RATE_WINDOW_S, max(1.0, now - min(
+                (t for t, f, _ in self.done_log if ost in f), default=now)))
+            rate = moved / span if moved else 0.0
+            left = self.selection.left.get(ost, {})
+            unmovable = sum(v for k, v in left.items() if k != "recently modified"
+                            and k != "not planned")
+            drained = not mine and ost in self.selection.listed and \
+                sum(left.values()) == unmovable
+            why = (["drained by the admin"] if ost in self.orders.drains else []) + \
+                (["steered slow"] if ost in self.evac_set.members else [])
+            out.append({"ost": ost, "why": why or ["evacuating"], "left_files": len(mine),
+                        "left_bytes": int(left_bytes), "unmovable_files": unmovable,
+                        "rate_bytes_s": rate,
+                        "eta_s": left_bytes / rate if rate > 0 and left_bytes else
+                        (0.0 if drained else None),
+                        "drained": drained, "still_receives": self.receives.get(ost, False)})
+        return out
+
+    def _write_status(self, now: float) -> None:
+        try:
+            admin.write_atomically(Path(self.cfg.state_dir) / admin.STATUS_FILE,
+                                   {**self.status(), "written_s": now,
+                                    "windows": list(self.cfg.windows),
+                                    "outside_windows": not open_now(self.windows, now)})
+        except OSError as exc:
+            self._error(f"{self.cfg.state_dir}: status: {exc.strerror or exc}")
 
     def status(self) -> dict[str, Any]:
-        """What ``lustre-alloc-ctl status`` shows of this service."""
+        """What ``lustre-alloc-ctl status`` and ``lustre-alloc-rebalance status`` show."""
         counts = self.journal.counts()
         return {"mode": self.cfg.mode, "fsname": self.cfg.fsname, "paused": self.paused,
                 "evacuating": self.evacuating, "queued": len(self.queue),
@@ -276,4 +384,7 @@ class MigrationService:
                 "running": len(self.runner), "in_flight_bytes": int(self.budget.in_flight_bytes()),
                 "done": counts["done"] + counts["settled"], "failed": counts["failed"],
                 "given_up": counts["given_up"], "bytes_moved": int(self.bytes_moved),
-                "skipped": dict(self.skipped), "last_error": self.last_error}
+                "skipped": dict(self.skipped), "last_error": self.last_error,
+                "drains": sorted(self.orders.drains),
+                "admin_paused": self.orders.paused is not None,
+                "osts": self.ost_progress(self.clock())}

@@ -152,7 +152,40 @@ def format_status(reply: dict[str, Any]) -> str:
                      f"done, {mig.get('failed', 0)} failed, {mig.get('given_up', 0)} given up; "
                      f"paused: {mig.get('paused') or 'no'}"
                      + (f"; last error: {mig['last_error']}" if mig.get("last_error") else ""))
+        lines += ost_lines(mig.get("osts") or [])
     return "\n".join(lines)
+
+
+def gib_text(b: float) -> str:
+    return f"{b / (1 << 30):.1f} GiB"
+
+
+def duration_text(s: float | None) -> str:
+    if s is None:
+        return "unknown"
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def ost_lines(osts: list[dict[str, Any]]) -> list[str]:
+    """One line per evacuated OST of a status (also in ``lustre-alloc-ctl status``)."""
+    lines = []
+    for o in osts:
+        head = f"  OST{int(o['ost']):04x} ({', '.join(o['why'])}): "
+        if o["drained"]:
+            body = "drained" + (f", {o['unmovable_files']} files left that it may not move"
+                                if o.get("unmovable_files") else "")
+        else:
+            body = (f"{gib_text(o['left_bytes'])} in {o['left_files']} files left, "
+                    f"{o['rate_bytes_s'] / (1 << 20):.1f} MiB/s, ETA "
+                    f"{duration_text(o.get('eta_s'))}")
+        if o.get("still_receives"):
+            body += "; the mapper still places new objects on it"
+        lines.append(head + body)
+    return lines
 
 
 def format_explain(d: dict[str, Any]) -> str:
