@@ -35,6 +35,10 @@ tests/lustre/test_migrate_lfs.py:
     (``migrate_set_timestamps()``).
 * ``find DIR --ost I[,J..] --type f (-print0 | -printf '%s %p\\n')``: regular files with an
   object on one of the OSTs; ``-print0`` in every release, ``-printf`` from 2.15.0.
+
+The release it plays is :envvar:`LIVESTACK_LFS_RELEASE` (default 2.17.0): before 2.15.0
+``find -printf`` is an unknown option, before 2.16.0 ``migrate -W`` is (EINVAL, as
+``getopt_long`` makes lfs answer).
 * ``getstripe FILE..``: the plain RAID0 form (``lmm_*`` keys, ``obdidx`` table).
 * ``pool_list FSNAME.POOL``: ``Pool: FSNAME.POOL`` then ``FSNAME-OSTxxxx_UUID`` lines
   (``llapi_poollist()``); an unknown pool is EINVAL.
@@ -61,6 +65,18 @@ from mapper.migrate.keep import objects
 
 CHUNK_BYTES = 1 << 20
 POOLS_ENV = "LIVESTACK_LFS_POOLS"
+RELEASE_ENV = "LIVESTACK_LFS_RELEASE"
+
+
+def release() -> tuple[int, ...]:
+    """The Lustre release this stand-in plays (:data:`RELEASE_ENV`, default 2.17.0)."""
+    return tuple(int(x) for x in os.environ.get(RELEASE_ENV, "2.17.0").split("."))
+
+
+def _since(version: tuple[int, ...], option: str) -> None:
+    if release() < version:
+        raise LfsFailure(errno.EINVAL, f"unrecognized option '{option}' (lfs "
+                                       f"{'.'.join(map(str, release()))})")
 ROOT_FID = "[0x200000007:0x1:0x0]"
 
 
@@ -189,6 +205,7 @@ def migrate(args: list[str]) -> None:
         elif a in ("-b", "--block"):
             nonblock = False
         elif a in ("-W", "--bandwidth", "--bandwidth-limit"):
+            _since((2, 16, 0), a)
             bw = parse_bandwidth(next(it))
         elif a in _LAYOUT_OPTS:
             key = {"--component-end": "E", "--stripe-count": "c", "--stripe-size": "S",
@@ -247,6 +264,7 @@ def find(args: list[str]) -> None:
             if next(it) != "f":
                 raise LfsFailure(errno.EINVAL, "find: only --type f")
         elif a in ("-printf", "--printf"):
+            _since((2, 15, 0), a)
             fmt = next(it)
         elif a in ("-print0", "--print0", "-0"):
             fmt = "print0"

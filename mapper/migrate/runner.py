@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import psutil
 
-RETRY_NOW = (errno.EBUSY, errno.EAGAIN)
+RETRY_NOW = (errno.EBUSY, errno.EAGAIN, errno.ESTALE)
 """``lfs migrate`` exit statuses that mean "not now" (a writer holds the file, or it changed
-during the copy: ``lfs.c`` ``lfs_migrate()``): retried after ``retry_s`` without counting
-toward ``max_attempts``."""
+during the copy: ``lfs.c`` ``lfs_migrate()``; a lease broken just before the layout swap:
+ESTALE, ``mdt_open.c`` ``mdt_close_handle_layouts()``): retried after ``retry_s`` without
+counting toward ``max_attempts``."""
 
 
 @dataclass

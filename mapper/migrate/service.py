@@ -130,6 +130,7 @@ class MigrationService:
         self.selection = Selection()
         self.done_log: list[tuple[float, tuple[int, ...], float]] = []   # (t, from, bytes)
         self.receives: dict[int, bool] = {}
+        self.list_backoff_s = 0.0
         self._stop = threading.Event()
 
     # -- the loop ------------------------------------------------------------------
@@ -203,7 +204,16 @@ class MigrationService:
         self.budget.refill(self.clock(), self.loads)
 
     def _plan(self, view: dict[str, Any], now: float, evac: list[int]) -> None:
-        sel = select(SelectRules.of(self.cfg), view, evac, self.files, self.journal.moves)
+        try:
+            sel = select(SelectRules.of(self.cfg), view, evac, self.files, self.journal.moves)
+        except FileListError:
+            # a failed pass is tried again after a backoff (60 s, doubling up to replan_s),
+            # not at every loop: a full lfs find walk every interval_s would load the MDS
+            self.list_backoff_s = min(self.cfg.replan_s, max(60.0, 2 * self.list_backoff_s))
+            self.planned_at = now - self.cfg.replan_s + self.list_backoff_s
+            self.evacuating = evac
+            raise
+        self.list_backoff_s = 0.0
         self.selection = sel
         self.planned_at = now
         if sel.evacuating != self.evacuating:
@@ -237,6 +247,8 @@ class MigrationService:
             if why is not None:
                 left.append(move)
                 continue
+            if not self._still_as_planned(move):
+                continue
             limit = self.budget.bandwidth_limit(move, self.loads)
             try:
                 argv = self.lfs.migrate_argv(move.file, move.options(), limit)
@@ -260,6 +272,17 @@ class MigrationService:
                                       "from": move.from_osts, "to": move.to_osts,
                                       "bytes": int(move.size), "why": move.why})
         self.queue = left
+
+    def _still_as_planned(self, move: PlannedMove) -> bool:
+        """The file's layout now is the one planned (read again just before its move: the
+        queue may be old); else it is dropped, counted, and planned again at the next pass."""
+        now = self.files.layouts([move.file]).get(move.file)
+        if now is not None and move.layout is not None and \
+                keeper.objects(now) == move.from_osts and \
+                keeper.shape(now) == keeper.shape(move.layout):
+            return True
+        self.skipped["changed since planned" if now is not None else "gone or no layout"] += 1
+        return False
 
     # -- ends ----------------------------------------------------------------------
     def _ended(self, e: Ended, now: float) -> None:

@@ -153,3 +153,59 @@ def test_stand_in_find_prints_nul_separated_names(tmp_path):
     assert sorted(out.split(b"\0")[:-1]) == sorted(os.fsencode(str(root / n)) for n in ("a", "b\nc"))
 
 
+
+
+def test_a_2_14_client_lists_and_moves_without_printf_or_w(tmp_path, monkeypatch):
+    """Lustre 2.12-2.14's lfs has no ``find -printf`` (2.15.0) and no ``migrate -W`` (2.16.0):
+    the service lists with -print0 and, without lfs_bandwidth_option, passes no -W."""
+    monkeypatch.setenv("LIVESTACK_LFS_RELEASE", "2.14.0")
+    root = tmp_path / "mnt"
+    root.mkdir()
+    f = root / "f"
+    f.write_bytes(os.urandom(MIB))
+    os.setxattr(f, LOV_XATTR, ll.stored([SLOW], MIB))
+    os.utime(f, (time.time() - 7200,) * 2)
+    assert _standin("find", str(root), "--ost", str(SLOW), "--type", "f", "-printf",
+                    "%s %p\\n").returncode == 22
+    view = View()
+    view.steered[SLOW] = time.time() - 7200
+    svc = MigrationService(_cfg(tmp_path, layout_xattr=LOV_XATTR), view,
+                           registry=CollectorRegistry())
+    _until_idle(svc)
+    assert SLOW not in keep.objects(_layout(str(f))) and svc.status()["done"] == 1
+
+
+def test_a_file_deleted_after_listing_drops_out_and_the_rest_move(tmp_path, files):
+    """One file gone between the listing and the layouts fails nothing else."""
+    from mapper.migrate.lfs import Lfs
+    from mapper.migrate.selection import LfsFiles
+    gone = files["pfl"]
+    lfs = Lfs(f"{sys.executable} -m livestack.lfs", layout_xattr=LOV_XATTR)
+    src = LfsFiles(lfs, str(tmp_path / "mnt"), tmp_path, time.time)
+    listed = [p for p, _ in src.files_on_ost(SLOW)]
+    assert gone in listed
+    os.unlink(gone)
+    got = src.layouts(listed)
+    assert gone not in got and set(got) == set(listed) - {gone}
+
+
+def test_a_failed_listing_backs_off_instead_of_walking_every_loop(tmp_path):
+    """A failing lfs find is tried again after 60 s, then 120 s, ... not at every loop."""
+    clock = {"t": 1_000_000.0}
+    view = View()
+    view.steered[SLOW] = clock["t"] - 7200
+    cfg = _cfg(tmp_path, lfs=str(tmp_path / "no" / "lfs"), layout_xattr=LOV_XATTR,
+               replan_s=600.0)
+    svc = MigrationService(cfg, view, registry=CollectorRegistry(), clock=lambda: clock["t"])
+    walks = []
+    real = svc.files.files_on_ost
+
+    def counting(ost):
+        walks.append(clock["t"])
+        return real(ost)
+    svc.files.files_on_ost = counting
+    for _ in range(30):                       # 5 minutes of 10 s loops
+        svc.step()
+        clock["t"] += 10
+    assert walks and [round(b - a) for a, b in zip(walks, walks[1:])] == [60, 120]
+    assert "not found" in svc.last_error
