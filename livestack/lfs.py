@@ -86,13 +86,15 @@ class LfsFailure(Exception):
         self.errno = err
 
 
-_SIZE_UNITS = {"": 1 << 20, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE_UNITS = {"": 1 << 20, "b": 512, "c": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30,
+               "t": 1 << 40}
 
 
 def parse_bandwidth(text: str) -> float:
-    """``-W``'s value in bytes/s, as lfs reads it: a bare number is MiB/s, a suffix
-    (k, m, g, t; b for bytes) names the unit (``lfs.c`` v2_16_0: ``llapi_parse_size()``
-    with ``bandwidth_unit = ONE_MB``).
+    """``-W``'s value in bytes/s, as lfs reads it (``llapi_parse_size()`` with
+    ``bandwidth_unit = ONE_MB`` and ``bytes_spec`` 0, lfs.c v2_16_0): a bare number (a
+    fraction allowed) is MiB/s; a suffix names the unit: ``k``, ``m``, ``g``, ``t``, ``c``
+    for bytes and ``b`` for 512-byte blocks.
 
     Raises:
         LfsFailure: not a number with an optional suffix (EINVAL, as lfs).
@@ -101,6 +103,8 @@ def parse_bandwidth(text: str) -> float:
     unit = t[-1] if t and t[-1].isalpha() else ""
     try:
         value = float(t[:-1] if unit else t)
+        if value < 0:
+            raise ValueError(text)
         return value * _SIZE_UNITS[unit]
     except (ValueError, KeyError):
         raise LfsFailure(errno.EINVAL, f"bad value for bandwidth '{text}'") from None

@@ -17,7 +17,8 @@ The commands, as ``lfs`` takes them (``lustre/utils/lfs.c``, 2.12.0 .. 2.17.0):
   options from :func:`mapper.migrate.keep.migrate_options` (everything of the old layout
   but its OSTs). ``-W`` (``--bandwidth``, 2.16.0; ``--bandwidth-limit`` in 2.17) reads a bare
   number in MiB/s (``lfs.c`` v2_16_0 ``lfs_setstripe_internal()``: ``llapi_parse_size()``
-  with ``bandwidth_unit = ONE_MB``; checked on 2.17.0: ``-W 10`` moved 20 MiB in 2.37 s);
+  with ``bandwidth_unit = ONE_MB``; checked on 2.17.0: ``-W 10`` moved 20 MiB in 2.37 s) and
+  a ``k`` suffix as KiB/s, which the service passes (:func:`bandwidth_arg`);
   ``--non-block`` so a file open for writing is refused (EBUSY) instead of blocking its
   writers behind a group lock, and retried later; the swap is atomic and a failed
   migration leaves the file as it was (``lfs_migrate()``).
@@ -45,10 +46,12 @@ CHUNK_BYTES = 1 << 20
 MIB = 1 << 20
 
 
-def bandwidth_mib_s(bytes_s: float) -> int:
-    """``lfs migrate -W``'s value for a cap of ``bytes_s``: whole MiB/s, rounded down so the
-    cap holds, and at least 1 (lfs has no smaller unit; 0 would mean no cap)."""
-    return max(1, int(bytes_s // MIB))
+def bandwidth_arg(bytes_s: float) -> str:
+    """``lfs migrate -W``'s value for a cap of ``bytes_s``: whole KiB/s with the ``k`` suffix
+    (``llapi_parse_size()`` takes ``k`` whatever the default unit, MiB for ``-W``; a bare
+    number would round a cap below 1 MiB/s, a failing OST's share, to 0 or 1 MiB/s), rounded
+    down so the cap holds, at least ``1k`` (0 would mean no cap)."""
+    return f"{max(1, int(bytes_s // 1024))}k"
 
 
 class FileListError(RuntimeError):
@@ -149,7 +152,7 @@ class Lfs:
         :func:`mapper.migrate.keep.migrate_options`."""
         args = ["migrate", "--non-block", *options]
         if self.bandwidth_option and bandwidth_bytes_s > 0:
-            args += ["-W", str(bandwidth_mib_s(bandwidth_bytes_s))]
+            args += ["-W", bandwidth_arg(bandwidth_bytes_s)]
         return self.argv(*args, path)
 
 

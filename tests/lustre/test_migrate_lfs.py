@@ -142,3 +142,23 @@ def test_mirrored_and_self_extending_files_are_not_moved(work):
          "mapper/migrate/keep.py unmovable(): FLR files are not moved",
          f"rc {p.returncode} ({p.stderr.strip()[-80:]}); mirrors after {merged.mirror_count}",
          p.returncode != 0 or merged.mirror_count == 1)
+
+
+def test_a_bandwidth_cap_in_kib_holds(work):
+    """The service passes ``-W <n>k`` (KiB/s: a failing OST's share can be below 1 MiB/s);
+    ``llapi_parse_size()`` takes the suffix whatever ``-W``'s default unit (MiB)."""
+    import time
+    f = work / "capped"
+    sh("lfs", "setstripe", "-c", "1", "-o", "0", str(f))
+    write(f, 8)
+    before = LFS.layout(str(f))
+    options = keep.migrate_options(before, {0: 2})
+    t0 = time.monotonic()
+    p = subprocess.run(LFS.migrate_argv(str(f), options, 2 * MIB), capture_output=True,
+                       text=True, timeout=600)
+    took = time.monotonic() - t0
+    rule("lfs migrate -W 2048k moves 8 MiB in about 4 s (k: KiB/s)",
+         "lustre/utils/lfs.c lfs_setstripe_internal() -W: llapi_parse_size(bandwidth_unit "
+         "ONE_MB)", "livestack/lfs.py parse_bandwidth(): k = KiB",
+         f"rc {p.returncode}, {took:.2f} s", p.returncode == 0 and took >= 3.0)
+    assert p.returncode == 0 and took >= 3.0, (p.stderr, took)

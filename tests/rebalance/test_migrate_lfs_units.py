@@ -6,23 +6,25 @@ from __future__ import annotations
 import pytest
 
 from livestack.lfs import LfsFailure, parse_bandwidth
-from mapper.migrate.lfs import Lfs, bandwidth_mib_s
+from mapper.migrate.lfs import Lfs, bandwidth_arg
 
 MIB = 1 << 20
 
 
-def test_the_service_passes_whole_mib_per_second_rounded_down_at_least_one():
-    assert bandwidth_mib_s(10 * MIB) == 10
-    assert bandwidth_mib_s(10.9 * MIB) == 10        # the cap holds
-    assert bandwidth_mib_s(300_000) == 1             # below 1 MiB/s: lfs's smallest
+def test_the_service_passes_whole_kib_per_second_rounded_down_at_least_one():
+    assert bandwidth_arg(10 * MIB) == "10240k"
+    assert bandwidth_arg(10 * MIB + 1023) == "10240k"    # the cap holds
+    assert bandwidth_arg(300_000) == "292k"              # below 1 MiB/s: still exact to 1 KiB
+    assert bandwidth_arg(100) == "1k"
+    assert parse_bandwidth(bandwidth_arg(300_000)) == 292 * 1024
     argv = Lfs(bandwidth_option=True).migrate_argv("/mnt/f", ["-c", "1", "-o", "2"], 40 * MIB)
-    assert argv[argv.index("-W") + 1] == "40"
+    assert argv[argv.index("-W") + 1] == "40960k"
     assert "-W" not in Lfs().migrate_argv("/mnt/f", ["-c", "1", "-o", "2"], 40 * MIB)  # < 2.16
 
 
 @pytest.mark.parametrize("text,bytes_s", [("10", 10 * MIB), ("10M", 10 * MIB),
                                           ("512k", 512 << 10), ("1G", 1 << 30),
-                                          ("4096b", 4096)])
+                                          ("8b", 4096), ("4096c", 4096), ("1.5", 1.5 * MIB)])
 def test_the_stand_in_lfs_reads_w_as_lfs_does(text, bytes_s):
     assert parse_bandwidth(text) == bytes_s
 
