@@ -126,6 +126,7 @@ class _Migration:
     volatile: SimFile            # holds the new objects' landed bytes
     transfers: list = field(default_factory=list)
     pending: int = 2
+    started_s: float = 0.0
 
 
 def _closed(budget: MigrationBudget, loads: dict, used: float) -> bool:
@@ -155,6 +156,8 @@ class Rebalancer:
         self.busy = np.zeros(n, dtype=np.int64)        # migrations touching each OST
         self.queue: list[_Move] = []
         self.active: dict[str, _Migration] = {}
+        self.finished: list[tuple[float, float, tuple[int, ...]]] = []
+        """Each migration done: (bytes, seconds from start to swap, old OST indices)."""
         self.held: dict[str, list] = {}
         self.streams = 0
         self.window_start_s = 0.0
@@ -441,7 +444,7 @@ class Rebalancer:
             rd_cap = wr_cap = limit_bytes_s
         rd.cap_bytes_s, wr.cap_bytes_s = rd_cap, wr_cap
         rd.rebalance_key = wr.rebalance_key = mv.key
-        mig = _Migration(mv, old, new, vol, [rd, wr])
+        mig = _Migration(mv, old, new, vol, [rd, wr], started_s=now)
         self.active[mv.key] = mig
         np.add.at(self.busy, old, 1)
         np.add.at(self.busy, new, 1)
@@ -473,5 +476,7 @@ class Rebalancer:
         what = "evacuation" if mig.move.evac is not None else "rebalance"
         sim.counters[f"{what}_moves_done"] += 1
         sim.counters[f"{what}_bytes_moved"] += float(f.landed.sum())
+        self.finished.append((float(f.landed.sum()), now - mig.started_s,
+                              tuple(int(i) for i in sim.cl.ost_index[mig.old_osts])))
         for rec, t0 in self.held.pop(key, []):
             sim.start_record(rec, t0)
