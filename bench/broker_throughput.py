@@ -28,9 +28,9 @@ import zmq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collectors.collector import Collector  # noqa: E402
-from collectors.publisher import Publisher  # noqa: E402
-from collectors.sources import FileSource  # noqa: E402
+from lustre_alloc.collectors.collector import Collector  # noqa: E402
+from lustre_alloc.collectors.publisher import Publisher  # noqa: E402
+from lustre_alloc.collectors.sources import FileSource  # noqa: E402
 
 HPE = ROOT / "tests/fixtures/lustre/hpe-lustre-2.10.1"
 
@@ -81,7 +81,7 @@ def worker(endpoint: str, first: int, count: int, seconds: float, interval: floa
 def run(args, interval: float, compress: bool, body: dict) -> dict:
     ports = [free_port() for _ in range(3)]
     front, back, snap = (f"tcp://127.0.0.1:{p}" for p in ports)
-    broker = subprocess.Popen([sys.executable, "-m", "collectors.broker_cli", "--frontend", front,
+    broker = subprocess.Popen([sys.executable, "-m", "lustre_alloc.collectors.broker_cli", "--frontend", front,
                                "--backend", back, "--snapshot", snap, "--log-level", "warning"],
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
     ctx = zmq.Context()

@@ -22,8 +22,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collectors.broker import Broker  # noqa: E402
-from collectors.subscriber import Subscriber  # noqa: E402
+from lustre_alloc.collectors.broker import Broker  # noqa: E402
+from lustre_alloc.collectors.subscriber import Subscriber  # noqa: E402
 
 HPE = ROOT / "tests/fixtures/lustre/hpe-lustre-2.10.1"
 SRC_OSTS = ["lustrefs-OST0000", "lustrefs-OST0002", "lustrefs-OST0004", "lustrefs-OST0006"]
@@ -61,7 +61,7 @@ def main() -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         for interval in intervals:  # run concurrently: each is measured on its own process
             for compress in (False,):
-                cmd = [sys.executable, "-m", "collectors.cli", "--role", "oss", "--root", str(tree),
+                cmd = [sys.executable, "-m", "lustre_alloc.collectors.cli", "--role", "oss", "--root", str(tree),
                        "--broker", broker.endpoints.frontend, "--interval", str(interval),
                        "--host", f"bench-{interval:g}s", "--source", "files", "--compress",
                        "--log-level", "warning"]

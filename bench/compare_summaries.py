@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from simulator.report import MACHINE_FIELDS
+from lustre_alloc.simulator.report import MACHINE_FIELDS
 SKIPPED_BLOCKS = ("provenance",)
 
 

@@ -33,7 +33,7 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from common.record_file import read_records  # noqa: E402
+from lustre_alloc.common.record_file import read_records  # noqa: E402
 from tests.client.conftest import Mapper, free_port, wait_for_pong  # noqa: E402
 
 LIB = ROOT / "liblustre_alloc" / "liblustre_alloc.so"

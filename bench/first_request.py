@@ -3,7 +3,7 @@
 A create that reaches a mapper the moment it binds (a job started with the service, a
 restart under load) must not be the slow one: the shim waits 50 ms for an answer
 (``LUSTRE_ALLOC_TIMEOUT_MS``) and backs off after a timeout. The mapper builds what a first
-decision needs before it binds (:meth:`mapper.service.server.MapperService._prepare`); this
+decision needs before it binds (:meth:`lustre_alloc.mapper.service.server.MapperService._prepare`); this
 script measures what that buys.
 
 For each OST count (static emulated clusters: 32 = 8x4, 3600 = 450x8), primary policy and
@@ -43,8 +43,8 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from livestack.stack import free_port  # noqa: E402
-from mapper.service import wire  # noqa: E402
+from lustre_alloc.livestack.stack import free_port  # noqa: E402
+from lustre_alloc.mapper.service import wire  # noqa: E402
 
 SHAPES = {32: (8, 4), 800: (100, 8), 3600: (450, 8)}
 WARM_REQUESTS = 300
@@ -53,7 +53,7 @@ LOG_PAUSE_S = 1.05
 """Pause before each later request: the decision log writes 1 line a second
 (``decision_log_per_s``) with a burst of 1, so each later request is logged as the first
 one is (a logged decision prices the cheapest alternatives: about 1 ms at 3600 OSTs)."""
-ECHO = ("import sys, zmq; from mapper.service import wire; "
+ECHO = ("import sys, zmq; from lustre_alloc.mapper.service import wire; "
         "from bench.mapper_latency import echo_loop; import threading; "
         "ctx = zmq.Context(); s = ctx.socket(zmq.ROUTER); s.bind(sys.argv[1]); "
         "echo_loop(s, wire.encode_placement(1, (1, 2, 3, 4), 1 << 20, 'mcmf', ''), "
@@ -62,9 +62,9 @@ ECHO = ("import sys, zmq; from mapper.service import wire; "
 (``bench/mapper_latency.py``'s), started like the mapper: its first/later ratio is what a
 new process's first connection costs with no mapper work at all."""
 MAPPERS = ("prepared", "unprepared", "echo floor")
-UNPREPARED = ("import sys; import mapper.service.server as s; "
+UNPREPARED = ("import sys; import lustre_alloc.mapper.service.server as s; "
               "s.MapperService._prepare = lambda self: None; "
-              "from mapper.service.cli import main; sys.exit(main(sys.argv[1:]))")
+              "from lustre_alloc.mapper.service.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
 
@@ -143,7 +143,7 @@ def one_run(osts: int, policy: str, kind: str, mapper: str) -> tuple[float, floa
     endpoint = f"tcp://127.0.0.1:{port}"
     args = ["--bind", endpoint, "--static-cluster", f"{oss}x{per}", "--policy", policy,
             "--log-level", "error"]
-    cmd = ([sys.executable, "-m", "mapper.service.cli", *args] if mapper == "prepared"
+    cmd = ([sys.executable, "-m", "lustre_alloc.mapper.service.cli", *args] if mapper == "prepared"
            else [sys.executable, "-c", UNPREPARED, *args] if mapper == "unprepared"
            else [sys.executable, "-c", ECHO, endpoint])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -4,7 +4,7 @@ For each size it times, in the same run and on the same random cluster state:
 
 * ``dense``: the naive round (every request -> every OST arc), built and solved with
   OR-Tools (the baseline the issue measured at ~80 ms for 3600 OSTs x 32 requests);
-* ``pruned``: the production round (exact candidate pruning, mapper.flow.network);
+* ``pruned``: the production round (exact candidate pruning, lustre_alloc.mapper.flow.network);
 * ``policy``: ``McmfPolicy.allocate_batch`` end to end (snapshot -> arrays -> network ->
   solve -> ordered OST lists), prediction off so every request is solved, on a snapshot
   seen for the first time;
@@ -12,7 +12,7 @@ For each size it times, in the same run and on the same random cluster state:
   case between two statistics samples: the per-OST arrays are kept);
 * ``plan``: the background planner's round (``McmfPolicy.plan``) making as many 4-stripe
   lists as there are requests, warm (the queues emptied between repeats; above 8 lists
-  one aggregated request with the per-OST slot cap, ``mapper.flow.round_solve``), and
+  one aggregated request with the per-OST slot cap, ``lustre_alloc.mapper.flow.round_solve``), and
   whether its optimum equals that of today's round on the same input, one dense request
   per list (``same``);
 * ``networkx``: the pruned network solved by networkx (the paper's solver), where it
@@ -35,14 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState  # noqa: E402
-from mapper.flow.costs import ConvexCost  # noqa: E402
-from mapper.flow.network import RoundRequest  # noqa: E402
-from mapper.flow.round_solve import build_network  # noqa: E402
-from mapper.flow.solver import solve_networkx, solve_ortools  # noqa: E402
-from mapper.policies.mcmf import McmfPolicy  # noqa: E402
-from mapper.policies.placement import CreateRequest  # noqa: E402
-from mapper.state.arrays import OstTable, ost_arrays  # noqa: E402
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstState  # noqa: E402
+from lustre_alloc.mapper.flow.costs import ConvexCost  # noqa: E402
+from lustre_alloc.mapper.flow.network import RoundRequest  # noqa: E402
+from lustre_alloc.mapper.flow.round_solve import build_network  # noqa: E402
+from lustre_alloc.mapper.flow.solver import solve_networkx, solve_ortools  # noqa: E402
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy  # noqa: E402
+from lustre_alloc.mapper.policies.placement import CreateRequest  # noqa: E402
+from lustre_alloc.mapper.state.arrays import OstTable, ost_arrays  # noqa: E402
 
 OSTS_PER_OSS = 8
 TOTAL_KIB = 8 << 30

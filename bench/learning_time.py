@@ -23,7 +23,7 @@ slow is what the policy spends finding out whether the OSTs recovered.
     python bench/learning_time.py --variant 'relax=mcmf:{"rate_relax_s": 1800}'
 
 The simulator runs the mapper's own policies under the honest statistics path
-(:mod:`simulator.ost_readings`): the policy sees the slow OSTs only through their RPCs.
+(:mod:`lustre_alloc.simulator.ost_readings`): the policy sees the slow OSTs only through their RPCs.
 """
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def run_one(world: str, policy: str, seed_offset: int, bin_s: float,
     """One run of ``policy`` (with ``params`` over the world's ``[policy_params]``) on
     ``world`` (a bundled name or TOML path)."""
     import placement_eval
-    from simulator.runner import build_simulation, prepare, scenario_policy
+    from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy
     sc = placement_eval._with_params(
         placement_eval._scenario(world, duration_s).with_seed_offset(seed_offset), policy,
         params or {})

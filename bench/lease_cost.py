@@ -28,8 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from livestack.stack import free_port  # noqa: E402
-from mapper.service.client import MapperClient  # noqa: E402
+from lustre_alloc.livestack.stack import free_port  # noqa: E402
+from lustre_alloc.mapper.service.client import MapperClient  # noqa: E402
 
 SHAPES = {32: "8x4", 800: "100x8", 3600: "450x8"}
 POLICIES = ("round_robin", "mcmf")
@@ -41,7 +41,7 @@ def one_run(osts: int, policy: str, layouts: int, requests: int) -> list[float]:
     """Round trips of ``requests`` leases against a fresh mapper, ms."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mapper.service.cli", "--bind", endpoint, "--static-cluster",
+        [sys.executable, "-m", "lustre_alloc.mapper.service.cli", "--bind", endpoint, "--static-cluster",
          SHAPES[osts], "--policy", policy, "--log-level", "error"],
         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, stderr=subprocess.DEVNULL)
     try:

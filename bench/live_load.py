@@ -1,6 +1,6 @@
 """Allocation load on the live stack: 16 client processes against the real mapper, which is
 fed by real collectors over emulated Lustre servers through the real broker (all on
-127.0.0.1, ``livestack/stack.py``), for 60 s.
+127.0.0.1, ``lustre_alloc/livestack/stack.py``), for 60 s.
 
 Printed: requests, allocations/s, errors, timeouts, fallback replies, client-side round trip
 p50/p99/max, and the mapper's and broker's RSS at the end. Prints; never asserts timings.
@@ -18,11 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulator.cluster import build_cluster  # noqa: E402
-from livestack.load import rss_mib, run_load  # noqa: E402
-from livestack.stack import EmulatorPump, LiveStack  # noqa: E402
-from livestack.emulator import EmulatedCluster  # noqa: E402
-from simulator.scenario import load_scenario  # noqa: E402
+from lustre_alloc.simulator.cluster import build_cluster  # noqa: E402
+from lustre_alloc.livestack.load import rss_mib, run_load  # noqa: E402
+from lustre_alloc.livestack.stack import EmulatorPump, LiveStack  # noqa: E402
+from lustre_alloc.livestack.emulator import EmulatedCluster  # noqa: E402
+from lustre_alloc.simulator.scenario import load_scenario  # noqa: E402
 
 
 def main() -> int:

@@ -23,11 +23,11 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from simulator.cluster import build_cluster  # noqa: E402
-from livestack.load import rss_mib, start_background_load  # noqa: E402
-from livestack.stack import EmulatorPump, LiveStack  # noqa: E402
-from livestack.emulator import EmulatedCluster  # noqa: E402
-from simulator.scenario import load_scenario  # noqa: E402
+from lustre_alloc.simulator.cluster import build_cluster  # noqa: E402
+from lustre_alloc.livestack.load import rss_mib, start_background_load  # noqa: E402
+from lustre_alloc.livestack.stack import EmulatorPump, LiveStack  # noqa: E402
+from lustre_alloc.livestack.emulator import EmulatedCluster  # noqa: E402
+from lustre_alloc.simulator.scenario import load_scenario  # noqa: E402
 
 
 def main() -> int:

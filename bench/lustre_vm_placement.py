@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from livestack.real_lustre import RealLustreStack  # noqa: E402
+from lustre_alloc.livestack.real_lustre import RealLustreStack  # noqa: E402
 
 SHIM = ROOT / "liblustre_alloc" / "liblustre_alloc.so"
 WRITER = """

@@ -8,7 +8,7 @@ It builds the same setup as a scenario, from what that run measured and nothing 
 * the cluster: one OSS with the run's OST count, 2 GiB each (``guest-run.sh``
   ``--device-size``), each OST's write bandwidth the median MiB/s of its 4 MiB fsynced
   writes during the run's warm-up (``warmup_mib_s``), the collectors' 2 s interval
-  (``livestack.real_lustre.RealLustreStack``) as the stats and statfs intervals;
+  (``lustre_alloc.livestack.real_lustre.RealLustreStack``) as the stats and statfs intervals;
 * the warm-up: 4 MiB files one after another for ``warmup_s``, placed by Lustre's own
   round-robin (the run pinned them with ``lfs setstripe -i`` in OST order; unmanaged here),
   so the mapper has seen every OST;
@@ -19,7 +19,7 @@ It builds the same setup as a scenario, from what that run measured and nothing 
 
 Policies: Lustre's allocator (``lustre_qos``, what the run's "lustre" rounds used), the
 default ``mcmf`` (what the shim asked), ``round_robin`` and the ``oracle``. The result is
-each policy's mean job I/O time (first create to last byte, :func:`simulator.report.user_metrics`)
+each policy's mean job I/O time (first create to last byte, :func:`lustre_alloc.simulator.report.user_metrics`)
 and ``mcmf / lustre_qos`` per seed, beside the run's measured ratio. The simulator's OSTs
 slow every write by their bandwidth, and its collectors see that in the I/O times; on the
 ZFS OSTs of the run the delay fell on later txg I/O that brw_stats does not show
@@ -37,11 +37,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulator.report import user_jobs  # noqa: E402
-from simulator.runner import run_seeds  # noqa: E402
-from simulator.scenario import load_scenario  # noqa: E402
-from simulator.seeds import interval  # noqa: E402
-from traces.format import TraceRecord, write_trace  # noqa: E402
+from lustre_alloc.simulator.report import user_jobs  # noqa: E402
+from lustre_alloc.simulator.runner import run_seeds  # noqa: E402
+from lustre_alloc.simulator.scenario import load_scenario  # noqa: E402
+from lustre_alloc.simulator.seeds import interval  # noqa: E402
+from lustre_alloc.traces.format import TraceRecord, write_trace  # noqa: E402
 
 MIB = 1 << 20
 POLICIES = ("lustre_qos", "round_robin", "mcmf", "oracle")

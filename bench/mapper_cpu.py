@@ -1,6 +1,6 @@
 """The mapper request thread's CPU time per request, next to a bare ZeroMQ echo loop's.
 
-What: in one process, a real :class:`~mapper.service.server.MapperService` on a static
+What: in one process, a real :class:`~lustre_alloc.mapper.service.server.MapperService` on a static
 emulated cluster (32 = 8x4, 800 = 100x8, 3600 = 450x8 OSTs) is driven over
 ``tcp://127.0.0.1`` by ``--sockets`` DEALER sockets (closed loop: one request outstanding
 per socket) from one driver thread, with pre-encoded requests in the same mix as
@@ -10,7 +10,7 @@ thread, from its ``pthread_getcpuclockid`` clock: poll, receive, decode, round, 
 reply) and the part spent inside ``_serve_queued`` (``time.thread_time()`` deltas taken in
 the thread), each divided by the requests answered. The same driver then runs against a
 bare ROUTER echo loop in a thread of the same process (the floor: receive, reply a
-reply-sized body, no work), and the ratio mapper/echo is printed.
+reply-sized body, no work), and the ratio lustre_alloc/mapper/echo is printed.
 
 Each case alternates echo and mapper runs (``--repeat`` pairs) and prints medians: the
 mapper's and the echo's CPU us per request, their ratio (median of the per-pair ratios),
@@ -49,9 +49,9 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mapper.service import wire  # noqa: E402
-from mapper.service.config import load_config  # noqa: E402
-from mapper.service.server import MapperService  # noqa: E402
+from lustre_alloc.mapper.service import wire  # noqa: E402
+from lustre_alloc.mapper.service.config import load_config  # noqa: E402
+from lustre_alloc.mapper.service.server import MapperService  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from mapper_latency import echo_loop  # noqa: E402

@@ -10,7 +10,7 @@ core) and RSS. The pyzmq loopback floor (a ROUTER that echoes a reply of the sam
 same client processes) is measured in the same run and printed beside.
 
 ``RSS MB`` is the mapper's RSS + its planner child's unique memory (USS: the libraries the
-child maps are shared pages; mcmf only: ``mapper.service.plan_worker``);
+child maps are shared pages; mcmf only: ``lustre_alloc.mapper.service.plan_worker``);
 ``CPU %`` is the mapper process's alone (the child's planning is not in it).
 
 Each mapper first serves ``WARMUP_S`` of requests that are not measured (caches, the
@@ -43,7 +43,7 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mapper.service import wire  # noqa: E402
+from lustre_alloc.mapper.service import wire  # noqa: E402
 
 SHAPES = {32: (8, 4), 800: (100, 8), 3600: (450, 8)}
 APPS = 1000
@@ -153,7 +153,7 @@ def drive(endpoint: str, clients: int, duration: float, echo: bool,
         busy = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
         res["cpu"] = 100.0 * busy / wall
         res["rss_mb"] = proc.memory_info().rss / 2**20
-        # the planner's child process (mapper.service.plan_worker) is the mapper's too:
+        # the planner's child process (lustre_alloc.mapper.service.plan_worker) is the mapper's too:
         # its unique memory (USS), since the libraries it maps are shared with the mapper
         res["child_rss_mb"] = sum(c.memory_full_info().uss
                                   for c in proc.children(recursive=True)) / 2**20
@@ -178,12 +178,12 @@ def run_mapper(osts: int, policy: str, clients_list: list[int], duration: float)
     oss, per = SHAPES[osts]
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "mapper.service.cli", "--bind", endpoint,
+    proc = subprocess.Popen([sys.executable, "-m", "lustre_alloc.mapper.service.cli", "--bind", endpoint,
                              "--static-cluster", f"{oss}x{per}", "--policy", policy,
                              "--log-level", "warning"], env=env, cwd=ROOT,
                             stderr=subprocess.DEVNULL)
     try:
-        from mapper.service.client import MapperClient, MapperTimeout
+        from lustre_alloc.mapper.service.client import MapperClient, MapperTimeout
         with MapperClient(endpoint, timeout_s=0.5) as c:
             for _ in range(100):
                 try:

@@ -1,8 +1,8 @@
 """How long the mapper's request loop is held by a save of the learned state (4,096
 applications): the old synchronous save (export + JSON + fsync + rename in the loop) against
-the new one (mapper.service.persist: the loop only copies 256 applications per iteration, the
+the new one (lustre_alloc.mapper.service.persist: the loop only copies 256 applications per iteration, the
 writer thread does the rest), and the copy of the OST rate memory taken at the start of a
-save (mapper.speed.rate_memory, ``--osts`` OSTs, every table full). Ratios to a floor measured in the same run (the copy of one
+save (lustre_alloc.mapper.speed.rate_memory, ``--osts`` OSTs, every table full). Ratios to a floor measured in the same run (the copy of one
 application), repeated; report them with the machine's load, they are noisy when shared.
 
     PYTHONPATH=. python bench/mapper_save_stall.py [--apps 4096] [--osts 3600] [--repeat 5]
@@ -16,11 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from mapper.speed.rate_memory import export_rate_memory
-from mapper.speed.rates import OstRateTracker
-from mapper.predictor.markov import MarkovPredictor
-from mapper.predictor.markov_store import save_predictor
-from mapper.service.persist import SlicedSnapshot
+from lustre_alloc.mapper.speed.rate_memory import export_rate_memory
+from lustre_alloc.mapper.speed.rates import OstRateTracker
+from lustre_alloc.mapper.predictor.markov import MarkovPredictor
+from lustre_alloc.mapper.predictor.markov_store import save_predictor
+from lustre_alloc.mapper.service.persist import SlicedSnapshot
 
 
 def main() -> None:

@@ -3,14 +3,14 @@
 Two inputs:
 
 1. The paper-like collective trace: the IOR, HACC-IO and TPA generators
-   (``traces.generators.GENERATORS``) run together for ``--duration-s`` (default 24 h, the
+   (``lustre_alloc.traces.generators.GENERATORS``) run together for ``--duration-s`` (default 24 h, the
    paper's Section IV-A3 length), merged by time, once per seed (``--seeds``, default
    1 2 3: the paper averages three runs).
 2. Real per-operation write sizes: the DXT_POSIX records of PyDarshan's shipped logs
-   (``traces.darshan_import.dxt_write_sizes``); every (rank, file) sequence is one
+   (``lustre_alloc.traces.darshan_import.dxt_write_sizes``); every (rank, file) sequence is one
    application.
 
-Each request is fed to :class:`mapper.predictor.markov.MarkovPredictor` exactly as the mapper does
+Each request is fed to :class:`lustre_alloc.mapper.predictor.markov.MarkovPredictor` exactly as the mapper does
 (``observe`` then ``predict(k)``). A request is a trace ``write`` record (its bytes) or a
 ``read`` record (0 bytes, Section III-B); deletes are not requests. Metrics (defined in
 docs/predictor.md, "Accuracy"):
@@ -30,7 +30,7 @@ docs/predictor.md, "Accuracy"):
 
 A third input is the one the mapper learns from by default: each file's size when it is
 closed (the shim's close reports, docs/client.md), per application in creation order, from
-the generated trace (:func:`simulator.file_sizes.final_sizes`) and from the 162 HACC-IO jobs
+the generated trace (:func:`lustre_alloc.simulator.file_sizes.final_sizes`) and from the 162 HACC-IO jobs
 of the TOKIO summary (one application; each job's 4096 files of its bytes / 4096).
 
 Usage: ``.venv/bin/python bench/markov_table2.py [--duration-s S] [--seeds 1 2 3] [--k 4]``
@@ -47,8 +47,8 @@ from typing import Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mapper.predictor.markov import MarkovPredictor  # noqa: E402
-from mapper.predictor.markov_states import assign_state  # noqa: E402
+from lustre_alloc.mapper.predictor.markov import MarkovPredictor  # noqa: E402
+from lustre_alloc.mapper.predictor.markov_states import assign_state  # noqa: E402
 
 PAPER_TABLE_II = {  # order: (execution time s, accuracy %), Paul et al. 2017 Table II
     1: (0.01, 65.6), 2: (0.02, 78.7), 3: (0.15, 95.5), 4: (1.0, 96.3),
@@ -82,8 +82,8 @@ class Score:
 
 def generator_requests(duration_s: float, seed: int) -> list[Request]:
     """The IOR + HACC-IO + TPA collective trace as (job, bytes, stripe size) requests."""
-    from traces.format import merge_traces
-    from traces.generators import GENERATORS
+    from lustre_alloc.traces.format import merge_traces
+    from lustre_alloc.traces.generators import GENERATORS
     streams = [fn(duration_s, seed + 1000 * i) for i, fn in enumerate(GENERATORS.values())]
     out: list[Request] = []
     stripe: dict[str, int] = {}
@@ -98,9 +98,9 @@ def generator_requests(duration_s: float, seed: int) -> list[Request]:
 
 def closed_file_requests(duration_s: float, seed: int) -> list[Request]:
     """Each generated file's size at close, per application in creation order."""
-    from simulator.file_sizes import final_sizes
-    from traces.format import merge_traces
-    from traces.generators import GENERATORS
+    from lustre_alloc.simulator.file_sizes import final_sizes
+    from lustre_alloc.traces.format import merge_traces
+    from lustre_alloc.traces.generators import GENERATORS
     streams = [list(fn(duration_s, seed + 1000 * i)) for i, fn in enumerate(GENERATORS.values())]
     sizes = final_sizes(r for st in streams for r in st)
     out: list[Request] = []
@@ -131,7 +131,7 @@ def hacc_requests() -> list[Request]:
 
 def dxt_requests() -> tuple[list[Request], list[str]]:
     """Every (rank, file) DXT_POSIX write sequence of the shipped logs, one app each."""
-    from traces.darshan_import import dxt_write_sizes, shipped_logs
+    from lustre_alloc.traces.darshan_import import dxt_write_sizes, shipped_logs
     out: list[Request] = []
     used = []
     for name, path in sorted(shipped_logs().items()):

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mapper.predictor.markov import MarkovPredictor  # noqa: E402
+from lustre_alloc.mapper.predictor.markov import MarkovPredictor  # noqa: E402
 
 TARGET_US = 20.0
 MiB = 1 << 20

@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from simulator.evacuation import MigrateEvent  # noqa: E402
-from simulator.runner import prepare, run_policy  # noqa: E402
-from simulator.scenario import load_scenario  # noqa: E402
-from simulator.seeds import interval  # noqa: E402
-from simulator.sweep import run_tasks  # noqa: E402
+from lustre_alloc.simulator.evacuation import MigrateEvent  # noqa: E402
+from lustre_alloc.simulator.runner import prepare, run_policy  # noqa: E402
+from lustre_alloc.simulator.scenario import load_scenario  # noqa: E402
+from lustre_alloc.simulator.seeds import interval  # noqa: E402
+from lustre_alloc.simulator.sweep import run_tasks  # noqa: E402
 
 GIB = 1 << 30
 BASE, EVAC = "readback-slow-ost", "readback-slow-ost-evacuate"

@@ -7,7 +7,7 @@ simulator (the same budget code deciding the cap of each move's transfers), side
 One setup for both: 4 OSTs on 2 OSSes, each rated ``--ost-mib-s``, OSTs 0 and 1 at 80% full
 and 2 and 3 empty, the service balancing fill (``balance_fill``) with ``ost_share``
 ``--share``, ``max_per_oss`` 2 and ``lfs_bandwidth_option`` on (Lustre 2.16+: every move
-capped with ``-W`` at :meth:`mapper.migrate.budget.MigrationBudget.bandwidth_limit`, here
+capped with ``-W`` at :meth:`lustre_alloc.mapper.migrate.budget.MigrationBudget.bandwidth_limit`, here
 ``share x rate / 2``). Emulated: ``--files`` files of ``--mib`` MiB on OSTs 0 and 1 (real
 files, copied by the stand-in lfs); each move's rate is its bytes over the time from its
 ``running`` to its ``done`` journal record (loop: 0.1 s). Simulated: the same world with the
@@ -35,13 +35,13 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from common import lustre_layout as ll  # noqa: E402
-from livestack.emulator import LOV_XATTR  # noqa: E402
-from mapper.migrate.budget import BudgetParams  # noqa: E402
-from mapper.migrate.config import MigrateConfig  # noqa: E402
-from mapper.migrate.service import MigrationService  # noqa: E402
-from simulator.runner import build_simulation, prepare, scenario_policy  # noqa: E402
-from simulator.scenario import load_scenario  # noqa: E402
+from lustre_alloc.common import lustre_layout as ll  # noqa: E402
+from lustre_alloc.livestack.emulator import LOV_XATTR  # noqa: E402
+from lustre_alloc.mapper.migrate.budget import BudgetParams  # noqa: E402
+from lustre_alloc.mapper.migrate.config import MigrateConfig  # noqa: E402
+from lustre_alloc.mapper.migrate.service import MigrationService  # noqa: E402
+from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy  # noqa: E402
+from lustre_alloc.simulator.scenario import load_scenario  # noqa: E402
 
 MIB = 1 << 20
 OSTS, PER_OSS = 4, 2
@@ -75,7 +75,7 @@ def emulated(ost_mib_s: float, share: float, files: int, mib: int) -> dict:
         os.setxattr(p, LOV_XATTR, ll.stored([i % 2], MIB))
         os.utime(p, (time.time() - 7200,) * 2)
     cfg = MigrateConfig(fsname="demofs", mount=str(root), ost_rate_mib_s=ost_mib_s, mode="on",
-                        lfs=f"{sys.executable} -m livestack.lfs", layout_xattr=LOV_XATTR,
+                        lfs=f"{sys.executable} -m lustre_alloc.livestack.lfs", layout_xattr=LOV_XATTR,
                         lfs_bandwidth_option=True, state_dir=str(tmp / "state"),
                         interval_s=0.1, quiet_s=0.0, retry_s=0.0, balance_fill=True,
                         budget=_budget(share))

@@ -5,8 +5,8 @@ in 1, 2, 4, ... 64, builds the smallest topology where ``n`` greedy connections 
 one link of that type and nothing else is shared (client: one client writing to ``n``
 OSSes; oss: ``n`` clients writing to one OSS; router: ``n`` clients behind one LNet
 router writing to ``n`` OSSes), measures the aggregate goodput with ns-3
-(:func:`simulator.network.ns3.measure`) and records goodput / nominal link rate. Writes
-``simulator/data/net_calibration.json`` (format: :mod:`simulator.network.calibration`) and
+(:func:`lustre_alloc.simulator.network.ns3.measure`) and records goodput / nominal link rate. Writes
+``lustre_alloc/simulator/data/net_calibration.json`` (format: :mod:`lustre_alloc.simulator.network.calibration`) and
 prints the table. About a minute on 2 cores.
 
 Usage: .venv/bin/python bench/network_calibrate.py [--mtu 1500] [--out PATH]
@@ -21,9 +21,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from simulator.network.calibration import CALIBRATION_PATH
-from simulator.network.ns3 import Connection, import_ns3, measure
-from simulator.network.topology import LnetSpec
+from lustre_alloc.simulator.network.calibration import CALIBRATION_PATH
+from lustre_alloc.simulator.network.ns3 import Connection, import_ns3, measure
+from lustre_alloc.simulator.network.topology import LnetSpec
 
 CONNECTIONS = (1, 2, 4, 8, 16, 32, 64)
 WARMUP_MS, WINDOW_MS = 5.0, 30.0

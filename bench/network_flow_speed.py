@@ -14,9 +14,9 @@ import argparse
 import time
 from dataclasses import replace
 
-from simulator.report import summarise
-from simulator.runner import run_scenario
-from simulator.scenario import load_scenario
+from lustre_alloc.simulator.report import summarise
+from lustre_alloc.simulator.runner import run_scenario
+from lustre_alloc.simulator.scenario import load_scenario
 
 
 def main() -> None:

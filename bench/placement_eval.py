@@ -22,12 +22,12 @@ commit they were measured on (:func:`replace_variants`).
 
 ``SCENARIO`` is a bundled scenario name or TOML path, or ``scale-<OSTs>`` (uniform) or
 ``scale-<OSTs>-hetero`` (the LMT-measured OST spread) for the scalability study's
-scenario of that size (:func:`simulator.scalability.scale_scenario_toml`,
+scenario of that size (:func:`lustre_alloc.simulator.scalability.scale_scenario_toml`,
 8 OSTs per OSS). Scenario parameters are never changed here; ``--duration`` only cuts
 the run short.
 
 Per variant: the user's metric as the simulator's report computes it
-(:func:`simulator.report.user_metrics`): job I/O time (first I/O to last byte) mean, and
+(:func:`lustre_alloc.simulator.report.user_metrics`): job I/O time (first I/O to last byte) mean, and
 the same per I/O phase (a generator's job runs all day; its checkpoints and iterations
 are its phases): mean, p99 and the slowest phase; mean I/O bandwidth (all bytes
 moved over summed transfer time, the simulator's figure); OST used max/mean at hour 4
@@ -35,13 +35,13 @@ moved over summed transfer time, the simulator's figure); OST used max/mean at h
 samples and bytes lost to ENOSPC. The simulator runs the mapper's own policies.
 
 ``--seeds N`` runs every variant under the scenario's seed + 0..N-1
-(:meth:`simulator.scenario.Scenario.with_seed_offset`: cluster draws, workload jitter,
+(:meth:`lustre_alloc.simulator.scenario.Scenario.with_seed_offset`: cluster draws, workload jitter,
 the policies' randomness) and each cell is the mean over the seeds +- the half-width of its
-95% interval (Student's t, :func:`simulator.seeds.interval`); "vs RR" is the mean of the
+95% interval (Student's t, :func:`lustre_alloc.simulator.seeds.interval`); "vs RR" is the mean of the
 per-seed relative differences, marked ``n.s.`` when its interval includes zero
 (``--base LABEL`` compares with another variant, e.g. ``mcmf`` for ``mcmf+lease``). With an
 ``oracle`` variant and round-robin, "headroom" is each seed's
-:func:`simulator.report.headroom_captured` on phase mean and p99, averaged over the seeds
+:func:`lustre_alloc.simulator.report.headroom_captured` on phase mean and p99, averaged over the seeds
 where the oracle gains at least 2% of RR's time (their number in brackets when fewer).
 """
 from __future__ import annotations
@@ -55,12 +55,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mapper.policies.gate import GatedPolicy
-from mapper.policies.mcmf import McmfPolicy
-from simulator.leasing import LeasedCreates, leased
-from simulator.sweep import run_tasks
-from simulator.metrics import max_mean_ratio
-from simulator.report import user_metrics
+from lustre_alloc.mapper.policies.gate import GatedPolicy
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy
+from lustre_alloc.simulator.leasing import LeasedCreates, leased
+from lustre_alloc.simulator.sweep import run_tasks
+from lustre_alloc.simulator.metrics import max_mean_ratio
+from lustre_alloc.simulator.report import user_metrics
 
 DEFAULT_VARIANTS = (
     ("round_robin", "round_robin", {}),
@@ -79,14 +79,14 @@ same without plan queues). The predictor has no row: it is off by default
 (docs/placement.md)."""
 WARM_START = "warm_start"
 """A variant parameter that is not the policy's: ``{"warm_start": true}`` first runs the
-world with its state at t = 0 held all day (the day before, :func:`simulator.events.held_at_start`:
+world with its state at t = 0 held all day (the day before, :func:`lustre_alloc.simulator.events.held_at_start`:
 no onset still to come is seen), saves the policy's learned state to a file
 (``PersistsState.save_state``), and starts the measured run from that file, as a mapper
 that was already running restarts with its ``state_file``."""
 TRUE_SIZES = "true_sizes"
 """A variant parameter that is not the policy's: ``{"true_sizes": true}`` makes every
 managed create announce its file's final size (size hint ``"final"``,
-:func:`simulator.file_sizes.final_sizes`): a reference no real create can give, the ceiling
+:func:`lustre_alloc.simulator.file_sizes.final_sizes`): a reference no real create can give, the ceiling
 of what knowing sizes could buy (simulation only, like the oracle)."""
 CLOSE_SIZES = "close_sizes"
 """A variant parameter that is not the policy's: ``{"close_sizes": true}`` makes every
@@ -110,9 +110,9 @@ doc so that ``--all --render --doc`` regenerates its tables from a fresh clone."
 
 
 def _scenario(name: str, duration: float | None):
-    from simulator.scenario import load_scenario
+    from lustre_alloc.simulator.scenario import load_scenario
     if name.startswith("scale-"):
-        from simulator.scalability import SIZES, scale_scenario_toml
+        from lustre_alloc.simulator.scalability import SIZES, scale_scenario_toml
         parts = name.split("-")
         osts = int(parts[1])
         osses = dict(SIZES).get(osts, osts // 8)
@@ -131,14 +131,14 @@ def _scenario(name: str, duration: float | None):
 def _with_params(sc, policy: str, params: dict):
     """``sc`` with the variant's parameters over its ``[policy_params.<policy>]`` table
     (the policy's own name for ``<policy>+lease``; ``fallback`` and the gate's keys
-    included, as :func:`mapper.policies.registry.build_policy` reads them)."""
+    included, as :func:`lustre_alloc.mapper.policies.registry.build_policy` reads them)."""
     if not params:
         return sc
     from dataclasses import replace
     own, _ = leased(policy)
     tables = dict(sc.policy_params)
     if own in ("mcmf", "mcmf_flow"):       # a variant names experiments flat, for brevity
-        from mapper.policies.mcmf.params import ADMIN_SETTINGS, EXPERIMENTAL_TABLE
+        from lustre_alloc.mapper.policies.mcmf.params import ADMIN_SETTINGS, EXPERIMENTAL_TABLE
         flat = dict(params)
         params = {k: flat.pop(k) for k in list(flat) if k in ADMIN_SETTINGS
                   or k in ("fallback", "mds_cpu_limit_percent")}
@@ -153,8 +153,8 @@ def run_variant(scenario: str, duration: float | None, label: str, policy: str,
                 params: dict, seed_offset: int = 0) -> dict:
     """One variant's run under the scenario's seed + ``seed_offset``; a dict of the
     table's figures."""
-    from simulator.cluster import KIB, MIB
-    from simulator.runner import build_simulation, prepare, scenario_policy
+    from lustre_alloc.simulator.cluster import KIB, MIB
+    from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy
     own = {k: v for k, v in params.items() if k not in (WARM_START, TRUE_SIZES, CLOSE_SIZES)}
     sc = _with_params(_scenario(scenario, duration).with_seed_offset(seed_offset), policy, own)
     hint = "final" if params.get(TRUE_SIZES) else "at_close" if params.get(CLOSE_SIZES) else None
@@ -228,8 +228,8 @@ def _warm_start(sc, policy: str, placing) -> None:
     Raises:
         SystemExit: the policy keeps no learned state (one line naming it).
     """
-    from mapper.policies.placement import PersistsState
-    from simulator.runner import build_simulation, prepare, scenario_policy
+    from lustre_alloc.mapper.policies.placement import PersistsState
+    from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy
     before = scenario_policy(sc, policy)
     if not isinstance(_inner(before), PersistsState):
         raise SystemExit(f"{WARM_START}: policy {policy!r} keeps no learned state")
@@ -297,14 +297,14 @@ def over_seeds(per_seed: list[list[dict]], base: str = "round_robin",
                oracle: str = "oracle", rr: str = "round_robin") -> list[dict]:
     """Each variant's figures over the seeds (``per_seed[k]``: the rows of seed offset
     ``k``, every seed the same variants): per :data:`SEED_COLUMNS` key an
-    :func:`simulator.seeds.interval`; ``vs_base[key]``: the interval of the per-seed
+    :func:`lustre_alloc.simulator.seeds.interval`; ``vs_base[key]``: the interval of the per-seed
     relative difference from the ``base`` variant (a fraction) with ``includes_zero``
     (empty for ``base`` itself); ``headroom_mean`` and ``headroom_p99``: the interval of
     each seed's headroom captured over ``rr``, over the seeds where it is defined (its
     ``n``: the oracle gains >= 2% of RR's time there); None without an ``oracle`` and
     ``rr`` variant or where no seed defines it."""
-    from simulator.report import headroom_captured
-    from simulator.seeds import interval
+    from lustre_alloc.simulator.report import headroom_captured
+    from lustre_alloc.simulator.seeds import interval
     seeds = [{r["variant"]: r for r in rows} for rows in per_seed]
     out = []
     for lab in [r["variant"] for r in per_seed[0]]:
@@ -360,7 +360,7 @@ def seeds_table(agg: list[dict]) -> list[str]:
 
 
 def _variant_task(task: tuple, report=None) -> dict:
-    """One variant under one seed as a sweep task (:mod:`simulator.sweep`)."""
+    """One variant under one seed as a sweep task (:mod:`lustre_alloc.simulator.sweep`)."""
     return run_variant(*task)
 
 
@@ -431,7 +431,7 @@ def replace_variants(saved: dict, fresh: dict, base: str = "round_robin",
 
 def all_worlds() -> list[str]:
     """Every bundled world, then the scalability study's (:data:`SCALE_WORLDS`)."""
-    from simulator.scenario import SCENARIO_DIR
+    from lustre_alloc.simulator.scenario import SCENARIO_DIR
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml")) + list(SCALE_WORLDS)
 
 

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from simulator.runner import prepare, run_policy  # noqa: E402
-from simulator.scenario import load_scenario  # noqa: E402
+from lustre_alloc.simulator.runner import prepare, run_policy  # noqa: E402
+from lustre_alloc.simulator.scenario import load_scenario  # noqa: E402
 
 GIB = 1 << 30
 

@@ -1,6 +1,6 @@
 """The full scalability sweep (Paul et al. 2017, Fig. 16/17) and its wall time.
 
-Runs :mod:`simulator.scalability` over the paper's five cluster sizes (160 to 3600
+Runs :mod:`lustre_alloc.simulator.scalability` over the paper's five cluster sizes (160 to 3600
 OSTs) and every registered study policy, prints the study table, the paper's numbers
 beside ours and the wall time against the issue's target (<= 15 minutes on 2 cores),
 and writes the CSV/JSON and both figures.
@@ -17,7 +17,7 @@ import argparse
 import time
 from pathlib import Path
 
-from simulator.scalability import DEFAULT_DURATION_S, add_arguments, run_cli
+from lustre_alloc.simulator.scalability import DEFAULT_DURATION_S, add_arguments, run_cli
 
 TARGET_S = 15 * 60
 
@@ -38,9 +38,9 @@ def main() -> None:
         if args.hetero:
             raise SystemExit("--before compares the uniform sweep (the earlier code has no --hetero)")
         from before import ratio_line, wall_in_tree
-        from simulator.scalability import default_policies, parse_sizes
+        from lustre_alloc.simulator.scalability import default_policies, parse_sizes
         snippet = (
-            "import time\nfrom simulator.scalability import run_study\n"
+            "import time\nfrom lustre_alloc.simulator.scalability import run_study\n"
             f"t0 = time.perf_counter(); run_study({parse_sizes(args.sizes)!r}, "
             f"{args.policy or default_policies()!r}, duration_s={args.duration!r}, jobs={args.jobs}, "
             f"network={args.network!r})\nprint('WALL', time.perf_counter() - t0)\n")

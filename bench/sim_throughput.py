@@ -20,8 +20,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from simulator.runner import prepare, run_policy, run_scenario
-from simulator.scenario import load_scenario
+from lustre_alloc.simulator.runner import prepare, run_policy, run_scenario
+from lustre_alloc.simulator.scenario import load_scenario
 
 
 def main() -> None:
@@ -63,8 +63,8 @@ def main() -> None:
     if args.before:
         from before import ratio_line, wall_in_tree
         snippet = (
-            "import time\nfrom simulator.runner import run_scenario\n"
-            "from simulator.scenario import load_scenario\n"
+            "import time\nfrom lustre_alloc.simulator.runner import run_scenario\n"
+            "from lustre_alloc.simulator.scenario import load_scenario\n"
             f"sc = load_scenario('paper-32ost').with_overrides(duration_s={args.duration!r})\n"
             f"t0 = time.perf_counter(); run_scenario(sc, jobs={args.jobs})\n"
             "print('WALL', time.perf_counter() - t0)\n")

@@ -3,7 +3,7 @@
 Runs every bundled scenario's policies under ``--seeds`` seeds twice in the same session,
 once one run after the other in this process (``jobs=1``) and once as tasks on a
 :class:`distributed.LocalCluster` of ``--jobs`` worker processes
-(:func:`simulator.runner.run_seeds`), prints both wall times per world and in total with
+(:func:`lustre_alloc.simulator.runner.run_seeds`), prints both wall times per world and in total with
 their ratio, and checks that both gave the same summaries (machine-dependent fields
 aside)::
 
@@ -15,9 +15,9 @@ import argparse
 import sys
 import time
 
-from simulator.report import run_figures
-from simulator.runner import run_seeds
-from simulator.scenario import SCENARIO_DIR, load_scenario
+from lustre_alloc.simulator.report import run_figures
+from lustre_alloc.simulator.runner import run_seeds
+from lustre_alloc.simulator.scenario import SCENARIO_DIR, load_scenario
 
 
 

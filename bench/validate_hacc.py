@@ -1,6 +1,6 @@
 """How close the simulator is to a real file system: the 162 measured ``hacc_io_write`` jobs
 on Cori cscratch1 (TOKIO, Lockwood et al. SC18), each replayed as recorded under Lustre's
-round-robin (:mod:`simulator.validation`), the simulated bandwidth beside the measured.
+round-robin (:mod:`lustre_alloc.simulator.validation`), the simulated bandwidth beside the measured.
 
 One parameter is fitted, the OST write bandwidth, on the fitting half of the jobs (a seeded
 split, ``--seed``); the table reports the fitting half and the held-out half separately: the
@@ -13,7 +13,7 @@ measured, one point per job, the two halves apart). Then the per-file check: PyD
 Lustre logs (sample-goodost: 48 files of 1 GiB; sample-badost: 2048 files of 256 MiB with a
 straggler OST) replayed once on Edison scratch1 as the bundled Edison worlds build it, the
 distribution of simulated per-file write times beside the logged ones
-(:func:`simulator.validation.compare_distributions`). docs/simulator.md, "How close to a real
+(:func:`lustre_alloc.simulator.validation.compare_distributions`). docs/simulator.md, "How close to a real
 file system", shows the output.
 
     .venv/bin/python bench/validate_hacc.py [--jobs 2] [--seed 2018] [--out results/validation]
@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulator.sweep import run_tasks  # noqa: E402
-from simulator.validation import (CORI_OST_WRITE_MIB_S, Replay,  # noqa: E402
+from lustre_alloc.simulator.sweep import run_tasks  # noqa: E402
+from lustre_alloc.simulator.validation import (CORI_OST_WRITE_MIB_S, Replay,  # noqa: E402
                                   compare_distributions, fit_bandwidth, logged_write_times,
                                   constant_mdape, read_jobs, replay, simulated_write_times,
                                   split_halves, summarize)

@@ -26,8 +26,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulator.seeds import interval  # noqa: E402
-from simulator.sweep import run_tasks  # noqa: E402
+from lustre_alloc.simulator.seeds import interval  # noqa: E402
+from lustre_alloc.simulator.sweep import run_tasks  # noqa: E402
 
 POLICIES = ("round_robin", "mcmf", "oracle")
 
@@ -43,9 +43,9 @@ def band(errors_csv: Path) -> tuple[float, float]:
 
 def _run(task, report=None) -> dict:
     world, scale, policy, seed_offset, duration = task
-    from simulator.report import user_metrics
-    from simulator.runner import build_simulation, prepare, scenario_policy
-    from simulator.scenario import load_scenario
+    from lustre_alloc.simulator.report import user_metrics
+    from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy
+    from lustre_alloc.simulator.scenario import load_scenario
     sc = load_scenario(world).with_seed_offset(seed_offset)
     if duration:
         sc = replace(sc, duration_s=float(duration))

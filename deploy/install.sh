@@ -118,12 +118,12 @@ fi
 UNITS=""
 CONFIGS=""
 if has_role mapper; then
-    UNITS="$UNITS mapper/service/systemd/lustre-alloc-mapper.service"
-    CONFIGS="$CONFIGS mapper/service/systemd/mapper.toml.example:mapper.toml"
+    UNITS="$UNITS lustre_alloc/mapper/service/systemd/lustre-alloc-mapper.service"
+    CONFIGS="$CONFIGS lustre_alloc/mapper/service/systemd/mapper.toml.example:mapper.toml"
 fi
 if has_role collector; then
-    UNITS="$UNITS collectors/systemd/lustre-alloc-broker.service collectors/systemd/lustre-alloc-collector.service"
-    CONFIGS="$CONFIGS collectors/systemd/broker.toml.example:broker.toml collectors/systemd/collector.toml.example:collector.toml"
+    UNITS="$UNITS lustre_alloc/collectors/systemd/lustre-alloc-broker.service lustre_alloc/collectors/systemd/lustre-alloc-collector.service"
+    CONFIGS="$CONFIGS lustre_alloc/collectors/systemd/broker.toml.example:broker.toml lustre_alloc/collectors/systemd/collector.toml.example:collector.toml"
 fi
 install -d "$DESTDIR/etc/systemd/system"
 for unit in $UNITS; do
@@ -142,10 +142,10 @@ install -m 0644 "$SRC/docs/operations.md" "$SRC/docs/protocol.md" "$SRC/docs/cli
     "$SRC/docs/rebalance.md" "$DOC/"
 install -m 0644 "$SRC/deploy/prometheus/"*.yml "$DOC/prometheus/"
 # the collector's drop-in for a steering agent (docs/operations.md): shipped, not enabled
-install -m 0644 "$SRC/collectors/systemd/steer-agent.conf" "$DOC/"
+install -m 0644 "$SRC/lustre_alloc/collectors/systemd/steer-agent.conf" "$DOC/"
 # the migration service's unit and configuration (docs/rebalance.md): shipped, not enabled
-install -m 0644 "$SRC/mapper/service/systemd/lustre-alloc-migrate.service" \
-    "$SRC/mapper/service/systemd/migrate.toml.example" "$DOC/"
+install -m 0644 "$SRC/lustre_alloc/mapper/service/systemd/lustre-alloc-migrate.service" \
+    "$SRC/lustre_alloc/mapper/service/systemd/migrate.toml.example" "$DOC/"
 
 # ---------------------------------------------------------------- user (real installs only)
 if [ -z "$DESTDIR" ]; then

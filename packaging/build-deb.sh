@@ -19,7 +19,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-VERSION=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$SRC/common/version.py")
+VERSION=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$SRC/lustre_alloc/common/version.py")
 "$SRC/packaging/copy-checkout.sh" "$WORK/lustre-alloc-$VERSION"
 cp -r "$SRC/packaging/debian" "$WORK/lustre-alloc-$VERSION/debian"
 cat > "$WORK/lustre-alloc-$VERSION/debian/changelog" <<CHANGELOG

@@ -19,7 +19,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 TOP=$(mktemp -d)
 trap 'rm -rf "$TOP"' EXIT
-VERSION=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$SRC/common/version.py")
+VERSION=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$SRC/lustre_alloc/common/version.py")
 mkdir -p "$TOP"/{SOURCES,BUILD,RPMS,SRPMS,SPECS}
 "$SRC/packaging/copy-checkout.sh" "$TOP/stage/lustre-alloc-$VERSION"
 tar -C "$TOP/stage" -czf "$TOP/SOURCES/lustre-alloc-$VERSION.tar.gz" "lustre-alloc-$VERSION"

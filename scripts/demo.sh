@@ -7,4 +7,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh
-exec .venv/bin/python -m livestack.demo "$@"
+exec .venv/bin/python -m lustre_alloc.livestack.demo "$@"

@@ -24,7 +24,7 @@ def pytokio_dir() -> Path:
 @pytest.fixture(autouse=True)
 def own_runtime_dir(monkeypatch):
     """Each test's mappers (in process and spawned) get a runtime directory of their own, so
-    a hand-started mapper's admin socket (``common.runtime_dir``) never meets another
+    a hand-started mapper's admin socket (``lustre_alloc.common.runtime_dir``) never meets another
     test's; a short path, for AF_UNIX's 107 bytes."""
     path = tempfile.mkdtemp(prefix="la-run-", dir="/tmp")
     monkeypatch.setenv("XDG_RUNTIME_DIR", path)

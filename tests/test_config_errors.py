@@ -24,8 +24,8 @@ curve_authorized_keys = "{d}/none/clients"
 
 
 @pytest.mark.parametrize("module, text, prog", [
-    ("mapper.service.cli", MAPPER, "lustre-alloc-mapper"),
-    ("collectors.broker_cli", BROKER, "lustre-alloc-broker")])
+    ("lustre_alloc.mapper.service.cli", MAPPER, "lustre-alloc-mapper"),
+    ("lustre_alloc.collectors.broker_cli", BROKER, "lustre-alloc-broker")])
 def test_missing_curve_keys_are_a_configuration_error(tmp_path, module, text, prog):
     cfg = tmp_path / "service.toml"
     cfg.write_text(text.format(d=tmp_path))

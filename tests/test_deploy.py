@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from common.config import BrokerConfig, CollectorConfig, load
-from mapper.service.config import load_config
+from lustre_alloc.common.config import BrokerConfig, CollectorConfig, load
+from lustre_alloc.mapper.service.config import load_config
 
 PROJECT = Path(__file__).resolve().parents[1]
 UNITS = ("lustre-alloc-mapper", "lustre-alloc-broker", "lustre-alloc-collector")
@@ -144,9 +144,9 @@ def test_shipped_configurations_and_prometheus_agree_on_ports():
     ports = {job["job_name"]: {int(t.rsplit(":", 1)[1]) for c in job["static_configs"]
                                for t in c["targets"]}
              for job in scrape["scrape_configs"]}
-    shipped = {"lustre-alloc-mapper": ("mapper/service/systemd/mapper.toml.example", "mapper"),
-               "lustre-alloc-broker": ("collectors/systemd/broker.toml.example", "broker"),
-               "lustre-alloc-collector": ("collectors/systemd/collector.toml.example", "collector")}
+    shipped = {"lustre-alloc-mapper": ("lustre_alloc/mapper/service/systemd/mapper.toml.example", "mapper"),
+               "lustre-alloc-broker": ("lustre_alloc/collectors/systemd/broker.toml.example", "broker"),
+               "lustre-alloc-collector": ("lustre_alloc/collectors/systemd/collector.toml.example", "collector")}
     for job, (path, table) in shipped.items():
         port = tomllib.loads((root / path).read_text())[table].get("metrics_port", 0)
         assert port and ports[job] == {port}, (job, port, ports[job])
@@ -187,7 +187,7 @@ def test_install_refuses_an_unknown_role(tmp_path):
 def test_the_migration_services_example_unit_and_configuration_are_shipped(staged):
     """Beside the docs, not enabled: the unit verifies once copied in, and the example
     configuration loads as shipped (dry run first)."""
-    from mapper.migrate.config import load as load_migrate
+    from lustre_alloc.mapper.migrate.config import load as load_migrate
     doc = staged / "opt/lustre-alloc/share/doc/lustre-alloc"
     assert (doc / "rebalance.md").is_file()
     assert not (staged / "etc/systemd/system/lustre-alloc-migrate.service").exists()

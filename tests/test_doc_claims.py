@@ -1,5 +1,5 @@
 """The docs and the README say only what the code does (issue #26): every repository path
-they name exists, every Python name they cite (``mapper.policies.registry.build_policy``)
+they name exists, every Python name they cite (``lustre_alloc.mapper.policies.registry.build_policy``)
 resolves, every bundled scenario they name is bundled, and every option they show for
 one of our commands is an option of that command."""
 from __future__ import annotations
@@ -14,15 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
-PACKAGES = ("common", "collectors", "mapper", "simulator", "livestack", "traces",
-            "lustre_alloc_data")
-COMMANDS = {"lustre-alloc-sim": "simulator.cli", "lustre-alloc-traces": "traces.cli",
-            "lustre-alloc-mapper": "mapper.service.cli",
-            "lustre-alloc-rebalance": "mapper.migrate",
-            "lustre-alloc-collector": "collectors.cli", "lustre-alloc-broker": "collectors.broker_cli",
-            "lustre-alloc-demo": "livestack.demo"}
-TOP = ("bench", "collectors", "common", "deploy", "docs", "liblustre_alloc", "livestack",
-       "lustre_alloc_data", "mapper", "scripts", "simulator", "tests", "traces")
+PACKAGES = ("lustre_alloc", "lustre_alloc_data")
+COMMANDS = {"lustre-alloc-sim": "lustre_alloc.simulator.cli", "lustre-alloc-traces": "lustre_alloc.traces.cli",
+            "lustre-alloc-mapper": "lustre_alloc.mapper.service.cli",
+            "lustre-alloc-rebalance": "lustre_alloc.mapper.migrate",
+            "lustre-alloc-collector": "lustre_alloc.collectors.cli", "lustre-alloc-broker": "lustre_alloc.collectors.broker_cli",
+            "lustre-alloc-demo": "lustre_alloc.livestack.demo"}
+TOP = ("bench", "deploy", "docs", "liblustre_alloc", "lustre_alloc", "lustre_alloc_data",
+       "scripts", "tests")
 
 
 def _ticks(text: str) -> list[str]:
@@ -75,7 +74,7 @@ def test_cited_python_names_resolve():
 
 
 def test_named_bundled_scenarios_exist():
-    from simulator.scenario import SCENARIO_DIR
+    from lustre_alloc.simulator.scenario import SCENARIO_DIR
     bundled = {p.stem for p in Path(SCENARIO_DIR).glob("*.toml")}
     bad = []
     for d in DOCS:

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from common.version import __version__
+from lustre_alloc.common.version import __version__
 from tests.conftest import PROJECT_ROOT
 
 
@@ -82,7 +82,7 @@ def test_unreadable_config_file_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_demo_with_a_missing_data_file_is_one_line_exit_2(tmp_path, capsys):
-    from simulator.scenario import SCENARIO_DIR
+    from lustre_alloc.simulator.scenario import SCENARIO_DIR
     text = (SCENARIO_DIR / "paper-32ost.toml").read_text().replace(
         'generator = "hacc"', 'generator = "hacc"\nparams = { hacc_csv = "/nonexistent/hacc.csv.gz" }', 1)
     (tmp_path / "s.toml").write_text(text)
@@ -125,7 +125,7 @@ def test_a_missing_extra_is_named_in_one_line():
             "        if name == 'numpy' or name.startswith('numpy.'):\n"
             "            raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')\n"
             "sys.meta_path.insert(0, Block())\n"
-            "from common.entry import sim\n"
+            "from lustre_alloc.common.entry import sim\n"
             "sys.exit(sim(['list']))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=PROJECT_ROOT)

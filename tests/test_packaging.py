@@ -38,16 +38,16 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_wheel_holds_scenarios_their_data_licences_and_no_tests(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("simulator/scenarios/nersc-edison-real.toml", "simulator/scenarios/paper-32ost.toml",
+    for needed in ("lustre_alloc/simulator/scenarios/nersc-edison-real.toml", "lustre_alloc/simulator/scenarios/paper-32ost.toml",
                    "lustre_alloc_data/nersc-pytokio/sample_ost-fullness.txt.gz",
                    "lustre_alloc_data/nersc-pytokio/sample_ost-map.txt.gz",
                    "lustre_alloc_data/nersc-pytokio/hacc_io_jobs_summary.csv.gz",
-                   "lustre_alloc_data/nersc-pytokio/LICENSE", "simulator/data/net_calibration.json",
-                   "collectors/systemd/lustre-alloc-collector.service",
-                   "simulator/scenarios/nersc-lmt-day.toml", "simulator/scenarios/expansion-25pct.toml",
-                   "simulator/scenarios/degraded-oss.toml",
+                   "lustre_alloc_data/nersc-pytokio/LICENSE", "lustre_alloc/simulator/data/net_calibration.json",
+                   "lustre_alloc/collectors/systemd/lustre-alloc-collector.service",
+                   "lustre_alloc/simulator/scenarios/nersc-lmt-day.toml", "lustre_alloc/simulator/scenarios/expansion-25pct.toml",
+                   "lustre_alloc/simulator/scenarios/degraded-oss.toml",
                    "lustre_alloc_data/nersc-pytokio/snx11025_2018-01-28.sqlite3",
-                   "simulator/data/snx11025_2018-01-28.background.csv"):
+                   "lustre_alloc/simulator/data/snx11025_2018-01-28.background.csv"):
         assert needed in names, needed
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
                for n in names)
@@ -68,13 +68,14 @@ def test_real_data_scenario_runs_from_the_installed_wheel_outside_the_checkout(w
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
     where = subprocess.run([sys.executable, "-S", "-c",
-                            "import simulator, lustre_alloc_data, traces; "
-                            "print(simulator.__file__, lustre_alloc_data.__file__, traces.__file__)"],
+                            "import lustre_alloc.simulator, lustre_alloc_data, lustre_alloc.traces as t; "
+                            "print(lustre_alloc.simulator.__file__, lustre_alloc_data.__file__, "
+                            "t.__file__)"],
                            cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     assert where.returncode == 0, where.stderr
     assert all(p.startswith(str(target)) for p in where.stdout.split()), where.stdout
     out = tmp_path / "results"
-    run = subprocess.run([sys.executable, "-S", "-m", "simulator.cli", "run", "nersc-edison-real",
+    run = subprocess.run([sys.executable, "-S", "-m", "lustre_alloc.simulator.cli", "run", "nersc-edison-real",
                           "--duration", "600", "--policy", "round_robin", "--jobs", "1",
                           "--no-figures", "--out", str(out)],
                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
@@ -83,6 +84,15 @@ def test_real_data_scenario_runs_from_the_installed_wheel_outside_the_checkout(w
     summary = json.loads((out / "summary.json").read_text())
     assert [p["policy"] for p in summary["policies"]] == ["round_robin"]
     assert summary["policies"][0]["creates"] > 0
+
+
+def test_the_wheel_installs_one_import_name_and_its_data_package(wheel):
+    """Nothing at the top of site-packages but ``lustre_alloc`` and ``lustre_alloc_data`` (and
+    the distribution's metadata): the index has packages named ``traces``, ``mapper``,
+    ``common``, ``simulator``, ``collectors``, ``livestack``."""
+    top = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"lustre_alloc",
+                                                                  "lustre_alloc_data"}
 
 
 def test_every_python_package_of_the_checkout_is_in_the_wheel(wheel):
@@ -97,10 +107,10 @@ def test_every_python_package_of_the_checkout_is_in_the_wheel(wheel):
 
 ROLE_IMPORTS = {
     # role extra -> (modules its entry points import, third-party modules it must not need)
-    "collector": (["collectors.cli", "collectors.broker_cli"],
+    "collector": (["lustre_alloc.collectors.cli", "lustre_alloc.collectors.broker_cli"],
                   ["numpy", "ortools", "networkx", "prometheus_client", "matplotlib", "rich",
                    "darshan", "ns"]),
-    "mapper": (["mapper.service.cli"], ["matplotlib", "rich", "darshan", "ns"]),
+    "mapper": (["lustre_alloc.mapper.service.cli"], ["matplotlib", "rich", "darshan", "ns"]),
 }
 
 

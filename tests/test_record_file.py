@@ -1,9 +1,9 @@
-"""common/record_file.py: the one parser of the shim's record file."""
+"""lustre_alloc/common/record_file.py: the one parser of the shim's record file."""
 from __future__ import annotations
 
 import pytest
 
-from common.record_file import RECORD_KEYS, RecordFileError, RecordTail, parse_line, read_records
+from lustre_alloc.common.record_file import RECORD_KEYS, RecordFileError, RecordTail, parse_line, read_records
 
 
 def _line(**over: str) -> str:

@@ -16,7 +16,7 @@ import msgpack
 import pytest
 import zmq
 
-from common.record_file import RECORD_KEYS, read_records
+from lustre_alloc.common.record_file import RECORD_KEYS, read_records
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LIBDIR = PROJECT_ROOT / "liblustre_alloc"
@@ -228,7 +228,7 @@ def has(tool: str) -> bool:
 @pytest.fixture(scope="session")
 def curve_keys(tmp_path_factory):
     """Key files in the format of ``lustre-alloc-broker --keygen`` (common curve module)."""
-    from common.curve import generate_keys
+    from lustre_alloc.common.curve import generate_keys
     d = tmp_path_factory.mktemp("keys")
     authorized = d / "authorized"
     authorized.mkdir()

@@ -11,7 +11,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import lustre_layout as ll
+from lustre_alloc.common import lustre_layout as ll
 
 LIBDIR = Path(__file__).resolve().parents[2] / "liblustre_alloc"
 MODEL_SO = LIBDIR / "tests" / "liblustre_model.so"
@@ -77,7 +77,7 @@ class LustreModel:
         """Run ``code`` in a Python child on this mount; it sets ``out`` (a dict), which
         comes back as JSON.  Errors come back as ``out["error"]``."""
         prog = ("import errno, fcntl, json, os\n"
-                "from common import lustre_layout as ll\n"
+                "from lustre_alloc.common import lustre_layout as ll\n"
                 "out = {}\n"
                 "try:\n" + textwrap.indent(textwrap.dedent(code), "    ") +
                 "\nexcept OSError as e:\n    out['error'] = errno.errorcode[e.errno]\n"

@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from mapper.service.wire import decode_request
-from mapper.service.wire import LUSTRE_EOF, encode_composite
+from lustre_alloc.mapper.service.wire import decode_request
+from lustre_alloc.mapper.service.wire import LUSTRE_EOF, encode_composite
 from tests.service.conftest import make_service
 
 from .conftest import LIBDIR, N_OSTS

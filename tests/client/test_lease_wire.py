@@ -9,8 +9,8 @@ import subprocess
 import msgpack
 import pytest
 
-from mapper.service import wire
-from mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.service import wire
+from lustre_alloc.mapper.policies.placement import CreateRequest
 
 from .conftest import LIBDIR
 

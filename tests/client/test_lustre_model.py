@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from common import lustre_layout as ll
+from lustre_alloc.common import lustre_layout as ll
 
 from .lustre_model import make_model
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from common import lustre_layout as ll
+from lustre_alloc.common import lustre_layout as ll
 
 from ..service.conftest import make_service
 from ..service.test_state_feed import wait_for

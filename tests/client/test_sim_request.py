@@ -1,5 +1,5 @@
 """A simulated create asks the mapper what the shim asks for the same create (issue #27):
-the simulator's request (:meth:`simulator.create_path.CreatePath.request`) equals, field by
+the simulator's request (:meth:`lustre_alloc.simulator.create_path.CreatePath.request`) equals, field by
 field, the request the real shim sends, captured by the stand-in mapper."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from simulator.create_path import CreatePath
-from traces.format import TraceRecord
+from lustre_alloc.simulator.create_path import CreatePath
+from lustre_alloc.traces.format import TraceRecord
 
 MIB = 1 << 20
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from livestack.stack import free_port, free_ports  # noqa: F401 - one port picker for every test
+from lustre_alloc.livestack.stack import free_port, free_ports  # noqa: F401 - one port picker for every test
 
 from tests.conftest import FIXTURES
 

@@ -6,10 +6,10 @@ import time
 import pytest
 import zmq
 
-from collectors.broker import Broker
-from common.curve import CurveClient, CurveServer, generate_keys
-from collectors.publisher import Publisher
-from collectors.subscriber import Subscriber
+from lustre_alloc.collectors.broker import Broker
+from lustre_alloc.common.curve import CurveClient, CurveServer, generate_keys
+from lustre_alloc.collectors.publisher import Publisher
+from lustre_alloc.collectors.subscriber import Subscriber
 
 LOCAL = "tcp://127.0.0.1:*"
 BODY = {"server": {"values": {"cpu_percent": 1.0}, "unavailable": {}}, "targets": {}}
@@ -146,7 +146,7 @@ def test_a_rejected_collector_says_so(keys, ctx, caplog):
         good = Publisher(b.endpoints.frontend, "oss", "oss1", context=ctx,
                          curve=CurveClient(str(keys / "oss1.key_secret"), str(keys / "broker.key")))
         deadline = time.monotonic() + 5.0
-        with caplog.at_level(logging.INFO, logger="collectors.publisher"):
+        with caplog.at_level(logging.INFO, logger="lustre_alloc.collectors.publisher"):
             while intruder.rejected == 0 and time.monotonic() < deadline:
                 intruder.poll_auth()
                 good.poll_auth()

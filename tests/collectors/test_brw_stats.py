@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import BrwStatsError
-from collectors.readers.brw_stats import DISK_IN_FLIGHT, DISK_IO_SIZE, IO_TIME, parse_brw_stats
+from lustre_alloc.common.errors import BrwStatsError
+from lustre_alloc.collectors.readers.brw_stats import DISK_IN_FLIGHT, DISK_IO_SIZE, IO_TIME, parse_brw_stats
 
 from .conftest import CONSTRUCTED, DDN, HPE_PROC
 

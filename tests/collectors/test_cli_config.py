@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from common.config import BrokerConfig, CollectorConfig, load
-from common.errors import ConfigError
+from lustre_alloc.common.config import BrokerConfig, CollectorConfig, load
+from lustre_alloc.common.errors import ConfigError
 
 from .conftest import HPE, PYTHON
 
-PKG = Path(__file__).resolve().parents[2] / "collectors"
+PKG = Path(__file__).resolve().parents[2] / "lustre_alloc" / "collectors"
 
 
-@pytest.mark.parametrize("module", ["collectors.cli", "collectors.broker_cli"])
+@pytest.mark.parametrize("module", ["lustre_alloc.collectors.cli", "lustre_alloc.collectors.broker_cli"])
 def test_help(module):
     out = subprocess.run([PYTHON, "-m", module, "--help"], capture_output=True, text=True,
                          timeout=30, check=True).stdout
@@ -47,7 +47,7 @@ def test_example_configs_load():
 
 
 def test_dry_run_prints_schema_samples():
-    out = subprocess.run([PYTHON, "-m", "collectors.cli", "--root", str(HPE), "--interval", "0.1",
+    out = subprocess.run([PYTHON, "-m", "lustre_alloc.collectors.cli", "--root", str(HPE), "--interval", "0.1",
                           "--count", "2", "--dry-run", "--host", "t"], capture_output=True,
                          text=True, timeout=30, check=True).stdout.splitlines()
     samples = [json.loads(line) for line in out]
@@ -56,7 +56,7 @@ def test_dry_run_prints_schema_samples():
 
 
 def test_keygen_writes_certificates(tmp_path):
-    subprocess.run([PYTHON, "-m", "collectors.broker_cli", "--keygen", "oss9", "--keys-dir",
+    subprocess.run([PYTHON, "-m", "lustre_alloc.collectors.broker_cli", "--keygen", "oss9", "--keys-dir",
                     str(tmp_path)], check=True, timeout=30, capture_output=True)
     assert (tmp_path / "oss9.key").is_file() and (tmp_path / "oss9.key_secret").is_file()
 

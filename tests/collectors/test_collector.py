@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors.collector import Collector
-from collectors.readers.host_load import HostLoad
-from collectors.sources import FileSource, LctlSource
+from lustre_alloc.collectors.collector import Collector
+from lustre_alloc.collectors.readers.host_load import HostLoad
+from lustre_alloc.collectors.sources import FileSource, LctlSource
 
 from .conftest import DDN, HPE, HPE_PROC, fake_lctl
 

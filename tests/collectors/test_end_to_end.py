@@ -11,8 +11,8 @@ from collections import defaultdict
 import pytest
 import zmq
 
-from collectors.publisher import Publisher
-from collectors.subscriber import Subscriber
+from lustre_alloc.collectors.publisher import Publisher
+from lustre_alloc.collectors.subscriber import Subscriber
 
 from .conftest import DDN, HPE, PYTHON, fake_lctl, free_ports
 
@@ -38,7 +38,7 @@ def stop(proc):
 def test_collectors_broker_subscriber_over_real_sockets(tmp_path):
     ports = free_ports(3)
     front, back, snap = (f"tcp://127.0.0.1:{p}" for p in ports)
-    broker_args = ["collectors.broker_cli", "--frontend", front, "--backend", back,
+    broker_args = ["lustre_alloc.collectors.broker_cli", "--frontend", front, "--backend", back,
                    "--snapshot", snap, "--heartbeat", "0.2"]
     log = open(tmp_path / "procs.log", "w")
     procs = []
@@ -53,7 +53,7 @@ def test_collectors_broker_subscriber_over_real_sockets(tmp_path):
                      ["--role", "mds", "--root", str(HPE), "--host", "mds-1"],
                      ["--role", "oss", "--source", "lctl", "--lctl-command", lctl,
                       "--host", "oss-lctl"]):
-            procs.append(spawn(["collectors.cli", *common, *args], log))
+            procs.append(spawn(["lustre_alloc.collectors.cli", *common, *args], log))
         sub = Subscriber(back, snap, context=ctx, snapshot_timeout_s=1.0).start()
         by_host = defaultdict(list)
         deadline = time.monotonic() + 15

@@ -5,18 +5,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import (BrwStatsError, HealthCheckError, JobStatsError, LctlParamError,
+from lustre_alloc.common.errors import (BrwStatsError, HealthCheckError, JobStatsError, LctlParamError,
                                LnetctlError, LnetStatsError, SchemaError, SingleValueError,
                                StatsFileError)
-from collectors.readers.brw_stats import parse_brw_stats
-from collectors.readers.health_check import parse_health_check
-from collectors.readers.job_stats import parse_job_stats
-from collectors.readers.kbytes import parse_single_value
-from collectors.readers.lctl_get_param import parse_get_param
-from collectors.readers.lnet_stats import parse_lnet_stats
-from collectors.readers.lnetctl import parse_lnetctl_stats
-from collectors.readers.stats_file import parse_stats
-from collectors.schema import decode, encode
+from lustre_alloc.collectors.readers.brw_stats import parse_brw_stats
+from lustre_alloc.collectors.readers.health_check import parse_health_check
+from lustre_alloc.collectors.readers.job_stats import parse_job_stats
+from lustre_alloc.collectors.readers.kbytes import parse_single_value
+from lustre_alloc.collectors.readers.lctl_get_param import parse_get_param
+from lustre_alloc.collectors.readers.lnet_stats import parse_lnet_stats
+from lustre_alloc.collectors.readers.lnetctl import parse_lnetctl_stats
+from lustre_alloc.collectors.readers.stats_file import parse_stats
+from lustre_alloc.collectors.schema import decode, encode
 
 from .conftest import DDN, HPE, HPE_PROC
 

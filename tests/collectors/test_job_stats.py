@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import JobStatsError
-from collectors.readers.job_stats import parse_job_stats
-from collectors.readers.lctl_get_param import parse_get_param
+from lustre_alloc.common.errors import JobStatsError
+from lustre_alloc.collectors.readers.job_stats import parse_job_stats
+from lustre_alloc.collectors.readers.lctl_get_param import parse_get_param
 
 from .conftest import CONSTRUCTED, DDN, HPE_PROC
 
@@ -118,7 +118,7 @@ def _bump(text: str, job: str, counter: str, by: int) -> str:
 
 
 def test_mdt_rows_carry_creates_per_s_from_mknod():
-    from collectors.collector import reduce_jobs
+    from lustre_alloc.collectors.collector import reduce_jobs
     before_text = (HPE_PROC / "mdt/lustrefs-MDT0000/job_stats").read_text()
     after_text = _bump(_bump(before_text, "44", "mknod", 20), "44", "open", 20)
     values: dict = {}
@@ -129,7 +129,7 @@ def test_mdt_rows_carry_creates_per_s_from_mknod():
 
 
 def test_ost_rows_have_no_creates():
-    from collectors.collector import reduce_jobs
+    from lustre_alloc.collectors.collector import reduce_jobs
     text = (HPE_PROC / "obdfilter/lustrefs-OST0000/job_stats").read_text()
     job = next(iter(parse_job_stats(text).jobs))
     later = _bump(text, job, "punch", 3)

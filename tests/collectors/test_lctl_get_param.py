@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import LctlParamError
-from collectors.readers.brw_stats import parse_brw_stats
-from collectors.readers.job_stats import parse_job_stats
-from collectors.readers.kbytes import parse_single_value
-from collectors.readers.lctl_get_param import parse_get_param
-from collectors.readers.stats_file import parse_stats
+from lustre_alloc.common.errors import LctlParamError
+from lustre_alloc.collectors.readers.brw_stats import parse_brw_stats
+from lustre_alloc.collectors.readers.job_stats import parse_job_stats
+from lustre_alloc.collectors.readers.kbytes import parse_single_value
+from lustre_alloc.collectors.readers.lctl_get_param import parse_get_param
+from lustre_alloc.collectors.readers.stats_file import parse_stats
 
 from .conftest import DDN, all_ddn_dumps
 

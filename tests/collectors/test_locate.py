@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from common.errors import SourceUnavailable
-from collectors.locate import Locator, read_source
-from collectors.readers.brw_stats import parse_brw_stats
+from lustre_alloc.common.errors import SourceUnavailable
+from lustre_alloc.collectors.locate import Locator, read_source
+from lustre_alloc.collectors.readers.brw_stats import parse_brw_stats
 
 from .conftest import DDN, HPE, HPE_PROC, link_tree
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.readers.job_stats import parse_job_stats
-from collectors.readers.lctl_get_param import parse_get_param
-from collectors.readers.lnetctl import parse_lnetctl_stats
+from lustre_alloc.collectors.readers.job_stats import parse_job_stats
+from lustre_alloc.collectors.readers.lctl_get_param import parse_get_param
+from lustre_alloc.collectors.readers.lnetctl import parse_lnetctl_stats
 
 from ..conftest import FIXTURES
 from .test_lctl_get_param import assert_every_statistics_parameter_parses

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from collectors.collector import Collector
-from collectors.readers.host_load import HostLoad
-from collectors.readers.lod_pools import parse_pool
-from collectors.readers.osp import parse_osp_device, parse_osp_int
-from collectors.sources import FileSource, LctlSource
-from common.errors import LodPoolError, OspParamError
+from lustre_alloc.collectors.collector import Collector
+from lustre_alloc.collectors.readers.host_load import HostLoad
+from lustre_alloc.collectors.readers.lod_pools import parse_pool
+from lustre_alloc.collectors.readers.osp import parse_osp_device, parse_osp_int
+from lustre_alloc.collectors.sources import FileSource, LctlSource
+from lustre_alloc.common.errors import LodPoolError, OspParamError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lustre"
 OSP = FIX / "ddn-lctl-2.14-2.15" / "osp.txt"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import SchemaError
-from collectors.reduce import CounterReset, choose_interval, histogram_delta, summarize_log2
-from collectors.schema import decode, encode, make_sample, topic_for
+from lustre_alloc.common.errors import SchemaError
+from lustre_alloc.collectors.reduce import CounterReset, choose_interval, histogram_delta, summarize_log2
+from lustre_alloc.collectors.schema import decode, encode, make_sample, topic_for
 
 BODY = {"server": {"values": {"cpu_percent": 3.5}, "unavailable": {}},
         "targets": {"fs-OST0000": {"kind": "ost", "index": 0, "available": True,

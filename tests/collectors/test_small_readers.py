@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import (HealthCheckError, LnetctlError, LnetStatsError, SingleValueError)
-from collectors.readers.health_check import parse_health_check
-from collectors.readers.host_load import HostLoadReader
-from collectors.readers.kbytes import parse_single_value
-from collectors.readers.lctl_get_param import parse_get_param
-from collectors.readers.lnet_stats import FIELDS, parse_lnet_stats
-from collectors.readers.lnetctl import parse_lnetctl_stats
+from lustre_alloc.common.errors import (HealthCheckError, LnetctlError, LnetStatsError, SingleValueError)
+from lustre_alloc.collectors.readers.health_check import parse_health_check
+from lustre_alloc.collectors.readers.host_load import HostLoadReader
+from lustre_alloc.collectors.readers.kbytes import parse_single_value
+from lustre_alloc.collectors.readers.lctl_get_param import parse_get_param
+from lustre_alloc.collectors.readers.lnet_stats import FIELDS, parse_lnet_stats
+from lustre_alloc.collectors.readers.lnetctl import parse_lnetctl_stats
 
 from .conftest import CONSTRUCTED, DDN, HPE, HPE_PROC
 

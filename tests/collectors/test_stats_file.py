@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import StatsFileError
-from collectors.readers.lctl_get_param import parse_get_param
-from collectors.readers.stats_file import parse_stats
+from lustre_alloc.common.errors import StatsFileError
+from lustre_alloc.collectors.readers.lctl_get_param import parse_get_param
+from lustre_alloc.collectors.readers.stats_file import parse_stats
 
 from .conftest import DDN, HPE_PROC
 

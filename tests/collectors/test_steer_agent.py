@@ -11,10 +11,10 @@ import msgpack
 import pytest
 import zmq
 
-from collectors.lustre_params import (FileParams, LctlParams, ParamError, degraded_param,
+from lustre_alloc.collectors.lustre_params import (FileParams, LctlParams, ParamError, degraded_param,
                                       max_create_count_param)
-from collectors.steer_agent import SteerAgent
-from collectors.steer_socket import AgentServer
+from lustre_alloc.collectors.steer_agent import SteerAgent
+from lustre_alloc.collectors.steer_socket import AgentServer
 
 OST = "demofs-OST000e"
 OSP = "demofs-OST000e-osc-MDT0000"
@@ -84,8 +84,8 @@ def oss_root(tmp_path: Path) -> Path:
 
 
 def test_file_params_write_what_the_collector_reads(tmp_path):
-    from collectors.collector import Collector
-    from collectors.sources import FileSource
+    from lustre_alloc.collectors.collector import Collector
+    from lustre_alloc.collectors.sources import FileSource
     root = oss_root(tmp_path)
     for name, v in (("kbytestotal", 1 << 30), ("kbytesfree", 1 << 29), ("kbytesavail", 1 << 29),
                     ("filestotal", 1000), ("filesfree", 900)):
@@ -354,7 +354,7 @@ def test_the_journal_is_written_before_any_parameter_and_a_kill_at_any_step_sett
 
 
 def test_a_selftest_killed_mid_steer_is_settled_by_the_collectors_start(tmp_path):
-    from collectors.steer_agent import selftest_journal_of, settle_selftest_journal
+    from lustre_alloc.collectors.steer_agent import selftest_journal_of, settle_selftest_journal
     files = FileParams(tmp_path)
     base = tmp_path / "sys/fs/lustre/obdfilter" / OST
     base.mkdir(parents=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import msgpack
 import zmq
 
-from livestack.stack import free_port
+from lustre_alloc.livestack.stack import free_port
 
 from tests.service.test_state_feed import wait_for
 
@@ -28,7 +28,7 @@ LEASE_S = 10.0
 
 def start_collector(root: Path, endpoint: str, journal: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "collectors.cli", "--role", "mds", "--source", "files",
+        [sys.executable, "-m", "lustre_alloc.collectors.cli", "--role", "mds", "--source", "files",
          "--root", str(root), "--broker", f"tcp://127.0.0.1:{free_port()}",
          "--interval", "1", "--steer-endpoint", endpoint, "--steer-journal", str(journal),
          "--log-level", "warning"], cwd=PROJECT, stderr=subprocess.PIPE, text=True)

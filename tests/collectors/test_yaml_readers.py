@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import JobStatsError, LnetctlError
-from collectors.readers.job_stats import parse_job_stats
-from collectors.readers.lnetctl import parse_lnetctl_stats
+from lustre_alloc.common.errors import JobStatsError, LnetctlError
+from lustre_alloc.collectors.readers.job_stats import parse_job_stats
+from lustre_alloc.collectors.readers.lnetctl import parse_lnetctl_stats
 
 from .conftest import DDN, HPE_PROC
 

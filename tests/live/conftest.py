@@ -1,5 +1,5 @@
 """The live stack on 127.0.0.1 for the fault and load tests: a small emulated cluster
-(4 OSSes x 2 OSTs), real broker, mapper and collector processes (``livestack/stack.py``),
+(4 OSSes x 2 OSTs), real broker, mapper and collector processes (``lustre_alloc/livestack/stack.py``),
 programs under the LD_PRELOAD shim.
 
 Collectors sample every 0.5 s, so the mapper's staleness limit is 1 s; liveness waits are
@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.record_file import read_records
+from lustre_alloc.common.record_file import read_records
 
-from simulator.cluster import GIB, SimCluster
-from livestack.stack import EmulatorPump, LiveStack, child_env, spawn
-from livestack.emulator import EmulatedCluster, RecordFeed
+from lustre_alloc.simulator.cluster import GIB, SimCluster
+from lustre_alloc.livestack.stack import EmulatorPump, LiveStack, child_env, spawn
+from lustre_alloc.livestack.emulator import EmulatedCluster, RecordFeed
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SHIM = PROJECT_ROOT / "liblustre_alloc" / "liblustre_alloc.so"
@@ -87,7 +87,7 @@ class Live:
                               "LUSTRE_ALLOC_TIMEOUT_MS": str(timeout_ms),
                               "LUSTRE_ALLOC_JOBID": name, **env})
         out = open(self.root / f"{name}.out", "wb")
-        proc = spawn([sys.executable, "-m", "livestack.writer", str(plan),
+        proc = spawn([sys.executable, "-m", "lustre_alloc.livestack.writer", str(plan),
                       f"{time.time() + delay_s:.6f}"], self.stack.log_path(f"writer-{name}"),
                      env=full_env, cwd=self.root, stdout=out)
         out.close()

@@ -9,11 +9,11 @@ import msgpack
 import pytest
 import zmq
 
-from common.curve import CurveClient, generate_keys
-from collectors.publisher import Publisher
-from collectors.schema import HEARTBEAT_TOPIC, encode, topic_for
-from collectors.subscriber import Subscriber
-from mapper.service.client import MapperClient
+from lustre_alloc.common.curve import CurveClient, generate_keys
+from lustre_alloc.collectors.publisher import Publisher
+from lustre_alloc.collectors.schema import HEARTBEAT_TOPIC, encode, topic_for
+from lustre_alloc.collectors.subscriber import Subscriber
+from lustre_alloc.mapper.service.client import MapperClient
 
 pytestmark = pytest.mark.timeout(180)
 

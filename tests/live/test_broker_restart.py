@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from mapper.service.client import MapperClient, MapperError, MapperTimeout
+from lustre_alloc.mapper.service.client import MapperClient, MapperError, MapperTimeout
 
 from .conftest import INTERVAL_S, MAX_AGE_S, READY_TIMEOUT_S
 

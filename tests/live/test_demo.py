@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from livestack.stack import child_env
+from lustre_alloc.livestack.stack import child_env
 
 from .conftest import PROJECT_ROOT
 
@@ -23,7 +23,7 @@ def _sigint_ignored() -> None:
 
 
 def demo(workdir, *extra, sigint_ignored: bool = False):
-    return subprocess.Popen([sys.executable, "-m", "livestack.demo", "--workdir", str(workdir),
+    return subprocess.Popen([sys.executable, "-m", "lustre_alloc.livestack.demo", "--workdir", str(workdir),
                              "--no-live", *extra], cwd=PROJECT_ROOT, env=child_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=_sigint_ignored if sigint_ignored else None)
@@ -68,7 +68,7 @@ def test_demo_ctrl_c_stops_every_child(tmp_path, shim_lib):
     children: list[psutil.Process] = []
     while time.monotonic() < deadline:
         children = psutil.Process(p.pid).children(recursive=True)
-        if any("livestack.writer" in " ".join(c.cmdline()) for c in children if c.is_running()):
+        if any("lustre_alloc.livestack.writer" in " ".join(c.cmdline()) for c in children if c.is_running()):
             break
         time.sleep(0.2)
     assert len(children) >= 7          # broker, mapper, 8 collectors, writers
@@ -92,7 +92,7 @@ def test_a_stop_dropped_inside_a_fork_handler_is_raised_at_the_next_check():
     # ran to its end. Run in a child: at-fork handlers cannot be unregistered.
     script = (
         "import os, signal, subprocess, sys\n"
-        "from livestack.demo import StopRequest\n"
+        "from lustre_alloc.livestack.demo import StopRequest\n"
         "stop = StopRequest()\n"
         "os.register_at_fork(after_in_parent=lambda: stop(signal.SIGINT, None))\n"
         "subprocess.run(['true'], preexec_fn=lambda: None, check=True)\n"

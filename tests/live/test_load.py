@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from livestack.load import rss_mib, run_load, start_background_load
+from lustre_alloc.livestack.load import rss_mib, run_load, start_background_load
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -1,6 +1,6 @@
 """Evacuation on the live stack: an emulated OST slows down, the mapper steers it, the
 migration service (``lustre-alloc-rebalance run``, a process) sees the steering through the
-mapper's admin socket and moves the files on it with the stand-in ``lfs`` (livestack/lfs.py);
+mapper's admin socket and moves the files on it with the stand-in ``lfs`` (lustre_alloc/livestack/lfs.py);
 killed with -9 while moves run and started again, it loses no file, moves none twice and
 leaves none half-moved."""
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from livestack.emulator import LOV_XATTR, EmulatedCluster, lov_user_md_v1
-from livestack.lfs import layout_of
-from livestack.stack import EmulatorPump, LiveStack, command, spawn
-from mapper.service import ctl
+from lustre_alloc.livestack.emulator import LOV_XATTR, EmulatedCluster, lov_user_md_v1
+from lustre_alloc.livestack.lfs import layout_of
+from lustre_alloc.livestack.stack import EmulatorPump, LiveStack, command, spawn
+from lustre_alloc.mapper.service import ctl
 
 from .conftest import INTERVAL_S, READY_TIMEOUT_S, small_cluster
 from .test_steer import Background, wait_for
@@ -72,7 +72,7 @@ mount = "{tmp_path / 'mnt'}"
 mode = "on"
 ost_rate_mib_s = 80
 mapper_socket = "{control}"
-lfs = "{sys.executable} -m livestack.lfs"
+lfs = "{sys.executable} -m lustre_alloc.livestack.lfs"
 layout_xattr = "{LOV_XATTR}"
 lfs_bandwidth_option = true
 state_dir = "{state}"
@@ -85,7 +85,7 @@ ost_share = 1.0
 max_per_oss = 2
 max_in_flight_ratio = 1.0
 """)
-    argv = [*command("lustre-alloc-rebalance", "mapper.migrate"), "run", "--config",
+    argv = [*command("lustre-alloc-rebalance", "lustre_alloc.mapper.migrate"), "run", "--config",
             str(config)]
     migrator = None
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mapper.service import ctl
+from lustre_alloc.mapper.service import ctl
 from tests.service.test_state_feed import wait_for
 
 from .conftest import Live

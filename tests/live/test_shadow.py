@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from mapper.service import ctl
+from lustre_alloc.mapper.service import ctl
 
 pytestmark = pytest.mark.timeout(180)
 

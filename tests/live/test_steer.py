@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from collectors.lustre_params import FileParams, degraded_param, max_create_count_param
-from livestack.emulator import MDS_NAME, MIB, EmulatedCluster
-from livestack.stack import EmulatorPump, LiveStack
-from mapper.policies.lustre_qos import LustreQos
-from mapper.policies.placement import CreateRequest
-from mapper.state.cluster_state import OstFlag
+from lustre_alloc.collectors.lustre_params import FileParams, degraded_param, max_create_count_param
+from lustre_alloc.livestack.emulator import MDS_NAME, MIB, EmulatedCluster
+from lustre_alloc.livestack.stack import EmulatorPump, LiveStack
+from lustre_alloc.mapper.policies.lustre_qos import LustreQos
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.state.cluster_state import OstFlag
 
 from .conftest import INTERVAL_S, READY_TIMEOUT_S, small_cluster
 

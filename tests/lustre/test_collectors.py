@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.collector import Collector
-from collectors.sources import make_source
+from lustre_alloc.collectors.collector import Collector
+from lustre_alloc.collectors.sources import make_source
 
 from .conftest import FSNAME, MOUNT, N_OSTS, OUT, lctl_get, lctl_set, rule, sh
 

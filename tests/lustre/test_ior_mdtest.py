@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from common.record_file import read_records
+from lustre_alloc.common.record_file import read_records
 
 from .conftest import rule
 from .test_shim import first_osts, layout, mapper, shim_env  # noqa: F401 (fixture)

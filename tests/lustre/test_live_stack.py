@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from common.record_file import read_records
-from livestack.real_lustre import RealLustreStack
+from lustre_alloc.common.record_file import read_records
+from lustre_alloc.livestack.real_lustre import RealLustreStack
 
 from .conftest import FSNAME, MOUNT, N_OSTS, SHIM, rule
 from .test_shim import first_osts, layout
@@ -44,7 +44,7 @@ def test_the_mapper_learns_every_ost_from_the_collectors_and_places_files(stack,
     placed = [r for r in recs if r["result"] == "layout" and r["policy"]]
     osts = {o for i in range(40) for o in first_osts(layout(work / f"f{i}"))}
     rule("the collectors read a 2.17.0 OSS and MDS through lctl and the mapper learns every "
-         "OST through the broker", "collectors/, mapper/state",
+         "OST through the broker", "lustre_alloc/collectors/, lustre_alloc/mapper/state",
          "livestack's emulated servers (files)",
          f"{N_OSTS} OSTs usable after {learned_s:.0f} s; {len(placed)} of {len(recs)} files "
          f"placed by {sorted({r['policy'] for r in placed})}, on OSTs {sorted(osts)}",

@@ -1,9 +1,9 @@
 """The migration service's moves on real Lustre 2.17.0 files: a move changes OSTs and nothing
 else. Each test reads a file's layout as the service does (``lustre.lov``), builds the
-service's ``lfs migrate`` options (:func:`mapper.migrate.keep.migrate_options`), runs them and
-compares the layout after with the one before, OSTs aside (:func:`mapper.migrate.keep.shape`).
-Layouts no options can keep (FLR, SEL) are refused by :func:`mapper.migrate.keep.unmovable`;
-what lfs would do to them, and the rules the stand-in lfs (livestack/lfs.py) encodes, are
+service's ``lfs migrate`` options (:func:`lustre_alloc.mapper.migrate.keep.migrate_options`), runs them and
+compares the layout after with the one before, OSTs aside (:func:`lustre_alloc.mapper.migrate.keep.shape`).
+Layouts no options can keep (FLR, SEL) are refused by :func:`lustre_alloc.mapper.migrate.keep.unmovable`;
+what lfs would do to them, and the rules the stand-in lfs (lustre_alloc/livestack/lfs.py) encodes, are
 recorded for docs/reference/lustre-on-lustre.md."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mapper.migrate import keep
-from mapper.migrate.lfs import Lfs
+from lustre_alloc.mapper.migrate import keep
+from lustre_alloc.mapper.migrate.lfs import Lfs
 
 from .conftest import FSNAME, rule, sh
 
@@ -84,7 +84,7 @@ def test_a_pooled_file_keeps_its_pool_and_a_list_outside_it_is_refused(work, poo
     same = LFS.layout(str(f))
     rule("a listed OST outside the pool: refused EINVAL, the file as it was",
          "lfs migrate -p POOL -o LIST (lod_qos.c checks a list against the pool)",
-         "livestack/lfs.py migrate: EINVAL when -o leaves LIVESTACK_LFS_POOLS",
+         "lustre_alloc/livestack/lfs.py migrate: EINVAL when -o leaves LIVESTACK_LFS_POOLS",
          f"lfs migrate -p {pool} -o 3: rc {p.returncode}, pool after {same.pool!r}, "
          f"OSTs {same.osts}", p.returncode == 22 and same == kept)
     g = work / "pooled-no-p"
@@ -94,7 +94,7 @@ def test_a_pooled_file_keeps_its_pool_and_a_list_outside_it_is_refused(work, poo
     plain = LFS.layout(str(g))
     rule("lfs migrate with layout options and no -p drops the pool",
          "lustre/utils/lfs.c comp_args_to_layout(): llapi_layout_pool_name_set(layout, \"\")",
-         "livestack/lfs.py migrate: the pool only when -p names it",
+         "lustre_alloc/livestack/lfs.py migrate: the pool only when -p names it",
          f"lfs migrate -c 1 -o 0: rc {p.returncode}, pool after {plain.pool!r}",
          p.returncode == 0 and plain.pool == "")
 
@@ -108,7 +108,7 @@ def test_a_pfl_file_keeps_every_component(work):
     assert [c.initialized for c in before.components] == [True, True, False]
     rule("lfs migrate -E .. -o per component keeps a PFL layout, an unreached component "
          "uninstantiated", "lustre/utils/lfs.c comp_args_to_layout() (-o per component, 2.12+)",
-         "livestack/lfs.py migrate: one component per -E, objects where the data reaches",
+         "lustre_alloc/livestack/lfs.py migrate: one component per -E, objects where the data reaches",
          f"shape before {keep.shape(before)}, after {keep.shape(after)}",
          keep.shape(after) == keep.shape(before))
     assert keep.shape(after) == keep.shape(before)
@@ -121,7 +121,7 @@ def test_a_dom_file_keeps_its_mdt_component(work):
     before, after = move_keeping(f, other)
     rule("lfs migrate -E END -L mdt keeps a Data-on-MDT component (same DoM size: layout swap)",
          "lustre/utils/lfs.c comp_args_to_layout(), lfs_migrate()",
-         "livestack/lfs.py migrate: -L mdt, refusing -c/-o/-i/-p",
+         "lustre_alloc/livestack/lfs.py migrate: -L mdt, refusing -c/-o/-i/-p",
          f"shape before {keep.shape(before)}, after {keep.shape(after)}",
          keep.shape(after) == keep.shape(before))
     assert keep.shape(after) == keep.shape(before)
@@ -139,7 +139,7 @@ def test_mirrored_and_self_extending_files_are_not_moved(work):
     merged = LFS.layout(str(flr))
     rule("lfs migrate with layout options on a mirrored file leaves one mirror",
          "lustre/utils/lfs.c lfs_migrate() (issue 'Moves that keep what they move')",
-         "mapper/migrate/keep.py unmovable(): FLR files are not moved",
+         "lustre_alloc/mapper/migrate/keep.py unmovable(): FLR files are not moved",
          f"rc {p.returncode} ({p.stderr.strip()[-80:]}); mirrors after {merged.mirror_count}",
          p.returncode != 0 or merged.mirror_count == 1)
 
@@ -159,6 +159,6 @@ def test_a_bandwidth_cap_in_kib_holds(work):
     took = time.monotonic() - t0
     rule("lfs migrate -W 2048k moves 8 MiB in about 4 s (k: KiB/s)",
          "lustre/utils/lfs.c lfs_setstripe_internal() -W: llapi_parse_size(bandwidth_unit "
-         "ONE_MB)", "livestack/lfs.py parse_bandwidth(): k = KiB",
+         "ONE_MB)", "lustre_alloc/livestack/lfs.py parse_bandwidth(): k = KiB",
          f"rc {p.returncode}, {took:.2f} s", p.returncode == 0 and took >= 3.0)
     assert p.returncode == 0 and took >= 3.0, (p.stderr, took)

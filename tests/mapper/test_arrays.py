@@ -1,4 +1,4 @@
-"""The in-place OST arrays and the pending overlay (mapper.state.arrays, mapper.state.pending)."""
+"""The in-place OST arrays and the pending overlay (lustre_alloc.mapper.state.arrays, lustre_alloc.mapper.state.pending)."""
 from __future__ import annotations
 
 import random
@@ -6,10 +6,10 @@ import random
 import numpy as np
 import pytest
 
-from mapper.state.arrays import OstTable, TableSync, ost_arrays
-from mapper.state.cluster_state import OstFlag, make_uniform_cluster
-from mapper.state.pending import PendingOverlay
-from mapper.state.state_store import StateStore
+from lustre_alloc.mapper.state.arrays import OstTable, TableSync, ost_arrays
+from lustre_alloc.mapper.state.cluster_state import OstFlag, make_uniform_cluster
+from lustre_alloc.mapper.state.pending import PendingOverlay
+from lustre_alloc.mapper.state.state_store import StateStore
 
 FIELDS = ("present", "usable", "degraded", "oss", "kbytes_total", "kbytes_avail",
           "latency_known", "cpu_percent", "mem_percent")

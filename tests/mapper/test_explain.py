@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from mapper.explain.decisions import DecisionIndex, DecisionRecord, explain
-from mapper.explain.pricing import ChoicePricer
-from mapper.policies.placement import CreateRequest, Placement
-from mapper.shadow.ledger import ShadowLedger
-from mapper.shadow.report import format_report, summarize
-from mapper.state.cluster_state import make_uniform_cluster
+from lustre_alloc.mapper.explain.decisions import DecisionIndex, DecisionRecord, explain
+from lustre_alloc.mapper.explain.pricing import ChoicePricer
+from lustre_alloc.mapper.policies.placement import CreateRequest, Placement
+from lustre_alloc.mapper.shadow.ledger import ShadowLedger
+from lustre_alloc.mapper.shadow.report import format_report, summarize
+from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
 
 MIB = 1 << 20
 
@@ -91,8 +91,8 @@ def test_the_shadow_report_compares_load_and_expected_time():
 def test_the_shadow_headline_counts_equal_prices_as_the_same_not_as_not_sooner():
     """On OSTs the model prices alike both lists cost the same: the headline says so
     (it once said "sooner: 0.0%" beside a table in the mapper's favour)."""
-    from mapper.shadow.ledger import ShadowLedger
-    from mapper.shadow.report import format_report, summarize
+    from lustre_alloc.mapper.shadow.ledger import ShadowLedger
+    from lustre_alloc.mapper.shadow.report import format_report, summarize
     snap = make_uniform_cluster(2, 4, 1 << 30)
     pricer = ChoicePricer()
     ledger = ShadowLedger()

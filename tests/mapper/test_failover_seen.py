@@ -8,12 +8,12 @@ import itertools
 import numpy as np
 import pytest
 
-from collectors.collector import Collector
-from collectors.readers.host_load import HostLoad
-from collectors.sources import FileSource
-from livestack.emulator import EmulatedCluster
-from mapper.state.state_store import StateStore
-from simulator.cluster import MIB, SimCluster
+from lustre_alloc.collectors.collector import Collector
+from lustre_alloc.collectors.readers.host_load import HostLoad
+from lustre_alloc.collectors.sources import FileSource
+from lustre_alloc.livestack.emulator import EmulatedCluster
+from lustre_alloc.mapper.state.state_store import StateStore
+from lustre_alloc.simulator.cluster import MIB, SimCluster
 
 
 class FixedLoad:

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mapper.state.arrays import OstArrays
-from mapper.flow.costs import ConvexCost, PaperCost, make_cost_model
-from mapper.flow.network import RoundRequest, stripe_capacity
-from mapper.flow.round_solve import build_network
-from mapper.flow.solver import solve_networkx, solve_ortools
+from lustre_alloc.mapper.state.arrays import OstArrays
+from lustre_alloc.mapper.flow.costs import ConvexCost, PaperCost, make_cost_model
+from lustre_alloc.mapper.flow.network import RoundRequest, stripe_capacity
+from lustre_alloc.mapper.flow.round_solve import build_network
+from lustre_alloc.mapper.flow.solver import solve_networkx, solve_ortools
 
 GIB_KIB = 1 << 20
 

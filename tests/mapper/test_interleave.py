@@ -9,11 +9,11 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.speed.rates import OstRateTracker
-from mapper.policies.mcmf.interleave import CapabilityInterleave
-from mapper.policies.placement import CreateRequest
-from mapper.policies.round_robin import RoundRobin
-from mapper.state.cluster_state import OstState, make_uniform_cluster
+from lustre_alloc.mapper.speed.rates import OstRateTracker
+from lustre_alloc.mapper.policies.mcmf.interleave import CapabilityInterleave
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.policies.round_robin import RoundRobin
+from lustre_alloc.mapper.state.cluster_state import OstState, make_uniform_cluster
 
 MIB = 1 << 20
 
@@ -71,7 +71,7 @@ def test_speed_estimates_relax_toward_the_others_without_evidence():
 
 
 def test_the_mcmf_policy_places_by_interleave_when_asked():
-    from mapper.policies.mcmf import McmfPolicy
+    from lustre_alloc.mapper.policies.mcmf import McmfPolicy
     snap = make_uniform_cluster(2, 2, 1 << 30, {})
     got = McmfPolicy(seed=3, placement="interleave", plan_ahead=False).allocate(
         snap, CreateRequest("ior.1", 2))

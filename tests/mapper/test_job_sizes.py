@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from mapper.policies.mcmf import McmfPolicy
-from mapper.policies.placement import CreateRequest
-from mapper.policies.registry import build_policy
-from mapper.state.job_sizes import MIN_CREATES, WINDOW_S, JobBytesPerCreate
-from mapper.state.state_store import StateStore
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.policies.registry import build_policy
+from lustre_alloc.mapper.state.job_sizes import MIN_CREATES, WINDOW_S, JobBytesPerCreate
+from lustre_alloc.mapper.state.state_store import StateStore
 
 MIB = 1 << 20
 

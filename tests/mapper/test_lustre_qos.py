@@ -16,10 +16,10 @@ from collections import Counter
 
 import pytest
 
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.policies.lustre_qos import LustreQos, pct_to_stored, stored_to_pct
-from mapper.state.ost_health import check_placement
-from mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from lustre_alloc.mapper.policies.lustre_qos import LustreQos, pct_to_stored, stored_to_pct
+from lustre_alloc.mapper.state.ost_health import check_placement
+from lustre_alloc.mapper.policies.placement import CreateRequest
 
 
 class ScriptedRng:
@@ -423,8 +423,8 @@ def test_balanced_space_declines_to_the_rr_sequence_at_every_call():
     """While the space QOS last read is balanced and the snapshot version does not move,
     every call declines (the first after reading the space, the next ones without) and
     places exactly as Lustre's RR with the same seed would, on every pool."""
-    from mapper.policies.round_robin import RoundRobin
-    from mapper.state.cluster_state import make_uniform_cluster
+    from lustre_alloc.mapper.policies.round_robin import RoundRobin
+    from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
     snap = make_uniform_cluster(5, 3, 1 << 30)
     snap.pools = {"p": frozenset({0, 4, 5, 9, 13})}
     snap.version = 7

@@ -7,9 +7,9 @@ from statistics import fmean, pstdev
 import numpy as np
 import pytest
 
-from mapper.predictor.markov import (MarkovConfig, MarkovPredictor, PredictorConfigError,
+from lustre_alloc.mapper.predictor.markov import (MarkovConfig, MarkovPredictor, PredictorConfigError,
                            PredictorUsageError)
-from mapper.predictor.markov_states import assign_state, predicted_write_bytes
+from lustre_alloc.mapper.predictor.markov_states import assign_state, predicted_write_bytes
 
 MiB = 1 << 20
 PREDICT = dict(stripe_size=MiB, max_stripe_count=64, usable_osts=64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper.predictor.markov_states import (assign_state, assign_states, predicted_write_bytes,
+from lustre_alloc.mapper.predictor.markov_states import (assign_state, assign_states, predicted_write_bytes,
                                   state_to_bytes, stripe_count_for)
 
 MU, SD = 100.0, 40.0   # band edges 66, 90, 110, 134 are exact in binary floating point

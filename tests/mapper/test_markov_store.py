@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.predictor.markov import MarkovConfig, MarkovPredictor, PredictorStateError
-from mapper.predictor.markov_store import FORMAT, VERSION, load_or_new, load_predictor, save_predictor
+from lustre_alloc.mapper.predictor.markov import MarkovConfig, MarkovPredictor, PredictorStateError
+from lustre_alloc.mapper.predictor.markov_store import FORMAT, VERSION, load_or_new, load_predictor, save_predictor
 
 MiB = 1 << 20
 PREDICT = dict(stripe_size=MiB, max_stripe_count=64, usable_osts=64)
@@ -71,7 +71,7 @@ def test_corrupt_file_is_a_clear_error_and_load_or_new_starts_fresh(tmp_path, ca
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(PredictorStateError, match=r"m\.json: corrupt: not JSON"):
         load_predictor(path)
-    with caplog.at_level(logging.ERROR, logger="mapper.predictor.markov_store"):
+    with caplog.at_level(logging.ERROR, logger="lustre_alloc.mapper.predictor.markov_store"):
         fresh = load_or_new(path, MarkovConfig())
     assert len(fresh) == 0
     assert [r for r in caplog.records if getattr(r, "event", "") == "markov_state_unusable"]
@@ -119,7 +119,7 @@ def test_an_inconsistent_application_record_is_skipped_counted_and_named(tmp_pat
 
 
 def test_stale_temporaries_are_removed(tmp_path):
-    from mapper.predictor.markov_store import remove_stale_temporaries
+    from lustre_alloc.mapper.predictor.markov_store import remove_stale_temporaries
     target = tmp_path / "state.json"
     for name in ("state.json.abc123.tmp", ".state.json.4242.tmp", "other.json.x.tmp"):
         (tmp_path / name).write_text("{")
@@ -141,7 +141,7 @@ def test_state_learned_with_another_order_is_not_reused(tmp_path, caplog):
     path = save_predictor(trained(), tmp_path / "m.json")
     with pytest.raises(PredictorStateError, match="learned with order 3.*configured order 2"):
         load_predictor(path, MarkovConfig(order=2))
-    with caplog.at_level(logging.ERROR, logger="mapper.predictor.markov_store"):
+    with caplog.at_level(logging.ERROR, logger="lustre_alloc.mapper.predictor.markov_store"):
         assert len(load_or_new(path, MarkovConfig(order=2))) == 0
     assert "order 2" in caplog.text
 
@@ -155,7 +155,7 @@ def test_operational_settings_may_change_across_a_restart(tmp_path):
 
 
 def test_missing_file_starts_fresh_with_an_info_line(tmp_path, caplog):
-    with caplog.at_level(logging.INFO, logger="mapper.predictor.markov_store"):
+    with caplog.at_level(logging.INFO, logger="lustre_alloc.mapper.predictor.markov_store"):
         p = load_or_new(tmp_path / "absent.json", MarkovConfig())
     events = {getattr(r, "event", ""): r for r in caplog.records}
     assert len(p) == 0 and "markov_state_missing" in events

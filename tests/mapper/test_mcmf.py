@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mapper.state.cluster_state import OstState, make_uniform_cluster
-from mapper.policies.gate import GatedPolicy
-from mapper.policies.mcmf import McmfPolicy
-from mapper.state.ost_health import check_placement, is_usable, pool_members, resolve_stripe_count
-from mapper.policies.placement import CreateRequest, InvalidRequestError, NoSpaceError
-from mapper.policies.registry import make_policy
-from mapper.flow.stragglers import find_stragglers
+from lustre_alloc.mapper.state.cluster_state import OstState, make_uniform_cluster
+from lustre_alloc.mapper.policies.gate import GatedPolicy
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy
+from lustre_alloc.mapper.state.ost_health import check_placement, is_usable, pool_members, resolve_stripe_count
+from lustre_alloc.mapper.policies.placement import CreateRequest, InvalidRequestError, NoSpaceError
+from lustre_alloc.mapper.policies.registry import make_policy
+from lustre_alloc.mapper.flow.stragglers import find_stragglers
 from tests.mapper.test_policy_invariants import SETTINGS, clusters, requests
 
 GIB_KIB = 1 << 20

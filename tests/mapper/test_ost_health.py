@@ -11,11 +11,11 @@ import errno
 
 import pytest
 
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from common.lustre import LOV_MAX_STRIPE_COUNT
-from mapper.state.ost_health import (check_placement, is_usable, pool_members,
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from lustre_alloc.common.lustre import LOV_MAX_STRIPE_COUNT
+from lustre_alloc.mapper.state.ost_health import (check_placement, is_usable, pool_members,
                                resolve_stripe_count, unusable_reason)
-from mapper.policies.placement import InvalidRequestError, NoSpaceError, PlacementCheckError
+from lustre_alloc.mapper.policies.placement import InvalidRequestError, NoSpaceError, PlacementCheckError
 
 
 def ost(index: int, oss: str = "oss0", **kw) -> OstState:

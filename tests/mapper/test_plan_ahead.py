@@ -1,4 +1,4 @@
-"""Plan queues (mapper.policies.mcmf.plan_queues) and McmfPolicy.plan: lists planned ahead by
+"""Plan queues (lustre_alloc.mapper.policies.mcmf.plan_queues) and McmfPolicy.plan: lists planned ahead by
 the flow, handed out in O(stripe count), never against the health rules."""
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.flow.costs import ConvexCost
-from mapper.flow.network import RoundRequest
-from mapper.flow.round_solve import build_network
-from mapper.flow.round_solve import SHORTLIST_OSTS
-from mapper.flow.solver import solve_ortools
-from mapper.policies.mcmf import McmfPolicy
-from mapper.policies.placement import AllocationError, CreateRequest, Placement
-from mapper.state.arrays import OstTable, ost_arrays
-from mapper.state.cluster_state import OstFlag, make_uniform_cluster
-from mapper.state.ost_health import check_placement
+from lustre_alloc.mapper.flow.costs import ConvexCost
+from lustre_alloc.mapper.flow.network import RoundRequest
+from lustre_alloc.mapper.flow.round_solve import build_network
+from lustre_alloc.mapper.flow.round_solve import SHORTLIST_OSTS
+from lustre_alloc.mapper.flow.solver import solve_ortools
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy
+from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest, Placement
+from lustre_alloc.mapper.state.arrays import OstTable, ost_arrays
+from lustre_alloc.mapper.state.cluster_state import OstFlag, make_uniform_cluster
+from lustre_alloc.mapper.state.ost_health import check_placement
 
 MIB = 1 << 20
 

@@ -3,7 +3,7 @@
 For round_robin, lustre_qos and random, on clusters of 1-4 OSSes with random space,
 activity, statfs flags, precreation and pools, a sequence of create requests must:
 never return an inactive, ENOSPC, ENOINO-with-no-precreated, READONLY or NOPRECREATE
-OST (:func:`mapper.state.ost_health.check_placement`); never repeat an OST; stay inside the
+OST (:func:`lustre_alloc.mapper.state.ost_health.check_placement`); never repeat an OST; stay inside the
 pool (an empty pool meaning every OST); return the requested count clipped to the
 usable OSTs of the pool (-1 = all of them, 0 = 1); refuse an unknown pool with
 InvalidRequestError; and raise NoSpaceError when no OST of the pool is usable.
@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.state.ost_health import check_placement, is_usable, pool_members, resolve_stripe_count
-from mapper.policies.placement import CreateRequest, InvalidRequestError, NoSpaceError
-from mapper.policies.registry import BASELINES, make_policy
-from mapper.policies.round_robin import build_rr_array
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from lustre_alloc.mapper.state.ost_health import check_placement, is_usable, pool_members, resolve_stripe_count
+from lustre_alloc.mapper.policies.placement import CreateRequest, InvalidRequestError, NoSpaceError
+from lustre_alloc.mapper.policies.registry import BASELINES, make_policy
+from lustre_alloc.mapper.policies.round_robin import build_rr_array
 
 BAD_FLAGS = [OstFlag.DEGRADED, OstFlag.READONLY, OstFlag.NOPRECREATE, OstFlag.ENOSPC,
              OstFlag.ENOINO]

@@ -13,10 +13,10 @@ from collections import Counter
 
 import pytest
 
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.state.ost_health import check_placement
-from mapper.policies.placement import CreateRequest, InvalidRequestError, NoSpaceError
-from mapper.policies.random_policy import AVAIL_RATIO_MIN, WeightedRandom
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from lustre_alloc.mapper.state.ost_health import check_placement
+from lustre_alloc.mapper.policies.placement import CreateRequest, InvalidRequestError, NoSpaceError
+from lustre_alloc.mapper.policies.random_policy import AVAIL_RATIO_MIN, WeightedRandom
 
 
 def snap(avail_per_mille: list[int], pools: dict[str, frozenset[int]] | None = None,

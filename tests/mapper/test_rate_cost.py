@@ -1,5 +1,5 @@
-"""The rate-aware cost (mapper/flow/costs.py RateCost) and the per-OST rate tracker
-(mapper/speed/rates.py): behaviour, and the property that the flow's round never has a
+"""The rate-aware cost (lustre_alloc/mapper/flow/costs.py RateCost) and the per-OST rate tracker
+(lustre_alloc/mapper/speed/rates.py): behaviour, and the property that the flow's round never has a
 higher total expected completion time than round-robin's for the same round."""
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mapper.state.arrays import OstArrays
-from mapper.flow.costs import RateCost, make_cost_model
-from mapper.state.ost_health import enospc_reserve_bytes
-from mapper.flow.network import RoundRequest
-from mapper.flow.round_solve import build_network
-from mapper.speed.rates import OstRateTracker, sample_rate_bytes_s
-from mapper.flow.solver import solve_ortools
-from mapper.policies.placement import CreateRequest
-from mapper.policies.round_robin import RoundRobin
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from lustre_alloc.mapper.state.arrays import OstArrays
+from lustre_alloc.mapper.flow.costs import RateCost, make_cost_model
+from lustre_alloc.mapper.state.ost_health import enospc_reserve_bytes
+from lustre_alloc.mapper.flow.network import RoundRequest
+from lustre_alloc.mapper.flow.round_solve import build_network
+from lustre_alloc.mapper.speed.rates import OstRateTracker, sample_rate_bytes_s
+from lustre_alloc.mapper.flow.solver import solve_ortools
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.policies.round_robin import RoundRobin
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 
 MIB = 1 << 20
 TIB_KB = 1 << 30
@@ -109,7 +109,7 @@ def test_a_first_sample_under_a_burst_falls_from_the_median_and_is_no_straggler(
     times show a share of its rate. That lower bound falls from the median by smoothing,
     so the OST stays in the round and is measured again (it used to be taken as is, read
     as a straggler, left out of every round and never measured again)."""
-    from mapper.flow.stragglers import slowest_outliers
+    from lustre_alloc.mapper.flow.stragglers import slowest_outliers
     tr = OstRateTracker(smoothing=0.05)
     old = [OstState(i, "a", 100, 100, 100, write_latency_s=MIB / 600e6, sample_time_s=5.0)
            for i in range(8)]
@@ -265,7 +265,7 @@ def heterogeneous_round(draw):
 def test_flow_round_never_slower_than_round_robin(case):
     """On random heterogeneous states (rates, queues, pending stripes, fill, degraded
     OSTs), the flow's choice has a total expected completion time no higher than
-    Lustre's round-robin (mapper/policies/round_robin.py) for the same round."""
+    Lustre's round-robin (lustre_alloc/mapper/policies/round_robin.py) for the same round."""
     n_oss, per_oss, rates, queued, extra, used, degraded, stripes, bps, start = case
     n = n_oss * per_oss
     oss = np.arange(n) // per_oss
@@ -296,7 +296,7 @@ def test_the_policy_sees_each_osts_sampled_rpc_time():
     rates and nothing placed, the OST whose brw_stats RPC time shows queued streams is
     priced by it and left alone. (A refactor once built the round's arrays without the
     latency; every OST then looked idle after each sample and the flow herded.)"""
-    from mapper.policies.mcmf import McmfFlowOnly
+    from lustre_alloc.mapper.policies.mcmf import McmfFlowOnly
     n = 8
     rpc_s = MIB / 300e6                      # one 1 MiB RPC on an idle 300 MB/s OST
     busy = {2: 6.0, 5: 3.0}                  # streams queued on OSTs 2 and 5

@@ -1,4 +1,4 @@
-"""The OST rate memory survives a restart (mapper/speed/rate_memory.py): saved with the
+"""The OST rate memory survives a restart (lustre_alloc/mapper/speed/rate_memory.py): saved with the
 predictor, restored by the policy, malformed entries skipped and counted."""
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from mapper.speed.rate_memory import (OST_RATES_KEY, RateMemoryError, export_rate_memory,
+from lustre_alloc.mapper.speed.rate_memory import (OST_RATES_KEY, RateMemoryError, export_rate_memory,
                                      restore_rate_memory)
-from mapper.speed.rates import OstRateTracker
-from mapper.policies.mcmf import McmfPolicy
-from mapper.policies.placement import CreateRequest
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState
+from lustre_alloc.mapper.speed.rates import OstRateTracker
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstState
 
 MIB = 1 << 20
 KB = 1 << 30            # 1 TiB OSTs, in KiB

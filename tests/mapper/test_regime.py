@@ -1,5 +1,5 @@
-"""Policy switching (mapper/policies/mcmf/regime.py) and the per-application prediction gate
-(mapper/policies/mcmf/policy.py)."""
+"""Policy switching (lustre_alloc/mapper/policies/mcmf/regime.py) and the per-application prediction gate
+(lustre_alloc/mapper/policies/mcmf/policy.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.state.arrays import OstArrays
-from mapper.policies.mcmf import McmfPolicy
-from mapper.policies.placement import CreateRequest
-from mapper.policies.round_robin import RoundRobin
-from mapper.policies.mcmf.regime import FLOW, ROUND_ROBIN, RegimeThresholds, classify
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstState
+from lustre_alloc.mapper.state.arrays import OstArrays
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.policies.round_robin import RoundRobin
+from lustre_alloc.mapper.policies.mcmf.regime import FLOW, ROUND_ROBIN, RegimeThresholds, classify
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstState
 
 MIB = 1 << 20
 KB = 1 << 30            # 1 TiB OSTs, in KiB
@@ -169,7 +169,7 @@ def _publish(store, t: float, served: dict[str, range]) -> None:
 
 
 def test_the_store_marks_an_ost_its_partner_serves_and_the_default_leaves_rr():
-    from mapper.state.state_store import StateStore
+    from lustre_alloc.mapper.state.state_store import StateStore
     store = StateStore()
     _publish(store, 5.0, {"oss0": range(0, 4), "oss1": range(4, 8)})
     policy = McmfPolicy()
@@ -186,7 +186,7 @@ def test_the_store_marks_an_ost_its_partner_serves_and_the_default_leaves_rr():
 
 
 def test_failover_evidence_needs_the_partner_to_serve_more_osts_than_usual():
-    from mapper.policies.mcmf.regime import failover_evidence
+    from lustre_alloc.mapper.policies.mcmf.regime import failover_evidence
 
     def osts(servers, moved=()):
         return [OstState(index=i, oss=s, kbytes_total=KB, kbytes_free=KB // 2,
@@ -204,7 +204,7 @@ def test_failover_evidence_needs_the_partner_to_serve_more_osts_than_usual():
 
 
 def test_a_mapper_started_during_a_failover_stays_with_rr_after_the_failback():
-    from mapper.state.state_store import StateStore
+    from lustre_alloc.mapper.state.state_store import StateStore
     store = StateStore()
     _publish(store, 5.0, {"oss0": range(0, 8), "oss2": range(8, 12)})   # oss1 failed over
     policy = McmfPolicy()
@@ -225,7 +225,7 @@ def _looks(tracker, t, latency_s):
 
 
 def test_a_look_beyond_the_bucket_noise_flags_the_ost_before_its_estimate_falls():
-    from mapper.speed.rates import OstRateTracker
+    from lustre_alloc.mapper.speed.rates import OstRateTracker
     tracker = OstRateTracker(smoothing=0.3)
     fast = MIB / 700e6
     _looks(tracker, 0.0, [fast] * 8)
@@ -241,7 +241,7 @@ def test_a_look_beyond_the_bucket_noise_flags_the_ost_before_its_estimate_falls(
 
 
 def test_an_ost_slow_by_its_estimate_and_its_latest_look_is_evidence_beyond_one_step():
-    from mapper.speed.rates import OstRateTracker
+    from lustre_alloc.mapper.speed.rates import OstRateTracker
     tracker = OstRateTracker(smoothing=0.3)
     fast = MIB / 700e6
     osts = range(40)
@@ -266,7 +266,7 @@ def test_most_osts_slow_in_one_look_is_load_not_evidence():
     (its last bucket), so every saturated OST reads slow in the same look
     (expansion-25pct: 24 of 30 OSTs 4.9x below the median estimate). A look is slow only
     against its peers' latest looks too; one OST slow among them still is."""
-    from mapper.speed.rates import OstRateTracker
+    from lustre_alloc.mapper.speed.rates import OstRateTracker
     tracker = OstRateTracker(smoothing=0.3)
     fast = MIB / 500e6
     osts = range(30)

@@ -18,7 +18,7 @@ Where the reference notes and lod_qos.c differ, the test follows lod_qos.c
 scripted one, so the seeded values appear in the comments.
 
 Pools are sets here, so "pool-member order" (Lustre: the order of ``pool_add``) is read
-as LOD array (index) order, the order :func:`mapper.state.ost_health.pool_members` returns.
+as LOD array (index) order, the order :func:`lustre_alloc.mapper.state.ost_health.pool_members` returns.
 Master's speed-2 change ("after i=0 walk pos+1 sequentially") is not modelled; the
 released walk (every pass reads ``(start_idx + offset_idx) % N``) is.
 """
@@ -28,10 +28,10 @@ import random
 
 import pytest
 
-from mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
-from mapper.state.ost_health import check_placement, pool_members
-from mapper.policies.placement import CreateRequest, NoSpaceError
-from mapper.policies.round_robin import RoundRobin, build_rr_array
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
+from lustre_alloc.mapper.state.ost_health import check_placement, pool_members
+from lustre_alloc.mapper.policies.placement import CreateRequest, NoSpaceError
+from lustre_alloc.mapper.policies.round_robin import RoundRobin, build_rr_array
 
 
 class ScriptedRng:
@@ -425,8 +425,8 @@ class _ReferenceWalk(RoundRobin):
     passes the first pass): both must pick the same OSTs and leave the same counters."""
 
     def select(self, snapshot, members, pool, count):
-        from mapper.policies.round_robin import LOV_CREATE_RESEED_MIN, LOV_CREATE_RESEED_MULT
-        from mapper.state.ost_health import is_usable
+        from lustre_alloc.mapper.policies.round_robin import LOV_CREATE_RESEED_MIN, LOV_CREATE_RESEED_MULT
+        from lustre_alloc.mapper.state.ost_health import is_usable
         st = self._state_for(snapshot, members, pool)
         n = len(st.array)
         st.start_count -= 1

@@ -1,4 +1,4 @@
-"""mapper.flow.round_solve: dealing an aggregated class into lists, the per-OST slot bound,
+"""lustre_alloc.mapper.flow.round_solve: dealing an aggregated class into lists, the per-OST slot bound,
 and the planning job solved the same wherever it runs."""
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.flow.costs import ConvexCost, RateCost
-from mapper.flow.network import RoundRequest
-from mapper.flow.round_solve import build_network
-from mapper.flow.round_solve import PlanJob, deal, handout_ranks, slot_cap, solve_plan
-from mapper.flow.solver import solve_ortools
-from mapper.state.arrays import OstTable, ost_arrays
-from mapper.state.cluster_state import make_uniform_cluster
+from lustre_alloc.mapper.flow.costs import ConvexCost, RateCost
+from lustre_alloc.mapper.flow.network import RoundRequest
+from lustre_alloc.mapper.flow.round_solve import build_network
+from lustre_alloc.mapper.flow.round_solve import PlanJob, deal, handout_ranks, slot_cap, solve_plan
+from lustre_alloc.mapper.flow.solver import solve_ortools
+from lustre_alloc.mapper.state.arrays import OstTable, ost_arrays
+from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
 
 MIB = 1 << 20
 

@@ -3,9 +3,9 @@ Lustre rules to the same state (issue #16: each rule defined once).
 
 The same fills are driven through the three paths a rule can take:
 
-* simulator: :meth:`simulator.mds_view.MdsView.refresh_statfs` (the MDS's statfs view);
-* live stack: :meth:`livestack.emulator.EmulatedCluster.snapshot` (the emulated MDS);
-* service: :meth:`mapper.state.state_store.StateStore.apply` (the collectors' samples).
+* simulator: :meth:`lustre_alloc.simulator.mds_view.MdsView.refresh_statfs` (the MDS's statfs view);
+* live stack: :meth:`lustre_alloc.livestack.emulator.EmulatedCluster.snapshot` (the emulated MDS);
+* service: :meth:`lustre_alloc.mapper.state.state_store.StateStore.apply` (the collectors' samples).
 
 For every step the OSTs' statfs flags (ENOSPC watermark with hysteresis, ENOINO), their
 usability, the stale servers and the pool members must be identical.
@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from livestack.emulator import EmulatedCluster
-from mapper.policies.gate import GatedPolicy
-from mapper.policies.registry import make_policy
-from mapper.state.cluster_state import OstFlag
-from mapper.state.ost_health import (ENOINO_FILES, enospc_watermarks_kib, is_usable,
+from lustre_alloc.livestack.emulator import EmulatedCluster
+from lustre_alloc.mapper.policies.gate import GatedPolicy
+from lustre_alloc.mapper.policies.registry import make_policy
+from lustre_alloc.mapper.state.cluster_state import OstFlag
+from lustre_alloc.mapper.state.ost_health import (ENOINO_FILES, enospc_watermarks_kib, is_usable,
                                      pool_members, stale_servers, unusable_reason)
-from mapper.state.state_store import StateStore
-from simulator.cluster import KIB, MIB, SimCluster
-from simulator.engine import Simulation
-from simulator.network.model import make_network
-from simulator.scenario import load_scenario
+from lustre_alloc.mapper.state.state_store import StateStore
+from lustre_alloc.simulator.cluster import KIB, MIB, SimCluster
+from lustre_alloc.simulator.engine import Simulation
+from lustre_alloc.simulator.network.model import make_network
+from lustre_alloc.simulator.scenario import load_scenario
 
 GIB = 1 << 30
 OST_BYTES = 4 * GIB              # low watermark 4 MiB (4 GiB >> 20 KiB), high 9 MiB

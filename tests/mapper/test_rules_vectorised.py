@@ -1,4 +1,4 @@
-"""Each Lustre rule of mapper/state/ost_health.py that has a vectorised form agrees with its
+"""Each Lustre rule of lustre_alloc/mapper/state/ost_health.py that has a vectorised form agrees with its
 scalar form on random inputs (issue #26: one rule, two forms side by side)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.state.cluster_state import OstFlag
-from mapper.state.ost_health import (PREALLOC_ENOSPC, enospc_reserve_bytes, enospc_watermarks_kib,
+from lustre_alloc.mapper.state.cluster_state import OstFlag
+from lustre_alloc.mapper.state.ost_health import (PREALLOC_ENOSPC, enospc_reserve_bytes, enospc_watermarks_kib,
                                      enospc_watermarks_kib_array, is_enospc, is_enospc_array,
                                      lnet_load_percent, osp_view)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mapper.state.cluster_state import ClusterSnapshot, OstFlag, make_uniform_cluster
-from mapper.steer.controller import MAX_DWELL_DOUBLINGS, SteerController, SteerParams
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OstFlag, make_uniform_cluster
+from lustre_alloc.mapper.steer.controller import MAX_DWELL_DOUBLINGS, SteerController, SteerParams
 
 FAST = 700e6
 SLOW = FAST / 50

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collectors.lustre_params import FileParams, degraded_param
-from collectors.steer_agent import SteerAgent
-from collectors.steer_socket import AgentServer
-from common.errors import ConfigError
-from common.fsname import target_name
-from mapper.service.config import load_config
-from mapper.state.cluster_state import make_uniform_cluster
-from mapper.steer.agents import SteerConfig
-from mapper.steer.service import SteerLoop
-from livestack.stack import free_port
+from lustre_alloc.collectors.lustre_params import FileParams, degraded_param
+from lustre_alloc.collectors.steer_agent import SteerAgent
+from lustre_alloc.collectors.steer_socket import AgentServer
+from lustre_alloc.common.errors import ConfigError
+from lustre_alloc.common.fsname import target_name
+from lustre_alloc.mapper.service.config import load_config
+from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
+from lustre_alloc.mapper.steer.agents import SteerConfig
+from lustre_alloc.mapper.steer.service import SteerLoop
+from lustre_alloc.livestack.stack import free_port
 
 FS = "demofs"
 FAST, SLOW = 700e6, 14e6
@@ -105,7 +105,7 @@ def test_actions_reach_the_serving_osss_files_and_stop_releases_them(tmp_path, a
 def test_dry_run_logs_and_counts_but_touches_nothing(tmp_path, agents, caplog):
     loop, fs, reg = loop_for(agents, mode="dry_run")
     fs.store.slow = {5}
-    with caplog.at_level("INFO", logger="mapper.steer.service"):
+    with caplog.at_level("INFO", logger="lustre_alloc.mapper.steer.service"):
         loop.evaluate_once()
     assert [degraded(tmp_path, i) for i in range(8)] == ["0"] * 8
     assert reg.get_sample_value("lustre_alloc_mapper_steer_actions_total", {
@@ -147,11 +147,11 @@ def test_steer_table_in_the_mapper_config(tmp_path):
 def test_drain_goes_to_every_mds_agent_and_the_emulated_lod_honours_it(tmp_path):
     """``action = drain``: each MDS's agent sets ``max_create_count=0`` on its OSP device of
     the OST; the emulated MDS's allocator then sees NOPRECREATE and places nothing there."""
-    from collectors.lustre_params import max_create_count_param
-    from livestack.emulator import EmulatedCluster
-    from mapper.policies.lustre_qos import LustreQos
-    from mapper.policies.placement import CreateRequest
-    from mapper.state.cluster_state import OstFlag
+    from lustre_alloc.collectors.lustre_params import max_create_count_param
+    from lustre_alloc.livestack.emulator import EmulatedCluster
+    from lustre_alloc.mapper.policies.lustre_qos import LustreQos
+    from lustre_alloc.mapper.policies.placement import CreateRequest
+    from lustre_alloc.mapper.state.cluster_state import OstFlag
     from tests.live.conftest import small_cluster
     emu = EmulatedCluster(small_cluster(), tmp_path / "servers")
     files = FileParams(emu.mds_root)
@@ -185,7 +185,7 @@ def test_drain_goes_to_every_mds_agent_and_the_emulated_lod_honours_it(tmp_path)
 def test_drain_reaches_every_mdt_of_every_mds_even_when_one_mds_does_not_answer(tmp_path):
     """DNE over three MDS hosts: two answer (one serving two MDTs), one is down. Both live
     agents drain their OSP devices of the OST; the dead one is counted as an error."""
-    from collectors.lustre_params import max_create_count_param
+    from lustre_alloc.collectors.lustre_params import max_create_count_param
     osps = {"mds0": ["MDT0000", "MDT0001"], "mds1": ["MDT0002"]}
     ost = target_name(FS, 2)
     servers, params = [], {}

@@ -1,4 +1,4 @@
-"""Write totals (mapper/state/write_totals.py): a round that looks at the state every few
+"""Write totals (lustre_alloc/mapper/state/write_totals.py): a round that looks at the state every few
 minutes still counts what every 5 s sample since its last look measured."""
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.speed.rates import OstRateTracker, totals_rate_bytes_s
-from mapper.policies.mcmf import McmfPolicy
-from mapper.policies.mcmf.params import McmfParams
-from mapper.policies.placement import CreateRequest
-from mapper.state.state_store import StateStore
-from mapper.state.write_totals import WriteTotals
+from lustre_alloc.mapper.speed.rates import OstRateTracker, totals_rate_bytes_s
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy
+from lustre_alloc.mapper.policies.mcmf.params import McmfParams
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.state.state_store import StateStore
+from lustre_alloc.mapper.state.write_totals import WriteTotals
 
 MIB = 1 << 20
 

@@ -1,7 +1,7 @@
 """An admin's mover: drain an OST they name, pause and resume without a restart, per OST
 what is left, the rate, an ETA and "drained", scope by pool and path with exclusions, time
 windows, an absolute cap, and the plan to review; through ``lustre-alloc-rebalance`` and the
-state directory, with the stand-in lfs (livestack/lfs.py)."""
+state directory, with the stand-in lfs (lustre_alloc/livestack/lfs.py)."""
 from __future__ import annotations
 
 import json
@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from common import lustre_layout as ll
-from livestack.emulator import LOV_XATTR
-from mapper.migrate import admin
-from mapper.migrate.budget import BudgetParams
-from mapper.migrate.cli import main as rebalance_main
-from mapper.migrate.service import MigrationService
-from mapper.migrate.windows import Window, open_now, parse_window
+from lustre_alloc.common import lustre_layout as ll
+from lustre_alloc.livestack.emulator import LOV_XATTR
+from lustre_alloc.mapper.migrate import admin
+from lustre_alloc.mapper.migrate.budget import BudgetParams
+from lustre_alloc.mapper.migrate.cli import main as rebalance_main
+from lustre_alloc.mapper.migrate.service import MigrationService
+from lustre_alloc.mapper.migrate.windows import Window, open_now, parse_window
 from tests.rebalance.test_migrate_service import STANDIN_LFS, View, _until_idle
 
 MIB = 1 << 20
@@ -51,12 +51,12 @@ def _config(tmp: Path, **extra) -> Path:
 
 
 def _service(cfg: Path, registry: CollectorRegistry | None = None) -> MigrationService:
-    from mapper.migrate.config import load
+    from lustre_alloc.mapper.migrate.config import load
     return MigrationService(load(cfg), View(), registry=registry or CollectorRegistry())
 
 
 def _osts(path: str) -> list[int]:
-    from livestack.lfs import layout_of
+    from lustre_alloc.livestack.lfs import layout_of
     return layout_of(path)[0]
 
 
@@ -155,7 +155,7 @@ def test_bad_admin_input_is_one_line(tmp_path, capsys):
 
 
 def test_an_absolute_cap_spaces_all_moves(tmp_path):
-    from mapper.migrate.budget import MigrationBudget, Move, OstLoad
+    from lustre_alloc.mapper.migrate.budget import MigrationBudget, Move, OstLoad
     loads = {i: OstLoad(oss=f"oss{i}", rate_bytes_s=1000 * MIB) for i in range(4)}
     b = MigrationBudget(BudgetParams(ost_share=1.0, max_per_oss=8, max_in_flight_ratio=1.0,
                                      max_mib_s=10))

@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from common import lustre_layout as ll
-from livestack.emulator import LOV_XATTR
-from livestack.lfs import layout_of
-from mapper.migrate.journal import MoveJournal
-from mapper.migrate.service import MigrationService
+from lustre_alloc.common import lustre_layout as ll
+from lustre_alloc.livestack.emulator import LOV_XATTR
+from lustre_alloc.livestack.lfs import layout_of
+from lustre_alloc.mapper.migrate.journal import MoveJournal
+from lustre_alloc.mapper.migrate.service import MigrationService
 from tests.rebalance.test_migrate_service import SLOW, View, _cfg, _until_idle
 
 MIB = 1 << 20
 ROOT = Path(__file__).resolve().parents[2]
 COUNTING_LFS = f"""import json, sys
 sys.path.insert(0, {str(ROOT)!r})
-from livestack.lfs import main
+from lustre_alloc.livestack.lfs import main
 rc = main(sys.argv[1:])
 if sys.argv[1] == "migrate":
     with open(sys.argv[0] + ".log", "a") as f:

@@ -1,6 +1,6 @@
 """Moves that keep what they move: a PFL file, a DoM file, a file in a pool and a mirrored
 file on an evacuated OST, through the migration service and the stand-in lfs
-(livestack/lfs.py, whose rules follow lfs.c and were checked on Lustre 2.17.0 by
+(lustre_alloc/livestack/lfs.py, whose rules follow lfs.c and were checked on Lustre 2.17.0 by
 tests/lustre/test_migrate_lfs.py). After the move each layout equals the one before, OSTs
 aside; the mirrored and self-extending files are skipped and counted."""
 from __future__ import annotations
@@ -14,11 +14,11 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry
 
-from common import lustre_layout as ll
-from livestack.emulator import LOV_XATTR
-from livestack.lfs import POOLS_ENV
-from mapper.migrate import keep
-from mapper.migrate.service import MigrationService
+from lustre_alloc.common import lustre_layout as ll
+from lustre_alloc.livestack.emulator import LOV_XATTR
+from lustre_alloc.livestack.lfs import POOLS_ENV
+from lustre_alloc.mapper.migrate import keep
+from lustre_alloc.mapper.migrate.service import MigrationService
 from tests.rebalance.test_migrate_service import SLOW, View, _cfg, _until_idle
 
 MIB = 1 << 20
@@ -104,7 +104,7 @@ def test_the_options_restate_every_component():
 
 
 def _standin(*args: str, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "livestack.lfs", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "lustre_alloc.livestack.lfs", *args], capture_output=True,
                           text=True, env=env)
 
 
@@ -148,7 +148,7 @@ def test_stand_in_find_prints_nul_separated_names(tmp_path):
     for name in ("a", "b\nc"):
         (root / name).write_bytes(b"x")
         os.setxattr(root / name, LOV_XATTR, ll.stored([SLOW], MIB))
-    out = subprocess.run([sys.executable, "-m", "livestack.lfs", "find", str(root), "--ost",
+    out = subprocess.run([sys.executable, "-m", "lustre_alloc.livestack.lfs", "find", str(root), "--ost",
                           str(SLOW), "--type", "f", "-print0"], capture_output=True).stdout
     assert sorted(out.split(b"\0")[:-1]) == sorted(os.fsencode(str(root / n)) for n in ("a", "b\nc"))
 
@@ -177,10 +177,10 @@ def test_a_2_14_client_lists_and_moves_without_printf_or_w(tmp_path, monkeypatch
 
 def test_a_file_deleted_after_listing_drops_out_and_the_rest_move(tmp_path, files):
     """One file gone between the listing and the layouts fails nothing else."""
-    from mapper.migrate.lfs import Lfs
-    from mapper.migrate.selection import LfsFiles
+    from lustre_alloc.mapper.migrate.lfs import Lfs
+    from lustre_alloc.mapper.migrate.selection import LfsFiles
     gone = files["pfl"]
-    lfs = Lfs(f"{sys.executable} -m livestack.lfs", layout_xattr=LOV_XATTR)
+    lfs = Lfs(f"{sys.executable} -m lustre_alloc.livestack.lfs", layout_xattr=LOV_XATTR)
     src = LfsFiles(lfs, str(tmp_path / "mnt"), tmp_path, time.time)
     listed = [p for p, _ in src.files_on_ost(SLOW)]
     assert gone in listed

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from livestack.lfs import LfsFailure, parse_bandwidth
-from mapper.migrate.lfs import Lfs, bandwidth_arg
+from lustre_alloc.livestack.lfs import LfsFailure, parse_bandwidth
+from lustre_alloc.mapper.migrate.lfs import Lfs, bandwidth_arg
 
 MIB = 1 << 20
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper.state.cluster_state import OstFlag, make_uniform_cluster
-from mapper.rebalance.planner import (FileTable, MigrationOsts, PlanInputError, PlanTargets,
+from lustre_alloc.mapper.state.cluster_state import OstFlag, make_uniform_cluster
+from lustre_alloc.mapper.rebalance.planner import (FileTable, MigrationOsts, PlanInputError, PlanTargets,
                                       plan_migration)
 
 GIB = 1 << 30

@@ -12,14 +12,14 @@ from typing import Iterator, Sequence
 
 import pytest
 
-from livestack.stack import free_port, free_ports  # noqa: F401 - one port picker for every test
+from lustre_alloc.livestack.stack import free_port, free_ports  # noqa: F401 - one port picker for every test
 
-from mapper.state.cluster_state import ClusterSnapshot
-from mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
-from mapper.predictor.markov_store import write_document
-from mapper.policies.placement import CreateRequest, Placement
-from mapper.service.server import MapperService
-from mapper.service.config import load_config
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot
+from lustre_alloc.mapper.state.ost_health import is_usable, pool_members, resolve_stripe_count
+from lustre_alloc.mapper.predictor.markov_store import write_document
+from lustre_alloc.mapper.policies.placement import CreateRequest, Placement
+from lustre_alloc.mapper.service.server import MapperService
+from lustre_alloc.mapper.service.config import load_config
 
 PYTHON = sys.executable
 PROJECT = Path(__file__).resolve().parents[2]
@@ -77,13 +77,13 @@ def spawn_mapper(args: Sequence[str], log_path: Path, *, with_test_policy: bool 
     ``with_test_policy`` the :class:`JobCounter` policy is registered as ``job_counter``."""
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
     if with_test_policy:
-        code = ("import sys; from mapper.policies.registry import POLICIES; "
+        code = ("import sys; from lustre_alloc.mapper.policies.registry import POLICIES; "
                 "from tests.service.conftest import JobCounter; "
                 "POLICIES['job_counter'] = JobCounter; "
-                "from mapper.service.cli import main; sys.exit(main(sys.argv[1:]))")
+                "from lustre_alloc.mapper.service.cli import main; sys.exit(main(sys.argv[1:]))")
         argv = [PYTHON, "-c", code, *args]
     else:
-        argv = [PYTHON, "-m", "mapper.service.cli", *args]
+        argv = [PYTHON, "-m", "lustre_alloc.mapper.service.cli", *args]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log_path, "w"),
                             env=env, cwd=PROJECT)
 
@@ -91,7 +91,7 @@ def spawn_mapper(args: Sequence[str], log_path: Path, *, with_test_policy: bool 
 def wait_ready(endpoint: str, proc: subprocess.Popen | None = None, timeout_s: float = 15.0,
                curve=None) -> None:
     """Ping until the mapper answers (as a CURVE client with ``curve`` keys)."""
-    from mapper.service.client import MapperClient, MapperTimeout
+    from lustre_alloc.mapper.service.client import MapperClient, MapperTimeout
     deadline = time.monotonic() + timeout_s
     with MapperClient(endpoint, timeout_s=0.2, curve=curve) as client:
         while time.monotonic() < deadline:

@@ -7,7 +7,7 @@ import re
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from mapper.service.metrics import LATENCY_BUCKETS_S, BatchedHistogram, MapperMetrics
+from lustre_alloc.mapper.service.metrics import LATENCY_BUCKETS_S, BatchedHistogram, MapperMetrics
 
 NAME = "lustre_alloc_mapper_request_seconds"
 HELP = "Request receive to reply, seconds"

@@ -5,10 +5,10 @@ import urllib.request
 
 import pytest
 
-from common.errors import ConfigError
-from mapper.service.client import MapperClient
-from mapper.service.cli import main
-from mapper.service.config import load_config
+from lustre_alloc.common.errors import ConfigError
+from lustre_alloc.mapper.service.client import MapperClient
+from lustre_alloc.mapper.service.cli import main
+from lustre_alloc.mapper.service.config import load_config
 
 from .conftest import free_port, log_events, make_service, spawn_mapper, stop_process, wait_ready
 
@@ -97,10 +97,10 @@ def test_metrics_endpoint_counts_requests_rounds_and_fallbacks():
 
 def test_shipped_example_config_and_unit_are_consistent():
     from .conftest import PROJECT
-    cfg = load_config(str(PROJECT / "mapper/service/systemd/mapper.toml.example"), {})
+    cfg = load_config(str(PROJECT / "lustre_alloc/mapper/service/systemd/mapper.toml.example"), {})
     assert (cfg.bind, cfg.policy, cfg.fallback, cfg.metrics_port) == (
         "tcp://*:5558", "mcmf", "lustre_qos", 9558)
-    unit = (PROJECT / "mapper/service/systemd/lustre-alloc-mapper.service").read_text()
+    unit = (PROJECT / "lustre_alloc/mapper/service/systemd/lustre-alloc-mapper.service").read_text()
     assert "ExecStart=/opt/lustre-alloc/bin/lustre-alloc-mapper --config /etc/lustre-alloc/mapper.toml" in unit
     assert "StateDirectory=lustre-alloc" in unit and cfg.state_file.startswith("/var/lib/lustre-alloc/")
 
@@ -109,8 +109,8 @@ def test_a_mapper_without_curve_binds_only_local_addresses(tmp_path):
     """Without CURVE the request socket may bind only what this host alone reaches, unless
     --insecure (issue #30: a mapper started without a configuration served tcp://*:5558 to
     every host, silently)."""
-    from common.errors import ConfigError
-    from mapper.service.config import local_endpoint
+    from lustre_alloc.common.errors import ConfigError
+    from lustre_alloc.mapper.service.config import local_endpoint
     assert all(local_endpoint(e) for e in ("tcp://127.0.0.1:5558", "tcp://[::1]:5558",
                                            "tcp://localhost:1", "ipc:///run/m.sock", "inproc://m"))
     assert not any(local_endpoint(e) for e in ("tcp://*:5558", "tcp://0.0.0.0:5558",

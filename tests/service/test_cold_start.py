@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-import mapper.policies.round_robin as round_robin_module
-from mapper.speed.rates import OstRateTracker
-from mapper.policies.lustre_qos import LustreQos
-from mapper.policies.mcmf import McmfPolicy
-from mapper.policies.placement import CreateRequest
-from mapper.policies.round_robin import RoundRobin
-from mapper.service.client import MapperClient
-from mapper.service.sockets import ServiceSockets
-from mapper.state.cluster_state import make_uniform_cluster
+import lustre_alloc.mapper.policies.round_robin as round_robin_module
+from lustre_alloc.mapper.speed.rates import OstRateTracker
+from lustre_alloc.mapper.policies.lustre_qos import LustreQos
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.policies.round_robin import RoundRobin
+from lustre_alloc.mapper.service.client import MapperClient
+from lustre_alloc.mapper.service.sockets import ServiceSockets
+from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
 
 from tests.service.conftest import make_service
 
@@ -80,8 +80,8 @@ def test_the_planner_process_is_ready_when_the_request_socket_opens(monkeypatch)
                              and planner.worker.ready)
         return bind(self)
     monkeypatch.setattr(ServiceSockets, "bind", bind_and_look)
-    from mapper.service.config import load_config
-    from mapper.service.server import MapperService
+    from lustre_alloc.mapper.service.config import load_config
+    from lustre_alloc.mapper.service.server import MapperService
     svc = MapperService(load_config(None, {"bind": "tcp://127.0.0.1:*", "log_level": "warning",
                                            "static_cluster": "4x2", "policy": "mcmf"}))
     services.append(svc)

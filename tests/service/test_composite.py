@@ -8,10 +8,10 @@ import errno
 import msgpack
 import pytest
 
-from mapper.service.client import MapperClient, MapperError
-from mapper.service.wire import WireError
-from mapper.service.wire import decode_request
-from mapper.service.wire import LUSTRE_EOF, Component, Extent, encode_composite_request
+from lustre_alloc.mapper.service.client import MapperClient, MapperError
+from lustre_alloc.mapper.service.wire import WireError
+from lustre_alloc.mapper.service.wire import decode_request
+from lustre_alloc.mapper.service.wire import LUSTRE_EOF, Component, Extent, encode_composite_request
 
 from .conftest import make_service
 

@@ -8,9 +8,9 @@ import msgpack
 import pytest
 import zmq
 
-from mapper.service import ctl
-from mapper.service.client import MapperClient, ShadowDecision
-from mapper.service.server import ServiceError
+from lustre_alloc.mapper.service import ctl
+from lustre_alloc.mapper.service.client import MapperClient, ShadowDecision
+from lustre_alloc.mapper.service.server import ServiceError
 from tests.service.test_reload import config_text, SECRET, wait_event
 
 from .conftest import free_port, make_service, spawn_mapper, stop_process, wait_ready
@@ -150,7 +150,7 @@ def test_shadow_report_through_ctl(tmp_path, capsys):
 
 
 def test_reload_through_ctl_applied_and_rejected(tmp_path, capsys):
-    from common.curve import CurveClient, generate_keys
+    from lustre_alloc.common.curve import CurveClient, generate_keys
     keys = tmp_path / "keys"
     for name in ("mapper", "shim"):
         generate_keys(keys, name)
@@ -188,8 +188,8 @@ def test_reload_through_ctl_applied_and_rejected(tmp_path, capsys):
 
 
 def test_control_endpoint_is_local_only_and_auto_follows_systemd(monkeypatch):
-    from common.errors import ConfigError
-    from mapper.service.config import load_config
+    from lustre_alloc.common.errors import ConfigError
+    from lustre_alloc.mapper.service.config import load_config
     with pytest.raises(ConfigError, match="control_endpoint 'tcp://0.0.0.0:9'"):
         load_config(None, {"control_endpoint": "tcp://0.0.0.0:9"})
     assert load_config(None, {"control_endpoint": "tcp://127.0.0.1:9"}).control_address() \
@@ -203,7 +203,7 @@ def test_control_endpoint_is_local_only_and_auto_follows_systemd(monkeypatch):
 
 
 def test_status_shows_osts_believed_slow_and_forget_speed_brings_them_back(tmp_path, capsys):
-    from mapper.speed.rate_memory import restore_rate_memory
+    from lustre_alloc.mapper.speed.rate_memory import restore_rate_memory
     sock = f"ipc://{tmp_path}/control"
     svc = make_service(static_cluster="4x2", policy="mcmf", control_endpoint=sock)
     try:
@@ -247,7 +247,7 @@ def test_status_shows_osts_believed_slow_and_forget_speed_brings_them_back(tmp_p
 
 
 def test_status_names_the_scope_in_force():
-    from mapper.service.scope import Scope
+    from lustre_alloc.mapper.service.scope import Scope
     assert Scope.from_table({"shadow": True, "paths": ["/lustre/pilot"],
                              "jobids": ["climate.*"]}).describe() == \
         "shadow; paths /lustre/pilot; jobids climate.*"

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import logging
 
-from mapper.explain.decisions import DecisionRecord
-from mapper.policies.placement import CreateRequest, Placement
-from mapper.service.client import MapperClient
-from mapper.service.decision_desk import DecisionLog
-from mapper.state.placement_errors import NoSpaceError
+from lustre_alloc.mapper.explain.decisions import DecisionRecord
+from lustre_alloc.mapper.policies.placement import CreateRequest, Placement
+from lustre_alloc.mapper.service.client import MapperClient
+from lustre_alloc.mapper.service.decision_desk import DecisionLog
+from lustre_alloc.mapper.state.placement_errors import NoSpaceError
 
 from .conftest import make_service
 
@@ -27,7 +27,7 @@ def test_budget_per_second_and_what_a_line_says(caplog):
                                    Placement((3, 5), "mcmf", note="planned"), 7)
     refused_rec = DecisionRecord.of("scratch", "place", req, NoSpaceError("no usable OST"), 8)
     priced = {"chosen_expected_s": 0.5, "cheapest": [{"ost": 1, "expected_s": 0.25}]}
-    with caplog.at_level(logging.INFO, logger="mapper.decisions"):
+    with caplog.at_level(logging.INFO, logger="lustre_alloc.mapper.decisions"):
         written = [d.record(placed_rec, lambda r: priced) for _ in range(10)]
         clock.t += 1.0                                   # one second refills two lines
         written += [d.record(refused_rec) for _ in range(3)]
@@ -47,7 +47,7 @@ def test_the_service_logs_sampled_decisions(caplog):
     svc = make_service(static_cluster="4x2", policy="round_robin", decision_log_per_s=5.0)
     import time
     try:
-        with caplog.at_level(logging.INFO, logger="mapper.decisions"):
+        with caplog.at_level(logging.INFO, logger="lustre_alloc.mapper.decisions"):
             with MapperClient(svc.endpoint, timeout_s=2.0) as c:
                 t0 = time.monotonic()
                 for i in range(40):

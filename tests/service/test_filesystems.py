@@ -10,11 +10,11 @@ import time
 import pytest
 import zmq
 
-from collectors.publisher import Publisher
-from mapper.service.client import MapperClient, MapperError
-from mapper.service.fs_context import gated_policy
+from lustre_alloc.collectors.publisher import Publisher
+from lustre_alloc.mapper.service.client import MapperClient, MapperError
+from lustre_alloc.mapper.service.fs_context import gated_policy
 from prometheus_client import generate_latest
-from mapper.state.state_store import StateStore
+from lustre_alloc.mapper.state.state_store import StateStore
 
 from .conftest import make_service
 from .test_state_feed import wait_for

@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.state.cluster_state import OstFlag, make_uniform_cluster
-from mapper.policies.gate import GatedPolicy
-from mapper.state.ost_health import stale_servers
-from mapper.state.ost_health import check_placement
-from mapper.policies.placement import (AllocationError, CreateRequest, InvalidRequestError, Placement,
+from lustre_alloc.mapper.state.cluster_state import OstFlag, make_uniform_cluster
+from lustre_alloc.mapper.policies.gate import GatedPolicy
+from lustre_alloc.mapper.state.ost_health import stale_servers
+from lustre_alloc.mapper.state.ost_health import check_placement
+from lustre_alloc.mapper.policies.placement import (AllocationError, CreateRequest, InvalidRequestError, Placement,
                                        PlacementCheckError)
-from mapper.policies.registry import make_policy
-from mapper.service.fs_context import PlacementGuard
-from mapper.state.state_store import StateStore
+from lustre_alloc.mapper.policies.registry import make_policy
+from lustre_alloc.mapper.service.fs_context import PlacementGuard
+from lustre_alloc.mapper.state.state_store import StateStore
 
 
 def fresh_cluster(now=100.0):

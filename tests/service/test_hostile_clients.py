@@ -17,10 +17,10 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.curve import CurveClient, generate_keys
-from mapper.predictor.markov import MarkovPredictor
-from mapper.predictor.markov_store import load_predictor, save_predictor
-from mapper.service.client import MapperClient, MapperError
+from lustre_alloc.common.curve import CurveClient, generate_keys
+from lustre_alloc.mapper.predictor.markov import MarkovPredictor
+from lustre_alloc.mapper.predictor.markov_store import load_predictor, save_predictor
+from lustre_alloc.mapper.service.client import MapperClient, MapperError
 
 from .conftest import PROJECT, PYTHON, free_port, log_events, spawn_mapper, stop_process, wait_ready
 
@@ -32,8 +32,8 @@ PATTERN = [1 << 28, 1 << 28, 1 << 30, 1 << 26]
 
 ATTACKER = r'''
 import json, sys, errno, zmq
-from common.curve import CurveClient
-from mapper.service import wire
+from lustre_alloc.common.curve import CurveClient
+from lustre_alloc.mapper.service import wire
 endpoint, secret, server_key, out = sys.argv[1:5]
 ctx = zmq.Context()
 s = ctx.socket(zmq.DEALER); s.linger = 0

@@ -10,12 +10,12 @@ import shutil
 import msgpack
 import pytest
 
-from common.curve import CurveClient, generate_keys
-from mapper.policies.placement import CreateRequest, Placement
-from mapper.service import wire
-from mapper.service.client import LeaseRefused, MapperClient
-from mapper.service.leases import LeaseBook
-from mapper.service.wire import decode_v2, encode_lease_request
+from lustre_alloc.common.curve import CurveClient, generate_keys
+from lustre_alloc.mapper.policies.placement import CreateRequest, Placement
+from lustre_alloc.mapper.service import wire
+from lustre_alloc.mapper.service.client import LeaseRefused, MapperClient
+from lustre_alloc.mapper.service.leases import LeaseBook
+from lustre_alloc.mapper.service.wire import decode_v2, encode_lease_request
 
 from .conftest import make_service
 from .test_mds_view import fed_by_mds, mds_body
@@ -230,7 +230,7 @@ class Broken:
     name = "broken"
 
     def allocate(self, snapshot, request):
-        from mapper.policies.placement import Placement
+        from lustre_alloc.mapper.policies.placement import Placement
         return Placement((0, 0, 99), self.name)
 
 

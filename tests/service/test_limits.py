@@ -1,4 +1,4 @@
-"""The client bounds of mapper.service.limits, deterministic (a fake clock): per-peer request
+"""The client bounds of lustre_alloc.mapper.service.limits, deterministic (a fake clock): per-peer request
 rate, new-application budget and ownership cap (past them: one overflow id per peer),
 expected_bytes clipped to the pool's usable free space; and the job-id limit on the wire."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ import errno
 
 import pytest
 
-from mapper.policies.placement import CreateRequest
-from mapper.predictor.markov import MarkovPredictor
-from mapper.service import wire
-from mapper.service.limits import ExpectedBytesClip, PeerLimits, overflow_job, peer_of
-from mapper.state.cluster_state import OstFlag, make_uniform_cluster
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.predictor.markov import MarkovPredictor
+from lustre_alloc.mapper.service import wire
+from lustre_alloc.mapper.service.limits import ExpectedBytesClip, PeerLimits, overflow_job, peer_of
+from lustre_alloc.mapper.state.cluster_state import OstFlag, make_uniform_cluster
 
 
 class Clock:

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from mapper.service.client import MapperClient
-from mapper.predictor.markov_store import load_predictor
-from mapper.service.config import MapperConfig
+from lustre_alloc.mapper.service.client import MapperClient
+from lustre_alloc.mapper.predictor.markov_store import load_predictor
+from lustre_alloc.mapper.service.config import MapperConfig
 
 from .conftest import free_port, make_service, spawn_mapper, stop_process, wait_ready
 

@@ -14,14 +14,14 @@ from typing import Callable, Iterator
 import pytest
 import zmq
 
-from collectors.collector import Collector
-from collectors.publisher import Publisher
-from collectors.readers.host_load import HostLoad
-from collectors.sources import LctlSource
-from mapper.service.client import MapperClient, MapperError
-from mapper.service.server import MapperService
-from mapper.state.ost_health import is_usable, unusable_reason
-from mapper.state.state_store import StateStore
+from lustre_alloc.collectors.collector import Collector
+from lustre_alloc.collectors.publisher import Publisher
+from lustre_alloc.collectors.readers.host_load import HostLoad
+from lustre_alloc.collectors.sources import LctlSource
+from lustre_alloc.mapper.service.client import MapperClient, MapperError
+from lustre_alloc.mapper.service.server import MapperService
+from lustre_alloc.mapper.state.ost_health import is_usable, unusable_reason
+from lustre_alloc.mapper.state.state_store import StateStore
 
 from .conftest import make_service
 from .test_filesystems import KIB, body, ost

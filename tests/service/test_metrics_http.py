@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mapper.service.client import MapperClient
+from lustre_alloc.mapper.service.client import MapperClient
 
 from .conftest import PROJECT, PYTHON, free_ports, stop_process, wait_ready
 
@@ -69,15 +69,15 @@ def test_every_service_serves_documented_metrics(tmp_path):
         procs.append(subprocess.Popen([PYTHON, "-m", *argv], env=env, stderr=log,
                                       stdout=subprocess.DEVNULL, cwd=PROJECT))
     try:
-        spawn("collectors.broker_cli", "--frontend", front,
+        spawn("lustre_alloc.collectors.broker_cli", "--frontend", front,
               "--backend", f"tcp://127.0.0.1:{ports['back']}",
               "--snapshot", f"tcp://127.0.0.1:{ports['snap']}", "--metrics-port",
               str(ports["m_brk"]))
-        spawn("collectors.cli", "--broker", front, "--interval", "0.2", "--role", "oss",
+        spawn("lustre_alloc.collectors.cli", "--broker", front, "--interval", "0.2", "--role", "oss",
               "--root", str(HPE), "--source", "files", "--host", "oss-a", "--metrics-port",
               str(ports["m_col"]))
         endpoint = f"tcp://127.0.0.1:{ports['req']}"
-        spawn("mapper.service.cli", "--bind", endpoint, "--static-cluster", "2x2",
+        spawn("lustre_alloc.mapper.service.cli", "--bind", endpoint, "--static-cluster", "2x2",
               "--policy", "round_robin", "--metrics-port", str(ports["m_map"]))
         wait_ready(endpoint, procs[-1])
         with MapperClient(endpoint) as c:

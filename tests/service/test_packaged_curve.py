@@ -14,18 +14,18 @@ import time
 
 import pytest
 
-from collectors.publisher import Publisher
-from common.curve import CurveClient, generate_keys
-from common.errors import ConfigError
-from mapper.service.client import ShadowDecision, MapperClient, MapperError, MapperTimeout
-from mapper.service.config import load_config
+from lustre_alloc.collectors.publisher import Publisher
+from lustre_alloc.common.curve import CurveClient, generate_keys
+from lustre_alloc.common.errors import ConfigError
+from lustre_alloc.mapper.service.client import ShadowDecision, MapperClient, MapperError, MapperTimeout
+from lustre_alloc.mapper.service.config import load_config
 
 from .conftest import PROJECT, PYTHON, free_port, free_ports, stop_process
 from .test_filesystems import KIB, body, ost
 
 pytestmark = pytest.mark.timeout(90)
-MAPPER_TOML = PROJECT / "mapper/service/systemd/mapper.toml.example"
-BROKER_TOML = PROJECT / "collectors/systemd/broker.toml.example"
+MAPPER_TOML = PROJECT / "lustre_alloc/mapper/service/systemd/mapper.toml.example"
+BROKER_TOML = PROJECT / "lustre_alloc/collectors/systemd/broker.toml.example"
 
 
 def installed(src, dst, keys, ports, extra=""):
@@ -60,9 +60,9 @@ def test_packaged_config_refuses_unkeyed_publishers_and_clients(tmp_path):
                             '\n[mapper.pools]\n')
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "CREDENTIALS_DIRECTORY": str(creds)}
     logs = [open(tmp_path / n, "w") for n in ("broker.log", "mapper.log")]
-    broker = subprocess.Popen([PYTHON, "-m", "collectors.broker_cli", "--config", str(broker_toml)],
+    broker = subprocess.Popen([PYTHON, "-m", "lustre_alloc.collectors.broker_cli", "--config", str(broker_toml)],
                               env=env, stderr=logs[0], stdout=subprocess.DEVNULL, cwd=PROJECT)
-    mapper = subprocess.Popen([PYTHON, "-m", "mapper.service.cli", "--config", str(mapper_toml),
+    mapper = subprocess.Popen([PYTHON, "-m", "lustre_alloc.mapper.service.cli", "--config", str(mapper_toml),
                                "--fsname", "fs"], env=env, stderr=logs[1],
                               stdout=subprocess.DEVNULL, cwd=PROJECT)
     endpoint = f"tcp://127.0.0.1:{req}"
@@ -128,7 +128,7 @@ def test_packaged_config_without_keys_needs_insecure(tmp_path):
     assert load_config(str(MAPPER_TOML), insecure).require_curve is False
     with pytest.raises(ConfigError, match="without CURVE"):                # tcp://*:5558, no keys
         load_config(str(MAPPER_TOML), {**no_keys, "require_curve": False}).check_exposure()
-    from common.config import BrokerConfig, load
+    from lustre_alloc.common.config import BrokerConfig, load
     with pytest.raises(ConfigError, match="--insecure"):
         load(BrokerConfig, str(BROKER_TOML), "broker",
              {"curve_secret_key": "", "curve_authorized_keys": ""})
@@ -139,7 +139,7 @@ def test_packaged_config_without_keys_needs_insecure(tmp_path):
                     .replace("tcp://*:5558", f"tcp://127.0.0.1:{free_port()}"))
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
     env.pop("CREDENTIALS_DIRECTORY", None)
-    out = subprocess.run([PYTHON, "-m", "mapper.service.cli", "--config", str(toml)],
+    out = subprocess.run([PYTHON, "-m", "lustre_alloc.mapper.service.cli", "--config", str(toml)],
                          env=env, capture_output=True, text=True, timeout=60, cwd=PROJECT)
     # keys it cannot read: a configuration error, one line, exit 2 (systemd's
     # RestartPreventExitStatus=2 then stops the restart loop)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from mapper.service.client import MapperClient
-from mapper.policies.registry import POLICIES
+from lustre_alloc.mapper.service.client import MapperClient
+from lustre_alloc.mapper.policies.registry import POLICIES
 
 from .conftest import (JobCounter, free_port, log_events, make_service, spawn_mapper,
                        stop_process, wait_ready)

@@ -1,4 +1,4 @@
-"""The planner's child process (mapper.service.plan_worker): a real spawned process solves
+"""The planner's child process (lustre_alloc.mapper.service.plan_worker): a real spawned process solves
 the job as the inline planner would, and a lost child is replaced."""
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from mapper.flow.costs import RateCost
-from mapper.flow.network import RoundRequest
-from mapper.flow.round_solve import PlanJob, solve_plan
-from mapper.service.plan_worker import PlanWorker, PlanWorkerError
-from mapper.state.arrays import OstTable, ost_arrays
-from mapper.state.cluster_state import make_uniform_cluster
+from lustre_alloc.mapper.flow.costs import RateCost
+from lustre_alloc.mapper.flow.network import RoundRequest
+from lustre_alloc.mapper.flow.round_solve import PlanJob, solve_plan
+from lustre_alloc.mapper.service.plan_worker import PlanWorker, PlanWorkerError
+from lustre_alloc.mapper.state.arrays import OstTable, ost_arrays
+from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
 
 MIB = 1 << 20
 
@@ -71,7 +71,7 @@ def test_the_child_exits_when_the_mapper_is_killed(tmp_path):
     script = tmp_path / "service_main.py"
     script.write_text(
         "import sys, time\n"
-        "from mapper.service.plan_worker import PlanWorker\n"
+        "from lustre_alloc.mapper.service.plan_worker import PlanWorker\n"
         "if __name__ == '__main__':\n"
         "    w = PlanWorker().start()\n"
         "    while not w.ready:\n"

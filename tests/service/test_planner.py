@@ -1,10 +1,10 @@
-"""The service's background planner (mapper/service/background_planner.py): requests are answered
+"""The service's background planner (lustre_alloc/mapper/service/background_planner.py): requests are answered
 from lists it planned, over real sockets, and every answer is a valid layout."""
 from __future__ import annotations
 
 import time
 
-from mapper.service.client import MapperClient
+from lustre_alloc.mapper.service.client import MapperClient
 from tests.service.conftest import make_service
 
 

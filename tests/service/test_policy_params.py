@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import ConfigError
-from mapper.policies.gate import GatedPolicy
-from mapper.policies.lustre_qos import LustreQos
-from mapper.policies.mcmf import McmfPolicy
-from mapper.policies.registry import (PolicyParamError, UnknownPolicyError, build_policy,
+from lustre_alloc.common.errors import ConfigError
+from lustre_alloc.mapper.policies.gate import GatedPolicy
+from lustre_alloc.mapper.policies.lustre_qos import LustreQos
+from lustre_alloc.mapper.policies.mcmf import McmfPolicy
+from lustre_alloc.mapper.policies.registry import (PolicyParamError, UnknownPolicyError, build_policy,
                                       policy_param_names)
-from mapper.service.config import load_config
-from mapper.service.fs_context import FsContextError
-from mapper.service.fs_context import gated_policy as service_policy
-from mapper.service.fs_context import state_store as build_store
-from simulator import runner
-from simulator.scenario import ScenarioError, load_scenario
+from lustre_alloc.mapper.service.config import load_config
+from lustre_alloc.mapper.service.fs_context import FsContextError
+from lustre_alloc.mapper.service.fs_context import gated_policy as service_policy
+from lustre_alloc.mapper.service.fs_context import state_store as build_store
+from lustre_alloc.simulator import runner
+from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
 
 TUNED = """
 [mapper]
@@ -146,7 +146,7 @@ def test_the_operations_doc_example_and_the_systemd_example_load(tmp_path):
     config = load_config(_write(tmp_path, block), {"static_cluster": "2x2"})
     assert config.policy_params["mcmf"]["straggler_factor"] == 3.0
     service_policy(config, build_store(config))
-    example = (root / "mapper/service/systemd/mapper.toml.example").read_text()
+    example = (root / "lustre_alloc/mapper/service/systemd/mapper.toml.example").read_text()
     uncommented = example.replace("# [policy.", "[policy.").replace("# predict_k", "predict_k")
     uncommented = uncommented.replace("# qos_prio_free_pct", "qos_prio_free_pct")
     config = load_config(_write(tmp_path, uncommented), {"static_cluster": "2x2"})
@@ -156,8 +156,8 @@ def test_the_operations_doc_example_and_the_systemd_example_load(tmp_path):
 def test_cli_help_names_the_configured_defaults():
     """The help text takes its numbers from MapperConfig (it once said a 0.002 s budget
     while the default was 0.010 s)."""
-    from mapper.service.cli import build_parser
-    from mapper.service.config import MapperConfig
+    from lustre_alloc.mapper.service.cli import build_parser
+    from lustre_alloc.mapper.service.config import MapperConfig
     text = " ".join(build_parser().format_help().split())
     d = MapperConfig()
     assert f"s ({d.round_budget_s:g})" in text and "0.002" not in text
@@ -166,7 +166,7 @@ def test_cli_help_names_the_configured_defaults():
 
 def test_setting_an_experiment_loads_with_a_warning_naming_it(tmp_path, caplog):
     text = "[policy.mcmf]\npredict_k = 1\n\n[policy.mcmf.experimental]\ncache_ttl_s = 2.0\n"
-    with caplog.at_level("WARNING", logger="mapper.service.config"):
+    with caplog.at_level("WARNING", logger="lustre_alloc.mapper.service.config"):
         config = load_config(_write(tmp_path, text), {"static_cluster": "2x2"})
     assert service_policy(config, build_store(config)).primary.params.cache_ttl_s == 2.0
     (record,) = [r for r in caplog.records if getattr(r, "event", "") == "experimental_setting"]
@@ -179,10 +179,10 @@ def test_every_admin_setting_is_in_the_example_and_the_operations_doc():
     import dataclasses
     import re
     from pathlib import Path
-    from mapper.policies.mcmf.params import ADMIN_SETTINGS
-    from mapper.service.config import MapperConfig
+    from lustre_alloc.mapper.policies.mcmf.params import ADMIN_SETTINGS
+    from lustre_alloc.mapper.service.config import MapperConfig
     root = Path(__file__).resolve().parents[2]
-    example = (root / "mapper/service/systemd/mapper.toml.example").read_text()
+    example = (root / "lustre_alloc/mapper/service/systemd/mapper.toml.example").read_text()
     ops = (root / "docs/operations.md").read_text()
     assert len(ADMIN_SETTINGS) <= 8
     for key in [*ADMIN_SETTINGS, *(f.name for f in dataclasses.fields(MapperConfig))]:

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from common.curve import CurveClient, generate_keys
-from mapper.service.client import MapperClient, MapperTimeout
+from lustre_alloc.common.curve import CurveClient, generate_keys
+from lustre_alloc.mapper.service.client import MapperClient, MapperTimeout
 
 from .conftest import free_port, log_events, spawn_mapper, stop_process, wait_ready
 

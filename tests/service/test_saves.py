@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from mapper.predictor import markov_store
-from mapper.predictor.markov import MarkovPredictor
-from mapper.service.client import MapperClient
+from lustre_alloc.mapper.predictor import markov_store
+from lustre_alloc.mapper.predictor.markov import MarkovPredictor
+from lustre_alloc.mapper.service.client import MapperClient
 
 from .conftest import make_service
 
@@ -58,7 +58,7 @@ def test_service_removes_stale_temporaries_saves_in_the_writer_thread_and_skips_
         def spy(doc, path):
             writers.append(threading.current_thread().name)
             return real(doc, path)
-        import mapper.service.persist as persist
+        import lustre_alloc.mapper.service.persist as persist
         persist.write_document = spy
         with MapperClient(svc.endpoint) as c:
             deadline = time.monotonic() + 10
@@ -66,10 +66,10 @@ def test_service_removes_stale_temporaries_saves_in_the_writer_thread_and_skips_
                 c.alloc("good.1", 2, 1 << 20, 1 << 20)
                 time.sleep(0.02)
     finally:
-        import mapper.service.persist as persist
+        import lustre_alloc.mapper.service.persist as persist
         persist.write_document = markov_store.write_document
         svc.stop()
     assert svc.saves >= 2 and writers and set(writers) == {"lustre-alloc-save"}
     assert set(markov_store.load_predictor(state).jobids()) == {"good.1", "good.3"}
-    # the OST rate memory rides in the same background save (mapper/speed/rate_memory.py)
+    # the OST rate memory rides in the same background save (lustre_alloc/mapper/speed/rate_memory.py)
     assert json.loads(state.read_text())["ost_rates"]["version"] == 1

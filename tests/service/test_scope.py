@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from common.errors import ConfigError
-from mapper.service.client import LeaseRefused, MapperClient, MapperError, ShadowDecision
-from mapper.service.scope import SHADOW, Scope
+from lustre_alloc.common.errors import ConfigError
+from lustre_alloc.mapper.service.client import LeaseRefused, MapperClient, MapperError, ShadowDecision
+from lustre_alloc.mapper.service.scope import SHADOW, Scope
 
 from .conftest import make_service
 
@@ -63,12 +63,12 @@ def test_out_of_scope_requests_get_eperm_and_are_counted():
 
 
 def test_a_reload_changes_the_scope(tmp_path):
-    from mapper.service.reload import Reloader
+    from lustre_alloc.mapper.service.reload import Reloader
     toml = tmp_path / "mapper.toml"
     toml.write_text('[mapper]\nstatic_cluster = "4x2"\npolicy = "round_robin"\n'
                     'bind = "tcp://127.0.0.1:*"\n')
-    from mapper.service.config import load_config
-    from mapper.service.server import MapperService
+    from lustre_alloc.mapper.service.config import load_config
+    from lustre_alloc.mapper.service.server import MapperService
     svc = MapperService(load_config(str(toml), {})).start()
     svc.reloader = Reloader(svc, str(toml), {})
     try:
@@ -93,9 +93,9 @@ def test_a_reload_changes_the_scope(tmp_path):
 def test_a_reload_out_of_shadow_places_allocs_and_leases_at_once(tmp_path):
     """Rollout step 2 (docs/operations.md): the reload that ends a shadow pilot places the
     next create, per create and leased alike (one scope in force for every request path)."""
-    from mapper.service.config import load_config
-    from mapper.service.reload import Reloader
-    from mapper.service.server import MapperService
+    from lustre_alloc.mapper.service.config import load_config
+    from lustre_alloc.mapper.service.reload import Reloader
+    from lustre_alloc.mapper.service.server import MapperService
     toml = tmp_path / "mapper.toml"
     base = ('[mapper]\nstatic_cluster = "4x2"\npolicy = "round_robin"\n'
             'bind = "tcp://127.0.0.1:*"\n')
@@ -121,8 +121,8 @@ def test_a_reload_out_of_shadow_places_allocs_and_leases_at_once(tmp_path):
 
 
 def test_uid_gid_and_project_rules():
-    from mapper.service.scope import Scope
-    from mapper.service.wire import Owner
+    from lustre_alloc.mapper.service.scope import Scope
+    from lustre_alloc.mapper.service.wire import Owner
     s = Scope.from_table({"uids": [20001], "gids": [5000, 5001], "projids": [42]})
     assert s.why_not("fs", "/l/f", None, "j", Owner(20001, 5001, 42)) is None
     assert s.why_not("fs", "/l/f", None, "j", Owner(20002, 5001, 42)) == \
@@ -138,7 +138,7 @@ def test_uid_gid_and_project_rules():
 
 
 def test_the_service_scopes_by_uid_through_the_wire():
-    from mapper.service.wire import Owner
+    from lustre_alloc.mapper.service.wire import Owner
     svc = make_service(static_cluster="4x2", policy="round_robin",
                        scope={"uids": [1000], "projids": [7]})
     try:
@@ -158,16 +158,16 @@ def test_a_misspelled_table_is_refused_at_start_and_at_reload(tmp_path, table):
     import subprocess
     import sys
     import time
-    from mapper.service.config import load_config
-    from mapper.service.reload import Reloader
-    from mapper.service.server import MapperService
+    from lustre_alloc.mapper.service.config import load_config
+    from lustre_alloc.mapper.service.reload import Reloader
+    from lustre_alloc.mapper.service.server import MapperService
     base = ('[mapper]\nstatic_cluster = "4x2"\npolicy = "round_robin"\n'
             'bind = "tcp://127.0.0.1:*"\n\n[scope]\nshadow = true\n')
     bad = tmp_path / "bad.toml"
     bad.write_text(base + f"\n[{table}]\nshadow = false\n")
     with pytest.raises(ConfigError, match=rf"unknown table or key \[{table}\]"):
         load_config(str(bad), {})
-    proc = subprocess.run([sys.executable, "-m", "mapper.service.cli", "--config", str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "lustre_alloc.mapper.service.cli", "--config", str(bad)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and f"[{table}]" in proc.stderr
     good = tmp_path / "mapper.toml"
@@ -188,7 +188,7 @@ def test_a_misspelled_table_is_refused_at_start_and_at_reload(tmp_path, table):
 
 def test_the_packaged_configuration_starts_in_shadow():
     from pathlib import Path
-    from mapper.service.config import load_config
-    example = Path(__file__).resolve().parents[2] / "mapper/service/systemd/mapper.toml.example"
+    from lustre_alloc.mapper.service.config import load_config
+    example = Path(__file__).resolve().parents[2] / "lustre_alloc/mapper/service/systemd/mapper.toml.example"
     config = load_config(str(example), {"static_cluster": "2x2", "require_curve": False})
     assert config.scope_rules().mode("") == SHADOW

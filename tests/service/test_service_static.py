@@ -11,13 +11,13 @@ import msgpack
 import pytest
 import zmq
 
-from mapper.service import wire
-from mapper.service.client import MapperClient, MapperError, MapperTimeout
-from mapper.state.cluster_state import OstFlag
-from mapper.policies.placement import Placement
-from mapper.service.server import MapperService
-from mapper.state.state_store import StateStore
-from mapper.service.config import load_config
+from lustre_alloc.mapper.service import wire
+from lustre_alloc.mapper.service.client import MapperClient, MapperError, MapperTimeout
+from lustre_alloc.mapper.state.cluster_state import OstFlag
+from lustre_alloc.mapper.policies.placement import Placement
+from lustre_alloc.mapper.service.server import MapperService
+from lustre_alloc.mapper.state.state_store import StateStore
+from lustre_alloc.mapper.service.config import load_config
 
 from .conftest import make_service
 

@@ -7,8 +7,8 @@ import errno
 
 import pytest
 
-from mapper.service.client import MapperClient, MapperError, ShadowDecision
-from mapper.service import wire
+from lustre_alloc.mapper.service.client import MapperClient, MapperError, ShadowDecision
+from lustre_alloc.mapper.service import wire
 
 from .conftest import make_service
 

@@ -9,11 +9,11 @@ import errno
 import msgpack
 import pytest
 
-from mapper.policies.mcmf.policy import McmfPolicy
-from mapper.policies.placement import CreateRequest
-from mapper.service import wire
-from mapper.service.client import MapperClient, MapperError
-from mapper.service.wire import decode_v2
+from lustre_alloc.mapper.policies.mcmf.policy import McmfPolicy
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.service import wire
+from lustre_alloc.mapper.service.client import MapperClient, MapperError
+from lustre_alloc.mapper.service.wire import decode_v2
 
 from .conftest import make_service
 
@@ -78,7 +78,7 @@ def test_wire_round_trip():
 
 
 def test_size_from_chain_prices_an_unsized_create_at_the_predicted_size():
-    from mapper.policies.registry import build_policy
+    from lustre_alloc.mapper.policies.registry import build_policy
     from tests.mapper.test_mcmf import cluster
     snap = cluster()
     for on in (False, True):

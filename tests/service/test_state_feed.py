@@ -9,8 +9,8 @@ import time
 import pytest
 import zmq
 
-from collectors.publisher import Publisher
-from mapper.service.client import MapperClient
+from lustre_alloc.collectors.publisher import Publisher
+from lustre_alloc.mapper.service.client import MapperClient
 
 from .conftest import (PROJECT, PYTHON, free_port, log_events, make_service, spawn_mapper,
                        stop_process, wait_ready)
@@ -139,7 +139,7 @@ policy = "random"
 """)
     mapper = spawn_mapper(["--config", str(config)], tmp_path / "mapper.log")
     collector = subprocess.Popen(
-        [PYTHON, "-m", "collectors.cli", "--role", "oss", "--root", str(HPE), "--source", "files",
+        [PYTHON, "-m", "lustre_alloc.collectors.cli", "--role", "oss", "--root", str(HPE), "--source", "files",
          "--host", "oss-hpe", "--broker", front, "--interval", "0.25"],
         stdout=subprocess.DEVNULL, stderr=open(tmp_path / "collector.log", "w"),
         env={**os.environ, "PYTHONPATH": str(PROJECT)}, cwd=PROJECT)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.service import wire
-from mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.service import wire
+from lustre_alloc.mapper.policies.placement import CreateRequest
 
 GOOD = {"v": 1, "op": "alloc", "id": 42, "job": "ior.1000", "stripe_count": 4,
         "stripe_size": 1 << 20, "expected_bytes": 1 << 30, "path": "/lustre/a", "pool": None}

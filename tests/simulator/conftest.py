@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from traces.format import TraceRecord, write_trace
+from lustre_alloc.traces.format import TraceRecord, write_trace
 
 
 def rec(ts, op, job, fid="", nbytes=0, sc=1, ss=1 << 20, ost=None, ops=1):

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from lustre_alloc_data import __file__ as data_init
-from simulator.scenario import SCENARIO_DIR, load_scenario
-from simulator.workload import workload_records
+from lustre_alloc.simulator.scenario import SCENARIO_DIR, load_scenario
+from lustre_alloc.simulator.workload import workload_records
 
 SUMMARY = Path(data_init).parent / "nersc-pytokio" / "hacc_io_jobs_summary.csv.gz"
 OST_MIB_S, OSTS = 1961, 248          # cscratch1, as in fail-slow-drives

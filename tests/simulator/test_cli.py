@@ -1,6 +1,6 @@
 import json
 
-from simulator.cli import main
+from lustre_alloc.simulator.cli import main
 
 
 def test_short_paper_scenario_run_end_to_end_writes_table_files_and_figures(tmp_path, capsys):

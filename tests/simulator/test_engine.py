@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from simulator.runner import prepare, run_policy, run_scenario
-from simulator.scenario import load_scenario
+from lustre_alloc.simulator.runner import prepare, run_policy, run_scenario
+from lustre_alloc.simulator.scenario import load_scenario
 
 from .conftest import rec, small
 
@@ -30,7 +30,7 @@ def test_transfers_on_one_ost_share_its_bandwidth(make_scenario):
     # two 100 MiB writes at t=0 on a single-OST cluster each get 50 MiB/s -> 2 s each.
     body = small().replace("oss_count = 2", "oss_count = 1").replace("osts_per_oss = 2", "osts_per_oss = 1")
     body = body.replace("[0.0, 0.0, 0.0, 0.0]", "[0.0]")
-    from simulator.scenario import load_scenario as ls
+    from lustre_alloc.simulator.scenario import load_scenario as ls
     sc = ls(make_scenario(body, [rec(0, "write", "a", "f1", 100 * MIB),
                                  rec(0, "write", "b", "f2", 100 * MIB)]))
     r = run_policy(sc, prepare(sc), "round_robin")
@@ -104,7 +104,7 @@ def test_the_flow_balances_the_papers_unbalanced_start_faster_than_lustres_alloc
     # share, so the initially fuller OSTs stay ahead; the flow sends new files to the
     # emptier ones. (The default mcmf answers even load with Lustre's RR and leaves space
     # to the rebalancer: docs/placement.md, issue #28.)
-    from simulator.metrics import max_mean_ratio
+    from lustre_alloc.simulator.metrics import max_mean_ratio
     sc = load_scenario("paper-32ost").with_overrides(
         policies=["round_robin", "lustre_qos", "mcmf_flow"], duration_s=7200)
     results = {r.policy: r for r in run_scenario(sc, jobs=1)}

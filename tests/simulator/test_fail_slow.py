@@ -9,11 +9,11 @@ import re
 import numpy as np
 import pytest
 
-from simulator.events import EventError, effective_state, parse_events
-from simulator.fail_slow import draw, realise
-from simulator.runner import prepare
-from simulator.scenario import SCENARIO_DIR, ScenarioError, load_scenario
-from traces.darshan_import import ost_write_time_ratios, resolve_log
+from lustre_alloc.simulator.events import EventError, effective_state, parse_events
+from lustre_alloc.simulator.fail_slow import draw, realise
+from lustre_alloc.simulator.runner import prepare
+from lustre_alloc.simulator.scenario import SCENARIO_DIR, ScenarioError, load_scenario
+from lustre_alloc.traces.darshan_import import ost_write_time_ratios, resolve_log
 
 from .conftest import rec, small
 
@@ -88,10 +88,10 @@ fraction = 0.25
     drawn = realise(sc.events, cluster.ost_count, sc.duration_s, sc.seed)
     slow = {d.osts[0] for d in drawn if d.at_s == 0}
     assert 0 < len(slow) < 4, "this seed's draw: some OSTs slow, some not"
-    from simulator.engine import Simulation
-    from simulator.network.model import make_network
-    from simulator.runner import scenario_policy
-    from simulator.workload import scenario_records
+    from lustre_alloc.simulator.engine import Simulation
+    from lustre_alloc.simulator.network.model import make_network
+    from lustre_alloc.simulator.runner import scenario_policy
+    from lustre_alloc.simulator.workload import scenario_records
     sim = Simulation(sc, cluster, scenario_policy(sc, "round_robin"), scenario_records(sc),
                      make_network(sc.network, **sc.network_params))
     sim.run()

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from mapper.policies.mcmf.policy import McmfPolicy
-from simulator.file_sizes import final_sizes
-from simulator.runner import build_simulation, prepare, scenario_policy
-from simulator.scenario import load_scenario
+from lustre_alloc.mapper.policies.mcmf.policy import McmfPolicy
+from lustre_alloc.simulator.file_sizes import final_sizes
+from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy
+from lustre_alloc.simulator.scenario import load_scenario
 
 from .conftest import rec, small
 

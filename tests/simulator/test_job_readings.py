@@ -1,5 +1,5 @@
 """job_stats in the simulator (issue #27): per OST and job id, cumulative byte counters that
-the collectors' own reduction (:func:`collectors.collector.reduce_jobs`) turns into the
+the collectors' own reduction (:func:`lustre_alloc.collectors.collector.reduce_jobs`) turns into the
 sample's ``jobs`` rows, as live; the live emulator's job_stats file, parsed by the
 collector's parser, holds the same counters for the same traffic."""
 from __future__ import annotations
@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collectors.collector import reduce_jobs
-from collectors.readers.job_stats import JobStats, parse_job_stats
-from livestack.emulator import EmulatedCluster
-from simulator.cluster import MIB, SimCluster
-from simulator.inflight import SimTransfer
-from simulator.job_readings import JOB_CLEANUP_INTERVAL_S, JobReadings
-from simulator.runner import build_simulation, prepare, scenario_policy
-from simulator.scenario import load_scenario
+from lustre_alloc.collectors.collector import reduce_jobs
+from lustre_alloc.collectors.readers.job_stats import JobStats, parse_job_stats
+from lustre_alloc.livestack.emulator import EmulatedCluster
+from lustre_alloc.simulator.cluster import MIB, SimCluster
+from lustre_alloc.simulator.inflight import SimTransfer
+from lustre_alloc.simulator.job_readings import JOB_CLEANUP_INTERVAL_S, JobReadings
+from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy
+from lustre_alloc.simulator.scenario import load_scenario
 
 from .conftest import rec, small
 
@@ -139,7 +139,7 @@ def test_the_mdt_job_stats_count_creates_and_the_store_learns_bytes_per_create(m
 
 
 def test_an_idle_job_leaves_the_mdt_table():
-    from simulator.job_readings import MdtJobReadings
+    from lustre_alloc.simulator.job_readings import MdtJobReadings
     mdt = MdtJobReadings()
     mdt.created("a", 1.0)
     assert mdt.job_stats(1.0 + JOB_CLEANUP_INTERVAL_S - 1).jobs["a"].counters["open"].samples == 1

@@ -27,7 +27,7 @@ def lt():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from traces.format import write_trace
+    from lustre_alloc.traces.format import write_trace
     d = tmp_path_factory.mktemp("slow")
     # every 10 s a job writes four 64 MiB files, stripe count 1
     records = [rec(t, "write", f"job{t % 3}", f"/f{t}.{k}", 64 << 20)
@@ -55,7 +55,7 @@ def test_the_rule_on_a_made_up_log(lt):
 
 
 def test_a_world_without_an_unflagged_slowdown_is_refused(lt):
-    from simulator.scenario import load_scenario
+    from lustre_alloc.simulator.scenario import load_scenario
     with pytest.raises(ValueError, match="paper-32ost: no unflagged degrade"):
         lt.slow_spell(load_scenario("paper-32ost"), 32)
 

@@ -9,12 +9,12 @@ import re
 
 import pytest
 
-from mapper.policies.placement import BatchPolicy, CreateRequest, Placement
-from mapper.state.cluster_state import make_uniform_cluster
-from simulator import leasing
-from simulator.leasing import LeasedCreates
-from simulator.runner import prepare, run_policy
-from simulator.scenario import ScenarioError, load_scenario
+from lustre_alloc.mapper.policies.placement import BatchPolicy, CreateRequest, Placement
+from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
+from lustre_alloc.simulator import leasing
+from lustre_alloc.simulator.leasing import LeasedCreates
+from lustre_alloc.simulator.runner import prepare, run_policy
+from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
 
 from .conftest import rec, small
 from ..client.conftest import LIBDIR
@@ -127,7 +127,7 @@ def test_the_constants_are_the_shims_and_the_mappers():
     assert define(lease_c, "LA_USE_FRACTION") == leasing.USE_FRACTION
     assert define(internal, "LA_LEASE_ASK_MAX") == leasing.ASK_MAX
     assert define(internal, "LA_LEASE_MAX_STRIPES") == leasing.MAX_STRIPES
-    from mapper.service.config import MapperConfig
+    from lustre_alloc.mapper.service.config import MapperConfig
     assert MapperConfig().lease_s == leasing.LEASE_S
     assert MapperConfig().lease_max_layouts == leasing.ASK_MAX
 

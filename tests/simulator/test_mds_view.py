@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper.policies.registry import make_policy
-from mapper.state.state_store import StateStore
-from simulator.cluster import MIB, SimCluster
-from simulator.engine import Simulation
-from simulator.network.model import make_network
-from simulator.scenario import load_scenario
+from lustre_alloc.mapper.policies.registry import make_policy
+from lustre_alloc.mapper.state.state_store import StateStore
+from lustre_alloc.simulator.cluster import MIB, SimCluster
+from lustre_alloc.simulator.engine import Simulation
+from lustre_alloc.simulator.network.model import make_network
+from lustre_alloc.simulator.scenario import load_scenario
 
 OST_BYTES = 1 << 40
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from simulator.metrics import (coefficient_of_variation, hours_to_balance, jain_index,
+from lustre_alloc.simulator.metrics import (coefficient_of_variation, hours_to_balance, jain_index,
                                max_mean_ratio, normalised_capacity, per_step_to_hourly_mean)
 
 

@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simulator.evacuation import MigrateEvent
-from simulator.runner import build_simulation, prepare, scenario_policy
-from simulator.scenario import ScenarioError, load_scenario
+from lustre_alloc.simulator.evacuation import MigrateEvent
+from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy
+from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
 
 from .conftest import rec, small
 

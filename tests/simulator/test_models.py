@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from simulator.models import MdsModel, OssModel, raid0_bytes_per_ost, transfer_rates
+from lustre_alloc.simulator.models import MdsModel, OssModel, raid0_bytes_per_ost, transfer_rates
 
 MIB = 1 << 20
 

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from simulator.network.calibration import Calibration
-from simulator.network.maxmin import max_min_levels
-from simulator.network.topology import ClientMap, LnetSpec, NetworkSpecError
-from simulator.network.model import MaxMinNetwork, Storage, TransferSet, make_network
+from lustre_alloc.simulator.network.calibration import Calibration
+from lustre_alloc.simulator.network.maxmin import max_min_levels
+from lustre_alloc.simulator.network.topology import ClientMap, LnetSpec, NetworkSpecError
+from lustre_alloc.simulator.network.model import MaxMinNetwork, Storage, TransferSet, make_network
 
 GBPS = 1e9 / 8
 

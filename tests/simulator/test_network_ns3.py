@@ -5,12 +5,12 @@ ns-3's bindings take ~8 s to import: one module-scoped fixture imports them once
 import numpy as np
 import pytest
 
-from simulator.network.calibration import load_calibration
-from simulator.network.ns3 import Connection, Ns3Network, import_ns3, measure
-from simulator.network.topology import LnetSpec
-from simulator.network.model import MaxMinNetwork, Storage, TransferSet
-from simulator.runner import prepare, run_policy
-from simulator.scenario import load_scenario
+from lustre_alloc.simulator.network.calibration import load_calibration
+from lustre_alloc.simulator.network.ns3 import Connection, Ns3Network, import_ns3, measure
+from lustre_alloc.simulator.network.topology import LnetSpec
+from lustre_alloc.simulator.network.model import MaxMinNetwork, Storage, TransferSet
+from lustre_alloc.simulator.runner import prepare, run_policy
+from lustre_alloc.simulator.scenario import load_scenario
 
 from .conftest import rec, small
 

@@ -9,13 +9,13 @@ import sys
 import numpy as np
 import pytest
 
-from mapper.policies.placement import CreateRequest
-from mapper.policies.registry import UnknownPolicyError, build_policy
-from mapper.state.cluster_state import make_uniform_cluster
-from simulator.oracle import Oracle
-from simulator.report import headroom_captured
-from simulator.runner import prepare, run_scenario
-from simulator.scenario import load_scenario
+from lustre_alloc.mapper.policies.placement import CreateRequest
+from lustre_alloc.mapper.policies.registry import UnknownPolicyError, build_policy
+from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
+from lustre_alloc.simulator.oracle import Oracle
+from lustre_alloc.simulator.report import headroom_captured
+from lustre_alloc.simulator.runner import prepare, run_scenario
+from lustre_alloc.simulator.scenario import load_scenario
 
 MIB = 1 << 20
 
@@ -61,7 +61,7 @@ def test_the_oracle_never_loses_to_round_robin_in_a_uniform_world():
     sc = load_scenario("paper-32ost").with_overrides(policies=("round_robin", "oracle"),
                                                      duration_s=3 * 3600)
     runs = {r.policy: r for r in run_scenario(sc, jobs=1)}
-    from simulator.report import user_metrics
+    from lustre_alloc.simulator.report import user_metrics
     rr, orc = user_metrics(runs["round_robin"]), user_metrics(runs["oracle"])
     assert orc["jobs_unfinished"] == 0
     # strictly more information: never worse than RR by more than noise (1%)
@@ -73,7 +73,7 @@ def test_the_oracle_never_loses_to_round_robin_in_a_uniform_world():
 def test_the_mapper_refuses_the_oracle():
     with pytest.raises(UnknownPolicyError, match="simulation-only reference"):
         build_policy("oracle")
-    done = subprocess.run([sys.executable, "-m", "mapper.service.cli", "--policy", "oracle",
+    done = subprocess.run([sys.executable, "-m", "lustre_alloc.mapper.service.cli", "--policy", "oracle",
                            "--static-cluster", "2x2", "--bind", "tcp://127.0.0.1:0"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper.policies.composite import LUSTRE_EOF
-from simulator.client_ops import bytes_per_slot
-from simulator.create_path import CreatePath
-from simulator.inflight import SimFile
-from simulator.runner import prepare, run_policy
-from simulator.scenario import ScenarioError, load_scenario
+from lustre_alloc.mapper.policies.composite import LUSTRE_EOF
+from lustre_alloc.simulator.client_ops import bytes_per_slot
+from lustre_alloc.simulator.create_path import CreatePath
+from lustre_alloc.simulator.inflight import SimFile
+from lustre_alloc.simulator.runner import prepare, run_policy
+from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
 
 from .conftest import rec, small
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simulator.report import headroom_captured, user_metrics
-from simulator.runner import prepare, run_policy
-from simulator.scenario import load_scenario
+from lustre_alloc.simulator.report import headroom_captured, user_metrics
+from lustre_alloc.simulator.runner import prepare, run_policy
+from lustre_alloc.simulator.scenario import load_scenario
 
 from .conftest import eight_ost_world, rec, small, unflagged_degrade
 
@@ -216,7 +216,7 @@ WARM_WORLD = eight_ost_world("warm", '["mcmf"]', unflagged_degrade(5, 0, 600),
 
 
 def test_a_warm_start_learns_the_state_at_t0_and_no_onset_to_come(pe, make_scenario):
-    from simulator.runner import scenario_policy
+    from lustre_alloc.simulator.runner import scenario_policy
     records = [rec(t, "write", f"job{t % 3}", f"/f{t}.{k}", 64 << 20)
                for t in range(0, 3600, 10) for k in range(4)]
     sc = load_scenario(make_scenario(WARM_WORLD, records))
@@ -234,6 +234,6 @@ def test_a_warm_start_learns_the_state_at_t0_and_no_onset_to_come(pe, make_scena
 
 
 def test_held_at_start_keeps_what_is_active_at_t0_for_the_whole_run():
-    from simulator.events import Event, held_at_start
+    from lustre_alloc.simulator.events import Event, held_at_start
     events = (Event(0, "degrade", 0.0, 600.0, osts=(5,)), Event(1, "degrade", 1800.0, osts=(2,)))
     assert held_at_start(events) == (Event(0, "degrade", 0.0, math.inf, osts=(5,)),)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.report import summarise
-from simulator.runner import prepare, run_policy
-from simulator.scenario import load_scenario
+from lustre_alloc.simulator.report import summarise
+from lustre_alloc.simulator.runner import prepare, run_policy
+from lustre_alloc.simulator.scenario import load_scenario
 
 pytestmark = pytest.mark.timeout(300)
 SAME = ("ost_max_mean_end", "mean_io_bandwidth_mib_s", "creates", "failed_creates",
@@ -40,10 +40,10 @@ def test_with_a_straggler_it_is_flagged_and_the_jobs_finish():
 
 def test_the_controller_sees_one_sample_per_stats_interval():
     """As the collectors publish live: one sample per ``stats_interval_s``, never more."""
-    from simulator.runner import scenario_policy
-    from simulator.engine import Simulation
-    from simulator.network.model import make_network
-    from simulator.workload import scenario_records
+    from lustre_alloc.simulator.runner import scenario_policy
+    from lustre_alloc.simulator.engine import Simulation
+    from lustre_alloc.simulator.network.model import make_network
+    from lustre_alloc.simulator.workload import scenario_records
     sc = load_scenario("straggler-ost").with_overrides(policies=("qos_steer",), duration_s=1800)
     pol = scenario_policy(sc, "qos_steer")
     seen: list[float] = []

@@ -10,10 +10,10 @@ import shutil
 
 import pytest
 
-import simulator.cli as sim_cli
-from simulator.cli import main
-from simulator.metrics import BALANCED_MAX_MEAN
-from simulator.scenario import SCENARIO_DIR
+import lustre_alloc.simulator.cli as sim_cli
+from lustre_alloc.simulator.cli import main
+from lustre_alloc.simulator.metrics import BALANCED_MAX_MEAN
+from lustre_alloc.simulator.scenario import SCENARIO_DIR
 
 
 @pytest.fixture(scope="module")

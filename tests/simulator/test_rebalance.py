@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.engine import Simulation
-from simulator.inflight import SimFile
-from simulator.network.model import make_network
-from simulator.runner import prepare, scenario_policy
-from simulator.scenario import ScenarioError, load_scenario
-from simulator.workload import scenario_records
+from lustre_alloc.simulator.engine import Simulation
+from lustre_alloc.simulator.inflight import SimFile
+from lustre_alloc.simulator.network.model import make_network
+from lustre_alloc.simulator.runner import prepare, scenario_policy
+from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
+from lustre_alloc.simulator.workload import scenario_records
 from tests.simulator.conftest import rec, small
 
 GIB = 1 << 30

@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from simulator.cli import main as sim_main
-from simulator.scalability import (SIZES, gains, parse_sizes, run_study, scale_scenario_toml,
+from lustre_alloc.simulator.cli import main as sim_main
+from lustre_alloc.simulator.scalability import (SIZES, gains, parse_sizes, run_study, scale_scenario_toml,
                                    table_lines)
-from simulator.scenario import load_scenario
+from lustre_alloc.simulator.scenario import load_scenario
 
 
 def test_scenarios_scale_the_workload_with_the_cluster(tmp_path):

@@ -1,8 +1,8 @@
 import pytest
 
-from simulator.cli import main
-from simulator.runner import prepare
-from simulator.scenario import ScenarioError, load_scenario
+from lustre_alloc.simulator.cli import main
+from lustre_alloc.simulator.runner import prepare
+from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
 
 from .conftest import rec, small
 
@@ -66,7 +66,7 @@ def test_bundled_scenarios_validate():
 
 
 def test_real_lfs_df_scenario_takes_sizes_fill_and_oss_map_from_the_files(pytokio_dir):
-    from traces.lfs_df import read_lctl_dl, read_lfs_df
+    from lustre_alloc.traces.lfs_df import read_lctl_dl, read_lfs_df
     sc = load_scenario("nersc-edison-real")
     cluster = prepare(sc)
     df = read_lfs_df(pytokio_dir / "sample_ost-fullness.txt.gz")

@@ -9,19 +9,19 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.collector import Collector
-from collectors.readers.host_load import HostLoad
-from collectors.reduce import log2_bucket
-from collectors.sources import FileSource
-from livestack.emulator import EmulatedCluster
-from mapper.speed.rates import OstRateTracker
-from mapper.policies.registry import make_policy
-from simulator.cluster import MIB, SimCluster
-from simulator.engine import Simulation
-from simulator.mds_view import MdsView
-from simulator.network.model import make_network
-from simulator.ost_readings import OstReadings, log2_bucket_index
-from simulator.scenario import load_scenario
+from lustre_alloc.collectors.collector import Collector
+from lustre_alloc.collectors.readers.host_load import HostLoad
+from lustre_alloc.collectors.reduce import log2_bucket
+from lustre_alloc.collectors.sources import FileSource
+from lustre_alloc.livestack.emulator import EmulatedCluster
+from lustre_alloc.mapper.speed.rates import OstRateTracker
+from lustre_alloc.mapper.policies.registry import make_policy
+from lustre_alloc.simulator.cluster import MIB, SimCluster
+from lustre_alloc.simulator.engine import Simulation
+from lustre_alloc.simulator.mds_view import MdsView
+from lustre_alloc.simulator.network.model import make_network
+from lustre_alloc.simulator.ost_readings import OstReadings, log2_bucket_index
+from lustre_alloc.simulator.scenario import load_scenario
 
 BW = 400.0 * MIB
 

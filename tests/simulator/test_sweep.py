@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.report import run_figures
-from simulator.runner import run_seeds
-from simulator.scenario import load_scenario
-from simulator.seeds import aggregate, interval
+from lustre_alloc.simulator.report import run_figures
+from lustre_alloc.simulator.runner import run_seeds
+from lustre_alloc.simulator.scenario import load_scenario
+from lustre_alloc.simulator.seeds import aggregate, interval
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from simulator.runner import prepare, run_policy
-from simulator.scenario import ScenarioError, load_scenario
-from simulator.targets import TargetValueError, parse_target_values
+from lustre_alloc.simulator.runner import prepare, run_policy
+from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
+from lustre_alloc.simulator.targets import TargetValueError, parse_target_values
 
 from .conftest import rec, small
 
@@ -14,7 +14,7 @@ LMT = "pkg:lustre_alloc_data/nersc-pytokio/snx11025_2018-01-28.sqlite3"
 
 def _parse(raw, allow_zero=False):
     from pathlib import Path
-    from simulator.scenario import _expand
+    from lustre_alloc.simulator.scenario import _expand
     return parse_target_values("cluster.k", raw, lambda r: _expand(Path("/nonexistent/s.toml"), r),
                                allow_zero=allow_zero)
 
@@ -31,7 +31,7 @@ def test_constant_list_and_distribution_resolve():
 
 def test_derived_from_lmt_is_the_measured_spread_times_the_median():
     from lustre_alloc_data import resource_path
-    from traces.lmt import ost_spread, read_lmt
+    from lustre_alloc.traces.lmt import ost_spread, read_lmt
     spread = ost_spread(read_lmt(resource_path(LMT)), "lifetime_bytes")
     v = _parse({"derived": f"lmt:{LMT}", "statistic": "lifetime_bytes", "median": 700}).resolve(24)
     assert np.allclose(v, 700 * spread)
@@ -98,7 +98,7 @@ def test_read_bandwidth_latency_and_oss_cap(make_scenario):
 
 
 def test_scalability_hetero_study_takes_the_measured_spread(tmp_path):
-    from simulator.scalability import scale_scenario_toml
+    from lustre_alloc.simulator.scalability import scale_scenario_toml
     p = tmp_path / "s.toml"
     p.write_text(scale_scenario_toml(160, 20, duration_s=60, hetero=True))
     cl = prepare(load_scenario(p))

@@ -1,4 +1,4 @@
-"""The simulator's validation against measured jobs (simulator/validation.py): rows with a
+"""The simulator's validation against measured jobs (lustre_alloc/simulator/validation.py): rows with a
 missing field are skipped and counted, a job is replayed as its record says (OSTs, fullness,
 overloaded OSTs, the others' load), the split is seeded, and the fit moves the simulated
 bandwidth toward the measured one."""
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.scenario import load_scenario
-from simulator.validation import (CORI_OST_WRITE_MIB_S, REQUIRED, ValidationDataError,
+from lustre_alloc.simulator.scenario import load_scenario
+from lustre_alloc.simulator.validation import (CORI_OST_WRITE_MIB_S, REQUIRED, ValidationDataError,
                                   compare_distributions, explained_log_variance,
                                   fit_bandwidth, job_scenario, logged_write_times,
                                   overloaded_osts, read_jobs, replay, simulated_write_times,

@@ -1,9 +1,9 @@
-"""The trivial baseline of the HACC-IO validation (simulator.validation.constant_mdape)."""
+"""The trivial baseline of the HACC-IO validation (lustre_alloc.simulator.validation.constant_mdape)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from simulator.validation import constant_mdape
+from lustre_alloc.simulator.validation import constant_mdape
 
 
 def jobs(*bandwidths):

@@ -3,13 +3,13 @@ reaching the mapper through samples, unmanaged load, reads, bad input."""
 import numpy as np
 import pytest
 
-from mapper.policies.registry import make_policy
-from mapper.state.cluster_state import OstFlag
-from simulator.engine import Simulation
-from simulator.network.model import make_network
-from simulator.runner import prepare, run_policy
-from simulator.scenario import ScenarioError, load_scenario
-from simulator.workload import scenario_records, unmanaged_jobs
+from lustre_alloc.mapper.policies.registry import make_policy
+from lustre_alloc.mapper.state.cluster_state import OstFlag
+from lustre_alloc.simulator.engine import Simulation
+from lustre_alloc.simulator.network.model import make_network
+from lustre_alloc.simulator.runner import prepare, run_policy
+from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
+from lustre_alloc.simulator.workload import scenario_records, unmanaged_jobs
 
 from .conftest import rec
 
@@ -244,8 +244,8 @@ def test_negative_rate_and_bad_managed_are_rejected(make_scenario):
 # -- LMT import and background replay -------------------------------------------------------
 def test_import_lmt_writes_per_ost_background_traffic(tmp_path):
     from lustre_alloc_data import resource_path
-    from traces.cli import main
-    from traces.lmt import read_background, read_lmt
+    from lustre_alloc.traces.cli import main
+    from lustre_alloc.traces.lmt import read_background, read_lmt
     db = resource_path("pkg:lustre_alloc_data/nersc-pytokio/snx11025_2018-01-28.sqlite3")
     out = tmp_path / "bg.csv"
     assert main(["import-lmt", str(db), "--out", str(out)]) == 0
@@ -261,7 +261,7 @@ def test_import_lmt_writes_per_ost_background_traffic(tmp_path):
 
 
 def test_background_traffic_loads_osts_and_the_samples_but_not_space(make_scenario, tmp_path):
-    from traces.lmt import write_background
+    from lustre_alloc.traces.lmt import write_background
     write_background(tmp_path / "bg.csv", [(0.0, 2, 0, 2000 * MIB), (0.0, 3, 200 * MIB, 0)])
     wl = '\n[[workload]]\nbackground = "bg.csv"\n\n[[workload]]\ntrace = "t.csv"\n'
     sc = load_scenario(make_scenario(cluster(workloads=wl), [rec(6, "write", "app", "f", MIB)]))
@@ -269,7 +269,7 @@ def test_background_traffic_loads_osts_and_the_samples_but_not_space(make_scenar
     assert seen[0][1][2][3] == pytest.approx(100 * MIB)           # OST 2 busy at 100 MiB/s
     assert r.ost_used_hourly[-1, 2] <= MIB                        # no space used by it
     assert r.jobs["lmt-background"].background
-    from simulator.report import summarise
+    from lustre_alloc.simulator.report import summarise
     s = summarise(r)
     assert s["jobs"] == 1 and s["phases"] == 1                    # background is not a user job
 
@@ -278,7 +278,7 @@ def test_summary_carries_the_users_metric(make_scenario):
     recs = [rec(0, "write", "a", f"f{i}", 100 * MIB) for i in range(4)] + \
            [rec(500, "write", "a", "g", 100 * MIB)]
     sc = load_scenario(make_scenario(cluster(), recs))
-    from simulator.report import summarise
+    from lustre_alloc.simulator.report import summarise
     s = summarise(run_policy(sc, prepare(sc), "round_robin"))
     assert s["jobs"] == 1 and s["phases"] == 2                    # two phases 500 s apart
     assert s["job_io_time_s_mean"] == pytest.approx(501.0)
@@ -289,7 +289,7 @@ def test_summary_carries_the_users_metric(make_scenario):
 
 
 def test_cli_validate_rejects_a_bad_event_in_one_line(make_scenario, capsys):
-    from simulator.cli import main
+    from lustre_alloc.simulator.cli import main
     p = make_scenario(cluster(extra='\n[[event]]\nkind = "degrade"\nat_s = 1\noss = 7\nfraction = 0.3\n'),
                       [rec(0, "write", "a", "f", MIB)])
     assert main(["validate", str(p)]) == 2

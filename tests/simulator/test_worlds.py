@@ -7,10 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from simulator.events import effective_state
-from simulator.runner import prepare, run_policy, run_scenario
-from simulator.scenario import SCENARIO_DIR, load_scenario
-from traces.darshan_import import ost_write_time_ratios, resolve_log
+from lustre_alloc.simulator.events import effective_state
+from lustre_alloc.simulator.runner import prepare, run_policy, run_scenario
+from lustre_alloc.simulator.scenario import SCENARIO_DIR, load_scenario
+from lustre_alloc.traces.darshan_import import ost_write_time_ratios, resolve_log
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -33,10 +33,10 @@ def test_under_round_robin_the_straggler_job_takes_the_logs_ratio():
     sc = load_scenario("straggler-ost").with_overrides(policies=("round_robin",),
                                                        duration_s=3500)
     sc = replace(sc, workloads=sc.workloads[:1])          # the job alone, as in the log
-    from simulator.engine import Simulation
-    from simulator.network.model import make_network
-    from simulator.runner import scenario_policy
-    from simulator.workload import scenario_records
+    from lustre_alloc.simulator.engine import Simulation
+    from lustre_alloc.simulator.network.model import make_network
+    from lustre_alloc.simulator.runner import scenario_policy
+    from lustre_alloc.simulator.workload import scenario_records
     cluster = prepare(sc)
     sim = Simulation(sc, cluster, scenario_policy(sc, "round_robin"), scenario_records(sc),
                      make_network(sc.network, **sc.network_params))

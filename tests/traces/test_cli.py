@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from traces.cli import main
-from traces.format import MAGIC, load_trace, validate_trace
-from traces.generators import ior
+from lustre_alloc.traces.cli import main
+from lustre_alloc.traces.format import MAGIC, load_trace, validate_trace
+from lustre_alloc.traces.generators import ior
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -30,7 +30,7 @@ def test_generate_writes_the_generators_records_with_provenance(tmp_path, capsys
     with gzip.open(out, "rt") as fh:
         head = [next(fh) for _ in range(4)]
     assert head[0].strip() == MAGIC
-    assert head[2].startswith("# generator: traces.generators.ior duration_s=1800.0 seed=4")
+    assert head[2].startswith("# generator: lustre_alloc.traces.generators.ior duration_s=1800.0 seed=4")
     assert "transfer_size=16384" in head[3]
 
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 import darshan
 import pytest
 
-from traces.darshan_import import (DarshanImportError, DarshanLogNotFound,
+from lustre_alloc.traces.darshan_import import (DarshanImportError, DarshanLogNotFound,
                                    dxt_write_sizes, example_log_path, import_darshan,
                                    lustre_layouts, resolve_log, shipped_logs)
-from traces.format import load_trace, validate_trace, write_trace
+from lustre_alloc.traces.format import load_trace, validate_trace, write_trace
 
 
 def _posix(name: str):
     """The POSIX counters of a shipped log, as PyDarshan gives them."""
     # closed at once (records stay in memory): a report left to the garbage collector can
-    # deadlock in PyDarshan's __del__ (see traces.darshan_import._opened)
+    # deadlock in PyDarshan's __del__ (see lustre_alloc.traces.darshan_import._opened)
     with darshan.DarshanReport(str(example_log_path(name)), read_all=True) as r:
         return r, r.records["POSIX"].to_df()["counters"]
 

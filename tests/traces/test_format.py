@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from traces.format import (COLUMNS, MAGIC, TraceFormatError, TraceRecord, format_record,
+from lustre_alloc.traces.format import (COLUMNS, MAGIC, TraceFormatError, TraceRecord, format_record,
                            load_trace, merge_traces, read_trace, validate_trace,
                            write_trace)
 

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from traces.format import merge_traces, validate_trace, write_trace
-from traces.generators import (default_hacc_csv, GENERATORS, GeneratorParameterError,
+from lustre_alloc.traces.format import merge_traces, validate_trace, write_trace
+from lustre_alloc.traces.generators import (default_hacc_csv, GENERATORS, GeneratorParameterError,
                                HaccDataError, hacc, ior, load_hacc_jobs, tpa)
 
 DAY = 86400.0
@@ -225,7 +225,7 @@ def test_every_parameter_has_a_default_and_a_documented_source():
 
 @pytest.mark.parametrize("name", sorted(PAPER_RATE))
 def test_written_trace_reads_back_equal_to_the_generated_records(tmp_path, name):
-    from traces.format import load_trace
+    from lustre_alloc.traces.format import load_trace
     recs = list(GENERATORS[name](3600.0, 9))
     p = tmp_path / f"{name}.csv.gz"
     write_trace(p, recs)

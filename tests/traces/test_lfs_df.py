@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from traces.lfs_df import LustreDumpFormatError, read_lctl_dl, read_lfs_df
+from lustre_alloc.traces.lfs_df import LustreDumpFormatError, read_lctl_dl, read_lfs_df
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,94 @@
+"""Per-OST write totals over every sample the state store folded, so a reader that looks
+at some samples only still counts what all of them measured.
+
+The MCMF rate tracker (:class:`lustre_alloc.mapper.speed.rates.OstRateTracker`) looks at the state when
+a round is built, i.e. at creates. Live, the collectors publish every interval (5 s,
+paper Section III-A) and the store keeps each OST's latest sample, so a round saw only
+the last interval: a slow OST's RPCs of a minute ago, with nothing since, were lost to
+it. The simulator reduces lazily at a create, over the readings since its previous
+reduction (:mod:`lustre_alloc.simulator.mds_view`), so its rounds saw all of them. The delta of these
+totals between two looks is what one sample over the whole span reports, live and
+simulated alike, because every quantity the rate estimate uses adds up:
+
+* brw_stats "I/O time" mean: :func:`lustre_alloc.collectors.reduce.summarize_log2`'s mean is linear in
+  the bucket counts, so the mean over several intervals is their ``write_ios``-weighted
+  mean;
+* "disk I/Os in flight" mean: the same, weighted by ``write_ios`` (the simulator and the
+  live emulator tally both blocks per RPC);
+* obdfilter ``write_bytes``: the interval's rate times its span.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(slots=True)
+class WriteTotals:
+    """Sums over an OST's samples (or, from :meth:`since`, over the samples of a span).
+
+    Attributes:
+        samples: samples folded.
+        ios: brw_stats write I/Os (the "I/O time" histogram's count, ``write_ios``).
+        io_time_s: sum of ``write_ios`` x mean write I/O time, seconds.
+        flight_ios: the ``write_ios`` of samples that had the "disk I/Os in flight" block.
+        in_flight: sum of ``write_ios`` x mean write I/Os in flight over those samples.
+        bytes: bytes written (obdfilter ``write_bytes_per_s`` x the sample's span).
+        bytes_span_s: seconds covered by samples with a write rate.
+        time_s: the last sample's time, seconds (None before any).
+    """
+    samples: int = 0
+    ios: int = 0
+    io_time_s: float = 0.0
+    flight_ios: int = 0
+    in_flight: float = 0.0
+    bytes: float = 0.0
+    bytes_span_s: float = 0.0
+    time_s: float | None = None
+
+    def add(self, time_s: float, span_s: float, write_ios: float | None,
+            latency_s: float | None, in_flight: float | None,
+            bytes_per_s: float | None) -> None:
+        """Fold one sample at ``time_s`` covering ``span_s`` seconds. ``write_ios`` None
+        with a latency (an older sample format without the count) weighs 1."""
+        self.samples += 1
+        self.time_s = time_s
+        ios = 1 if write_ios is None and latency_s is not None else int(write_ios or 0)
+        if latency_s is not None and latency_s > 0 and ios > 0:
+            self.ios += ios
+            self.io_time_s += ios * latency_s
+            if in_flight is not None and in_flight >= 1:
+                self.flight_ios += ios
+                self.in_flight += ios * in_flight
+        if bytes_per_s is not None and bytes_per_s >= 0 and span_s > 0:
+            self.bytes += bytes_per_s * span_s
+            self.bytes_span_s += span_s
+
+    def since(self, before: "WriteTotals | None") -> "WriteTotals":
+        """What the samples after ``before`` (an earlier copy of these totals) added;
+        everything when ``before`` is None or from another run of the store (it counts
+        more samples)."""
+        if before is None or before.samples > self.samples:
+            return self.copy()
+        return WriteTotals(self.samples - before.samples, self.ios - before.ios,
+                           self.io_time_s - before.io_time_s,
+                           self.flight_ios - before.flight_ios,
+                           self.in_flight - before.in_flight, self.bytes - before.bytes,
+                           self.bytes_span_s - before.bytes_span_s, self.time_s)
+
+    def copy(self) -> "WriteTotals":
+        return replace(self)
+
+    @property
+    def latency_s(self) -> float | None:
+        """Mean write I/O time over these samples, s (None: no write ran)."""
+        return self.io_time_s / self.ios if self.ios > 0 and self.io_time_s > 0 else None
+
+    @property
+    def mean_in_flight(self) -> float | None:
+        """Mean write I/Os in flight, itself included (None: no sample had the block)."""
+        return self.in_flight / self.flight_ios if self.flight_ios > 0 else None
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        """Bytes written per second over the span (None: no write rate was sampled)."""
+        return self.bytes / self.bytes_span_s if self.bytes_span_s > 0 else None

@@ -1,0 +1,225 @@
+"""Layouts leased ahead, in simulation (protocol v2): what a layout chosen up to
+one lease lifetime before its create costs in job I/O time.
+
+A policy named ``<policy>+lease`` (``mcmf+lease``) runs ``<policy>`` behind the shim's
+leases: a create takes the next layout its class holds; a class that holds none, or only
+half of its last grant, asks the policy for a batch of identical creates in one
+``allocate_batch`` (as the mapper's lease desk decides a lease,
+:mod:`lustre_alloc.mapper.service.leases`), every layout booked as pending load when it is decided.
+A layout is used until 80% of the lifetime after its grant; what is left when it expires,
+or holds an OST that became unusable (the revocation), is un-booked
+(:meth:`~lustre_alloc.mapper.policies.placement.BooksPlacements.unbook`).
+
+The sizing and lifetime constants are the shim's and the mapper's
+(``liblustre_alloc/la_lease.c``: ``LA_ASK_MIN``, ``LA_ASK_HORIZON_S``, ``LA_USE_FRACTION``;
+``la_internal.h``: ``LA_LEASE_ASK_MAX``, ``LA_LEASE_MAX_STRIPES``; the mapper's
+``lease_s`` bounded by the primary's ``plan_ttl_s``), restated here because the C shim
+cannot run inside the simulator; ``tests/simulator/test_leasing.py`` reads them from the C
+sources so the two cannot drift. The class key is the shim's: job, pool, stripe count,
+stripe size, expected bytes (the directory is one per job in a trace).
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from lustre_alloc.mapper.policies.mcmf.flow_round import bytes_per_stripe
+from lustre_alloc.mapper.policies.gate import GatedPolicy
+from lustre_alloc.mapper.policies.placement import (AllocationError, BatchPolicy, BooksPlacements,
+                                       CreateRequest, LearnsSizes, Placement, PlacementPolicy,
+                                       PlansAhead,
+                                       allocate_each, decide_batch)
+from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot
+from lustre_alloc.mapper.state.ost_health import is_usable
+
+LEASE_SUFFIX = "+lease"
+"""A policy name ending so runs the policy behind leases."""
+ASK_MIN = 16
+"""``LA_ASK_MIN``: the first lease of a class asks at least this many layouts."""
+ASK_MAX = 256
+"""``LA_LEASE_ASK_MAX`` (the mapper's ``lease_max_layouts`` default too)."""
+ASK_HORIZON_S = 0.1
+"""``LA_ASK_HORIZON_S``: a refill covers this much of the class's create rate, s."""
+USE_FRACTION = 0.8
+"""``LA_USE_FRACTION``: a layout is used until this fraction of the lifetime."""
+MAX_STRIPES = 64
+"""``LA_LEASE_MAX_STRIPES``: wider layouts (and ``-1``) are asked per create."""
+LEASE_S = 2.0
+"""The mapper's ``lease_s`` default (docs/operations.md), s."""
+
+
+@dataclass
+class _Class:
+    """One class's leased layouts (oldest first) and its refill state."""
+    held: deque = field(default_factory=deque)       # (osts, use_by_s, bytes_per_stripe)
+    last_granted: int = 0
+    rate_per_s: float = 0.0
+    rate_t_s: float = -math.inf
+    taken: int = 0
+    rate_taken: int = 0
+    checked: frozenset | None = None   # the usable set its layouts were last checked on
+
+
+class LeasedCreates(BatchPolicy):
+    """``policy`` behind the shim's leases (a :class:`PlacementPolicy`).
+
+    Args:
+        policy: the policy under test (gated or not).
+        lease_s: the mapper's ``lease_s``; the lifetime is at most the primary's
+            ``plan_ttl_s``.
+
+    Attributes:
+        stats: ``granted`` / ``taken`` / ``expired`` / ``revoked`` layouts, ``leases``
+            asked, ``per_create`` creates asked per create (too wide to lease, or a
+            composite file's components, :meth:`allocate_unleased`).
+    """
+
+    def __init__(self, policy: PlacementPolicy, lease_s: float = LEASE_S):
+        self.policy = policy
+        self.name = f"{policy.name}{LEASE_SUFFIX}"
+        primary = policy.primary if isinstance(policy, GatedPolicy) else policy
+        self._books = primary if isinstance(primary, BooksPlacements) else None
+        plans = primary.plans if isinstance(primary, PlansAhead) else None
+        self.lifetime_s = lease_s if plans is None else min(lease_s, float(plans.ttl_s))
+        self.classes: dict[tuple, _Class] = {}
+        self._next_expiry_s = math.inf
+        self._usable_of: ClusterSnapshot | None = None
+        self._usable_version: int | None = None
+        self._usable_set: frozenset[int] = frozenset()
+        self.stats = {"granted": 0, "taken": 0, "expired": 0, "revoked": 0, "leases": 0,
+                      "per_create": 0}
+
+    def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
+        """The next leased layout of ``request``'s class (refilled first when due).
+
+        Raises:
+            AllocationError: the policy granted nothing for an empty class.
+        """
+        if not 0 < request.stripe_count <= MAX_STRIPES:
+            return self.allocate_unleased(snapshot, request)
+        now = snapshot.time_s
+        if now >= self._next_expiry_s:
+            self._expire_all(snapshot, now)
+        key = (request.jobid, request.pool, request.stripe_count, request.stripe_size,
+               request.expected_bytes)
+        cls = self.classes.get(key)
+        if cls is None:
+            cls = self.classes[key] = _Class()
+        self._drop_stale(snapshot, cls, now)
+        if len(cls.held) <= cls.last_granted // 2:
+            self._refill(snapshot, request, cls, now, waiting=not cls.held)
+        if not cls.held:
+            raise AllocationError("no layout granted for this class")
+        osts, _, _ = cls.held.popleft()
+        cls.taken += 1
+        self.stats["taken"] += 1
+        return Placement(osts, self.name, note="leased")
+
+    def learn_sizes(self, jobid: str, sizes: Sequence[int]) -> int:
+        """The policy's :meth:`~lustre_alloc.mapper.policies.placement.LearnsSizes.learn_sizes` (0 when it
+        learns none)."""
+        return self.policy.learn_sizes(jobid, sizes) if isinstance(self.policy, LearnsSizes) \
+            else 0
+
+    def allocate_unleased(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
+        """``request`` asked per create, as the shim asks what it does not lease (a
+        composite file's components: ``la_pfl.c`` sends one v2 composite ``alloc`` per
+        create); counted in ``per_create``.
+
+        Raises:
+            AllocationError: the policy's refusal.
+        """
+        self.stats["per_create"] += 1
+        return self.policy.allocate(snapshot, request)
+
+    def _usable(self, snapshot: ClusterSnapshot) -> frozenset[int]:
+        """The usable OST indices of ``snapshot``, computed once per state version (the
+        MDS view bumps ``version`` on every in-place update; without one, every call)."""
+        if (snapshot is not self._usable_of or snapshot.version is None
+                or snapshot.version != self._usable_version):
+            self._usable_set = frozenset(o.index for o in snapshot.osts if is_usable(o))
+            self._usable_of, self._usable_version = snapshot, snapshot.version
+        return self._usable_set
+
+    def _expire_all(self, snapshot: ClusterSnapshot, now: float) -> None:
+        """Every class's expired layouts come off the books (the mapper's expiry runs
+        whether or not the class creates again)."""
+        nxt = math.inf
+        for cls in self.classes.values():
+            self._drop_stale(snapshot, cls, now)
+            if cls.held:
+                nxt = min(nxt, cls.held[0][1])
+        self._next_expiry_s = nxt
+
+    def _drop_stale(self, snapshot: ClusterSnapshot, cls: _Class, now: float) -> None:
+        """Un-book and drop layouts past their use-by time or naming an OST that is no
+        longer usable (what the shim skips and the mapper takes back)."""
+        if not cls.held:
+            return
+        usable = self._usable(snapshot)
+        if cls.checked is usable and cls.held[0][1] >= now:
+            return      # nothing expired (the oldest is first) and no OST changed since
+        cls.checked = usable
+        keep: deque = deque()
+        for osts, use_by, bps in cls.held:
+            if use_by < now:
+                self.stats["expired"] += 1
+            elif not usable.issuperset(osts):
+                self.stats["revoked"] += 1
+            else:
+                keep.append((osts, use_by, bps))
+                continue
+            if self._books is not None:
+                self._books.unbook(osts, bps)
+        cls.held = keep
+
+    def _refill(self, snapshot: ClusterSnapshot, request: CreateRequest, cls: _Class,
+                now: float, waiting: bool) -> None:
+        want = self._ask_size(cls, now, waiting)
+        self.stats["leases"] += 1
+        try:
+            results: Sequence = decide_batch(self.policy, snapshot, [request] * want)
+        except AllocationError:
+            return
+        use_by = now + USE_FRACTION * self.lifetime_s
+        granted = 0
+        for placed in results:
+            if isinstance(placed, Placement):
+                bps = bytes_per_stripe(request, len(placed.osts))
+                cls.held.append((tuple(placed.osts), use_by, bps))
+                granted += 1
+        cls.last_granted = granted
+        self.stats["granted"] += granted
+        self._next_expiry_s = min(self._next_expiry_s, use_by)
+
+    @staticmethod
+    def _ask_size(cls: _Class, now: float, waiting: bool) -> int:
+        """``la_ask_size``: 100 ms of the class's create rate (a running mean), at least
+        :data:`ASK_MIN`, at least twice the last grant when the ring ran dry, at most
+        :data:`ASK_MAX`."""
+        dt = now - cls.rate_t_s
+        if math.isfinite(cls.rate_t_s) and dt > 0:
+            rate = (cls.taken - cls.rate_taken) / dt
+            cls.rate_per_s = 0.5 * (cls.rate_per_s + rate) if cls.rate_per_s > 0 else rate
+        cls.rate_t_s, cls.rate_taken = now, cls.taken
+        want = max(ASK_MIN, math.ceil(cls.rate_per_s * ASK_HORIZON_S))
+        if waiting:
+            want = max(want, 2 * cls.last_granted)
+        return min(want, ASK_MAX)
+
+    def allocate_batch(self, snapshot: ClusterSnapshot,
+                       requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
+        """Each request in turn (:meth:`allocate`), errors in place."""
+        return allocate_each(self, snapshot, requests)
+
+
+def leased(name: str) -> tuple[str, bool]:
+    """(the policy's own name, whether ``name`` asks for it behind leases)."""
+    if name.endswith(LEASE_SUFFIX):
+        return name[: -len(LEASE_SUFFIX)], True
+    return name, False
+
+
+__all__ = ["LEASE_SUFFIX", "LeasedCreates", "leased"]

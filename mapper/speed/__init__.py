@@ -1,4 +1,0 @@
-"""What the mapper believes of each OST's and OSS's speed, from the collectors' samples
-alone: the estimator (:mod:`mapper.speed.rates`) and its memory across restarts
-(:mod:`mapper.speed.rate_memory`). Read by placement (the round view and the rate cost),
-by steering (the slow-OST controller) and by explain (prices)."""
