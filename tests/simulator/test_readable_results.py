@@ -3,8 +3,10 @@ provenance in summary.json, tidy CSVs, the 1.05 line in the figure legends, a ro
 one-line errors with exit code 2 for a scenario or data file that cannot be used."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
+import io
 import json
 import shutil
 
@@ -18,16 +20,19 @@ from lustre_alloc.simulator.scenario import SCENARIO_DIR
 
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory):
+    """One run for the module, made by the fixture (whichever test a worker runs first)."""
     out = tmp_path_factory.mktemp("run")
     argv = ["run", "nersc-edison-real", "--duration", "3600", "--policy", "round_robin",
             "--policy", "random", "--jobs", "1", "--no-figures", "--out", str(out)]
-    return out, argv
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(argv) == 0
+    return out, argv, printed.getvalue()
 
 
-def test_table_headers_legend_and_never_with_threshold(short_run, capsys):
-    out, argv = short_run
-    assert main(argv) == 0
-    text = " ".join(capsys.readouterr().out.split())  # rich wraps the legend at 150 columns
+def test_table_headers_legend_and_never_with_threshold(short_run):
+    out, argv, printed = short_run
+    text = " ".join(printed.split())  # rich wraps the legend at 150 columns
     # the real Edison state (65%..82% full) stays above 1.05 for a 1 h run: 'never' names 1.05
     assert f"never ≤{BALANCED_MAX_MEAN}" in text
     for words in ("OST used max/mean", f"(≤{BALANCED_MAX_MEAN}) from hour", "Jain",
@@ -40,7 +45,7 @@ def test_table_headers_legend_and_never_with_threshold(short_run, capsys):
 
 
 def test_summary_json_records_provenance(short_run):
-    out, argv = short_run
+    out, argv, _ = short_run
     summary = json.loads((out / "summary.json").read_text())
     prov = summary["provenance"]
     scenario = SCENARIO_DIR / "nersc-edison-real.toml"
@@ -55,7 +60,7 @@ def test_summary_json_records_provenance(short_run):
 
 
 def test_summary_csvs_are_tidy(short_run):
-    out, _ = short_run
+    out, _, _ = short_run
     with open(out / "summary.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [r["policy"] for r in rows] == ["round_robin", "random"]
