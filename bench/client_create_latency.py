@@ -9,15 +9,15 @@ round_robin and with its default primary policy (mcmf), each with leases
 (protocol v2, the default) and one request per create (LUSTRE_ALLOC_LEASE=0),
 the stand-in mapper (v1 protocol cost alone), the shim with no mapper
 configured, the mapper stopped (back-off), and a create outside
-LUSTRE_ALLOC_PATHS (pass-through cost).  Target (issue 7): added p50 <= 150 us;
-issue 29: leased creates within 10 us (p50) and 100 us (p99) of the shim with
+LUSTRE_ALLOC_PATHS (pass-through cost).  Target: added p50 <= 150 us;
+the target: leased creates within 10 us (p50) and 100 us (p99) of the shim with
 no mapper.
 The record backend writes one line per create in every shim row.
 
 --before REV builds the shim of git revision REV (git archive + make, in a
 temporary directory) and measures its rows interleaved with this tree's in
 the same run, then prints the added p50 per create of both and their ratio
-(issue 14: the helper thread must not cost more than it saves).
+(the helper thread must not cost more than it saves).
 
 Usage: .venv/bin/python bench/client_create_latency.py [--files N] [--rounds R] [--before REV]
 """
@@ -92,7 +92,7 @@ def run_round(work: Path, name: str, n: int, env_extra: dict[str, str] | None,
 
 def lease_table(console: Console, configs: dict, samples: dict[str, list[np.ndarray]]) -> None:
     """Leased creates against the shim with no mapper and against one request per create
-    (issue #29 targets: p50 within 10 us, p99 within 100 us of the no-mapper path)."""
+   ."""
     n50, n99 = np.percentile(np.concatenate(samples[NO_MAPPER]), [50, 99])
     t = Table(title="leases (protocol v2): added latency against the shim with no mapper, "
                     "same run (us)")

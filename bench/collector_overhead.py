@@ -1,4 +1,4 @@
-"""Collector CPU% and RSS on a fixture tree with 8 OSTs (issue 5; paper Section IV-A2: the OSS
+"""Collector CPU% and RSS on a fixture tree with 8 OSTs (paper Section IV-A2: the OSS
 publisher stays under 1% CPU and 12 MB).
 
 Builds a temporary proc/sys tree whose 8 OSTs are symlinks to the 4 OSTs of the real Lustre

@@ -1,4 +1,4 @@
-"""Compare two trees of simulation results, field by field (issue #26: "behaviour unchanged
+"""Compare two trees of simulation results, field by field ("behaviour unchanged
 where nothing was wrong").
 
 Usage::

@@ -1,4 +1,4 @@
-"""Creates per second of a multi-process create burst under the shim (issue #29).
+"""Creates per second of a multi-process create burst under the shim.
 
 Two processes (``--procs``) of the project's own C create loop
 (``liblustre_alloc/tests/la_create_files``: open(O_CREAT) + write + close of N new files;

@@ -1,5 +1,5 @@
 """Learning time: how long a policy takes to steer new stripes away from OSTs that slowed
-down without any flag, and to bring them back after they recover (issue #28).
+down without any flag, and to bring them back after they recover.
 
 The world's unflagged ``degrade`` events (``flagged = false``: nothing in Lustre says the
 OSTs are slow; only their own RPC times show it) give the slow OSTs ``A``, the onset and

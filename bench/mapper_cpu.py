@@ -20,7 +20,7 @@ the part inside ``_serve_queued``, the mapper's requests/s, and who decided (eve
 Why: on the 2-core bench machine the clients and the mapper share the CPUs, so the round
 trips/s ``bench/mapper_latency.py`` reports are decided by the mapper's CPU per request
 and swing with whatever else runs. CPU time of one thread per request does not: it is
-this repository's noise-robust measure of the request path (issue 19: round_robin must
+this repository's noise-robust measure of the request path (round_robin must
 approach the echo floor). It prints; it never asserts.
 
     PYTHONPATH=. .venv/bin/python bench/mapper_cpu.py [--osts 32,800,3600]

@@ -16,7 +16,7 @@ child maps are shared pages; mcmf only: ``lustre_alloc.mapper.service.plan_worke
 Each mapper first serves ``WARMUP_S`` of requests that are not measured (caches, the
 predictor and the plan queues reach their steady state). Printed beside each run: its
 allocations/s as a share of the floor's (``/floor``) and its p50 minus the floor's.
-Targets (issue 19): mcmf >= 80 % and round_robin >= 90 % of the floor's round trips/s
+Targets: mcmf >= 80 % and round_robin >= 90 % of the floor's round trips/s
 with 16 clients at 32, 800 and 3600 OSTs, no budget fallbacks, p50 at 1 client <= floor
 + 50 us, p99 <= 1 ms at 3600 OSTs, RSS <= 150 MB. This script prints; it never asserts
 timings.

@@ -72,7 +72,7 @@ DEFAULT_VARIANTS = (
 )
 """(label, policy, parameters) of the default variants. ``mcmf_flow`` is the flow deciding
 every request in its own round, without the switch to Lustre's RR (``regime = false``), so
-``mcmf`` against ``mcmf_flow`` is what the switch costs or earns. Until issue #28's third
+``mcmf`` against ``mcmf_flow`` is what the switch costs or earns. Until the third
 run the default mcmf was the flow with plan queues, and this row was ``mcmf_noplan`` (the
 same without plan queues). The predictor has no row: it is off by default
 (``predict_k = 0``), and no bundled world announces a file size to learn from
@@ -287,7 +287,7 @@ bandwidth columns."""
 VS_BASE = ("job_io_mean_s", "phase_io_mean_s", "phase_io_p99_s", "bandwidth_mib_s")
 
 SCALE_WORLDS = tuple(f"scale-{n}{h}" for n in (160, 800, 3600) for h in ("", "-hetero"))
-"""The scalability study's worlds in ``--all`` (issue #27: 160, 800 and 3600 OSTs, uniform
+"""The scalability study's worlds in ``--all`` (160, 800 and 3600 OSTs, uniform
 and with the LMT-measured spread)."""
 DOC_BEGIN = "<!-- placement_eval --all: begin (generated; do not edit by hand) -->"
 DOC_END = "<!-- placement_eval --all: end -->"

@@ -1,4 +1,4 @@
-"""Benchmark: plan time of the rebalance planner, 1M files on 3600 OSTs (issue #21).
+"""Benchmark: plan time of the rebalance planner, 1M files on 3600 OSTs.
 
 The cluster: 3600 OSTs of 100 TiB at 1 GiB/s; 3240 hold the files (an expansion added
 360 empty OSTs), a tenth of those are 10% fuller (drift). Files: 1M, log-normal sizes

@@ -1,4 +1,4 @@
-"""Measure rebalancing in the simulator (issue #21): balance, jobs' I/O time, bytes moved.
+"""Measure rebalancing in the simulator: balance, jobs' I/O time, bytes moved.
 
 Runs a scenario and its rebalancing variant under one policy and prints, per run: OST
 max/mean used space at hours 4, 8, 12, 24 and its maximum over hours 4-24; the jobs'

@@ -1,5 +1,5 @@
 """docs/architecture.md stays honest: every path its tables name exists, every package and
-module of the project is listed, and the layers it states hold (issue #16)."""
+module of the project is listed, and the layers it states hold."""
 from __future__ import annotations
 
 import configparser
@@ -80,7 +80,7 @@ def test_no_import_goes_to_a_higher_layer():
 MAPPER_LAYERS = {"state": 0, "speed": 1, "flow": 2, "predictor": 3, "steer": 4, "policies": 5,
                  "rebalance": 6, "explain": 7, "shadow": 8, "service": 9, "migrate": 10,
                  "selftest": 11}
-"""The layers inside ``lustre_alloc/mapper/`` that docs/architecture.md states (issue #26)."""
+"""The layers inside ``lustre_alloc/mapper/`` that docs/architecture.md states."""
 
 
 def _mapper_package_edges() -> set[tuple[str, str]]:

@@ -1,5 +1,5 @@
 """A configuration error in a service, missing or unreadable CURVE keys included, prints one
-line and exits 2 (issue #30: the mapper and the broker used to exit 1, so systemd's
+line and exits 2 (the mapper and the broker used to exit 1, so systemd's
 ``RestartPreventExitStatus=2`` never stopped their restart loop)."""
 from __future__ import annotations
 

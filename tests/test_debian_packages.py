@@ -1,4 +1,4 @@
-"""The Debian packages (issue #30): built here with dpkg-buildpackage (packaging/build-deb.sh),
+"""The Debian packages: built here with dpkg-buildpackage (packaging/build-deb.sh),
 one per role, installed into a clean root with dpkg; the collector package carries no OR-Tools
 and no numpy and refuses the simulator in one line; sysusers.d and tmpfiles.d make the service
 user and the directories in that root."""

@@ -90,7 +90,7 @@ def test_mapper_unit_reloads_with_sighup(staged):
 
 
 def test_units_are_hardened(staged):
-    """``systemd-analyze security`` rates every unit 4 or less (issue #30: they were
+    """``systemd-analyze security`` rates every unit 4 or less (they were
     8.5-8.9, "EXPOSED")."""
     assert shutil.which("systemd-analyze"), "systemd-analyze missing: run scripts/setup-env.sh"
     for unit in UNITS:
@@ -135,7 +135,7 @@ def _verify_with_stub(staged, unit: str, command: str) -> None:
 
 def test_shipped_configurations_and_prometheus_agree_on_ports():
     """The example scrape configuration scrapes the ports the shipped configurations serve
-    /metrics on (issue #30: the broker's and the collector's were off, so the shipped alerts
+    /metrics on (the broker's and the collector's were off, so the shipped alerts
     on them never fired)."""
     import tomllib
     import yaml

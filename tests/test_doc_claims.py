@@ -1,4 +1,4 @@
-"""The docs and the README say only what the code does (issue #26): every repository path
+"""The docs and the README say only what the code does: every repository path
 they name exists, every Python name they cite (``lustre_alloc.mapper.policies.registry.build_policy``)
 resolves, every bundled scenario they name is bundled, and every option they show for
 one of our commands is an option of that command."""
@@ -170,3 +170,13 @@ def test_docstrings_cite_sources_not_issue_numbers():
                 if re.search(r"(?<!/)\b[Ii]ssues? #?\d+", line):
                     found.append(f"{path.relative_to(ROOT)}:{n}")
     assert found == [], "issue numbers in the code:\n" + "\n".join(found)
+
+
+def test_no_issue_numbers_in_test_or_bench_docstrings():
+    """Tests and benchmarks say what they check, not which ticket asked for it (the tracker's
+    numbers mean nothing to a reader of the code; history belongs in commits)."""
+    pattern = re.compile(r"[Ii]ssues? #?\d+")
+    found = [f"{p.relative_to(ROOT)}:{n}" for folder in ("tests", "bench")
+             for p in sorted((ROOT / folder).rglob("*.py")) if p.name != "test_doc_claims.py"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert found == []

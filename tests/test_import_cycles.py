@@ -1,5 +1,5 @@
 """No import cycle among the project's modules, lazy (function-level) imports included
-(issue #16: markov <-> markov_store and network model <-> ns3 were cycles)."""
+(markov <-> markov_store and network model <-> ns3 were cycles)."""
 from __future__ import annotations
 
 import ast

@@ -1,4 +1,4 @@
-"""The RPMs for EL8/EL9 (issue #30): built here with rpmbuild from packaging/rpm/lustre-alloc.spec
+"""The RPMs for EL8/EL9: built here with rpmbuild from packaging/rpm/lustre-alloc.spec
 (packaging/build-rpm.sh), one per role, linted with rpmlint and the filters
 packaging/rpm/rpmlint.toml documents; the collector package carries no OR-Tools and no numpy."""
 from __future__ import annotations

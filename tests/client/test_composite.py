@@ -1,4 +1,4 @@
-"""Composite (PFL) directory defaults under the shim (issue #29, part 4), with real programs
+"""Composite (PFL) directory defaults under the shim, with real programs
 under LD_PRELOAD against a real mapper: every OST component of a file gets its OSTs from the
 mapper in one request, a Data-on-MDT component and a self-extending extension are kept as
 the directory had them, and what the shim cannot place (FLR mirrors, a v1 mapper) is left to

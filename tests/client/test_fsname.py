@@ -1,5 +1,5 @@
 """LUSTRE_ALLOC_FSNAME: a mapper serving several file systems (state keyed by (fsname, OST
-index), issue #20) places a shim's create only when the shim names its file system."""
+index)) places a shim's create only when the shim names its file system."""
 from __future__ import annotations
 
 import errno

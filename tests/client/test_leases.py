@@ -1,4 +1,4 @@
-"""The shim's leases (protocol v2, issue #29), with real programs under LD_PRELOAD against a
+"""The shim's leases (protocol v2), with real programs under LD_PRELOAD against a
 real mapper: creates take leased layouts without a round trip each, what a process holds
 goes back at exit, a fork child never reuses its parent's layouts, a v1 mapper is asked per
 create, and a mapper killed with leases outstanding fails no create."""

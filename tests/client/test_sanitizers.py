@@ -116,7 +116,7 @@ def test_asan_ubsan_preloaded_threads_and_fork(san_build, real_mapper, tmp_path,
     assert len(recs) == files and all(r["result"] == "layout" for r in recs)
 
 
-# ---- the safety paths of issue 14 under the checkers ----
+# ---- the shim's safety paths under the checkers ----
 
 def _safety_tree(tmp_path):
     """A data directory whose default layout (user xattr seam) carries a pool, a PFL

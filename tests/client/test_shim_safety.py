@@ -1,4 +1,4 @@
-"""Safety of the shim inside an application (issue 14): signal handlers that
+"""Safety of the shim inside an application: signal handlers that
 create files, paths that leave through a symbolic link, directory default
 layouts (pool, PFL, changed during a run), the explicit API's pool, and
 CURVE between the shim and the real mapper.
@@ -77,7 +77,7 @@ def test_sigalrm_handler_creates_2000_files_while_main_thread_is_in_malloc(shim_
                                                                             standin):
     """open(O_CREAT) is async-signal-safe in libc; under the shim too.  A timer every 500 us
     (longer than one create with the stand-in mapper, so the main thread runs, inside malloc,
-    between two handlers); the shim before issue 14 aborted or hung here in 3 of 3 runs."""
+    between two handlers); an earlier shim aborted or hung here in 3 of 3 runs."""
     shim = shim_run_factory(standin("normal").endpoint, LUSTRE_ALLOC_TIMEOUT_MS="2000")
     prog = LIBDIR / "tests" / "la_signal_creates"
     for run in range(3):

@@ -1,4 +1,4 @@
-"""A simulated create asks the mapper what the shim asks for the same create (issue #27):
+"""A simulated create asks the mapper what the shim asks for the same create:
 the simulator's request (:meth:`lustre_alloc.simulator.create_path.CreatePath.request`) equals, field by
 field, the request the real shim sends, captured by the stand-in mapper."""
 from __future__ import annotations

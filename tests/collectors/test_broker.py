@@ -135,7 +135,7 @@ def test_curve_rejects_unauthenticated_and_unknown_publishers(keys, ctx):
 
 def test_a_rejected_collector_says_so(keys, ctx, caplog):
     """The broker drops an unauthorised key in the handshake; the collector's publisher sees
-    it on its socket monitor, logs it once and counts it (issue #30)."""
+    it on its socket monitor, logs it once and counts it."""
     import logging
     server = CurveServer(str(keys / "broker.key_secret"), str(keys / "authorized"))
     b = Broker(LOCAL, LOCAL, LOCAL, curve=server, heartbeat_s=0.1).start()

@@ -1,4 +1,4 @@
-"""The steering seam on both sides (issue #31): the exact ``lctl`` command lines, the files the
+"""The steering seam on both sides: the exact ``lctl`` command lines, the files the
 emulated servers expose, and the agent's rules (own targets only, someone else's flag left
 alone, leases, restore, a broken ``lctl``)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shadow mode end to end on the live stack (issue #30): emulated OSSes, real collectors,
+"""Shadow mode end to end on the live stack: emulated OSSes, real collectors,
 broker and mapper processes, a program creating real files under the shim. Every create gets
 Lustre's layout (the emulated MDS's QOS allocator), the mapper's choice and Lustre's are both
 recorded, the report compares them, and the mapper books no placement."""

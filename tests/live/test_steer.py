@@ -1,4 +1,4 @@
-"""Steering Lustre's own allocator end to end (issue #31), as processes on 127.0.0.1 over
+"""Steering Lustre's own allocator end to end, as processes on 127.0.0.1 over
 CURVE: an emulated OST slows down; the collectors publish only its own RPC times; the
 mapper's controller flags it ``degraded`` through its OSS's collector; the emulated MDS's
 allocator (Lustre's QOS, restated) stops placing objects on it; when it recovers it is

@@ -1,4 +1,4 @@
-"""Explaining decisions (issue #30): what the rate cost model says OST lists cost, the last
+"""Explaining decisions: what the rate cost model says OST lists cost, the last
 decision per jobid and path, the shadow report's arithmetic."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Capability-weighted interleaving (issue #28, measured, not the default): Lustre's
+"""Capability-weighted interleaving (measured, not the default): Lustre's
 round-robin order when the speeds look alike, shares in proportion to speed otherwise, a
 straggler kept to its exploration share; speed estimates relax toward the others' when an
 OST shows no evidence."""

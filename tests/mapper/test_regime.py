@@ -33,7 +33,7 @@ def _arrays(rates, used, latency=None):
 
 EVERY_TEST = RegimeThresholds(load_ratio=2.0, rate_ratio=1.25, qos_threshold_rr_pct=17,
                               used_band=0.05)
-"""The load and space tests the rule had on by default before issue #28's measurements."""
+"""The load and space tests the rule had on by default before the measurements of docs/history.md."""
 
 
 def test_uniform_load_and_even_space_is_round_robin():
@@ -126,7 +126,7 @@ def test_mcmf_switches_between_round_robin_and_the_flow():
 @settings(max_examples=40, deadline=None)
 @given(counts=st.lists(st.integers(-1, 6), min_size=1, max_size=40), seed=st.integers(0, 99))
 def test_with_alike_osts_the_default_mcmf_walks_lustres_rr_order(counts, seed):
-    """Issue #28's property: equal estimated speeds give Lustre's RR order, list for list."""
+    """The rule's property: equal estimated speeds give Lustre's RR order, list for list."""
     snap = _snapshot([MIB / 500e6] * 8)
     mcmf, rr = McmfPolicy(seed=seed), RoundRobin(seed=seed)
     for k in counts:

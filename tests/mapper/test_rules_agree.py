@@ -1,5 +1,5 @@
 """The simulator, the live stack's emulated MDS and the mapper service apply the same
-Lustre rules to the same state (issue #16: each rule defined once).
+Lustre rules to the same state (each rule defined once).
 
 The same fills are driven through the three paths a rule can take:
 

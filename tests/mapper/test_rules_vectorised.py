@@ -1,5 +1,5 @@
 """Each Lustre rule of lustre_alloc/mapper/state/ost_health.py that has a vectorised form agrees with its
-scalar form on random inputs (issue #26: one rule, two forms side by side)."""
+scalar form on random inputs (one rule, two forms side by side)."""
 from __future__ import annotations
 
 import errno

@@ -1,4 +1,4 @@
-"""The steering controller's rule and its safety (issue #31): enter/leave with hysteresis and
+"""The steering controller's rule and its safety: enter/leave with hysteresis and
 dwell, the share and pool rules, free space, someone else's flags, leases, bounded retries."""
 from __future__ import annotations
 

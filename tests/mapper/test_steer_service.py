@@ -1,4 +1,4 @@
-"""The mapper's steering loop against real agents on 127.0.0.1 (issue #31): actions reach the
+"""The mapper's steering loop against real agents on 127.0.0.1: actions reach the
 right OSS's files, a dry run touches nothing, a dead agent is reported and nothing else
 changes, stop releases everything; the ``[steer]`` table's errors name the key."""
 from __future__ import annotations

@@ -107,7 +107,7 @@ def test_shipped_example_config_and_unit_are_consistent():
 
 def test_a_mapper_without_curve_binds_only_local_addresses(tmp_path):
     """Without CURVE the request socket may bind only what this host alone reaches, unless
-    --insecure (issue #30: a mapper started without a configuration served tcp://*:5558 to
+    --insecure (a mapper started without a configuration served tcp://*:5558 to
     every host, silently)."""
     from lustre_alloc.common.errors import ConfigError
     from lustre_alloc.mapper.service.config import local_endpoint

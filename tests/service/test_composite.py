@@ -1,4 +1,4 @@
-"""Composite (PFL) layouts on the mapper (issue #29, part 4): one OST list per component
+"""Composite (PFL) layouts on the mapper: one OST list per component
 with OST objects, each decided and booked with the file's bytes inside its extent; a file
 whose component cannot be placed is refused whole and leaves nothing booked."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The admin socket and ``lustre-alloc-ctl`` (issue #30): status, explain, shadow report and
+"""The admin socket and ``lustre-alloc-ctl``: status, explain, shadow report and
 reload against a running mapper, readable by a person and as JSON."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sampled decision log (issue #30): why a file went where it did, rate-limited."""
+"""The sampled decision log: why a file went where it did, rate-limited."""
 from __future__ import annotations
 
 import logging

@@ -92,7 +92,7 @@ def test_mapper_serves_its_file_systems_only():
 
 def test_ping_and_gauges_report_each_file_system():
     """A ping names its file system's policy (not the first one's whatever was asked), and
-    the MDS CPU / OST / stale gauges carry an ``fsname`` label each (issue #26)."""
+    the MDS CPU / OST / stale gauges carry an ``fsname`` label each."""
     svc = make_service(policy="round_robin", fsnames=["scratch", "home"], embed_broker=True,
                        broker_frontend="tcp://127.0.0.1:*",
                        broker_backend_bind="tcp://127.0.0.1:*",

@@ -1,4 +1,4 @@
-"""Protocol v2 leases on the mapper (issue #29): layouts leased ahead count as pending load
+"""Protocol v2 leases on the mapper: layouts leased ahead count as pending load
 like any placed list, come off the books when returned unused or when their lifetime ends,
 are bounded per lease and per client, are revoked when an OST of theirs becomes unusable,
 and v1 keeps being served beside them."""

@@ -24,7 +24,7 @@ def test_mcmf_is_the_default_primary_and_lustre_qos_the_fallback():
 
 def test_concurrent_clients_get_mcmf_layouts_and_predicted_requests_hit():
     # no budget: all MCMF; the predictor and the flow on every round by configuration
-    # (off by default: issue #28; predicted lists are the flow's)
+    # (off by default: docs/history.md; predicted lists are the flow's)
     svc = make_service(static_cluster="4x2", round_budget_s=0,
                        policy_params={"mcmf": {"predict_k": 4, "regime": False}})
     out, errors = [], []

@@ -1,5 +1,5 @@
 """One policy factory for the service and the simulator; ``[policy.<name>]`` tables in the
-mapper's TOML carry policy parameters (issue #16)."""
+mapper's TOML carry policy parameters."""
 from __future__ import annotations
 
 import pytest

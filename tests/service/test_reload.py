@@ -1,4 +1,4 @@
-"""SIGHUP reload of a running mapper process (issue #30): a client key added to the
+"""SIGHUP reload of a running mapper process: a client key added to the
 allow-list is accepted without a restart, a broken configuration is rejected and the old one
 keeps serving, reloadable keys apply, and keys that need a restart are named."""
 from __future__ import annotations

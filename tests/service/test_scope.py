@@ -1,4 +1,4 @@
-"""The admin's ``[scope]`` (issue #30): requests outside it are answered EPERM (the shim then
+"""The admin's ``[scope]``: requests outside it are answered EPERM (the shim then
 uses Lustre's allocator), counted, and everything inside is placed as before; a bad table
 names its key; a reload changes the scope of a running mapper."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The busy-day world (issue #27): nersc-lmt-day's real job mix at the LMT peak's
+"""The busy-day world: nersc-lmt-day's real job mix at the LMT peak's
 utilisation. Every number in its header is recomputed from the bundled sources, and the
 world differs from nersc-lmt-day only in how often its managed jobs run."""
 from __future__ import annotations

@@ -103,7 +103,7 @@ def test_the_flow_balances_the_papers_unbalanced_start_faster_than_lustres_alloc
     # QOS (which falls back to RR while free space is within 17%) give every OST the same
     # share, so the initially fuller OSTs stay ahead; the flow sends new files to the
     # emptier ones. (The default mcmf answers even load with Lustre's RR and leaves space
-    # to the rebalancer: docs/placement.md, issue #28.)
+    # to the rebalancer: docs/placement.md.)
     from lustre_alloc.simulator.metrics import max_mean_ratio
     sc = load_scenario("paper-32ost").with_overrides(
         policies=["round_robin", "lustre_qos", "mcmf_flow"], duration_s=7200)

@@ -1,4 +1,4 @@
-"""Fail-slow drives at a measured incidence (issue #27): the ``fail_slow`` event draws slow
+"""Fail-slow drives at a measured incidence: the ``fail_slow`` event draws slow
 OSTs per seed at the stated rates, the engine runs the draw, and the bundled world holds
 its sources' numbers."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""job_stats in the simulator (issue #27): per OST and job id, cumulative byte counters that
+"""job_stats in the simulator: per OST and job id, cumulative byte counters that
 the collectors' own reduction (:func:`lustre_alloc.collectors.collector.reduce_jobs`) turns into the
 sample's ``jobs`` rows, as live; the live emulator's job_stats file, parsed by the
 collector's parser, holds the same counters for the same traffic."""

@@ -1,5 +1,5 @@
 """bench/learning_time.py: the share of new stripes on OSTs that slowed down without a
-flag, and the time a policy takes to steer away from them and back (issue #28)."""
+flag, and the time a policy takes to steer away from them and back."""
 from __future__ import annotations
 
 import importlib.util

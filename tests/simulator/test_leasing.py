@@ -1,4 +1,4 @@
-"""Leases in the simulator (issue #29, part 5): ``<policy>+lease`` runs the policy behind
+"""Leases in the simulator: ``<policy>+lease`` runs the policy behind
 the shim's leases (a batch decided ahead per class, used until 80% of the lifetime,
 un-booked when it expires or names an OST that became unusable), with the shim's and the
 mapper's own constants."""

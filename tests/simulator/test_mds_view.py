@@ -1,5 +1,5 @@
 """The simulator hands the policies nothing that did not come through the mapper's state
-store (issue #26): every load field of the MDS view is the store's output, in every world."""
+store: every load field of the MDS view is the store's output, in every world."""
 from __future__ import annotations
 
 import numpy as np

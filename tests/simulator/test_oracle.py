@@ -1,4 +1,4 @@
-"""The perfect-information reference (issue #27): it reads the simulator's truth, avoids
+"""The perfect-information reference: it reads the simulator's truth, avoids
 what is slow or busy now, never loses to round-robin by more than noise in a uniform world,
 and the mapper service refuses to load it."""
 from __future__ import annotations

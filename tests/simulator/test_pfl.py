@@ -1,4 +1,4 @@
-"""Composite (PFL) layouts in the simulator (issue #29, part 4): each file is placed
+"""Composite (PFL) layouts in the simulator: each file is placed
 component by component through the same request rule as the mapper's composite ``alloc``,
 a file's bytes past a component's end go to the next component's OSTs, so where a later
 component goes shows in the job's I/O time."""

@@ -1,4 +1,4 @@
-"""``qos_steer`` in the simulator (issue #31): Lustre's QOS under the steering controller, fed
+"""``qos_steer`` in the simulator: Lustre's QOS under the steering controller, fed
 every sample through the honest statistics path. On a uniform world it takes no action and
 is QOS exactly; with a straggler it flags it and the straggler's jobs finish."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One statistics path (issue #27): the simulator keeps what an OST's brw_stats and obdfilter
+"""One statistics path: the simulator keeps what an OST's brw_stats and obdfilter
 stats would hold, advanced only by RPCs that ran, and reduces it with the collectors' own
 code. The same traffic through the live emulator (real files, the real collector) gives the
 same sample up to the histograms' bucket resolution, and an idle OST's sample carries no

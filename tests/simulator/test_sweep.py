@@ -1,4 +1,4 @@
-"""Sweeps on Dask distributed (issue #27): the same seeds give identical results whether
+"""Sweeps on Dask distributed: the same seeds give identical results whether
 the runs go one after the other in this process or as tasks on a real LocalCluster; the
 seeds change the runs, and the aggregate states its intervals."""
 from __future__ import annotations

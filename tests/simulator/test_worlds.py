@@ -1,4 +1,4 @@
-"""The worlds where placement matters (issue #27) hold their headline condition, from their
+"""The worlds where placement matters hold their headline condition, from their
 named evidence, never tuned to a policy."""
 from __future__ import annotations
 
