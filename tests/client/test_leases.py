@@ -14,7 +14,7 @@ import pytest
 from tests.service.conftest import make_service
 
 from tests.service.test_mds_view import fed_by_mds, mds_body
-from tests.service.test_state_feed import wait_for
+from tests.support import wait_for
 
 from .conftest import N_OSTS, assert_valid_layout
 

@@ -12,7 +12,7 @@ import pytest
 from lustre_alloc.common import lustre_layout as ll
 
 from ..service.conftest import make_service
-from ..service.test_state_feed import wait_for
+from tests.support import wait_for
 from .conftest import parse_records
 from .lustre_model import make_model
 

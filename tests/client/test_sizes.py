@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.service.conftest import make_service
-from tests.service.test_state_feed import wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,18 +10,10 @@ from lustre_alloc.collectors.broker import Broker
 from lustre_alloc.common.curve import CurveClient, CurveServer, generate_keys
 from lustre_alloc.collectors.publisher import Publisher
 from lustre_alloc.collectors.subscriber import Subscriber
+from tests.support import wait_for
 
 LOCAL = "tcp://127.0.0.1:*"
 BODY = {"server": {"values": {"cpu_percent": 1.0}, "unavailable": {}}, "targets": {}}
-
-
-def wait_for(predicate, timeout_s=5.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 @pytest.fixture

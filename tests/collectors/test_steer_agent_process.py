@@ -15,7 +15,7 @@ import zmq
 
 from lustre_alloc.livestack.stack import free_port
 
-from tests.service.test_state_feed import wait_for
+from tests.support import wait_for
 
 from .test_steer_agent import _osp_root
 

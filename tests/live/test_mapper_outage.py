@@ -9,20 +9,12 @@ import time
 import pytest
 
 from .conftest import FALLBACK_REASONS, READY_TIMEOUT_S
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 TIMEOUT_MS = 100
 SLACK_US = 400_000  # scheduling on a loaded 2-core machine, on top of the timeout
 LEASE_S = 2.0       # the mapper's default lease_s: a leased layout is used no longer
-
-
-def wait_for(cond, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_mapper_kill9_no_create_fails_fallback_then_restored(live):

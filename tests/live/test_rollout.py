@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from lustre_alloc.mapper.service import ctl
-from tests.service.test_state_feed import wait_for
+from tests.support import wait_for
 
 from .conftest import Live
 

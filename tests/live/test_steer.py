@@ -18,6 +18,7 @@ from lustre_alloc.mapper.policies.placement import CreateRequest
 from lustre_alloc.mapper.state.cluster_state import OstFlag
 
 from .conftest import INTERVAL_S, READY_TIMEOUT_S, small_cluster
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 SLOW_OST = 5
@@ -49,15 +50,6 @@ class Background:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
-
-
-def wait_for(cond, timeout_s: float, what: str) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if cond():
-            return time.monotonic() - t0
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def test_slow_ost_is_flagged_avoided_returned_and_released_when_the_mapper_dies(tmp_path):

@@ -21,7 +21,7 @@ from lustre_alloc.mapper.migrate.budget import BudgetParams
 from lustre_alloc.mapper.migrate.config import MigrateConfig, MigrateConfigError, from_table
 from lustre_alloc.mapper.migrate.journal import JournalError, MoveJournal
 from lustre_alloc.mapper.migrate.service import MigrationService, ViewError
-from tests.service.test_state_feed import wait_for
+from tests.support import wait_for
 
 MIB = 1 << 20
 SLOW = 5

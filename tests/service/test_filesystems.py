@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 from lustre_alloc.mapper.state.state_store import StateStore
 
 from .conftest import make_service
-from .test_state_feed import wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 KIB = 1 << 30

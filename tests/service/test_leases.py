@@ -19,7 +19,7 @@ from lustre_alloc.mapper.service.wire import decode_v2, encode_lease_request
 
 from .conftest import make_service
 from .test_mds_view import fed_by_mds, mds_body
-from .test_state_feed import wait_for
+from tests.support import wait_for
 
 GIB = 1 << 30
 pytestmark = pytest.mark.timeout(60)

@@ -25,7 +25,7 @@ from lustre_alloc.mapper.state.state_store import StateStore
 
 from .conftest import make_service
 from .test_filesystems import KIB, body, ost
-from .test_state_feed import wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 INTERVAL = 0.2

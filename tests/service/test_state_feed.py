@@ -14,6 +14,7 @@ from lustre_alloc.mapper.service.client import MapperClient
 
 from .conftest import (PROJECT, PYTHON, free_port, log_events, make_service, spawn_mapper,
                        stop_process, wait_ready)
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 INTERVAL = 0.2
@@ -61,16 +62,6 @@ class Feeder:
         self.thread.join(5)
         for p in self.pubs.values():
             p.close()
-
-
-def wait_for(predicate, timeout_s=5.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_samples_build_state_and_gate_on_mds_cpu_and_staleness():
