@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+from tests.support import wait_for as support_wait_for
 
 MOUNT = os.environ.get("LUSTRE_MOUNT")
 if not MOUNT:
@@ -51,16 +52,9 @@ def osp(ost: int) -> str:
 
 
 def wait_for(cond: Callable[[], object], timeout_s: float = 120.0, what: str = "") -> object:
-    """Poll ``cond`` until it returns something true (Lustre's statfs caches and
-    precreation settle on their own clocks: osp maxage 5 s)."""
-    end = time.monotonic() + timeout_s
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        time.sleep(0.2)
+    """:func:`tests.support.wait_for` on Lustre's clocks (statfs caches and precreation
+    settle on their own: osp maxage 5 s), polling every 0.2 s."""
+    return support_wait_for(cond, timeout_s, what or str(cond), poll_s=0.2)
 
 
 def all_osts_ready() -> bool:
