@@ -209,3 +209,21 @@ def test_a_failed_listing_backs_off_instead_of_walking_every_loop(tmp_path):
         clock["t"] += 10
     assert walks and [round(b - a) for a, b in zip(walks, walks[1:])] == [60, 120]
     assert "not found" in svc.last_error
+
+
+def test_a_name_that_is_not_utf8_is_listed_and_moved(tmp_path):
+    """``lfs find -print0`` gives bytes; the service keeps them (os.fsdecode) and moves it."""
+    root = tmp_path / "mnt"
+    root.mkdir()
+    odd = os.fsencode(str(root)) + b"/caf\xe9-\xff"
+    with open(odd, "wb") as f:
+        f.write(os.urandom(MIB))
+    os.setxattr(odd, LOV_XATTR, ll.stored([SLOW], MIB))
+    os.utime(odd, (time.time() - 7200,) * 2)
+    view = View()
+    view.steered[SLOW] = time.time() - 7200
+    svc = MigrationService(_cfg(tmp_path, layout_xattr=LOV_XATTR), view,
+                           registry=CollectorRegistry())
+    _until_idle(svc)
+    assert SLOW not in keep.objects(ll.parse(os.getxattr(odd, LOV_XATTR)))
+    assert svc.status()["done"] == 1 and svc.last_error == ""
