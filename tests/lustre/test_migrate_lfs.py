@@ -138,7 +138,7 @@ def test_mirrored_and_self_extending_files_are_not_moved(work):
     p = migrate(flr, ["-c", "1", "-o", "3"])
     merged = LFS.layout(str(flr))
     rule("lfs migrate with layout options on a mirrored file leaves one mirror",
-         "lustre/utils/lfs.c lfs_migrate() (issue 'Moves that keep what they move')",
+         "lustre/utils/lfs.c lfs_migrate(): the layout options alone make the new layout",
          "lustre_alloc/mapper/migrate/keep.py unmovable(): FLR files are not moved",
          f"rc {p.returncode} ({p.stderr.strip()[-80:]}); mirrors after {merged.mirror_count}",
          p.returncode != 0 or merged.mirror_count == 1)

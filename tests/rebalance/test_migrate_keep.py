@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -63,6 +64,24 @@ def files(tmp_path, monkeypatch):
 
 def _layout(path: str) -> ll.Layout:
     return ll.parse(os.getxattr(path, LOV_XATTR))
+
+
+def _evacuate_one(tmp_path: Path, name: bytes) -> tuple[bytes, MigrationService]:
+    """One 1 MiB file named ``name`` on the slow OST, quiet for two hours, evacuated by the
+    service with the stand-in lfs; its path (bytes) and the service."""
+    root = tmp_path / "mnt"
+    root.mkdir()
+    path = os.fsencode(str(root)) + b"/" + name
+    with open(path, "wb") as f:
+        f.write(os.urandom(MIB))
+    os.setxattr(path, LOV_XATTR, ll.stored([SLOW], MIB))
+    os.utime(path, (time.time() - 7200,) * 2)
+    view = View()
+    view.steered[SLOW] = time.time() - 7200
+    svc = MigrationService(_cfg(tmp_path, layout_xattr=LOV_XATTR), view,
+                           registry=CollectorRegistry())
+    _until_idle(svc)
+    return path, svc
 
 
 def test_an_evacuation_keeps_pfl_dom_and_pool_and_skips_mirrors_and_sel(tmp_path, files):
@@ -126,20 +145,10 @@ def test_the_stand_in_lfs_flattens_drops_and_refuses_as_lfs_does(files):
     assert r.returncode == 0 and _layout(files["dom"]) == ll.parse(LAYOUTS["dom"])
 
 
-def test_lists_are_nul_safe_and_a_name_with_a_newline_moves(tmp_path, monkeypatch):
-    root = tmp_path / "mnt"
-    root.mkdir()
-    odd = root / "two\nlines"
-    odd.write_bytes(os.urandom(MIB))
-    os.setxattr(odd, LOV_XATTR, ll.stored([SLOW], MIB))
-    os.utime(odd, (time.time() - 7200,) * 2)
-    view = View()
-    view.steered[SLOW] = time.time() - 7200
-    svc = MigrationService(_cfg(tmp_path, layout_xattr=LOV_XATTR), view,
-                           registry=CollectorRegistry())
-    _until_idle(svc)
-    assert SLOW not in keep.objects(_layout(str(odd)))
-    assert svc.status()["done"] == 1 and not (root / "two").exists()
+def test_lists_are_nul_safe_and_a_name_with_a_newline_moves(tmp_path):
+    path, svc = _evacuate_one(tmp_path, b"two\nlines")
+    assert SLOW not in keep.objects(ll.parse(os.getxattr(path, LOV_XATTR)))
+    assert svc.status()["done"] == 1 and not (tmp_path / "mnt" / "two").exists()
 
 
 def test_stand_in_find_prints_nul_separated_names(tmp_path):
@@ -159,20 +168,11 @@ def test_a_2_14_client_lists_and_moves_without_printf_or_w(tmp_path, monkeypatch
     """Lustre 2.12-2.14's lfs has no ``find -printf`` (2.15.0) and no ``migrate -W`` (2.16.0):
     the service lists with -print0 and, without lfs_bandwidth_option, passes no -W."""
     monkeypatch.setenv("LIVESTACK_LFS_RELEASE", "2.14.0")
-    root = tmp_path / "mnt"
-    root.mkdir()
-    f = root / "f"
-    f.write_bytes(os.urandom(MIB))
-    os.setxattr(f, LOV_XATTR, ll.stored([SLOW], MIB))
-    os.utime(f, (time.time() - 7200,) * 2)
-    assert _standin("find", str(root), "--ost", str(SLOW), "--type", "f", "-printf",
+    assert _standin("find", str(tmp_path), "--ost", str(SLOW), "--type", "f", "-printf",
                     "%s %p\\n").returncode == 22
-    view = View()
-    view.steered[SLOW] = time.time() - 7200
-    svc = MigrationService(_cfg(tmp_path, layout_xattr=LOV_XATTR), view,
-                           registry=CollectorRegistry())
-    _until_idle(svc)
-    assert SLOW not in keep.objects(_layout(str(f))) and svc.status()["done"] == 1
+    path, svc = _evacuate_one(tmp_path, b"f")
+    assert SLOW not in keep.objects(ll.parse(os.getxattr(path, LOV_XATTR)))
+    assert svc.status()["done"] == 1
 
 
 def test_a_file_deleted_after_listing_drops_out_and_the_rest_move(tmp_path, files):
@@ -213,17 +213,6 @@ def test_a_failed_listing_backs_off_instead_of_walking_every_loop(tmp_path):
 
 def test_a_name_that_is_not_utf8_is_listed_and_moved(tmp_path):
     """``lfs find -print0`` gives bytes; the service keeps them (os.fsdecode) and moves it."""
-    root = tmp_path / "mnt"
-    root.mkdir()
-    odd = os.fsencode(str(root)) + b"/caf\xe9-\xff"
-    with open(odd, "wb") as f:
-        f.write(os.urandom(MIB))
-    os.setxattr(odd, LOV_XATTR, ll.stored([SLOW], MIB))
-    os.utime(odd, (time.time() - 7200,) * 2)
-    view = View()
-    view.steered[SLOW] = time.time() - 7200
-    svc = MigrationService(_cfg(tmp_path, layout_xattr=LOV_XATTR), view,
-                           registry=CollectorRegistry())
-    _until_idle(svc)
-    assert SLOW not in keep.objects(ll.parse(os.getxattr(odd, LOV_XATTR)))
+    path, svc = _evacuate_one(tmp_path, b"caf\xe9-\xff")
+    assert SLOW not in keep.objects(ll.parse(os.getxattr(path, LOV_XATTR)))
     assert svc.status()["done"] == 1 and svc.last_error == ""

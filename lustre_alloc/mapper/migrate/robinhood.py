@@ -26,18 +26,20 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from lustre_alloc.common import lustre_layout as ll
 from lustre_alloc.mapper.migrate.lfs import FileListError, Lfs
-from lustre_alloc.mapper.migrate.selection import written_within
+from lustre_alloc.mapper.migrate.selection import LfsFiles
 
 FID = re.compile(r"\[?(0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:0x[0-9a-fA-F]+)\]?")
 
 
-class RobinhoodFiles:
-    """A :class:`lustre_alloc.mapper.migrate.selection.FileSource` over a Robinhood database.
+class RobinhoodFiles(LfsFiles):
+    """A :class:`lustre_alloc.mapper.migrate.selection.FileSource` over a Robinhood database:
+    the file lists from its tables, the rest (layouts, pools, mtimes: read from the files
+    under the mount) as :class:`lustre_alloc.mapper.migrate.selection.LfsFiles` does.
 
     Args:
         connect: returns a DB-API connection (PyMySQL's for a site's database).
@@ -46,17 +48,16 @@ class RobinhoodFiles:
         placeholder: the driver's parameter marker (``%s`` for PyMySQL, ``?`` for sqlite3).
         lfs: reads layouts and pools, and the root's FID (default: ``lfs``).
         fsname: for pool names.
-        workdir: scratch files of ``lfs``.
+        workdir: scratch files of ``lfs`` (default: a new temporary folder).
         root_id: the root's id as Robinhood writes it (default: ``lfs path2fid <mount>``).
     """
 
     def __init__(self, connect: Callable[[], Any], mount: str, clock: Callable[[], float],
                  placeholder: str = "%s", *, lfs: Lfs | None = None, fsname: str = "",
                  workdir: Path | None = None, root_id: str | None = None):
-        self.connect, self.mount, self.clock, self.ph = connect, mount, clock, placeholder
-        self.lfs = lfs or Lfs()
-        self.fsname = fsname
-        self.workdir = workdir or Path("/tmp")
+        super().__init__(lfs or Lfs(), mount, workdir or Path(tempfile.mkdtemp(prefix="rbh-")),
+                         clock, fsname)
+        self.connect, self.ph = connect, placeholder
         self._root_id = root_id
         self._conn: Any = None
         self.partial_paths = 0
@@ -109,15 +110,6 @@ class RobinhoodFiles:
             seen.add(fid)
             out.append((p, int(size or 0)))
         return out
-
-    def layouts(self, paths: list[str]) -> dict[str, ll.Layout]:
-        return self.lfs.layouts(paths)
-
-    def pool_osts(self, pool: str) -> set[int]:
-        return self.lfs.pool_osts(self.fsname, pool, self.workdir)
-
-    def recently_modified(self, path: str, quiet_s: float) -> bool:
-        return written_within(path, self.clock(), quiet_s)
 
 
 def pymysql_connect(table: dict[str, Any]) -> Callable[[], Any]:
