@@ -8,9 +8,11 @@ import sys
 
 import pytest
 
-MAPPER = """[mapper]
-bind = "tcp://127.0.0.1:0"
+MAPPER = """[development]
 static_cluster = "2x2"
+
+[mapper]
+bind = "tcp://127.0.0.1:0"
 serve_curve_secret_key = "{d}/none/mapper.key_secret"
 serve_curve_authorized_keys = "{d}/none/clients"
 """

@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from lustre_alloc.common.settings import settings_of
+from lustre_alloc.mapper.service.config import MapperConfig
+from lustre_alloc.mapper.steer.controller import SteerParams
 from lustre_alloc.livestack.emulator import FSNAME, MDS_NAME, EmulatedCluster, RecordFeed
 
 log = logging.getLogger("lustre_alloc.livestack.stack")
@@ -324,12 +327,20 @@ class LiveStack:
             settings["curve_server_key"] = self.keys.public("broker")
         settings.update(self.mapper_settings)
         path = self.workdir / "mapper.toml"
-        lines = ["[mapper]"] + [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+        mapper_dev = {f.name for f, _ in settings_of(MapperConfig, development=True)}
+        steer_dev = {f.name for f, _ in settings_of(SteerParams, development=True)}
+        steer = {**(self.steer or {})}
+        lines = ["[mapper]"] + [f"{k} = {json.dumps(v)}" for k, v in settings.items()
+                                if k not in mapper_dev]
+        lines += ["", "[development]"] + [f"{k} = {json.dumps(v)}" for k, v in settings.items()
+                                          if k in mapper_dev]
+        lines += ["", "[development.steer]"] + [f"{k} = {json.dumps(v)}"
+                                                for k, v in steer.items() if k in steer_dev]
         if self.steer is not None:
-            steer = {**self.steer}
             if self.keys is not None:
                 steer["agent_keys_dir"] = str(self.keys.directory)
-            lines += ["", "[steer]"] + [f"{k} = {json.dumps(v)}" for k, v in steer.items()]
+            lines += ["", "[steer]"] + [f"{k} = {json.dumps(v)}" for k, v in steer.items()
+                                        if k not in steer_dev]
             lines += ["", "[steer.oss_agents]"] + [f"{json.dumps(k)} = {json.dumps(v)}"
                                                    for k, v in self.agent_endpoints.items()
                                                    if k != MDS_NAME]

@@ -13,7 +13,7 @@ or holds an OST that became unusable (the revocation), is un-booked
 The sizing and lifetime constants are the shim's and the mapper's
 (``liblustre_alloc/la_lease.c``: ``LA_ASK_MIN``, ``LA_ASK_HORIZON_S``, ``LA_USE_FRACTION``;
 ``la_internal.h``: ``LA_LEASE_ASK_MAX``, ``LA_LEASE_MAX_STRIPES``; the mapper's
-``lease_s`` bounded by the primary's ``plan_ttl_s``), restated here because the C shim
+``layout_lease_s`` bounded by the primary's ``plan_ttl_s``), restated here because the C shim
 cannot run inside the simulator; ``tests/simulator/test_leasing.py`` reads them from the C
 sources so the two cannot drift. The class key is the shim's: job, pool, stripe count,
 stripe size, expected bytes (the directory is one per job in a trace).
@@ -47,7 +47,7 @@ USE_FRACTION = 0.8
 MAX_STRIPES = 64
 """``LA_LEASE_MAX_STRIPES``: wider layouts (and ``-1``) are asked per create."""
 LEASE_S = 2.0
-"""The mapper's ``lease_s`` default (docs/operations.md), s."""
+"""The mapper's ``layout_lease_s`` default (docs/operations.md), s."""
 
 
 @dataclass
@@ -67,7 +67,7 @@ class LeasedCreates(BatchPolicy):
 
     Args:
         policy: the policy under test (gated or not).
-        lease_s: the mapper's ``lease_s``; the lifetime is at most the primary's
+        lease_s: the mapper's ``layout_lease_s``; the lifetime is at most the primary's
             ``plan_ttl_s``.
 
     Attributes:

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def mapper():
-    svc = make_service(static_cluster="4x2", policy="round_robin", lease_s=5.0)
+    svc = make_service(static_cluster="4x2", policy="round_robin", layout_lease_s=5.0)
     yield svc
     svc.stop()
 

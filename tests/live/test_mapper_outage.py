@@ -14,7 +14,7 @@ from tests.support import wait_for
 pytestmark = pytest.mark.timeout(180)
 TIMEOUT_MS = 100
 SLACK_US = 400_000  # scheduling on a loaded 2-core machine, on top of the timeout
-LEASE_S = 2.0       # the mapper's default lease_s: a leased layout is used no longer
+LEASE_S = 2.0       # the mapper's default layout_lease_s: a leased layout is used no longer
 
 
 def test_mapper_kill9_no_create_fails_fallback_then_restored(live):

@@ -55,7 +55,7 @@ def test_a_steered_ost_is_evacuated_and_a_killed_service_resumes_cleanly(tmp_pat
     pump = EmulatorPump(emu, None, INTERVAL_S / 2).start()
     control = f"ipc://{tmp_path}/control"
     steer = {"mode": "on", "action": "degraded", "interval_s": INTERVAL_S,
-             "rate_smoothing": 1.0, "confirm_s": 1.0, "min_dwell_s": 2.0, "lease_s": 30.0,
+             "rate_smoothing": 1.0, "confirm_s": 1.0, "min_dwell_s": 2.0, "action_lease_s": 30.0,
              "max_fraction": 0.2, "rate_relax_s": 3600.0}
     stack = LiveStack(tmp_path, emu, interval_s=INTERVAL_S, steer=steer,
                       mapper_settings={"control_endpoint": control})

@@ -67,7 +67,7 @@ def _run(tmp_path, action: str) -> None:
     normal = emu.by_index[SLOW_OST].bandwidth_bytes_s
     pump = EmulatorPump(emu, None, INTERVAL_S / 2).start()
     steer = {"mode": "on", "action": action, "interval_s": INTERVAL_S, "rate_smoothing": 1.0, "confirm_s": 1.0, "min_dwell_s": 2.0,
-             "lease_s": LEASE_S, "max_fraction": 0.2, "rate_relax_s": 3600.0}
+             "action_lease_s": LEASE_S, "max_fraction": 0.2, "rate_relax_s": 3600.0}
     stack = LiveStack(tmp_path, emu, interval_s=INTERVAL_S, curve=True, steer=steer)
     bg = Background(emu, pump)
     slow = emu.by_index[SLOW_OST]

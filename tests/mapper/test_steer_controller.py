@@ -51,7 +51,7 @@ def test_a_slow_ost_is_steered_and_uniform_worlds_see_no_action():
     assert len(applied) == 1 and 600 + 600 < applied[0][0] < 600 + 600 + 300
     t, (act,) = applied[0]
     assert act.ost == 3 and act.kind == "degraded" and "slow" in act.reason
-    assert act.since_s == t and act.until_s >= t + ctl.params.lease_s   # renewed since
+    assert act.since_s == t and act.until_s >= t + ctl.params.action_lease_s   # renewed since
     view = ctl.steered_view(snap)
     assert view.osts[3].flags & OstFlag.DEGRADED and not snap.osts[3].flags   # a copy
 
@@ -114,7 +114,7 @@ def test_hysteresis_flapping_evidence_gives_no_flapping_actions():
 
 
 def test_recovery_returns_after_the_dwell_and_leases_are_renewed():
-    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=300, lease_s=120)
+    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=300, action_lease_s=120)
     ctl = SteerController(p)
     snap = world()
     ctl.evaluate(sample(snap, 0, {3: SLOW}), 0)
@@ -129,7 +129,7 @@ def test_recovery_returns_after_the_dwell_and_leases_are_renewed():
 
 
 def test_a_still_slow_ost_is_retried_less_and_less():
-    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=100, lease_s=400)
+    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=100, action_lease_s=400)
     ctl = SteerController(p)
     snap = world()
     dwell = []
@@ -147,8 +147,8 @@ def test_a_still_slow_ost_is_retried_less_and_less():
 
 def test_a_strike_keeps_the_time_the_ost_was_first_steered_for_slowness():
     """``slow_since_s`` (what the migration service counts from) survives a probe that finds
-    the OST still slow, and restarts after a return that lasted ``lease_s``."""
-    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=100, lease_s=400)
+    the OST still slow, and restarts after a return that lasted ``action_lease_s``."""
+    p = SteerParams(mode="on", confirm_s=0, rate_smoothing=1.0, min_dwell_s=100, action_lease_s=400)
     ctl = SteerController(p)
     snap = world()
     ctl.evaluate(sample(snap, 0.0, {3: SLOW}), 0.0)
@@ -166,7 +166,7 @@ def test_a_strike_keeps_the_time_the_ost_was_first_steered_for_slowness():
     while 3 in ctl.active:
         t += 5
         ctl.evaluate(sample(snap, t, {}), t)
-    t += p.lease_s + 5                       # healthy for longer than a lease: a new spell
+    t += p.action_lease_s + 5                       # healthy for longer than a lease: a new spell
     ctl.evaluate(sample(snap, t, {3: SLOW}), t)
     assert ctl.active[3].slow_since_s == t
 
@@ -183,7 +183,7 @@ def test_too_few_measured_osts_undo_everything():
 @pytest.mark.parametrize("table, key", [
     ({"mode": "maybe"}, "mode"), ({"action": "kill"}, "action"),
     ({"recover_factor": 4.0}, "recover_factor"), ({"max_fraction": 1.0}, "max_fraction"),
-    ({"min_free_share": -1}, "min_free_share"), ({"lease_s": 0}, "lease_s"),
+    ({"min_free_share": -1}, "min_free_share"), ({"action_lease_s": 0}, "action_lease_s"),
     ({"bogus": 1}, "bogus")])
 def test_bad_steer_keys_are_named(table, key):
     with pytest.raises(ValueError, match=key):

@@ -74,7 +74,7 @@ def degraded(tmp_path: Path, ost: int) -> str:
 
 
 def loop_for(agents, mode="on", **extra) -> tuple[SteerLoop, Fs, CollectorRegistry]:
-    table = {"mode": mode, "rate_smoothing": 1.0, "min_dwell_s": 0, "confirm_s": 0, "lease_s": 30,
+    table = {"mode": mode, "rate_smoothing": 1.0, "min_dwell_s": 0, "confirm_s": 0, "action_lease_s": 30,
              "max_fraction": 0.25, "interval_s": 1,
              "oss_agents": {n: s.endpoint for n, s in agents.items()}, **extra}
     fs, reg = Fs(), CollectorRegistry()
@@ -128,7 +128,7 @@ def test_a_dead_agent_is_reported_and_the_others_still_act(tmp_path, agents):
 
 def test_steer_table_in_the_mapper_config(tmp_path):
     path = tmp_path / "mapper.toml"
-    path.write_text('[mapper]\nstatic_cluster = "2x2"\n\n[steer]\nmode = "dry_run"\n'
+    path.write_text('[development]\nstatic_cluster = "2x2"\n\n[steer]\nmode = "dry_run"\n'
                     'slow_factor = 4.0\n')
     cfg = load_config(str(path), {})
     steer = cfg.steer_config()

@@ -85,9 +85,11 @@ def test_hostile_client_cannot_evict_others_or_stall_the_well_behaved(tmp_path):
     port, metrics_port = free_port(), free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     config = tmp_path / "mapper.toml"
-    config.write_text(f'''[mapper]
-bind = "{endpoint}"
+    config.write_text(f'''[development]
 static_cluster = "4x2"
+
+[mapper]
+bind = "{endpoint}"
 policy = "mcmf"
 state_file = "{state}"
 save_interval_s = 0.25
@@ -97,7 +99,6 @@ require_curve = true
 serve_curve_secret_key = "{keys / 'mapper.key_secret'}"
 serve_curve_authorized_keys = "{allowed}"
 peer_requests_per_s = 2000.0
-peer_request_burst = 4000
 ''')
     log = tmp_path / "mapper.log"
     proc = spawn_mapper(["--config", str(config)], log)

@@ -108,7 +108,7 @@ def test_grants_are_bounded_per_lease_and_per_client_and_others_are_unaffected(t
 
 
 def test_a_client_that_never_returns_holds_nothing_past_one_lifetime():
-    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False, lease_s=0.3)
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False, layout_lease_s=0.3)
     try:
         with MapperClient(svc.endpoint, timeout_s=5) as c:
             lease = c.lease(8, "app.1", 2, expected_bytes=GIB, path="/lustre/run")
@@ -124,7 +124,7 @@ def test_a_client_that_never_returns_holds_nothing_past_one_lifetime():
 
 
 def test_lease_lifetime_is_bounded_by_the_plans_ttl():
-    svc = make_service(static_cluster="4x2", policy="mcmf", lease_s=30,
+    svc = make_service(static_cluster="4x2", policy="mcmf", layout_lease_s=30,
                        policy_params={"mcmf": {"plan_ttl_s": 0.5}})
     try:
         with MapperClient(svc.endpoint, timeout_s=5) as c:

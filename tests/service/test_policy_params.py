@@ -19,9 +19,11 @@ from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
 
 TUNED = """
 [mapper]
-static_cluster = "2x2"
 policy = "mcmf"
 fallback = "lustre_qos"
+
+[development]
+static_cluster = "2x2"
 seed = 3
 
 [policy.mcmf]
@@ -121,7 +123,7 @@ def test_mcmf_flow_takes_the_mcmf_parameters():
 
 
 def test_service_reports_a_bad_policy_as_a_service_error(tmp_path):
-    config = load_config(_write(tmp_path, "[mapper]\nstatic_cluster = \"1x2\"\n"), {})
+    config = load_config(_write(tmp_path, "[development]\nstatic_cluster = \"1x2\"\n"), {})
     config.policy = "nope"
     with pytest.raises(FsContextError, match="unknown policy 'nope'"):
         service_policy(config, build_store(config))

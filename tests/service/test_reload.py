@@ -19,9 +19,10 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def config_text(endpoint: str, clients: str, **extra) -> str:
-    keys = {"bind": endpoint, "static_cluster": "2x2", "serve_curve_secret_key": SECRET[0],
+    keys = {"bind": endpoint, "serve_curve_secret_key": SECRET[0],
             "serve_curve_authorized_keys": clients, "plan_ahead": False, **extra}
-    return "[mapper]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
+    return ('[development]\nstatic_cluster = "2x2"\n\n[mapper]\n'
+            + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items()))
 
 
 SECRET: list[str] = []

@@ -65,7 +65,7 @@ def test_out_of_scope_requests_get_eperm_and_are_counted():
 def test_a_reload_changes_the_scope(tmp_path):
     from lustre_alloc.mapper.service.reload import Reloader
     toml = tmp_path / "mapper.toml"
-    toml.write_text('[mapper]\nstatic_cluster = "4x2"\npolicy = "round_robin"\n'
+    toml.write_text('[development]\nstatic_cluster = "4x2"\n[mapper]\npolicy = "round_robin"\n'
                     'bind = "tcp://127.0.0.1:*"\n')
     from lustre_alloc.mapper.service.config import load_config
     from lustre_alloc.mapper.service.server import MapperService
@@ -97,7 +97,7 @@ def test_a_reload_out_of_shadow_places_allocs_and_leases_at_once(tmp_path):
     from lustre_alloc.mapper.service.reload import Reloader
     from lustre_alloc.mapper.service.server import MapperService
     toml = tmp_path / "mapper.toml"
-    base = ('[mapper]\nstatic_cluster = "4x2"\npolicy = "round_robin"\n'
+    base = ('[development]\nstatic_cluster = "4x2"\n[mapper]\npolicy = "round_robin"\n'
             'bind = "tcp://127.0.0.1:*"\n')
     toml.write_text(base + "[scope]\nshadow = true\n")
     svc = MapperService(load_config(str(toml), {})).start()
@@ -161,7 +161,7 @@ def test_a_misspelled_table_is_refused_at_start_and_at_reload(tmp_path, table):
     from lustre_alloc.mapper.service.config import load_config
     from lustre_alloc.mapper.service.reload import Reloader
     from lustre_alloc.mapper.service.server import MapperService
-    base = ('[mapper]\nstatic_cluster = "4x2"\npolicy = "round_robin"\n'
+    base = ('[development]\nstatic_cluster = "4x2"\n[mapper]\npolicy = "round_robin"\n'
             'bind = "tcp://127.0.0.1:*"\n\n[scope]\nshadow = true\n')
     bad = tmp_path / "bad.toml"
     bad.write_text(base + f"\n[{table}]\nshadow = false\n")

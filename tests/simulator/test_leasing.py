@@ -128,7 +128,7 @@ def test_the_constants_are_the_shims_and_the_mappers():
     assert define(internal, "LA_LEASE_ASK_MAX") == leasing.ASK_MAX
     assert define(internal, "LA_LEASE_MAX_STRIPES") == leasing.MAX_STRIPES
     from lustre_alloc.mapper.service.config import MapperConfig
-    assert MapperConfig().lease_s == leasing.LEASE_S
+    assert MapperConfig().layout_lease_s == leasing.LEASE_S
     assert MapperConfig().lease_max_layouts == leasing.ASK_MAX
 
 

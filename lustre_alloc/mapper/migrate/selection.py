@@ -76,7 +76,7 @@ class Selection:
 def steered_for(view_osts: Sequence[Mapping[str, Any]], now_s: float) -> dict[int, float]:
     """OST -> seconds the mapper has steered it for slowness at ``now_s`` (its clock),
     counted from ``slow_since_s`` (:class:`lustre_alloc.mapper.steer.controller.SteerAction`: a probe that
-    returned the OST and found it still slow within ``lease_s`` does not restart the count)."""
+    returned the OST and found it still slow within ``action_lease_s`` does not restart the count)."""
     out = {}
     for o in view_osts:
         s = o.get("steered")

@@ -32,6 +32,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from lustre_alloc.common.settings import setting
+
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState, osts_by_oss
 from lustre_alloc.mapper.state.ost_health import is_usable
 from lustre_alloc.mapper.policies.placement import CreateRequest, Placement, QosUnavailable
@@ -86,6 +88,27 @@ class _ServerQos:
     ost_count: int = 0
 
 
+@dataclass(frozen=True)
+class LustreQosTunables:
+    """The ``[policy.lustre_qos]`` table: LOD's own tunables, as the fallback restates them
+    (keyword parameters of :class:`LustreQos`; their unit, default and source are their
+    :func:`~lustre_alloc.common.settings.setting` metadata). Set them as the file system's
+    ``lctl get_param lod.*.qos_*`` shows them, so the fallback places as Lustre does."""
+    weight_version: str = setting("2.16", unit="Lustre release", doc=(
+        "whose QOS weight to restate: `2.16` (`avail = bavail*bsize >> 8`) or `2.15` "
+        "(`avail = (bavail*bsize >> 16) * (ffree >> 8)`)"),
+        source="lu_tgt_descs.c `ltd_qos_penalties_calc`, per release")
+    qos_prio_free_pct: int = setting(QOS_PRIO_FREE_DEFAULT_PCT, unit="%", doc=(
+        "`lod.*.qos_prio_free`: weight of free space against OST/OSS spread"),
+        source="Lustre 2.15+ default (2.14 and older: 91)")
+    qos_threshold_rr_pct: int = setting(QOS_THRESHOLD_RR_DEFAULT_PCT, unit="%", doc=(
+        "`lod.*.qos_threshold_rr`: free space this even is placed round-robin"),
+        source="Lustre's default (lod_qos.c `lod_qos_calc_ppo`)")
+    qos_maxage_s: int = setting(QOS_MAXAGE_DEFAULT_S, unit="s", doc=(
+        "`lod.*.qos_maxage`: statfs results older than this are refreshed"),
+        source="`LOV_DESC_QOS_MAXAGE_DEFAULT`")
+
+
 class LustreQos:
     """Lustre's QOS allocator with its RR fallback, as a placement policy.
 
@@ -101,10 +124,10 @@ class LustreQos:
     """
     name = "lustre_qos"
 
-    def __init__(self, seed: int = 0, weight_version: str = "2.16",
-                 qos_prio_free_pct: int = QOS_PRIO_FREE_DEFAULT_PCT,
-                 qos_threshold_rr_pct: int = QOS_THRESHOLD_RR_DEFAULT_PCT,
-                 qos_maxage_s: int = QOS_MAXAGE_DEFAULT_S):
+    def __init__(self, seed: int = 0, weight_version: str = LustreQosTunables.weight_version,
+                 qos_prio_free_pct: int = LustreQosTunables.qos_prio_free_pct,
+                 qos_threshold_rr_pct: int = LustreQosTunables.qos_threshold_rr_pct,
+                 qos_maxage_s: int = LustreQosTunables.qos_maxage_s):
         if weight_version not in WEIGHT_VERSIONS:
             raise ValueError(f"weight_version must be one of {WEIGHT_VERSIONS}, got {weight_version!r}")
         for label, pct in (("qos_prio_free_pct", qos_prio_free_pct),

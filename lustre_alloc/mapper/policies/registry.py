@@ -13,7 +13,7 @@ import inspect
 from typing import Any, Callable, Mapping
 
 from lustre_alloc.mapper.policies.gate import GatedPolicy
-from lustre_alloc.mapper.policies.lustre_qos import LustreQos
+from lustre_alloc.mapper.policies.lustre_qos import LustreQos, LustreQosTunables
 from lustre_alloc.mapper.policies.mcmf import McmfFlowOnly, McmfPolicy
 from lustre_alloc.mapper.policies.mcmf.params import McmfParams, params_from_table
 from lustre_alloc.mapper.policies.placement import PlacementPolicy
@@ -30,7 +30,8 @@ POLICIES: dict[str, Callable[..., PlacementPolicy]] = {
     "mcmf_flow": McmfFlowOnly,
     "qos_steer": SteeredQos,
 }
-PARAMS: dict[str, type] = {"mcmf": McmfParams, "mcmf_flow": McmfParams, "qos_steer": SteerParams}
+PARAMS: dict[str, type] = {"mcmf": McmfParams, "mcmf_flow": McmfParams, "qos_steer": SteerParams,
+                           "lustre_qos": LustreQosTunables}
 """Policies whose parameters are a dataclass (the keys a ``[policy.<name>]`` table takes)."""
 SIMULATION_ONLY = {
     "oracle": "a simulation-only reference: it reads the simulator's true state (every OST's "

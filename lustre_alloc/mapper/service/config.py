@@ -41,6 +41,7 @@ from lustre_alloc.common.config import load
 from lustre_alloc.common.curve import CurveClient, CurveServer
 from lustre_alloc.common.errors import ConfigError
 from lustre_alloc.common.runtime_dir import hand_started_control
+from lustre_alloc.common.settings import setting, settings_of
 from lustre_alloc.mapper.policies import registry
 from lustre_alloc.mapper.policies.gate import MDS_CPU_LIMIT_PERCENT
 
@@ -50,8 +51,18 @@ if TYPE_CHECKING:
     from lustre_alloc.mapper.service.scope import Scope
     from lustre_alloc.mapper.steer.agents import SteerConfig
 
-TOP_TABLES = ("mapper", "policy", "steer", "scope")
+TOP_TABLES = ("mapper", "policy", "steer", "scope", "development")
 """The top-level tables of a mapper configuration; any other name is refused."""
+REMOVED = {("mapper", "peer_request_burst"): "a client's burst is 2 s of peer_requests_per_s "
+                                              "(PEER_BURST_S)"}
+"""(table, key) -> why: keys removed because a measured default serves; refused with one
+line saying so."""
+PEER_BURST_S = 2.0
+"""A client may send this many seconds of ``peer_requests_per_s`` at once (the token bucket's
+depth): the default pair was 10000/s and 20000, and nothing measured asked for another."""
+RENAMED = (("mapper", "lease_s", "layout_lease_s"), ("steer", "lease_s", "action_lease_s"))
+"""(table, old key, new key): keys renamed so that no two tables share a name with two
+meanings; the old name is refused with one line giving the new one."""
 DEFAULT_POLICY = "mcmf"
 DEFAULT_FALLBACK = "lustre_qos"
 _STATIC = re.compile(r"^(\d+)x(\d+)$")
@@ -70,127 +81,133 @@ def local_endpoint(endpoint: str) -> bool:
 
 @dataclass(slots=True)
 class MapperConfig:
-    """Settings of ``lustre-alloc-mapper``.
+    """Settings of ``lustre-alloc-mapper``: the ``[mapper]`` table (and, for the development
+    switches, the ``[development]`` table and flags).
 
-    Attributes:
-        bind: ROUTER endpoint serving allocation requests (docs/protocol.md, port 5558).
-        broker_backend, broker_snapshot: the broker's XPUB and snapshot endpoints to
-            subscribe to (ignored with ``embed_broker`` or ``static_cluster``).
-        embed_broker: run the broker inside the mapper process, bound on
-            ``broker_frontend``/``broker_backend_bind``/``broker_snapshot_bind``.
-        broker_frontend, broker_backend_bind, broker_snapshot_bind: the embedded broker's
-            bind endpoints.
-        static_cluster: ``"<OSSes>x<OSTs per OSS>"``: an emulated uniform cluster that
-            never goes stale, no broker (tests, shim development); ``""`` = off.
-        static_kbytes_total: size of each emulated OST, KiB.
-        policy: primary placement policy (a name in ``lustre_alloc.mapper.policies.registry.POLICIES``).
-        fallback: the policy used when the gate says no (Lustre's allocator).
-        seed: policies' random seed.
-        mds_cpu_limit_percent: fall back while MDS CPU >= this (Section III-D: 70).
-        stale_after_s: a server whose last sample is older is stale; 0 = 2 x the
-            collectors' interval.
-        round_budget_s: fall back while the primary's estimated round time exceeds it, s.
-        batch_window_s: after a request arrives, wait this long for more to solve in the
-            same round (0: take only what is already queued).
-        max_batch: most requests in one round.
-        plan_ahead: a background thread keeps the primary's plan queues full (a primary
-            that plans ahead: mcmf); requests are answered from them in O(stripe count)
-            (:mod:`lustre_alloc.mapper.service.background_planner`). False: every request is solved in a round.
-        plan_process: the planner solves its flows in a child process
-            (:mod:`lustre_alloc.mapper.service.plan_worker`), so they never hold the request loop's
-            interpreter lock. False: in the planner thread (one process, for debugging).
-        state_file: where the primary's learned state is saved (``""``: not saved).
-        save_interval_s: seconds between periodic saves (also saved on SIGTERM).
-        metrics_port: Prometheus HTTP port (0: off); ``metrics_addr`` its address.
-        lnet_capacity_bytes_per_s: link rate that means 100 % LNet load, B/s.
-        pools: pool name -> OST indices (of the first file system; ``lod`` samples of the MDS
-            collector replace them when they arrive).
-        fsnames: file systems this mapper serves (state keyed by (fsname, OST index), one
-            learned state each); a request naming another is refused (ENODEV). Empty: one
-            file system, the fsname of the first OST sample (``static`` for a static cluster).
-        policy_params: policy name -> constructor parameters, from the top-level
-            ``[policy.<name>]`` tables (:func:`lustre_alloc.mapper.policies.registry.build_policy`).
-        curve_secret_key, curve_server_key: CURVE keys to subscribe to the broker.
-        serve_curve_secret_key, serve_curve_authorized_keys: make the request socket a
-            CURVE server (clients need an authorised key); both or neither.
-        peer_requests_per_s, peer_request_burst: request rate allowed per client (CURVE key,
-            else IP address); over it the reply is EBUSY (0: no limit). See
-            :mod:`lustre_alloc.mapper.service.limits`.
-        peer_batch_max: requests of one client solved in one round; the rest of a pipelined
-            burst is answered EBUSY at once (a shim has one request in flight per thread, so
-            64 is a 64-core node creating files from every core at once).
-        peer_new_apps_per_min, peer_max_apps: new applications (job ids the predictor does
-            not track) a client may introduce per minute, and own at once; past them its jobs
-            are learned under one shared per-client id.
-        require_curve: refuse to start unless the request socket (``serve_curve_*``) and the
-            state feed (``curve_*``, or the embedded broker) use CURVE; the packaged
-            configuration sets it; ``--insecure`` clears it for demos.
-        insecure: serve without CURVE on an address other hosts reach, knowingly
-            (``--insecure``). Without it, a request socket without CURVE may bind only a
-            loopback, ``ipc://`` or ``inproc://`` address: anyone who reaches it steers
-            allocations.
-        log_level: ``debug``, ``info``, ``warning`` ...
-        steer: the top-level ``[steer]`` table: steering Lustre's own allocator
-            (:class:`lustre_alloc.mapper.steer.agents.SteerConfig`; off unless ``mode`` says otherwise).
-        decision_log_per_s: most ``event=decision`` log lines a second, sampled from the
-            replies (:mod:`lustre_alloc.mapper.service.decision_desk`; 0: off).
-        control_endpoint: the admin socket ``lustre-alloc-ctl`` talks to
-            (:mod:`lustre_alloc.mapper.service.admin_socket`): ``ipc://PATH`` or a loopback ``tcp://``;
-            ``"auto"``: ``ipc://$RUNTIME_DIRECTORY/control`` when systemd gives a runtime
-            directory (the unit's ``RuntimeDirectory=lustre-alloc``), else off; ``""``: off.
-        lease_s: lifetime of a layout lease (protocol v2, :mod:`lustre_alloc.mapper.service.leases`),
-            s; a lease nobody returned is un-booked after it. Bounded by the primary's own
-            ``plan_ttl_s`` when it plans ahead (a leased list is as old as a plan at most).
-        lease_max_layouts: most layouts in one lease.
-        lease_peer_quota: most leased layouts one client holds at once; past it a lease
-            request gets EDQUOT and the client asks per create.
-        scope: the top-level ``[scope]`` table: which requests are placed
-            (:class:`lustre_alloc.mapper.service.scope.Scope`; everything when absent).
+    Each field's unit, default, meaning and the source of its default are its
+    :func:`~lustre_alloc.common.settings.setting` metadata; docs/operations.md's table is
+    generated from them (:mod:`lustre_alloc.common.settings_tables`). ``policy_params``,
+    ``steer`` and ``scope`` hold the top-level ``[policy.<name>]``, ``[steer]`` and
+    ``[scope]`` tables, checked by their own classes.
     """
-    bind: str = "tcp://*:5558"
-    broker_backend: str = "tcp://127.0.0.1:5556"
-    broker_snapshot: str = "tcp://127.0.0.1:5557"
-    embed_broker: bool = False
-    broker_frontend: str = "tcp://*:5555"
-    broker_backend_bind: str = "tcp://*:5556"
-    broker_snapshot_bind: str = "tcp://*:5557"
-    static_cluster: str = ""
-    static_kbytes_total: int = 1 << 32
-    policy: str = DEFAULT_POLICY
-    fallback: str = DEFAULT_FALLBACK
-    seed: int = 0
-    mds_cpu_limit_percent: float = MDS_CPU_LIMIT_PERCENT
-    stale_after_s: float = 0.0
-    round_budget_s: float = 0.010
-    batch_window_s: float = 0.0
-    max_batch: int = 256
-    plan_ahead: bool = True
-    plan_process: bool = True
-    state_file: str = ""
-    save_interval_s: float = 300.0
-    metrics_port: int = 0
-    metrics_addr: str = "0.0.0.0"
-    lnet_capacity_bytes_per_s: float = 12.5e9
-    pools: dict[str, Any] = field(default_factory=dict)
-    fsnames: list[str] = field(default_factory=list)
+    bind: str = setting("tcp://*:5558", unit="endpoint", doc=(
+        "the request socket (ROUTER) the shim connects to; `--bind`"),
+        source="docs/protocol.md, port 5558")
+    broker_backend: str = setting("tcp://127.0.0.1:5556", unit="endpoint", doc=(
+        "the broker's XPUB to subscribe to (ignored with `embed_broker`)"))
+    broker_snapshot: str = setting("tcp://127.0.0.1:5557", unit="endpoint", doc=(
+        "the broker's last-value cache (ignored with `embed_broker`)"))
+    embed_broker: bool = setting(False, unit="true/false", doc=(
+        "run the broker inside the mapper process, bound on `broker_frontend`, "
+        "`broker_backend_bind`, `broker_snapshot_bind`"))
+    broker_frontend: str = setting("tcp://*:5555", unit="endpoint", doc=(
+        "with `embed_broker`: where collectors connect"))
+    broker_backend_bind: str = setting("tcp://*:5556", unit="endpoint", doc=(
+        "with `embed_broker`: the XPUB bind endpoint"))
+    broker_snapshot_bind: str = setting("tcp://*:5557", unit="endpoint", doc=(
+        "with `embed_broker`: the last-value cache bind endpoint"))
+    static_cluster: str = setting("", unit="OSSes x OSTs", development=True, doc=(
+        "serve an emulated uniform cluster (e.g. `4x2`) that never goes stale, no broker: "
+        "tests and shim development; `--static-cluster`"), shown="off")
+    static_kbytes_total: int = setting(1 << 32, unit="KiB", development=True, doc=(
+        "size of each emulated OST of `static_cluster`"), shown="2^32")
+    policy: str = setting(DEFAULT_POLICY, unit="policy name", doc=(
+        "the primary placement policy (`lustre_alloc.mapper.policies.registry`); `--policy`"),
+        source="Paul et al. 2017, Section III")
+    fallback: str = setting(DEFAULT_FALLBACK, unit="policy name", doc=(
+        "the policy used when the gate says no: Lustre's own allocator"),
+        source="Section III-D")
+    seed: int = setting(0, unit="integer", development=True, doc=(
+        "the policies' random seed (repeatable tests); `--seed`"))
+    mds_cpu_limit_percent: float = setting(MDS_CPU_LIMIT_PERCENT, unit="%", doc=(
+        "fall back to `fallback` at or above this MDS CPU"), source="Section III-D: 70")
+    stale_after_s: float = setting(0.0, unit="s", doc=(
+        "fall back when a usable OST's server sent nothing for this long; 0: twice the "
+        "collectors' interval"), shown="0 (2 x interval)")
+    round_budget_s: float = setting(0.010, unit="s", doc=(
+        "rest the primary while its rounds take longer (1 s, doubling to 10 s, then one trial "
+        "round)"), source="a fifth of the shim's 50 ms timeout, so a round plus queueing stays "
+                          "inside it")
+    batch_window_s: float = setting(0.0, unit="s", development=True, doc=(
+        "after a request arrives, wait this long for more to solve in the same round (0: take "
+        "what is queued); `--batch-window`"))
+    max_batch: int = setting(256, unit="requests", doc=(
+        "most requests solved in one round"))
+    plan_ahead: bool = setting(True, unit="true/false", doc=(
+        "a background planner keeps per request class a queue of OST lists planned by the "
+        "flow, handed out after an O(stripe count) health check; `--no-plan-ahead` solves "
+        "every request in a round"), source='docs/placement.md, "Planning ahead"')
+    plan_process: bool = setting(True, unit="true/false", development=True, doc=(
+        "the planner solves its flows in a child process at nice +10, never under the request "
+        "loop's interpreter lock; `--no-plan-process` keeps them in its thread (debugging)"))
+    state_file: str = setting("", unit="path", doc=(
+        "the learned state (the predictor's applications, each OST's speed estimate): "
+        "restored at start, saved every `save_interval_s` and on SIGTERM by a writer thread "
+        "(fsync, rename); a malformed record is skipped and counted"), shown="none")
+    save_interval_s: float = setting(300.0, unit="s", doc=(
+        "seconds between periodic saves of `state_file`"))
+    metrics_port: int = setting(0, unit="TCP port", doc=(
+        "Prometheus `/metrics` (0: off)"), shown="0 (off)")
+    metrics_addr: str = setting("0.0.0.0", unit="address", doc="the address `/metrics` binds")
+    lnet_capacity_bytes_per_s: float = setting(12.5e9, unit="B/s", doc=(
+        "LNet send+recv rate that counts as 100 % load"), source="one 100 Gb/s link")
+    pools: dict[str, Any] = setting(factory=dict, unit="name -> OST indices", doc=(
+        "`[mapper.pools] name = [OST indices]`: used only until the MDS collector's first "
+        "sample, whose `lod.*.pools.*` replace them"), shown="none")
+    fsnames: list[str] = setting(factory=list, unit="fsnames", doc=(
+        "file systems served (`--fsname`, repeatable); state is keyed by (fsname, OST "
+        "index); a request naming another gets ENODEV, one naming none EINVAL when several "
+        "are served; empty: the first sampled"), shown="[] (the first sampled)")
+    curve_secret_key: str = setting("", unit="path", doc=(
+        "CURVE key to subscribe to a CURVE broker (with `curve_server_key`)"), shown="none")
+    curve_server_key: str = setting("", unit="path", doc=(
+        "the broker's public key"), shown="none")
+    serve_curve_secret_key: str = setting("", unit="path", doc=(
+        "make the request socket a CURVE server (with `serve_curve_authorized_keys`; the "
+        "embedded broker uses the same keys)"), shown="none")
+    serve_curve_authorized_keys: str = setting("", unit="directory", doc=(
+        "the clients' public `.key` files allowed to connect"), shown="none")
+    peer_requests_per_s: float = setting(10000.0, unit="requests/s", doc=(
+        "request rate per client (its CURVE key, else its IP address); over it: EBUSY and the "
+        "shim uses Lustre's allocator (0: no limit); a client may send "
+        "`PEER_BURST_S` (2) seconds of it at once"), source=(
+        "at 2000/s, 16 threads creating 1000 files each on one node sent 4,826 of 16,000 "
+        "creates to the fallback, so the default only stops floods"))
+    peer_batch_max: int = setting(64, unit="requests", doc=(
+        "requests of one client solved in one round; the rest of a burst: EBUSY"),
+        source="a shim has one request in flight per thread: 64 is a 64-core node creating "
+               "from every core")
+    peer_new_apps_per_min: int = setting(60, unit="job ids/min", doc=(
+        "new job ids a client may introduce per minute; past it its requests are still placed "
+        "but learned under one overflow id"))
+    peer_max_apps: int = setting(512, unit="job ids", doc=(
+        "job ids one client owns at once, so one client never evicts more than this of the "
+        "other jobs' learned state (LRU of 4,096)"))
+    require_curve: bool = setting(False, unit="true/false", doc=(
+        "refuse to start unless the request socket and the state feed use CURVE; the "
+        "packaged `mapper.toml` sets it; `--insecure` clears it (demos only)"))
+    insecure: bool = setting(False, unit="true/false", doc=(
+        "serve without CURVE on an address other hosts reach, knowingly (`--insecure`); "
+        "without it a request socket without CURVE binds only a loopback, `ipc://` or "
+        "`inproc://` address"))
+    log_level: str = setting("info", unit="level", doc=(
+        "`debug`, `info`, `warning`, `error`"))
+    decision_log_per_s: float = setting(1.0, unit="lines/s", doc=(
+        "most `event=decision` log lines a second, sampled from the replies (0: off)"))
+    control_endpoint: str = setting("auto", unit="endpoint", doc=(
+        "the admin socket `lustre-alloc-ctl` and the migration service talk to: `ipc://PATH` "
+        "or a loopback `tcp://`; `auto`: `ipc://$RUNTIME_DIRECTORY/control` under systemd, "
+        "else the hand-started mapper's; `\"\"`: off"))
+    layout_lease_s: float = setting(2.0, unit="s", doc=(
+        "lifetime of a layout lease (protocol v2, docs/protocol.md), at most the primary's "
+        "`plan_ttl_s`; a lease nobody returned is un-booked after it, so a crashed client "
+        "holds capacity for one lifetime at most"),
+        source="docs/protocol.md, \"Protocol v2: leases\"")
+    lease_max_layouts: int = setting(256, unit="layouts", doc="most layouts in one lease")
+    lease_peer_quota: int = setting(4096, unit="layouts", doc=(
+        "most leased layouts one client holds at once; past it a lease request gets EDQUOT "
+        "and that class's creates go to Lustre's allocator for `LUSTRE_ALLOC_RETRY_MS`"))
     policy_params: dict[str, Any] = field(default_factory=dict)
-    curve_secret_key: str = ""
-    curve_server_key: str = ""
-    serve_curve_secret_key: str = ""
-    serve_curve_authorized_keys: str = ""
-    peer_requests_per_s: float = 10000.0
-    peer_request_burst: int = 20000
-    peer_batch_max: int = 64
-    peer_new_apps_per_min: int = 60
-    peer_max_apps: int = 512
-    require_curve: bool = False
-    insecure: bool = False
-    log_level: str = "info"
-    decision_log_per_s: float = 1.0
-    control_endpoint: str = "auto"
-    lease_s: float = 2.0
-    lease_max_layouts: int = 256
-    lease_peer_quota: int = 4096
     steer: dict[str, Any] = field(default_factory=dict)
     scope: dict[str, Any] = field(default_factory=dict)
 
@@ -209,8 +226,8 @@ class MapperConfig:
                 raise ConfigError(f"{name} must be >= 0")
         if self.batch_window_s > 0.1:
             raise ConfigError("batch_window_s above 0.1 s would stall every create")
-        if not 0 < self.lease_s <= 60:
-            raise ConfigError("lease_s must be in (0, 60]")
+        if not 0 < self.layout_lease_s <= 60:
+            raise ConfigError("layout_lease_s must be in (0, 60]")
         if not 1 <= self.lease_max_layouts <= 4096 or self.lease_peer_quota < 1:
             raise ConfigError("lease_max_layouts must be 1..4096 and lease_peer_quota >= 1")
         if self.decision_log_per_s < 0:
@@ -233,8 +250,8 @@ class MapperConfig:
             raise ConfigError("curve_secret_key and curve_server_key go together")
         if bool(self.serve_curve_secret_key) != bool(self.serve_curve_authorized_keys):
             raise ConfigError("serve_curve_secret_key and serve_curve_authorized_keys go together")
-        if self.peer_requests_per_s < 0 or self.peer_request_burst < 1:
-            raise ConfigError("peer_requests_per_s must be >= 0 and peer_request_burst >= 1")
+        if self.peer_requests_per_s < 0:
+            raise ConfigError("peer_requests_per_s must be >= 0")
         if self.peer_batch_max < 1:
             raise ConfigError("peer_batch_max must be >= 1")
         if self.peer_new_apps_per_min < 0 or self.peer_max_apps < 0:
@@ -407,12 +424,61 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> MapperConfig:
                           f"configuration has {', '.join(f'[{t}]' for t in TOP_TABLES)} "
                           f"(and [policy.<name>])")
     tables = _policy_tables(path)
-    if tables is not None:
-        overrides = {**overrides, "policy_params": tables}
+    flags = {k: v for k, v in overrides.items() if v is not None}
     for name in ("steer", "scope"):
         table = top.get(name)
-        if table is not None:
-            if not isinstance(table, dict):
-                raise ConfigError(f"{path}: {name} must be a table [{name}]")
-            overrides = {**overrides, name: table}
-    return load(MapperConfig, path, "mapper", overrides)
+        if table is not None and not isinstance(table, dict):
+            raise ConfigError(f"{path}: {name} must be a table [{name}]")
+    for section, old, new in RENAMED:
+        table = top.get(section)
+        if isinstance(table, dict) and old in table:
+            raise ConfigError(f"{path}: {section}.{old} is now {section}.{new} (one name, one "
+                              f"meaning)")
+    for (section, key), why in REMOVED.items():
+        table = top.get(section)
+        if isinstance(table, dict) and key in table:
+            raise ConfigError(f"{path}: {section}.{key} was removed: {why}")
+    development = _development_table(path, top)
+    steer = {**top.get("steer", {}), **development.pop("steer", {})}
+    files = {**development, **({"policy_params": tables} if tables is not None else {}),
+             **({"steer": steer} if steer else {}),
+             **({"scope": top["scope"]} if "scope" in top else {})}
+    return load(MapperConfig, path, "mapper", {**files, **flags})
+
+
+def _development_table(path: str | None, top: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``[development]`` table of ``path``: the development switches of ``[mapper]``
+    (:func:`~lustre_alloc.common.settings.setting` with ``development=True``) and, under
+    ``[development.steer]``, of ``[steer]``. A development switch in ``[mapper]`` or
+    ``[steer]`` is refused, so the admin's tables hold only admin settings.
+
+    Raises:
+        ConfigError: one line naming the misplaced or unknown key.
+    """
+    from lustre_alloc.mapper.steer.controller import SteerParams
+    mapper_dev = {f.name for f, _ in settings_of(MapperConfig, development=True)}
+    steer_dev = {f.name for f, _ in settings_of(SteerParams, development=True)}
+    for section, names in (("mapper", mapper_dev), ("steer", steer_dev)):
+        table = top.get(section)
+        for key in (table if isinstance(table, dict) else ()):
+            if key in names:
+                where = "[development]" if section == "mapper" else "[development.steer]"
+                raise ConfigError(f"{path}: {section}.{key} is a development switch: set it "
+                                  f"in {where} (or by its flag)")
+    table = top.get("development", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: development must be a table [development]")
+    table = dict(table)
+    steer = table.get("steer", {})
+    if not isinstance(steer, dict):
+        raise ConfigError(f"{path}: development.steer must be a table")
+    for key in table:
+        if key != "steer" and key not in mapper_dev:
+            raise ConfigError(f"{path}: development.{key}: unknown development switch; known: "
+                              f"{', '.join(sorted(mapper_dev))} and [development.steer] "
+                              f"{', '.join(sorted(steer_dev))}")
+    for key in steer:
+        if key not in steer_dev:
+            raise ConfigError(f"{path}: development.steer.{key}: unknown development switch; "
+                              f"known: {', '.join(sorted(steer_dev))}")
+    return table

@@ -177,7 +177,7 @@ class Intake:
                 replies.append((identity, wire.encode_error(req.id, errno.EPERM, reason)
                                 if op == "alloc" else wire.encode_lease_error(
                                     req.id, errno.EPERM, reason,
-                                    retry_ms=int(cfg.lease_s * 1000))))
+                                    retry_ms=int(cfg.layout_lease_s * 1000))))
                 out.out_of_scope += 1
             elif ost_counts[ctx.key] == 0:
                 reason = "no cluster state yet (no collector sample)"

@@ -241,14 +241,14 @@ class LeaseDesk:
     def __init__(self, config: MapperConfig, path: DecisionPath, mode: Callable[[str], str],
                  contexts: dict[str, FsContext], lock: threading.Lock,
                  metrics: MapperMetrics):
-        self.lease_s = config.lease_s
+        self.lease_s = config.layout_lease_s
         self.quota = config.lease_peer_quota
         self.path = path
         self.mode = mode
         self.contexts = contexts
         self.lock = lock
         self.metrics = metrics
-        self.book = LeaseBook(config.lease_s, config.lease_max_layouts, config.lease_peer_quota)
+        self.book = LeaseBook(config.layout_lease_s, config.lease_max_layouts, config.lease_peer_quota)
         self._next_expiry_check = 0.0
 
     def lifetime_s(self, ctx: FsContext) -> float:

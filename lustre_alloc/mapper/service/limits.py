@@ -6,7 +6,7 @@ that reconnects keeps its identity either way. The rules (numbers are configurat
 ``MapperConfig.peer_*``):
 
 * **Request rate**: a token bucket per peer (``peer_requests_per_s`` sustained,
-  ``peer_request_burst`` at once). A request over it is answered at once with ``EBUSY``
+  ``PEER_BURST_S`` seconds of it at once). A request over it is answered at once with ``EBUSY``
   ("rate limit ..."); the shim then uses Lustre's allocator for that create.
 * **New applications**: a job id the predictor does not track is a new application. Each peer
   may introduce ``peer_new_apps_per_min`` per minute (a bucket refilled over 60 s) and own at

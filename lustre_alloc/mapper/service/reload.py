@@ -27,11 +27,11 @@ from typing import Any, Mapping
 
 from lustre_alloc.common.curve import expand
 from lustre_alloc.common.errors import ConfigError
-from lustre_alloc.mapper.service.config import MapperConfig, load_config
+from lustre_alloc.mapper.service.config import PEER_BURST_S, MapperConfig, load_config
 
 log = logging.getLogger("lustre_alloc.mapper.service.reload")
 
-RELOADABLE = ("serve_curve_authorized_keys", "peer_requests_per_s", "peer_request_burst",
+RELOADABLE = ("serve_curve_authorized_keys", "peer_requests_per_s",
               "peer_new_apps_per_min", "peer_max_apps", "mds_cpu_limit_percent",
               "round_budget_s", "log_level", "decision_log_per_s", "steer", "scope")
 """Configuration keys a reload applies; any other key changes only at a restart."""
@@ -102,7 +102,7 @@ class Reloader:
             auth.configure_curve(domain="*", location=expand(new.serve_curve_authorized_keys))
         limits = svc.limits
         limits.requests_per_s = new.peer_requests_per_s
-        limits.request_burst = max(1, new.peer_request_burst)
+        limits.request_burst = max(1, int(new.peer_requests_per_s * PEER_BURST_S))
         limits.new_apps_per_min = new.peer_new_apps_per_min
         limits.max_apps = new.peer_max_apps
         for ctx in svc.contexts.values():

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from lustre_alloc.common.errors import ConfigError
+from lustre_alloc.common.settings import setting
 from lustre_alloc.mapper.service.wire import Owner
 
 PLACE, SHADOW, OFF = "place", "shadow", "off"
@@ -55,26 +56,33 @@ PLACE, SHADOW, OFF = "place", "shadow", "off"
 class Scope:
     """The ``[scope]`` rules (module docstring).
 
-    Attributes:
-        place: False places nothing.
-        paths, exclude_paths: absolute directory prefixes.
-        pools: pool names (``""``: the request names no pool).
-        jobids, exclude_jobids: fnmatch patterns.
-        shadow: True: every file system in shadow mode (module docstring).
-        fsnames: file system name -> True (placed), False (off) or ``"shadow"``.
-        uids, gids, projids: ids the request must carry one of (empty: any).
+    Each key's unit, default and meaning are its :func:`~lustre_alloc.common.settings.setting`
+    metadata (docs/operations.md's ``[scope]`` table is generated from them).
     """
-    place: bool = True
-    shadow: bool = False
-    paths: tuple[str, ...] = ()
-    exclude_paths: tuple[str, ...] = ()
-    pools: tuple[str, ...] = ()
-    jobids: tuple[str, ...] = ()
-    exclude_jobids: tuple[str, ...] = ()
-    fsnames: Mapping[str, bool | str] = field(default_factory=dict)
-    uids: tuple[int, ...] = ()
-    gids: tuple[int, ...] = ()
-    projids: tuple[int, ...] = ()
+    place: bool = setting(True, unit="true/false", doc="false: place nothing (every file to Lustre)")
+    shadow: bool = setting(False, unit="true/false", doc=(
+        "every file system in shadow mode: decide, apply nothing, answer \"use Lustre's\" and "
+        "compare (the rollout's first step)"))
+    paths: tuple[str, ...] = setting((), unit="absolute directories", doc=(
+        "place only requests whose path is under one of these (component by component; "
+        "empty: any)"))
+    exclude_paths: tuple[str, ...] = setting((), unit="absolute directories", doc=(
+        "never place requests under these"))
+    pools: tuple[str, ...] = setting((), unit="pool names", doc=(
+        "place only requests naming one of these pools (`\"\"`: no pool; empty: any)"))
+    jobids: tuple[str, ...] = setting((), unit="fnmatch patterns", doc=(
+        "place only requests whose jobid matches one (empty: any)"))
+    exclude_jobids: tuple[str, ...] = setting((), unit="fnmatch patterns", doc=(
+        "never place requests whose jobid matches one"))
+    fsnames: Mapping[str, bool | str] = setting(factory=dict, unit="fsname -> mode", doc=(
+        "`[scope.fsnames]`: per file system `true` (placed), `false` (off) or `\"shadow\"`"),
+        shown="none")
+    uids: tuple[int, ...] = setting((), unit="uids", doc=(
+        "the creating process's effective uid must be one of these (empty: any; the client's "
+        "claim, not a credential)"))
+    gids: tuple[int, ...] = setting((), unit="gids", doc="its effective gid (empty: any)")
+    projids: tuple[int, ...] = setting((), unit="project ids", doc=(
+        "the new file's Lustre project id, inherited from its directory (empty: any)"))
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> "Scope":

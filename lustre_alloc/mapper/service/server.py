@@ -37,7 +37,7 @@ import msgpack
 import zmq
 
 from lustre_alloc.mapper.service import wire
-from lustre_alloc.mapper.service.config import MapperConfig
+from lustre_alloc.mapper.service.config import PEER_BURST_S, MapperConfig
 from lustre_alloc.mapper.service.migration_view import MigrationReports
 from lustre_alloc.mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard, gated_policy,
                                        state_file_for, state_store)
@@ -109,7 +109,8 @@ class MapperService:
         self._own_context = context is None
         self.context = context or zmq.Context()
         self.metrics = MapperMetrics(predicted=lambda: predicted_load(self.contexts))
-        self.limits = PeerLimits(config.peer_requests_per_s, config.peer_request_burst,
+        self.limits = PeerLimits(config.peer_requests_per_s,
+                                 int(config.peer_requests_per_s * PEER_BURST_S),
                                  config.peer_new_apps_per_min, config.peer_max_apps)
         self.intake = Intake(config, self.limits, self.contexts)
         self.learned = LearnedStates(self.contexts, self.metrics)

@@ -18,6 +18,7 @@ import zmq
 
 from lustre_alloc.common.curve import CurveClient, expand
 from lustre_alloc.common.errors import ConfigError
+from lustre_alloc.common.settings import setting
 from lustre_alloc.mapper.steer.controller import SteerParams
 
 
@@ -27,21 +28,26 @@ class SteerConfig:
     where the agents are.
 
     Attributes:
-        params: the controller's settings.
-        interval_s: seconds between evaluations (the collectors' interval, 5 s).
-        oss_agents: OSS host name (as its collector publishes it) -> agent endpoint.
-        mds_agents: MDS name -> agent endpoint.
-        agent_keys_dir: directory of the agents' public keys ``<name>.key`` (the
-            collectors' own keys: the broker's authorised-keys directory serves); with it,
-            requests go over CURVE under the mapper's ``curve_secret_key``.
-        agent_timeout_s: seconds to wait for an agent's reply.
+        params: the controller's settings (:class:`SteerParams`).
+
+    The other keys' unit, default and source are their
+    :func:`~lustre_alloc.common.settings.setting` metadata.
     """
     params: SteerParams = field(default_factory=SteerParams)
-    interval_s: float = 5.0
-    oss_agents: Mapping[str, str] = field(default_factory=dict)
-    mds_agents: Mapping[str, str] = field(default_factory=dict)
-    agent_keys_dir: str = ""
-    agent_timeout_s: float = 2.0
+    interval_s: float = setting(5.0, unit="s", doc="seconds between evaluations",
+                                source="the collectors' interval")
+    oss_agents: Mapping[str, str] = setting(factory=dict, unit="host -> endpoint", doc=(
+        "`[steer.oss_agents]`: OSS host name (as its collector publishes it) -> its steering "
+        "agent; needed by `action = \"degraded\"`"), shown="none")
+    mds_agents: Mapping[str, str] = setting(factory=dict, unit="name -> endpoint", doc=(
+        "`[steer.mds_agents]`: MDS name -> its steering agent; needed by "
+        "`action = \"drain\"`"), shown="none")
+    agent_keys_dir: str = setting("", unit="directory", doc=(
+        "the agents' public keys `<name>.key` (the collectors' own: the broker's "
+        "authorised-keys directory serves); with it, requests go over CURVE under the "
+        "mapper's `curve_secret_key`"), shown="none")
+    agent_timeout_s: float = setting(2.0, unit="s", doc=(
+        "wait this long for an agent's reply, then count an error and replace the socket"))
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> "SteerConfig":

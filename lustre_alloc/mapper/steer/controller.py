@@ -30,14 +30,14 @@ what the collectors publish; ``m``: the median of the measured OSTs, at least
   tracker then relaxes its estimate toward the median with time constant ``rate_relax_s``
   (never reset at once), which is how a recovered OST is retried: after about
   ``rate_relax_s`` it leaves, takes new objects, and shows its speed again;
-* **bounded retries**: an OST steered again within ``lease_s`` of being returned was not
+* **bounded retries**: an OST steered again within ``action_lease_s`` of being returned was not
   recovered; each such strike doubles its minimum dwell (``min_dwell_s * 2**strikes``, at most
   :data:`MAX_DWELL_DOUBLINGS` doublings), so a still-slow OST is retried less and less often
-  (exponential backoff, as a circuit breaker retries); a return that lasts ``lease_s``
+  (exponential backoff, as a circuit breaker retries); a return that lasts ``action_lease_s``
   clears the strikes;
-* every action is a **lease** of ``lease_s``: the agent that applied it undoes it unless the
+* every action is a **lease** of ``action_lease_s``: the agent that applied it undoes it unless the
   controller renews it (renewed once less than half is left), so a mapper that dies leaves
-  nothing steered for longer than ``lease_s``.
+  nothing steered for longer than ``action_lease_s``.
 
 An OST already flagged by someone else (a RAID script's ``degraded``, an admin's drain) is not
 ours: the controller never takes it over and never undoes it.
@@ -55,6 +55,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from lustre_alloc.common.settings import setting
 from lustre_alloc.mapper.speed.rates import OstRateTracker
 from lustre_alloc.mapper.speed.rates import MIN_PEERS
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OstFlag, OstState
@@ -72,38 +73,44 @@ class SteerParams:
     """The ``[steer]`` table of the mapper's configuration (and of a scenario's
     ``[policy_params.qos_steer]``).
 
-    Attributes:
-        mode: ``off`` (default), ``dry_run`` (decide and log, touch nothing) or ``on``.
-        action: ``degraded`` (default: Lustre's own "this OST is slow" flag, LU-522) or
-            ``drain`` (``max_create_count=0``).
-        slow_factor: an OST slower than the median by this factor is steered (> 1; 3, the
-            straggler rule's factor, :mod:`lustre_alloc.mapper.flow.stragglers`).
-        recover_factor: a steered OST within this factor of the median is returned
-            (1 < recover_factor < slow_factor: the hysteresis band).
-        confirm_s: seconds an OST must stay below the threshold before it is steered.
-        min_dwell_s: seconds an action stays at least (no flapping).
-        lease_s: seconds an action lasts unless renewed, > 0.
-        max_fraction: most OSTs steered at once, share of the file system and of each pool,
-            in (0, 1).
-        min_free_share: share of a pool's available space (``kbytesavail``) its unsteered
-            OSTs must keep, in [0, 1).
-        rate_smoothing: weight of a new sample in the speed estimate, (0, 1].
-        rate_relax_s: time constant of the estimate's relaxation toward the median while an
-            OST shows no evidence, s (> 0: how a steered OST is retried).
+    Each key's unit, default and source are its :func:`~lustre_alloc.common.settings.setting`
+    metadata (docs/operations.md's ``[steer]`` table is generated from them).
+
     Raises:
         ValueError: from :meth:`check`, naming the key.
     """
-    mode: str = "off"
-    action: str = "degraded"
-    slow_factor: float = 3.0
-    recover_factor: float = 1.5
-    confirm_s: float = 120.0
-    min_dwell_s: float = 600.0
-    lease_s: float = 900.0
-    max_fraction: float = 0.1
-    min_free_share: float = 0.5
-    rate_smoothing: float = 0.05
-    rate_relax_s: float = 1800.0
+    mode: str = setting("off", unit="off/dry_run/on", doc=(
+        "`off`; `dry_run`: decide and log, touch nothing; `on`: act through the collectors' "
+        "agents"))
+    action: str = setting("degraded", unit="degraded/drain", doc=(
+        "`degraded`: `obdfilter.*.degraded=1`, Lustre's own \"this OST is slow\" flag "
+        "(LU-522); `drain`: `osp.*.max_create_count=0` on every MDS"))
+    slow_factor: float = setting(3.0, unit="x the median", doc=(
+        "an OST this many times slower than the median of the measured OSTs is steered"),
+        source="the straggler rule's factor (lustre_alloc/mapper/flow/stragglers.py)")
+    recover_factor: float = setting(1.5, unit="x the median", doc=(
+        "a steered OST within this factor of the median is returned (1 < recover_factor < "
+        "slow_factor: the hysteresis band)"))
+    confirm_s: float = setting(120.0, unit="s", doc=(
+        "an OST must stay below the threshold this long before it is steered"),
+        source="a busy OST looks slow through its own RPCs for minutes; a slow one stays slow")
+    min_dwell_s: float = setting(600.0, unit="s", doc=(
+        "an action stays at least this long (no flapping); doubled per strike, at most "
+        "4 doublings"))
+    action_lease_s: float = setting(900.0, unit="s", doc=(
+        "an action lasts this long unless renewed (renewed with half left): the agent undoes "
+        "it otherwise, so a mapper that dies leaves nothing steered longer; an OST steered "
+        "again within it of a return was not recovered (a strike)"))
+    max_fraction: float = setting(0.1, unit="share of OSTs", doc=(
+        "most OSTs steered at once, of the file system and of each pool, in (0, 1)"))
+    min_free_share: float = setting(0.5, unit="share of kbytesavail", doc=(
+        "the unsteered OSTs of a pool keep at least this share of its available space"))
+    rate_smoothing: float = setting(0.05, unit="weight 0..1", development=True, doc=(
+        "weight of a new sample in the steering's speed estimate (slower than the placement's "
+        "0.3: steering waits `confirm_s` anyway); tests set 1 to react at once"))
+    rate_relax_s: float = setting(1800.0, unit="s", doc=(
+        "time constant of a quiet (steered) OST's estimate relaxing toward the median: how a "
+        "recovered OST is retried"))
 
     def check(self) -> "SteerParams":
         """Validate every key; returns self.
@@ -118,8 +125,8 @@ class SteerParams:
         if not 1.0 < self.recover_factor < self.slow_factor:
             raise ValueError("steer needs 1 < recover_factor < slow_factor, got "
                              f"{self.recover_factor} and {self.slow_factor}")
-        if self.min_dwell_s < 0 or self.confirm_s < 0 or not self.lease_s > 0:
-            raise ValueError("steer min_dwell_s and confirm_s must be >= 0 and lease_s > 0")
+        if self.min_dwell_s < 0 or self.confirm_s < 0 or not self.action_lease_s > 0:
+            raise ValueError("steer min_dwell_s and confirm_s must be >= 0 and action_lease_s > 0")
         if not 0.0 < self.max_fraction < 1.0:
             raise ValueError(f"steer max_fraction must be in (0, 1), got {self.max_fraction}")
         if not 0.0 <= self.min_free_share < 1.0:
@@ -154,7 +161,7 @@ class SteerAction:
         reason: why, one line with the evidence.
         rate_bytes_s, median_bytes_s: the evidence at the last decision, bytes/s.
         slow_since_s: since when the OST has been steered for slowness, s: ``since_s``,
-            or for a strike (steered again within ``lease_s`` of a return that did not
+            or for a strike (steered again within ``action_lease_s`` of a return that did not
             last) the first action's, so a probe does not restart the count (the
             migration service's ``evacuate_after_s`` reads it).
     """
@@ -244,8 +251,8 @@ class SteerController:
                                 f"{p.recover_factor}", out)
             elif not self._safe(snapshot, set(self.active) - {act.ost}, act.ost):
                 self._undo(act, "share or free-space rule no longer holds", out)
-            elif act.until_s - now_s < p.lease_s / 2:
-                act.until_s = now_s + p.lease_s
+            elif act.until_s - now_s < p.action_lease_s / 2:
+                act.until_s = now_s + p.action_lease_s
                 self.counts["renewed"] += 1
                 out.renew.append(act)
         below = {i for i, r in rate.items() if r < median / p.slow_factor}
@@ -259,12 +266,12 @@ class SteerController:
                 continue
             returned = self._returned_s.pop(i, None)
             slow_since = self._slow_since.pop(i, now_s)
-            if returned is not None and now_s - returned < p.lease_s:
+            if returned is not None and now_s - returned < p.action_lease_s:
                 self.strikes[i] = min(self.strikes.get(i, 0) + 1, MAX_DWELL_DOUBLINGS)
             else:
                 self.strikes.pop(i, None)
                 slow_since = now_s
-            act = SteerAction(i, p.action, now_s, now_s + p.lease_s,
+            act = SteerAction(i, p.action, now_s, now_s + p.action_lease_s,
                               f"slow: {_mb(r)} MB/s < median {_mb(median)} / {p.slow_factor}",
                               r, median, slow_since)
             self.active[i] = act

@@ -141,7 +141,7 @@ class SteerLoop:
         ost = target_name(name, act.ost)
         request = ({"op": "release", "ost": ost, "kind": act.kind} if verb == "undo" else
                    {"op": "steer", "ost": ost, "kind": act.kind, "reason": act.reason,
-                    "lease_s": self.config.params.lease_s})
+                    "lease_s": self.config.params.action_lease_s})
         try:
             agents = self.agents.for_action(act.kind, self._oss_of.get((fs, act.ost), ""))
         except AgentError as exc:

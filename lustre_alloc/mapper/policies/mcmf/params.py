@@ -10,37 +10,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from lustre_alloc.common.settings import settings_of, setting
 from lustre_alloc.mapper.flow.solver import SOLVERS
 from lustre_alloc.mapper.flow.stragglers import (STRAGGLER_FACTOR, STRAGGLER_MAX_FRACTION,
                                     STRAGGLER_MIN_EXCESS_S)
 
 PREDICT_MODES = ("joint", "after")
 
-ADMIN_SETTINGS: dict[str, str] = {
-    "straggler_factor": "x the median: an OST whose write time is this many times the median "
-                        "of its peers' leaves the round (3.0; healthy OSTs stay within 2x in "
-                        "brw_stats, a degraded RAID shows 5-10x: lustre_alloc/mapper/flow/stragglers.py)",
-    "straggler_max_fraction": "share of the usable OSTs: most left out as stragglers at once "
-                              "(0.25; when half the system is slow it is busy, not "
-                              "straggling: lustre_alloc/mapper/flow/stragglers.py)",
-    "rate_smoothing": "weight, 0..1, of a new sample in each OST's smoothed write rate (0.3: "
-                      "the estimate counts the I/Os in flight, so a busy OST no longer reads "
-                      "slow; docs/history.md, \"Lustre's RR unless the evidence says "
-                      "otherwise\")",
-    "regime": "true: Lustre's round-robin while the evidence says the OSTs are alike, the flow "
-              "otherwise (true; the flow lost 3-11% of job I/O time to round-robin where the "
-              "OSTs were alike: docs/placement.md)",
-    "pending_half_life_s": "s: half-life of the bytes placed but not yet visible in the "
-                           "statistics (300)",
-    "plan_ttl_s": "s: the oldest a planned OST list may be when handed out (2.5, half the "
-                  "collectors' 5 s interval: docs/placement.md, \"Staleness bound\")",
-    "predict_k": "predicted requests per application per round (0: off; the paper's 4; it "
-                 "learns only from sizes requests announce: docs/placement.md, \"The "
-                 "predictor's place\")",
-}
-"""The settings of an admin's ``[policy.mcmf]``, each with its unit, default and the
-measurement or source behind it. Every other field of :class:`McmfParams` is an experiment
-and is read only from ``[policy.mcmf.experimental]`` (the mapper logs a warning for each)."""
 EXPERIMENTAL_TABLE = "experimental"
 
 
@@ -138,28 +114,46 @@ class McmfParams:
     """
     cost_model: str = "rate"
     cost_params: dict[str, float] | None = None
-    predict_k: int = 0
+    predict_k: int = setting(0, unit="requests", doc=(
+        "predicted requests per application per round (0: off; the paper's 4); the chain "
+        "learns only from sizes requests announce"),
+        source='docs/placement.md, "The predictor\'s place": no bundled world announces sizes',
+        shown="0 (off)")
     markov: dict[str, Any] | None = None
     solver: str = "ortools"
     prune: bool = True
-    straggler_factor: float = STRAGGLER_FACTOR
+    straggler_factor: float = setting(STRAGGLER_FACTOR, unit="x the median", doc=(
+        "an OST whose brw_stats write time is this many times its peers' median leaves the "
+        "round"), source="healthy OSTs stay within 2x, a degraded RAID shows 5-10x "
+                         "(lustre_alloc/mapper/flow/stragglers.py)")
     straggler_min_excess_s: float = STRAGGLER_MIN_EXCESS_S
-    straggler_max_fraction: float = STRAGGLER_MAX_FRACTION
-    pending_half_life_s: float = 300.0
+    straggler_max_fraction: float = setting(STRAGGLER_MAX_FRACTION, unit="share of usable OSTs",
+        doc="most OSTs left out as stragglers at once",
+        source="when half the system is slow it is busy, not straggling")
+    pending_half_life_s: float = setting(300.0, unit="s", doc=(
+        "bytes placed but not yet visible in the statistics fade with this half-life"))
     cache_ttl_s: float = 5.0
     app_weight: float = 0.0
     app_half_life_s: float = 3600.0
     predict_mode: str = "joint"
     plan_ahead: bool = True
-    plan_ttl_s: float = 2.5
+    plan_ttl_s: float = setting(2.5, unit="s", doc=(
+        "the oldest a planned OST list (or a leased layout) may be when handed out"),
+        source='half the collectors\' 5 s interval (docs/placement.md, "Staleness bound")')
     plan_horizon_s: float = 1.0
     plan_max_depth: int = 1024
     plan_inline: bool = True
     plan_aggregate: bool = False
     plan_aggregate_above: int = 8
-    rate_smoothing: float = 0.3
+    rate_smoothing: float = setting(0.3, unit="weight 0..1", doc=(
+        "weight of a new sample in each OST's speed estimate; the estimate counts the I/Os in "
+        "flight, so a busy OST does not read slow"),
+        source='docs/placement.md, "Lustre\'s RR unless the evidence says otherwise"')
     latency_smoothing: float = 1.0
-    regime: bool = True
+    regime: bool = setting(True, unit="true/false", doc=(
+        "Lustre's round-robin while the OSTs look alike, the flow otherwise"),
+        source="the flow lost 3-11% of job I/O time to round-robin where the OSTs were alike "
+               "(docs/placement.md)")
     regime_params: dict[str, float | bool] | None = None
     space_cost_model: str | None = None
     space_cost_params: dict[str, float] | None = None
@@ -196,6 +190,13 @@ class McmfParams:
             raise ValueError(f"rate_busy_s must be > 0 or None, got {self.rate_busy_s!r}")
         if self.plan_aggregate_above < 1:
             raise ValueError(f"plan_aggregate_above must be >= 1, got {self.plan_aggregate_above!r}")
+
+
+ADMIN_SETTINGS: tuple[str, ...] = tuple(f.name for f, _ in settings_of(McmfParams))
+"""The keys of an admin's ``[policy.mcmf]``: the fields of :class:`McmfParams` that carry
+:func:`~lustre_alloc.common.settings.setting` metadata (unit, default, source). Every other
+field is an experiment, read only from ``[policy.mcmf.experimental]`` (the mapper logs a
+warning for each)."""
 
 
 def params_from_table(table: dict[str, Any], where: str = "policy.mcmf"
