@@ -12,7 +12,7 @@ For each size it times, in the same run and on the same random cluster state:
   case between two statistics samples: the per-OST arrays are kept);
 * ``plan``: the background planner's round (``McmfPolicy.plan``) making as many 4-stripe
   lists as there are requests, warm (the queues emptied between repeats; above 8 lists
-  one aggregated request with the per-OST slot cap, ``lustre_alloc.mapper.flow.round_solve``), and
+  one aggregated request with the per-OST slot cap, ``lustre_alloc.mapper.flow.ost_lists``), and
   whether its optimum equals that of today's round on the same input, one dense request
   per list (``same``);
 * ``networkx``: the pruned network solved by networkx (the paper's solver), where it
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstState  # noqa: E402
 from lustre_alloc.mapper.flow.costs import ConvexCost  # noqa: E402
 from lustre_alloc.mapper.flow.network import RoundRequest  # noqa: E402
-from lustre_alloc.mapper.flow.round_solve import build_network  # noqa: E402
+from lustre_alloc.mapper.flow.ost_lists import build_network  # noqa: E402
 from lustre_alloc.mapper.flow.solver import solve_networkx, solve_ortools  # noqa: E402
 from lustre_alloc.mapper.policies.mcmf import McmfPolicy  # noqa: E402
 from lustre_alloc.mapper.policies.placement import CreateRequest  # noqa: E402

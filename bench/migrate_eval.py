@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from lustre_alloc.simulator.evacuation import MigrateEvent  # noqa: E402
+from lustre_alloc.simulator.rebalance.service_event import MigrateEvent  # noqa: E402
 from lustre_alloc.simulator.runner import prepare, run_policy  # noqa: E402
 from lustre_alloc.simulator.scenario import load_scenario  # noqa: E402
 from lustre_alloc.simulator.seeds import interval  # noqa: E402

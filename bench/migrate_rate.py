@@ -7,7 +7,7 @@ simulator (the same budget code deciding the cap of each move's transfers), side
 One setup for both: 4 OSTs on 2 OSSes, each rated ``--ost-mib-s``, OSTs 0 and 1 at 80% full
 and 2 and 3 empty, the service balancing fill (``balance_fill``) with ``ost_share``
 ``--share``, ``max_per_oss`` 2 and ``lfs_bandwidth_option`` on (Lustre 2.16+: every move
-capped with ``-W`` at :meth:`lustre_alloc.mapper.migrate.budget.MigrationBudget.bandwidth_limit`, here
+capped with ``-W`` at :meth:`lustre_alloc.rebalance.budget.MigrationBudget.bandwidth_limit`, here
 ``share x rate / 2``). Emulated: ``--files`` files of ``--mib`` MiB on OSTs 0 and 1 (real
 files, copied by the stand-in lfs); each move's rate is its bytes over the time from its
 ``running`` to its ``done`` journal record (loop: 0.1 s). Simulated: the same world with the
@@ -37,9 +37,9 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 
 from lustre_alloc.common import lustre_layout as ll  # noqa: E402
 from lustre_alloc.livestack.emulator import LOV_XATTR  # noqa: E402
-from lustre_alloc.mapper.migrate.budget import BudgetParams  # noqa: E402
-from lustre_alloc.mapper.migrate.config import MigrateConfig  # noqa: E402
-from lustre_alloc.mapper.migrate.service import MigrationService  # noqa: E402
+from lustre_alloc.rebalance.budget import BudgetParams  # noqa: E402
+from lustre_alloc.rebalance.config import MigrateConfig  # noqa: E402
+from lustre_alloc.rebalance.service import MigrationService  # noqa: E402
 from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy  # noqa: E402
 from lustre_alloc.simulator.scenario import load_scenario  # noqa: E402
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from lustre_alloc_data import resource_path  # noqa: E402
-from lustre_alloc.mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration  # noqa: E402
+from lustre_alloc.rebalance.plan import FileTable, MigrationOsts, PlanTargets, plan_migration  # noqa: E402
 from lustre_alloc.traces.lfs_df import read_lfs_df  # noqa: E402
 
 GIB = float(1 << 30)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from lustre_alloc.mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration  # noqa: E402
+from lustre_alloc.rebalance.plan import FileTable, MigrationOsts, PlanTargets, plan_migration  # noqa: E402
 
 TIB_KIB = 100 * (1 << 30)          # 100 TiB in KiB
 

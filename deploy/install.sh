@@ -144,8 +144,8 @@ install -m 0644 "$SRC/deploy/prometheus/"*.yml "$DOC/prometheus/"
 # the collector's drop-in for a steering agent (docs/operations.md): shipped, not enabled
 install -m 0644 "$SRC/lustre_alloc/collectors/systemd/steer-agent.conf" "$DOC/"
 # the migration service's unit and configuration (docs/rebalance.md): shipped, not enabled
-install -m 0644 "$SRC/lustre_alloc/mapper/service/systemd/lustre-alloc-migrate.service" \
-    "$SRC/lustre_alloc/mapper/service/systemd/migrate.toml.example" "$DOC/"
+install -m 0644 "$SRC/lustre_alloc/rebalance/systemd/lustre-alloc-migrate.service" \
+    "$SRC/lustre_alloc/rebalance/systemd/migrate.toml.example" "$DOC/"
 
 # ---------------------------------------------------------------- user (real installs only)
 if [ -z "$DESTDIR" ]; then

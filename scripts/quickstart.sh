@@ -5,7 +5,7 @@
 # today's two worlds, then one where placement matters (straggler-ost: a real job bound
 # by a straggler OST) beside the perfect-information reference (oracle) and the share of
 # its headroom over round-robin each policy captures; last, paper-32ost with the periodic
-# lfs migrate rebalancer (lustre_alloc/mapper/rebalance): the paper's OST balance (Fig. 11), which no
+# lfs migrate rebalancer (lustre_alloc/rebalance): the paper's OST balance (Fig. 11), which no
 # placement policy reaches alone without trading bandwidth for space.
 set -euo pipefail
 cd "$(dirname "$0")/.."

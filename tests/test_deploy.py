@@ -187,7 +187,7 @@ def test_install_refuses_an_unknown_role(tmp_path):
 def test_the_migration_services_example_unit_and_configuration_are_shipped(staged):
     """Beside the docs, not enabled: the unit verifies once copied in, and the example
     configuration loads as shipped (dry run first)."""
-    from lustre_alloc.mapper.migrate.config import load as load_migrate
+    from lustre_alloc.rebalance.config import load as load_migrate
     doc = staged / "opt/lustre-alloc/share/doc/lustre-alloc"
     assert (doc / "rebalance.md").is_file()
     assert not (staged / "etc/systemd/system/lustre-alloc-migrate.service").exists()

@@ -17,7 +17,7 @@ DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 PACKAGES = ("lustre_alloc", "lustre_alloc_data")
 COMMANDS = {"lustre-alloc-sim": "lustre_alloc.simulator.cli", "lustre-alloc-traces": "lustre_alloc.traces.cli",
             "lustre-alloc-mapper": "lustre_alloc.mapper.service.cli",
-            "lustre-alloc-rebalance": "lustre_alloc.mapper.migrate",
+            "lustre-alloc-rebalance": "lustre_alloc.rebalance",
             "lustre-alloc-collector": "lustre_alloc.collectors.cli", "lustre-alloc-broker": "lustre_alloc.collectors.broker_cli",
             "lustre-alloc-demo": "lustre_alloc.livestack.demo"}
 TOP = ("bench", "deploy", "docs", "liblustre_alloc", "lustre_alloc", "lustre_alloc_data",

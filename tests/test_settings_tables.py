@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lustre_alloc.common import settings_tables
+from lustre_alloc.mapper.service import settings_tables
 from lustre_alloc.common.settings import default_of, settings_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ KEY_LINE = re.compile(r"^(#?)\s?([a-z][a-z0-9_]*)\s*=\s*(\S.*?)(?:\s+#\s.*)?$")
 def test_the_operations_tables_are_generated_from_the_code():
     text = OPERATIONS.read_text()
     assert settings_tables.render(text) == text, (
-        "docs/operations.md is stale: python -m lustre_alloc.common.settings_tables "
+        "docs/operations.md is stale: python -m lustre_alloc.mapper.service.settings_tables "
         "--write docs/operations.md")
 
 

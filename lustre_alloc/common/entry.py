@@ -16,9 +16,9 @@ COMMANDS = {
     "lustre-alloc-collector": ("lustre_alloc.collectors.cli", "collector"),
     "lustre-alloc-broker": ("lustre_alloc.collectors.broker_cli", "collector"),
     "lustre-alloc-mapper": ("lustre_alloc.mapper.service.cli", "mapper"),
-    "lustre-alloc-rebalance": ("lustre_alloc.mapper.migrate.cli", "mapper"),
+    "lustre-alloc-rebalance": ("lustre_alloc.rebalance.cli", "mapper"),
     "lustre-alloc-ctl": ("lustre_alloc.mapper.service.ctl", "mapper"),
-    "lustre-alloc-selftest": ("lustre_alloc.mapper.selftest.cli", "collector"),
+    "lustre-alloc-selftest": ("lustre_alloc.selftest.cli", "collector"),
 }
 """Command -> (module with ``main(argv)``, the extra that installs what it needs)."""
 OURS = ("lustre_alloc", "lustre_alloc_data")

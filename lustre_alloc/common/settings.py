@@ -1,6 +1,6 @@
 """A setting is a promise to an admin: its unit, its default and what chose that default are
 kept on the dataclass field that holds it, and the tables an admin reads are generated from
-them (``python -m lustre_alloc.common.settings_tables --write`` fills docs/operations.md; a
+them (``python -m lustre_alloc.mapper.service.settings_tables --write`` fills docs/operations.md; a
 test keeps the doc and the packaged examples equal to the code).
 
     from lustre_alloc.common.settings import setting

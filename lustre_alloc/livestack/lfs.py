@@ -61,7 +61,7 @@ import psutil
 
 from lustre_alloc.common import lustre_layout as ll
 from lustre_alloc.livestack.emulator import LOV_XATTR
-from lustre_alloc.mapper.migrate.keep import objects
+from lustre_alloc.rebalance.keep import objects
 
 CHUNK_BYTES = 1 << 20
 POOLS_ENV = "LIVESTACK_LFS_POOLS"

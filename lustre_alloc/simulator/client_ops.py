@@ -65,7 +65,7 @@ class ClientOps:
         self.start = start
         self.counters = counters
         self.rebal: Any = None
-        """The rebalancer (:mod:`lustre_alloc.simulator.rebalance`), when the scenario has one."""
+        """The rebalancer (:mod:`lustre_alloc.simulator.rebalance.plan_event`), when the scenario has one."""
         self.files: dict[str, SimFile] = {}
         self.file_times: list[list[float]] = []
         self.meta_this_step = 0

@@ -36,7 +36,7 @@ from lustre_alloc.simulator.client_ops import ClientOps
 from lustre_alloc.simulator.create_path import CreatePath
 from lustre_alloc.simulator.job_io import AppIo, JobBook, JobIo
 from lustre_alloc.simulator.oracle import PerfectInformation, SimulationTruth
-from lustre_alloc.simulator.rebalance import REBALANCE_JOB, Rebalancer
+from lustre_alloc.simulator.rebalance.plan_event import REBALANCE_JOB, Rebalancer
 from lustre_alloc.simulator.scenario import Scenario
 from lustre_alloc.traces.format import TraceRecord
 
@@ -80,7 +80,7 @@ class Simulation:
     Parts: the MDS's view of the OSTs and the sample path into it
     (:class:`~lustre_alloc.simulator.mds_view.MdsView`), the transfers in flight
     (:class:`~lustre_alloc.simulator.transfer_book.TransferBook`), and here the records, creates, jobs'
-    statistics and the step loop. :mod:`lustre_alloc.simulator.rebalance` drives migrations through the
+    statistics and the step loop. :mod:`lustre_alloc.simulator.rebalance.plan_event` drives migrations through the
     public methods :meth:`start_record`, :meth:`add_transfer` and the two parts.
 
     Args:

@@ -110,7 +110,7 @@ def parse_events(path: Path, raw: Any, duration_s: float) -> tuple[Event, ...]:
         if not isinstance(t, dict):
             raise EventError(f"{where[:-1]}: expected a table")
         kind = t.get("kind")
-        if kind in ("rebalance", "migrate"):    # parsed by lustre_alloc.simulator.rebalance, .evacuation
+        if kind in ("rebalance", "migrate"):    # parsed by lustre_alloc.simulator.rebalance.plan_event, .evacuation
             continue
         if kind not in KINDS:
             raise EventError(f"{where}kind: unknown event kind {kind!r} "

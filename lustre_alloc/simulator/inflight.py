@@ -1,6 +1,6 @@
 """What the simulation holds in flight: files and transfers.
 
-Kept apart from :mod:`lustre_alloc.simulator.engine` so that :mod:`lustre_alloc.simulator.rebalance` (a migration is a
+Kept apart from :mod:`lustre_alloc.simulator.engine` so that :mod:`lustre_alloc.simulator.rebalance.plan_event` (a migration is a
 read transfer and a write transfer) can build them without importing the engine.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class SimTransfer:
     start_s: float
     stripe_pos: np.ndarray | None = None  # write: stripe slots of ``osts`` in the file
     client: int = 0             # client node (network model)
-    cap_bytes_s: float = math.inf          # a migration's budget cap (lustre_alloc.simulator.rebalance)
+    cap_bytes_s: float = math.inf          # a migration's budget cap (lustre_alloc.simulator.rebalance.plan_event)
     rebalance_key: str | None = None       # the file a migration transfer moves
     rfile: SimFile | None = None  # read: the file read
     lands: bool = True          # a write that lands bytes (background traffic does not)

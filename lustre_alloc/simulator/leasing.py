@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from lustre_alloc.mapper.policies.mcmf.flow_round import bytes_per_stripe
+from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.gate import GatedPolicy
 from lustre_alloc.mapper.policies.placement import (AllocationError, BatchPolicy, BooksPlacements,
                                        CreateRequest, LearnsSizes, Placement, PlacementPolicy,

@@ -63,7 +63,7 @@ class InitialFill:
     OST -> OSS mapping (``lctl dl -t`` output).
 
     ``files_gib``: the initial used space of each OST as stripe-count-1 files of this size
-    (the last one smaller), so migrations can move it (:mod:`lustre_alloc.simulator.rebalance`); they
+    (the last one smaller), so migrations can move it (:mod:`lustre_alloc.simulator.rebalance.plan_event`); they
     are never written, read or purged (their ages are unknown). None: the used space is
     only a number.
     """
@@ -499,10 +499,10 @@ def _unmanaged_allocator(um: _Table) -> str:
 
 def _rebalance_events(path: Path, events: list) -> tuple:
     """The ``[[event]]`` tables of kind ``rebalance`` and ``migrate``, parsed
-    (:func:`lustre_alloc.simulator.rebalance.parse_rebalance_event`,
-    :func:`lustre_alloc.simulator.evacuation.parse_migrate_event`)."""
-    from lustre_alloc.simulator.evacuation import parse_migrate_event
-    from lustre_alloc.simulator.rebalance import parse_rebalance_event
+    (:func:`lustre_alloc.simulator.rebalance.plan_event.parse_rebalance_event`,
+    :func:`lustre_alloc.simulator.rebalance.service_event.parse_migrate_event`)."""
+    from lustre_alloc.simulator.rebalance.service_event import parse_migrate_event
+    from lustre_alloc.simulator.rebalance.plan_event import parse_rebalance_event
     parse = {"rebalance": parse_rebalance_event, "migrate": parse_migrate_event}
     return tuple(parse[e["kind"]](_Table(path, f"event[{i}].", e))
                  for i, e in enumerate(events)

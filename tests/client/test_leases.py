@@ -256,7 +256,7 @@ def test_a_lease_wider_than_its_class_is_refused_like_a_per_create_reply(tmp_pat
     import subprocess
     import sys
 
-    from lustre_alloc.mapper.selftest.responder import ListResponder
+    from lustre_alloc.selftest.responder import ListResponder
 
     from .conftest import LIBDIR, parse_records
 

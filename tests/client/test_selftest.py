@@ -23,7 +23,7 @@ LAYOUT_CHECKS = ["lustre mount", "explicit list", "refused list", "leased list",
 
 def selftest(*args: str, env: dict | None = None) -> tuple[int, list[dict], str]:
     """Run the command; (exit status, rows from --json, stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "lustre_alloc.mapper.selftest.cli", "--json", *args], env=env, cwd=PROJECT, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "lustre_alloc.selftest.cli", "--json", *args], env=env, cwd=PROJECT, capture_output=True, text=True,
                           timeout=300)
     rows = json.loads(proc.stdout) if proc.stdout.strip().startswith("[") else []
     return proc.returncode, rows, proc.stderr
@@ -92,7 +92,7 @@ def test_a_directory_outside_lustre_fails_in_one_row(tmp_path):
 
 
 def test_usage_errors_are_one_line_and_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "lustre_alloc.mapper.selftest.cli", "--dir",
+    proc = subprocess.run([sys.executable, "-m", "lustre_alloc.selftest.cli", "--dir",
                            str(tmp_path / "missing"), "--shim", str(SHIM_SO)], cwd=PROJECT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2

@@ -85,7 +85,7 @@ ost_share = 1.0
 max_per_oss = 2
 max_in_flight_ratio = 1.0
 """)
-    argv = [*command("lustre-alloc-rebalance", "lustre_alloc.mapper.migrate"), "run", "--config",
+    argv = [*command("lustre-alloc-rebalance", "lustre_alloc.rebalance"), "run", "--config",
             str(config)]
     migrator = None
     try:

@@ -1,8 +1,8 @@
 """The migration service's moves on real Lustre 2.17.0 files: a move changes OSTs and nothing
 else. Each test reads a file's layout as the service does (``lustre.lov``), builds the
-service's ``lfs migrate`` options (:func:`lustre_alloc.mapper.migrate.keep.migrate_options`), runs them and
-compares the layout after with the one before, OSTs aside (:func:`lustre_alloc.mapper.migrate.keep.shape`).
-Layouts no options can keep (FLR, SEL) are refused by :func:`lustre_alloc.mapper.migrate.keep.unmovable`;
+service's ``lfs migrate`` options (:func:`lustre_alloc.rebalance.keep.migrate_options`), runs them and
+compares the layout after with the one before, OSTs aside (:func:`lustre_alloc.rebalance.keep.shape`).
+Layouts no options can keep (FLR, SEL) are refused by :func:`lustre_alloc.rebalance.keep.unmovable`;
 what lfs would do to them, and the rules the stand-in lfs (lustre_alloc/livestack/lfs.py) encodes, are
 recorded for docs/reference/lustre-on-lustre.md."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lustre_alloc.mapper.migrate import keep
-from lustre_alloc.mapper.migrate.lfs import Lfs
+from lustre_alloc.rebalance import keep
+from lustre_alloc.rebalance.lfs import Lfs
 
 from .conftest import FSNAME, rule, sh
 
@@ -139,7 +139,7 @@ def test_mirrored_and_self_extending_files_are_not_moved(work):
     merged = LFS.layout(str(flr))
     rule("lfs migrate with layout options on a mirrored file leaves one mirror",
          "lustre/utils/lfs.c lfs_migrate(): the layout options alone make the new layout",
-         "lustre_alloc/mapper/migrate/keep.py unmovable(): FLR files are not moved",
+         "lustre_alloc/rebalance/keep.py unmovable(): FLR files are not moved",
          f"rc {p.returncode} ({p.stderr.strip()[-80:]}); mirrors after {merged.mirror_count}",
          p.returncode != 0 or merged.mirror_count == 1)
 

@@ -1,7 +1,7 @@
 """The shim on a real Lustre 2.17.0 client: every file gets the layout it asked for (the
 mapper's list, or the program's or user's own), what the application sees matches plain
 Lustre, and the record says what Lustre did. The stand-in mapper
-(:class:`lustre_alloc.mapper.selftest.responder.ListResponder`) answers with the lists each test sets."""
+(:class:`lustre_alloc.selftest.responder.ListResponder`) answers with the lists each test sets."""
 from __future__ import annotations
 
 import errno
@@ -16,7 +16,7 @@ import pytest
 
 from lustre_alloc.common import lustre_layout as ll
 from lustre_alloc.common.record_file import read_records
-from lustre_alloc.mapper.selftest.responder import ListResponder
+from lustre_alloc.selftest.responder import ListResponder
 
 from .conftest import (FSNAME, NOBODY, SHIM, all_osts_ready, lctl_get, lctl_set, osp, rule,
                        sh, wait_for)

@@ -39,7 +39,7 @@ def params():
 
 
 def selftest(*args: str) -> tuple[int, dict[str, dict]]:
-    p = subprocess.run([sys.executable, "-m", "lustre_alloc.mapper.selftest.cli", "--json", *args],
+    p = subprocess.run([sys.executable, "-m", "lustre_alloc.selftest.cli", "--json", *args],
                        capture_output=True, text=True, timeout=600, cwd=PROJECT)
     rows = json.loads(p.stdout) if p.stdout.strip().startswith("[") else []
     return p.returncode, {r["check"]: r for r in rows}
@@ -52,7 +52,7 @@ def test_the_selftest_passes_every_row_on_a_stock_file_system(tmp_path):
     code, rows = selftest("--dir", MOUNT, "--shim", str(SHIM), "--steer", OST,
                           "--steer-journal", str(tmp_path / "j.json"))
     failed = {c: r["detail"] for c, r in rows.items() if r["result"] == "FAIL"}
-    rule("the selftest's rows on a stock 2.17.0", "lustre_alloc/mapper/selftest",
+    rule("the selftest's rows on a stock 2.17.0", "lustre_alloc/selftest",
          "tests/client/test_selftest.py on the stand-in",
          f"{sum(r['result'] == 'PASS' for r in rows.values())} of {len(rows)} pass; "
          f"failed: {failed or 'none'}", not failed)

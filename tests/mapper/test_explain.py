@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from lustre_alloc.mapper.explain.decisions import DecisionIndex, DecisionRecord, explain
+from lustre_alloc.mapper.explain.last_decisions import DecisionIndex, DecisionRecord, explain
 from lustre_alloc.mapper.explain.pricing import ChoicePricer
 from lustre_alloc.mapper.policies.placement import CreateRequest, Placement
 from lustre_alloc.mapper.shadow.ledger import ShadowLedger

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from lustre_alloc.mapper.state.arrays import OstArrays
 from lustre_alloc.mapper.flow.costs import ConvexCost, PaperCost, make_cost_model
 from lustre_alloc.mapper.flow.network import RoundRequest, stripe_capacity
-from lustre_alloc.mapper.flow.round_solve import build_network
+from lustre_alloc.mapper.flow.ost_lists import build_network
 from lustre_alloc.mapper.flow.solver import solve_networkx, solve_ortools
 
 GIB_KIB = 1 << 20

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from lustre_alloc.mapper.flow.costs import ConvexCost
 from lustre_alloc.mapper.flow.network import RoundRequest
-from lustre_alloc.mapper.flow.round_solve import build_network
-from lustre_alloc.mapper.flow.round_solve import SHORTLIST_OSTS
+from lustre_alloc.mapper.flow.ost_lists import build_network
+from lustre_alloc.mapper.flow.ost_lists import SHORTLIST_OSTS
 from lustre_alloc.mapper.flow.solver import solve_ortools
 from lustre_alloc.mapper.policies.mcmf import McmfPolicy
 from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest, Placement

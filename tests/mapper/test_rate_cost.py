@@ -11,7 +11,7 @@ from lustre_alloc.mapper.state.arrays import OstArrays
 from lustre_alloc.mapper.flow.costs import RateCost, make_cost_model
 from lustre_alloc.mapper.state.ost_health import enospc_reserve_bytes
 from lustre_alloc.mapper.flow.network import RoundRequest
-from lustre_alloc.mapper.flow.round_solve import build_network
+from lustre_alloc.mapper.flow.ost_lists import build_network
 from lustre_alloc.mapper.speed.rates import OstRateTracker, sample_rate_bytes_s
 from lustre_alloc.mapper.flow.solver import solve_ortools
 from lustre_alloc.mapper.policies.placement import CreateRequest

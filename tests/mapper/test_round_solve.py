@@ -1,4 +1,4 @@
-"""lustre_alloc.mapper.flow.round_solve: dealing an aggregated class into lists, the per-OST slot bound,
+"""lustre_alloc.mapper.flow.ost_lists: dealing an aggregated class into lists, the per-OST slot bound,
 and the planning job solved the same wherever it runs."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from lustre_alloc.mapper.flow.costs import ConvexCost, RateCost
 from lustre_alloc.mapper.flow.network import RoundRequest
-from lustre_alloc.mapper.flow.round_solve import build_network
-from lustre_alloc.mapper.flow.round_solve import PlanJob, deal, handout_ranks, slot_cap, solve_plan
+from lustre_alloc.mapper.flow.ost_lists import build_network
+from lustre_alloc.mapper.flow.ost_lists import PlanJob, deal, handout_ranks, slot_cap, solve_plan
 from lustre_alloc.mapper.flow.solver import solve_ortools
 from lustre_alloc.mapper.state.arrays import OstTable, ost_arrays
 from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster

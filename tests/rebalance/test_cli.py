@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lustre_alloc.mapper.rebalance.cli import main
-from lustre_alloc.mapper.rebalance.inputs import read_getstripe, write_state_json
+from lustre_alloc.rebalance.plan_command import main
+from lustre_alloc.rebalance.plan_inputs import read_getstripe, write_state_json
 from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
 
 GIB = 1 << 30
@@ -87,7 +87,7 @@ def test_script_moves_data_to_the_new_ost(inputs, capsys):
 
 def test_json_form_via_python_m(inputs):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-m", "lustre_alloc.mapper.rebalance", *_args(inputs, "--budget",
+    r = subprocess.run([sys.executable, "-m", "lustre_alloc.rebalance", *_args(inputs, "--budget",
                                                                          "0.5", "--json")],
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -141,7 +141,7 @@ def test_plan_help_prints_the_lfs_find_format_without_a_traceback():
     """A ``%`` in a help string once made ``plan --help`` crash (argparse %-formats help)."""
     import subprocess
     import sys
-    done = subprocess.run([sys.executable, "-m", "lustre_alloc.mapper.rebalance", "plan", "--help"],
+    done = subprocess.run([sys.executable, "-m", "lustre_alloc.rebalance", "plan", "--help"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "Traceback" not in done.stderr
     assert "-printf '%s %p\\n'" in done.stdout

@@ -14,11 +14,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from lustre_alloc.common import lustre_layout as ll
 from lustre_alloc.livestack.emulator import LOV_XATTR
-from lustre_alloc.mapper.migrate import admin
-from lustre_alloc.mapper.migrate.budget import BudgetParams
-from lustre_alloc.mapper.migrate.cli import main as rebalance_main
-from lustre_alloc.mapper.migrate.service import MigrationService
-from lustre_alloc.mapper.migrate.windows import Window, open_now, parse_window
+from lustre_alloc.rebalance import admin
+from lustre_alloc.rebalance.budget import BudgetParams
+from lustre_alloc.rebalance.cli import main as rebalance_main
+from lustre_alloc.rebalance.service import MigrationService
+from lustre_alloc.rebalance.windows import Window, open_now, parse_window
 from tests.rebalance.test_migrate_service import STANDIN_LFS, View, _until_idle
 
 MIB = 1 << 20
@@ -51,7 +51,7 @@ def _config(tmp: Path, **extra) -> Path:
 
 
 def _service(cfg: Path, registry: CollectorRegistry | None = None) -> MigrationService:
-    from lustre_alloc.mapper.migrate.config import load
+    from lustre_alloc.rebalance.config import load
     return MigrationService(load(cfg), View(), registry=registry or CollectorRegistry())
 
 
@@ -155,7 +155,7 @@ def test_bad_admin_input_is_one_line(tmp_path, capsys):
 
 
 def test_an_absolute_cap_spaces_all_moves(tmp_path):
-    from lustre_alloc.mapper.migrate.budget import MigrationBudget, Move, OstLoad
+    from lustre_alloc.rebalance.budget import MigrationBudget, Move, OstLoad
     loads = {i: OstLoad(oss=f"oss{i}", rate_bytes_s=1000 * MIB) for i in range(4)}
     b = MigrationBudget(BudgetParams(ost_share=1.0, max_per_oss=8, max_in_flight_ratio=1.0,
                                      max_mib_s=10))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from lustre_alloc.mapper.migrate.budget import BudgetParams, MigrationBudget, Move, OstLoad, faulty_reason
+from lustre_alloc.rebalance.budget import BudgetParams, MigrationBudget, Move, OstLoad, faulty_reason
 
 MIB = 1 << 20
 

@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry
 from lustre_alloc.common import lustre_layout as ll
 from lustre_alloc.livestack.emulator import LOV_XATTR
 from lustre_alloc.livestack.lfs import layout_of
-from lustre_alloc.mapper.migrate.journal import MoveJournal
-from lustre_alloc.mapper.migrate.service import MigrationService
+from lustre_alloc.rebalance.journal import MoveJournal
+from lustre_alloc.rebalance.service import MigrationService
 from tests.rebalance.test_migrate_service import SLOW, View, _cfg, _until_idle
 
 MIB = 1 << 20

@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry
 from lustre_alloc.common import lustre_layout as ll
 from lustre_alloc.livestack.emulator import LOV_XATTR
 from lustre_alloc.livestack.lfs import POOLS_ENV
-from lustre_alloc.mapper.migrate import keep
-from lustre_alloc.mapper.migrate.service import MigrationService
+from lustre_alloc.rebalance import keep
+from lustre_alloc.rebalance.service import MigrationService
 from tests.rebalance.test_migrate_service import SLOW, View, _cfg, _until_idle
 
 MIB = 1 << 20
@@ -177,8 +177,8 @@ def test_a_2_14_client_lists_and_moves_without_printf_or_w(tmp_path, monkeypatch
 
 def test_a_file_deleted_after_listing_drops_out_and_the_rest_move(tmp_path, files):
     """One file gone between the listing and the layouts fails nothing else."""
-    from lustre_alloc.mapper.migrate.lfs import Lfs
-    from lustre_alloc.mapper.migrate.selection import LfsFiles
+    from lustre_alloc.rebalance.lfs import Lfs
+    from lustre_alloc.rebalance.selection import LfsFiles
     gone = files["pfl"]
     lfs = Lfs(f"{sys.executable} -m lustre_alloc.livestack.lfs", layout_xattr=LOV_XATTR)
     src = LfsFiles(lfs, str(tmp_path / "mnt"), tmp_path, time.time)

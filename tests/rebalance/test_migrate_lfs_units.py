@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lustre_alloc.livestack.lfs import LfsFailure, parse_bandwidth
-from lustre_alloc.mapper.migrate.lfs import Lfs, bandwidth_arg
+from lustre_alloc.rebalance.lfs import Lfs, bandwidth_arg
 
 MIB = 1 << 20
 

@@ -17,10 +17,10 @@ from prometheus_client import CollectorRegistry
 
 from lustre_alloc.livestack.emulator import LOV_XATTR, lov_user_md_v1
 from lustre_alloc.livestack.lfs import layout_of
-from lustre_alloc.mapper.migrate.budget import BudgetParams
-from lustre_alloc.mapper.migrate.config import MigrateConfig, MigrateConfigError, from_table
-from lustre_alloc.mapper.migrate.journal import JournalError, MoveJournal
-from lustre_alloc.mapper.migrate.service import MigrationService, ViewError
+from lustre_alloc.rebalance.budget import BudgetParams
+from lustre_alloc.rebalance.config import MigrateConfig, MigrateConfigError, from_table
+from lustre_alloc.rebalance.journal import JournalError, MoveJournal
+from lustre_alloc.rebalance.service import MigrationService, ViewError
 from tests.support import wait_for
 
 MIB = 1 << 20
@@ -305,7 +305,7 @@ def test_bad_configuration_is_one_line_naming_the_key(table, match):
 
 
 def _robinhood_db(path: Path, files: dict[str, str]) -> "sqlite3.Connection":
-    """The Robinhood 3.x tables the service reads (lustre_alloc/mapper/migrate/robinhood.py), in SQLite,
+    """The Robinhood 3.x tables the service reads (lustre_alloc/rebalance/robinhood.py), in SQLite,
     filled from the files' layout xattrs; names are bytes (``VARBINARY``), the root's id is
     ``0x0`` and ``this_path`` returns what Robinhood's stored function does
     (``<root id>/<path>``, or ``<missing ancestor's id>/<partial path>``)."""
@@ -347,8 +347,8 @@ def _this_path(db):
 
 def _robinhood(tmp_path: Path) -> "RobinhoodFiles":
     import sqlite3
-    from lustre_alloc.mapper.migrate.lfs import Lfs
-    from lustre_alloc.mapper.migrate.robinhood import RobinhoodFiles
+    from lustre_alloc.rebalance.lfs import Lfs
+    from lustre_alloc.rebalance.robinhood import RobinhoodFiles
 
     def connect():
         db = sqlite3.connect(tmp_path / "rbh.db")
@@ -364,8 +364,8 @@ def test_file_lists_from_a_robinhood_database(tmp_path):
     """``[migrate.robinhood]``: the files on the evacuated OST come from Robinhood's tables;
     the moves are the same as with ``lfs find``."""
     import sqlite3
-    from lustre_alloc.mapper.migrate.lfs import FileListError
-    from lustre_alloc.mapper.migrate.robinhood import RobinhoodFiles
+    from lustre_alloc.rebalance.lfs import FileListError
+    from lustre_alloc.rebalance.robinhood import RobinhoodFiles
     files = _files(tmp_path / "mnt")
     _robinhood_db(tmp_path / "rbh.db", files).close()
     view = View()

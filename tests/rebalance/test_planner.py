@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from lustre_alloc.mapper.state.cluster_state import OstFlag, make_uniform_cluster
-from lustre_alloc.mapper.rebalance.planner import (FileTable, MigrationOsts, PlanInputError, PlanTargets,
+from lustre_alloc.rebalance.plan import (FileTable, MigrationOsts, PlanInputError, PlanTargets,
                                       plan_migration)
 
 GIB = 1 << 30

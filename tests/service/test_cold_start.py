@@ -75,7 +75,7 @@ def test_the_planner_process_is_ready_when_the_request_socket_opens(monkeypatch)
     services = []
 
     def bind_and_look(self):
-        planner = services[0].only().planner if services else None
+        planner = services[0].only().background_planner if services else None
         ready_at_bind.append(planner is not None and planner.worker is not None
                              and planner.worker.ready)
         return bind(self)

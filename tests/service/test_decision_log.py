@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import logging
 
-from lustre_alloc.mapper.explain.decisions import DecisionRecord
+from lustre_alloc.mapper.explain.last_decisions import DecisionRecord
 from lustre_alloc.mapper.policies.placement import CreateRequest, Placement
 from lustre_alloc.mapper.service.client import MapperClient
-from lustre_alloc.mapper.service.decision_desk import DecisionLog
+from lustre_alloc.mapper.service.decision_record import DecisionLog
 from lustre_alloc.mapper.state.placement_errors import NoSpaceError
 
 from .conftest import make_service

@@ -11,7 +11,7 @@ import pytest
 
 from lustre_alloc.mapper.flow.costs import RateCost
 from lustre_alloc.mapper.flow.network import RoundRequest
-from lustre_alloc.mapper.flow.round_solve import PlanJob, solve_plan
+from lustre_alloc.mapper.flow.ost_lists import PlanJob, solve_plan
 from lustre_alloc.mapper.service.plan_worker import PlanWorker, PlanWorkerError
 from lustre_alloc.mapper.state.arrays import OstTable, ost_arrays
 from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster

@@ -13,21 +13,21 @@ def test_requests_are_answered_from_plans_the_background_thread_made():
     svc = make_service(static_cluster="4x2", policy="mcmf",
                        policy_params={"mcmf": {"regime": False}})
     try:
-        assert svc.planner is not None and not svc.policy.primary.planner.inline
+        assert svc.background_planner is not None and not svc.policy.primary.planner.inline
         seen = []
         # Requests until one is answered from a plan the background thread made (an event, not
         # a count): under a loaded CI the thread may not run during the first requests.
         deadline = time.monotonic() + 60
         with MapperClient(svc.endpoint) as c:
             k = 0
-            while k < 60 or (svc.planner.plans.stats["hits"] == 0 and time.monotonic() < deadline):
+            while k < 60 or (svc.background_planner.plans.stats["hits"] == 0 and time.monotonic() < deadline):
                 layout = c.alloc(f"job{k % 3}", 2, expected_bytes=(k % 4 + 1) << 20)
                 assert len(set(layout.osts)) == 2 and set(layout.osts) <= set(range(8))
                 seen.append(layout.policy)
                 k += 1
-        stats = svc.planner.plans.stats
+        stats = svc.background_planner.plans.stats
         assert stats["planned"] > 0 and stats["hits"] > 0
-        assert svc.planner.errors == 0 and set(seen) == {"mcmf"}
+        assert svc.background_planner.errors == 0 and set(seen) == {"mcmf"}
     finally:
         svc.stop()
 
@@ -38,6 +38,6 @@ def test_no_plan_ahead_solves_every_request_in_a_round():
         with MapperClient(svc.endpoint) as c:
             for k in range(5):
                 c.alloc("j", 2)
-        assert svc.planner is None and svc.policy.primary.plans is None
+        assert svc.background_planner is None and svc.policy.primary.plans is None
     finally:
         svc.stop()

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lustre_alloc.simulator.evacuation import MigrateEvent
+from lustre_alloc.simulator.rebalance.service_event import MigrateEvent
 from lustre_alloc.simulator.runner import build_simulation, prepare, scenario_policy
 from lustre_alloc.simulator.scenario import ScenarioError, load_scenario
 

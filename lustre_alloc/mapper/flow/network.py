@@ -194,7 +194,7 @@ def select_candidates(osts: OstArrays, requests: Sequence[RoundRequest],
     Args:
         first: int64 (N,): each OST's first-stripe cost (request arc + first slot).
         oss_first: int64 (n_oss,): each OSS's first slot cost, or None (no OSS layer).
-        other arguments: as :func:`lustre_alloc.mapper.flow.round_solve.build_network`.
+        other arguments: as :func:`lustre_alloc.mapper.flow.ost_lists.build_network`.
     """
     r = len(requests)
     cap = stripe_capacity(osts, stripe_size)

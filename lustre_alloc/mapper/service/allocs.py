@@ -1,5 +1,5 @@
 """One file system's allocation round: the ``alloc`` requests of a batch decided through
-the service's one decision path (:mod:`lustre_alloc.mapper.service.decide`: bound, decide, check,
+the service's one decision path (:mod:`lustre_alloc.mapper.service.decision_path`: bound, decide, check,
 record), their replies encoded and counted.
 
 A plain ``alloc`` is one create; a composite (PFL) ``alloc`` (protocol v2,
@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import Callable, Sequence
 
-from lustre_alloc.mapper.policies.mcmf.flow_round import bytes_per_stripe
+from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest, Placement
 from lustre_alloc.mapper.service import wire
-from lustre_alloc.mapper.service.decide import Decision, DecisionPath
+from lustre_alloc.mapper.service.decision_path import Decision, DecisionPath
 from lustre_alloc.mapper.service.fs_context import FsContext
 from lustre_alloc.mapper.service.intake import Alloc
 from lustre_alloc.mapper.service.metrics import MapperMetrics

@@ -37,7 +37,7 @@ from typing import Any, Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from lustre_alloc.common.metrics import MAPPER_PREFIX
-from lustre_alloc.mapper.flow.round_solve import solve_plan
+from lustre_alloc.mapper.flow.ost_lists import solve_plan
 from lustre_alloc.mapper.policies.placement import PlansAhead
 from lustre_alloc.mapper.service.plan_worker import PlanWorker
 
@@ -60,10 +60,10 @@ class _PlanMetrics:
     """Prometheus view of the plan queues' counters (read at scrape time)."""
 
     def __init__(self, planner: "BackgroundPlanner"):
-        self.planner = planner
+        self.background = planner
 
     def collect(self) -> Iterable:
-        plans = self.planner.plans
+        plans = self.background.plans
         c = CounterMetricFamily(MAPPER_PREFIX + "plan_lists", "Planned OST lists by outcome",
                                 labels=["outcome"])
         for k, v in sorted(plans.stats.items()):
@@ -72,18 +72,18 @@ class _PlanMetrics:
         yield GaugeMetricFamily(MAPPER_PREFIX + "plan_ready", "Planned lists queued now",
                                 value=plans.ready())
         e = CounterMetricFamily(MAPPER_PREFIX + "plan_errors", "Planning rounds that failed")
-        e.add_metric([], self.planner.errors)
+        e.add_metric([], self.background.errors)
         yield e
         r = CounterMetricFamily(MAPPER_PREFIX + "plan_rounds", "Planning rounds run")
-        r.add_metric([], self.planner.rounds)
+        r.add_metric([], self.background.rounds)
         yield r
         t = CounterMetricFamily(MAPPER_PREFIX + "plan_seconds",
                                 "Wall time of planning rounds (learning, state, solve), seconds")
-        t.add_metric([], self.planner.seconds)
+        t.add_metric([], self.background.seconds)
         yield t
         lr = CounterMetricFamily(MAPPER_PREFIX + "plan_learned", "Requests the planner taught the "
                                  "Markov chains")
-        lr.add_metric([], self.planner.learned)
+        lr.add_metric([], self.background.learned)
         yield lr
 
 

@@ -139,7 +139,7 @@ class FsContext:
         self.state_path = state_path
         self.guard = PlacementGuard()
         self.clip = ExpectedBytesClip()
-        self.planner: BackgroundPlanner | None = None
+        self.background_planner: BackgroundPlanner | None = None
 
     def prepare(self) -> ClusterSnapshot:
         """Build what the first request on the current state needs (the gated policies'
@@ -194,7 +194,7 @@ class FsContext:
         its round)."""
         primary = self.gate.primary
         if config.plan_ahead and BackgroundPlanner.supported(self.gate):
-            self.planner = BackgroundPlanner(self.gate, self.store, lock,
+            self.background_planner = BackgroundPlanner(self.gate, self.store, lock,
                                              process=config.plan_process,
                                              registry=registry).start()
         elif not config.plan_ahead and isinstance(primary, PlansAhead):
@@ -203,9 +203,9 @@ class FsContext:
     def stop_planner(self) -> None:
         """Stop the planner and teach the chains what it had not learned yet, so the state
         saved on the way out is complete."""
-        if self.planner is not None:
-            self.planner.stop()
-            self.planner = None
+        if self.background_planner is not None:
+            self.background_planner.stop()
+            self.background_planner = None
         primary = self.gate.primary
         if isinstance(primary, PlansAhead):
             primary.learn()

@@ -3,7 +3,7 @@ what each client holds (:class:`LeaseBook`) and the service's desk that grants, 
 expires them (:class:`LeaseDesk`).
 
 A lease request of ``count`` layouts for one class is decided as ``count`` identical
-creates through the service's one decision path (:mod:`lustre_alloc.mapper.service.decide`), so a leased
+creates through the service's one decision path (:mod:`lustre_alloc.mapper.service.decision_path`), so a leased
 layout is bounded, planned, checked, recorded, booked and counted exactly as a layout
 answered per create: one the placement guard refuses comes off the books and is replaced
 by the fallback's (counted in ``fallbacks_total{reason="check"}``).
@@ -36,11 +36,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from lustre_alloc.mapper.policies.mcmf.flow_round import bytes_per_stripe
+from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest, Placement
 from lustre_alloc.mapper.service import wire
 from lustre_alloc.mapper.service.config import MapperConfig
-from lustre_alloc.mapper.service.decide import DecisionPath
+from lustre_alloc.mapper.service.decision_path import DecisionPath
 from lustre_alloc.mapper.service.fs_context import FsContext
 from lustre_alloc.mapper.service.intake import Alloc
 from lustre_alloc.mapper.service.metrics import MapperMetrics

@@ -1,6 +1,6 @@
 """The admin socket's ``migration_view`` op: what the migration service needs from the mapper.
 
-The migration service (:mod:`lustre_alloc.mapper.migrate.service`) asks every loop, and hands over its
+The migration service (:mod:`lustre_alloc.rebalance.service`) asks every loop, and hands over its
 own status in the same request (``report``), which ``lustre-alloc-ctl status`` then shows
 beside the mapper's (``migration``, with its age). Request::
 

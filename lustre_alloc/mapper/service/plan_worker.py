@@ -6,9 +6,9 @@ lock: every request that arrives meanwhile waits for it, the primary's rounds lo
 and the gate's round budget sends requests to the fallback (79 % of requests on
 ``lustre_qos/budget`` at 3600 OSTs with one client, measured in the thread). So the service's
 planner thread (:mod:`lustre_alloc.mapper.service.background_planner`) hands each
-:class:`~lustre_alloc.mapper.flow.round_solve.PlanJob` to one child process, which runs
-:func:`~lustre_alloc.mapper.flow.round_solve.solve_plan` (the same function the simulator calls
-inline) and returns the :class:`~lustre_alloc.mapper.flow.round_solve.PlanSolution`. The thread waits
+:class:`~lustre_alloc.mapper.flow.ost_lists.PlanJob` to one child process, which runs
+:func:`~lustre_alloc.mapper.flow.ost_lists.solve_plan` (the same function the simulator calls
+inline) and returns the :class:`~lustre_alloc.mapper.flow.ost_lists.PlanSolution`. The thread waits
 with the lock released; the request loop keeps the interpreter.
 
 The child is started with ``spawn`` (the service has ZeroMQ and metrics threads; a
@@ -28,7 +28,7 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from lustre_alloc.mapper.flow.round_solve import PlanJob, PlanSolution, solve_plan
+from lustre_alloc.mapper.flow.ost_lists import PlanJob, PlanSolution, solve_plan
 
 log = logging.getLogger("lustre_alloc.mapper.service.plan_worker")
 

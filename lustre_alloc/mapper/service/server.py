@@ -42,8 +42,8 @@ from lustre_alloc.mapper.service.migration_view import MigrationReports
 from lustre_alloc.mapper.service.fs_context import (FsContext, FsContextError, PlacementGuard, gated_policy,
                                        state_file_for, state_store)
 from lustre_alloc.mapper.service.intake import Intake
-from lustre_alloc.mapper.service.decide import DecisionPath
-from lustre_alloc.mapper.service.decision_desk import DecisionDesk
+from lustre_alloc.mapper.service.decision_path import DecisionPath
+from lustre_alloc.mapper.service.decision_record import DecisionDesk
 from lustre_alloc.mapper.service.leases import LeaseDesk
 from lustre_alloc.mapper.service.allocs import Rounds
 from lustre_alloc.mapper.service.limits import PeerLimits
@@ -173,9 +173,9 @@ class MapperService:
         return self.only().gate
 
     @property
-    def planner(self) -> BackgroundPlanner | None:
+    def background_planner(self) -> BackgroundPlanner | None:
         """The background planner of a mapper serving one file system (:meth:`only`)."""
-        return self.only().planner
+        return self.only().background_planner
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout_s: float = 10.0) -> "MapperService":
@@ -245,7 +245,7 @@ class MapperService:
         for ctx in self.contexts.values():
             # one planner per file system; the plan metrics are the first one's
             ctx.start_planner(cfg, self.lock, registry)
-            if ctx.planner is not None:
+            if ctx.background_planner is not None:
                 registry = None
         self._start_steering()
         self._start_control()
@@ -272,7 +272,7 @@ class MapperService:
         most ``PLANNER_START_WAIT_S``): their start would otherwise compete with the first
         requests for the CPU."""
         for ctx in self.contexts.values():
-            if ctx.planner is not None and not ctx.planner.wait_started(PLANNER_START_WAIT_S):
+            if ctx.background_planner is not None and not ctx.background_planner.wait_started(PLANNER_START_WAIT_S):
                 log.warning("the planner's process is not ready; serving anyway (planning in "
                             "the mapper's process until it is)",
                             extra={"event": "plan_worker_slow", "fsname": ctx.fsname,

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from lustre_alloc.mapper.explain.decisions import DecisionRecord
+from lustre_alloc.mapper.explain.last_decisions import DecisionRecord
 from lustre_alloc.mapper.explain.pricing import ListPrice
 
 MAX_ENTRIES = 100_000

@@ -6,7 +6,7 @@ they do not, lists planned ahead, an order-3 Markov predictor of each job's requ
 named by what it does: :mod:`~lustre_alloc.mapper.policies.mcmf.params` (the settings),
 :mod:`~lustre_alloc.mapper.policies.mcmf.ost_view` (the OSTs as a round sees them),
 :mod:`~lustre_alloc.mapper.policies.mcmf.regime` (round-robin or the flow),
-:mod:`~lustre_alloc.mapper.policies.mcmf.flow_round` (a request round's flow),
+:mod:`~lustre_alloc.mapper.policies.mcmf.request_round` (a request round's flow),
 :mod:`~lustre_alloc.mapper.policies.mcmf.planner` and :mod:`~lustre_alloc.mapper.policies.mcmf.plan_queues` (lists
 planned ahead), :mod:`~lustre_alloc.mapper.policies.mcmf.kept_lists` and
 :mod:`~lustre_alloc.mapper.policies.mcmf.prediction_gate` (predicted lists),

@@ -57,7 +57,7 @@ class McmfParams:
         plan_aggregate: plan every class's lists as one flow request dealt into lists
             (off by default: on paper-32ost it balanced worse, docs/placement.md).
         plan_aggregate_above: a class lacking more lists than this is planned as one
-            aggregated request with at most :func:`~lustre_alloc.mapper.flow.round_solve.slot_cap`
+            aggregated request with at most :func:`~lustre_alloc.mapper.flow.ost_lists.slot_cap`
             stripes per OST.
         rate_smoothing: weight of a new sample in each OST's smoothed write rate
             (:mod:`lustre_alloc.mapper.speed.rates`). 0.3 since the estimate counts the I/Os in

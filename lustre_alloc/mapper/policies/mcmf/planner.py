@@ -23,8 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from lustre_alloc.mapper.flow.network import RoundRequest
-from lustre_alloc.mapper.flow.round_solve import PlanJob, PlanSolution, slot_cap, solve_plan
-from lustre_alloc.mapper.policies.mcmf.flow_round import round_arrays
+from lustre_alloc.mapper.flow.ost_lists import PlanJob, PlanSolution, slot_cap, solve_plan
+from lustre_alloc.mapper.policies.mcmf.request_round import round_arrays
 from lustre_alloc.mapper.policies.mcmf.kept_lists import KeptList, KeptLists
 from lustre_alloc.mapper.policies.mcmf.params import McmfParams
 from lustre_alloc.mapper.policies.placement import AllocationError
@@ -134,8 +134,8 @@ class McmfPlanner:
 
         With ``lock`` (the service's planner thread), the state is read and the lists
         queued under it, but the flow is built and solved outside it by ``solve`` (a
-        :class:`~lustre_alloc.mapper.flow.round_solve.PlanJob` -> :class:`~lustre_alloc.mapper.flow.round_solve.PlanSolution`
-        function: :func:`~lustre_alloc.mapper.flow.round_solve.solve_plan` here, or the service's
+        :class:`~lustre_alloc.mapper.flow.ost_lists.PlanJob` -> :class:`~lustre_alloc.mapper.flow.ost_lists.PlanSolution`
+        function: :func:`~lustre_alloc.mapper.flow.ost_lists.solve_plan` here, or the service's
         planner process), so requests keep being answered meanwhile (lists are checked
         again when handed out). In the background, a prediction round's wall time sets
         :attr:`predict_round_s` (9 x, at least :data:`PREDICT_ROUND_S`)."""
@@ -189,7 +189,7 @@ class McmfPlanner:
 
     def plan_prepare(self, snapshot: ClusterSnapshot, only: set[ClassKey] | None = None
                      ) -> tuple[PlanJob, list[Any], float] | None:
-        """The next planning round as a :class:`~lustre_alloc.mapper.flow.round_solve.PlanJob`, with
+        """The next planning round as a :class:`~lustre_alloc.mapper.flow.ost_lists.PlanJob`, with
         each request's class key (or predicted request) and the planning time; None
         when nothing is lacking. Call under the service lock."""
         plans = self.plans

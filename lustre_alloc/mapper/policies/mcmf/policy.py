@@ -9,7 +9,7 @@ up; ``../docs/architecture.md``):
 * :mod:`lustre_alloc.mapper.policies.mcmf.placed_books`: what this mapper placed that the samples do not show
   yet (and each application's recent stripes);
 * :mod:`lustre_alloc.mapper.policies.mcmf.prediction_gate`: whether an application's predictions are used;
-* :mod:`lustre_alloc.mapper.policies.mcmf.flow_round`: the request round itself;
+* :mod:`lustre_alloc.mapper.policies.mcmf.request_round`: the request round itself;
 * :mod:`lustre_alloc.mapper.policies.mcmf.planner`: lists planned ahead, and off-path learning.
 
 One round (:meth:`McmfPolicy.allocate_batch`):
@@ -20,7 +20,7 @@ One round (:meth:`McmfPolicy.allocate_batch`):
    service, off the request path). A request that matches the head of its application's
    kept predicted lists is answered at once from it; else a list planned ahead for its
    class (pool, stripe count, stripe size band, size band), if any.
-3. The rest form one flow round (:class:`~lustre_alloc.mapper.policies.mcmf.flow_round.FlowRound`).
+3. The rest form one request round (:class:`~lustre_alloc.mapper.policies.mcmf.request_round.RequestRound`).
 
 While load is uniform and space within the band (``regime``), Lustre's round-robin answers
 instead; the chain still learns and the stripes still count as pending. The policy does
@@ -37,8 +37,8 @@ import numpy as np
 
 from lustre_alloc.common.lustre import DEFAULT_STRIPE_SIZE_BYTES
 from lustre_alloc.mapper.flow.costs import CostModel, make_cost_model
-from lustre_alloc.mapper.flow.round_solve import PlanJob, PlanSolution, solve_plan
-from lustre_alloc.mapper.policies.mcmf.flow_round import CurrentRequest, FlowRound, bytes_per_stripe, shortlist_rows
+from lustre_alloc.mapper.flow.ost_lists import PlanJob, PlanSolution, solve_plan
+from lustre_alloc.mapper.policies.mcmf.request_round import CurrentRequest, RequestRound, bytes_per_stripe, shortlist_rows
 from lustre_alloc.mapper.policies.mcmf.interleave import CapabilityInterleave
 from lustre_alloc.mapper.policies.mcmf.kept_lists import KeptLists
 from lustre_alloc.mapper.policies.mcmf.learned_state import learned_extras, load_learned, save_learned
@@ -95,7 +95,7 @@ class McmfPolicy(BatchPolicy):
         self.last_solve_cost = 0
         """Placement cost (Eq. 1, bonuses removed) of the last flow solved, request round
         or planning round."""
-        self.flow_round = FlowRound(p, self.books, self.kept, self.prediction_gate, lambda: self.predictor,
+        self.request_round = RequestRound(p, self.books, self.kept, self.prediction_gate, lambda: self.predictor,
                                 self._count, self._solved, self.name)
         self.planner = (McmfPlanner(p, PlanQueues(self.pending, p.plan_ttl_s, p.plan_horizon_s,
                                                   p.plan_max_depth),
@@ -239,7 +239,7 @@ class McmfPolicy(BatchPolicy):
         inline = planner is None or planner.inline
         if current:
             rows = None if inline else shortlist_rows(view, current, planner.shortlists)
-            self.flow_round.run(view, masks, group_apps, current, out, now, inline, rows)
+            self.request_round.run(view, masks, group_apps, current, out, now, inline, rows)
         if planner is not None and planner.inline and (missed or planner.want_predictions):
             self.plan(snapshot)             # the planner, run synchronously
         return out  # type: ignore[return-value]

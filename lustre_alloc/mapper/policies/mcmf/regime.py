@@ -60,7 +60,7 @@ only persistent evidence, what a 5 s-old sample cannot make up:
   emptiest and fullest OST further apart than Lustre's ``qos_threshold_rr``
   (:func:`lustre_alloc.mapper.policies.lustre_qos.free_space_within_rr_band`), or used space max/mean
   above ``1 + used_band``. Off by default: evening out space costs bandwidth in the
-  flow, and is the rebalancer's job (:mod:`lustre_alloc.mapper.rebalance`).
+  flow, and is the rebalancer's job (:mod:`lustre_alloc.rebalance`).
 
 **Where**: nothing uneven: round-robin interleaving (Lustre's RR). Otherwise the flow.
 **How much**: the flow's cost decides how many stripes each OST takes.

@@ -1,5 +1,5 @@
 """Which files the migration service moves, and where: the mapper's evidence, ``lfs``'s file
-lists and the rebalance planner (:func:`lustre_alloc.mapper.rebalance.planner.plan_migration`, the same
+lists and the rebalance planner (:func:`lustre_alloc.rebalance.plan.plan_migration`, the same
 code as ``lustre-alloc-rebalance plan``).
 
 * **Evacuation**: an OST the mapper has steered (:mod:`lustre_alloc.mapper.steer`) for slowness for at
@@ -13,12 +13,12 @@ code as ``lustre-alloc-rebalance plan``).
 
 Targets are the OSTs the mapper would place on now (``receives``: its usability rule, not
 steered), and among them only those of every pool the file's layout names (a listed OST
-outside the pool makes LOD drop the pool: :mod:`lustre_alloc.mapper.migrate.keep`). Each file's layout
+outside the pool makes LOD drop the pool: :mod:`lustre_alloc.rebalance.keep`). Each file's layout
 is read from the file itself when planned, whatever listed it, so a file already moved
 since it was listed (a Robinhood database lags the file system) is not moved again. Files
 are skipped (counted, by reason) when smaller than ``min_file_bytes``, modified within
 ``quiet_s``, given up by the journal, gone or without a readable layout, no longer on a
-source OST, in a layout no move can keep (:func:`lustre_alloc.mapper.migrate.keep.unmovable`: FLR, SEL,
+source OST, in a layout no move can keep (:func:`lustre_alloc.rebalance.keep.unmovable`: FLR, SEL,
 ...), or in a pool whose OSTs cannot be listed.
 """
 from __future__ import annotations
@@ -34,12 +34,12 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from lustre_alloc.common import lustre_layout as ll
-from lustre_alloc.mapper.migrate import keep as keeper
-from lustre_alloc.mapper.migrate.budget import Move
-from lustre_alloc.mapper.migrate.config import MigrateConfig
-from lustre_alloc.mapper.migrate.journal import MoveState
-from lustre_alloc.mapper.migrate.lfs import FileListError, Lfs
-from lustre_alloc.mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration
+from lustre_alloc.rebalance import keep as keeper
+from lustre_alloc.rebalance.budget import Move
+from lustre_alloc.rebalance.config import MigrateConfig
+from lustre_alloc.rebalance.journal import MoveState
+from lustre_alloc.rebalance.lfs import FileListError, Lfs
+from lustre_alloc.rebalance.plan import FileTable, MigrationOsts, PlanTargets, plan_migration
 
 MIB = 1 << 20
 
@@ -47,14 +47,14 @@ MIB = 1 << 20
 @dataclass
 class PlannedMove(Move):
     """A move: the file's layout when planned (``from_osts`` are its
-    :func:`lustre_alloc.mapper.migrate.keep.objects`), its stripe size, and why it is made."""
+    :func:`lustre_alloc.rebalance.keep.objects`), its stripe size, and why it is made."""
     stripe_size: int = 0
     why: str = ""
     layout: ll.Layout | None = None
 
     def options(self) -> list[str]:
         """``lfs migrate``'s layout options: the layout with ``from_osts[k]`` replaced by
-        ``to_osts[k]`` (:func:`lustre_alloc.mapper.migrate.keep.migrate_options`). Raises ValueError."""
+        ``to_osts[k]`` (:func:`lustre_alloc.rebalance.keep.migrate_options`). Raises ValueError."""
         if self.layout is None:
             raise ValueError(f"{self.file}: a move without its layout")
         return keeper.migrate_options(self.layout, keeper.remap(self.from_osts, self.to_osts))
@@ -137,7 +137,7 @@ def _over_full(table: MigrationOsts, tolerance: float) -> list[int]:
 
 class FileSource(Protocol):
     """Where the files come from: ``lfs`` on a live file system (:class:`LfsFiles`), the
-    file table in the simulator (:mod:`lustre_alloc.simulator.evacuation`)."""
+    file table in the simulator (:mod:`lustre_alloc.simulator.rebalance.service_event`)."""
 
     def files_on_ost(self, ost: int) -> list[tuple[str, int]]:
         """``(path, size bytes)`` of the regular files with an object on ``ost``."""
@@ -146,7 +146,7 @@ class FileSource(Protocol):
         """``{path: layout}`` read now; a file gone or unreadable is left out."""
 
     def pool_osts(self, pool: str) -> set[int]:
-        """The OSTs of ``pool``; raises :class:`lustre_alloc.mapper.migrate.lfs.FileListError`."""
+        """The OSTs of ``pool``; raises :class:`lustre_alloc.rebalance.lfs.FileListError`."""
 
     def recently_modified(self, path: str, quiet_s: float) -> bool:
         """Written within the last ``quiet_s`` seconds (or gone: not a candidate now)."""
@@ -186,7 +186,7 @@ def written_within(path: str, now_s: float, quiet_s: float) -> bool:
 
 @dataclass(frozen=True)
 class SelectRules:
-    """The ``[migrate]`` keys selection reads (:class:`lustre_alloc.mapper.migrate.config.MigrateConfig`);
+    """The ``[migrate]`` keys selection reads (:class:`lustre_alloc.rebalance.config.MigrateConfig`);
     the scope (``pools``, ``paths``, ``exclude``): :func:`in_scope`."""
     ost_rate_bytes_s: float
     ost_share: float
@@ -219,7 +219,7 @@ def select(rules: SelectRules, view: Mapping[str, Any], evacuating: list[int],
            source: FileSource, journal: Mapping[str, MoveState]) -> Selection:
     """Plan the next moves off ``evacuating`` (:class:`EvacuationSet` and an admin's drains)
     and, with ``balance_fill``, off over-full OSTs (see the module doc), files in scope only
-    (:func:`in_scope`, ``pools``). Raises :class:`lustre_alloc.mapper.migrate.lfs.FileListError` from a
+    (:func:`in_scope`, ``pools``). Raises :class:`lustre_alloc.rebalance.lfs.FileListError` from a
     live source."""
     osts = view["osts"]
     sel = Selection(evacuating=list(evacuating))

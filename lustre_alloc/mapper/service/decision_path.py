@@ -19,14 +19,14 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from lustre_alloc.mapper.policies.mcmf.flow_round import bytes_per_stripe
+from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest, Placement
-from lustre_alloc.mapper.service.decision_desk import DecisionDesk
+from lustre_alloc.mapper.service.decision_record import DecisionDesk
 from lustre_alloc.mapper.service.fs_context import FsContext
 from lustre_alloc.mapper.service.metrics import MapperMetrics
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot
 
-log = logging.getLogger("lustre_alloc.mapper.service.decide")
+log = logging.getLogger("lustre_alloc.mapper.service.decision_path")
 
 Bound = Callable[[FsContext, ClusterSnapshot, int, list[CreateRequest], list[str]],
                  list[CreateRequest]]
@@ -67,13 +67,13 @@ class DecisionPath:
         """Decide ``creates`` (``peers[i]`` asked for ``creates[i]``) on ``ctx`` in scope
         mode ``mode``: one :class:`Decision` each, in order. ``leased``: layouts of a lease,
         recorded when a file is created with one
-        (:meth:`lustre_alloc.mapper.service.decision_desk.DecisionDesk.record_leased`), not here; a
+        (:meth:`lustre_alloc.mapper.service.decision_record.DecisionDesk.record_leased`), not here; a
         refusal is recorded at once either way."""
         store, gate = ctx.store, ctx.gate
         snap = store.current()
         version = store.version
         requests = self.bound(ctx, snap, version, creates, peers)
-        planner = ctx.planner
+        planner = ctx.background_planner
         misses = planner.plans.stats["misses"] if planner is not None else 0
         try:
             # a shadow decision is booked as a live one would be, until the shim reports

@@ -1,4 +1,4 @@
-"""``lustre-alloc-selftest``: the checks of :mod:`lustre_alloc.mapper.selftest`, a table, an exit status
+"""``lustre-alloc-selftest``: the checks of :mod:`lustre_alloc.selftest`, a table, an exit status
 (0 every check passed or was skipped, 1 one failed, 2 a usage error).
 
     lustre-alloc-selftest --dir /lustre/scratch/admin      on a client
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from lustre_alloc.common.cli import EXIT_FAILED, command_parser, fail
-from lustre_alloc.mapper.selftest.layouts import LayoutChecks
-from lustre_alloc.mapper.selftest.rows import FAIL, SKIP, Row, failed, table
-from lustre_alloc.mapper.selftest.servers import params_for, stats_rows, steer_rows
+from lustre_alloc.selftest.layouts import LayoutChecks
+from lustre_alloc.selftest.rows import FAIL, SKIP, Row, failed, table
+from lustre_alloc.selftest.servers import params_for, stats_rows, steer_rows
 
 SHIM_PATHS = (Path("/opt/lustre-alloc/lib/liblustre_alloc.so"),
-              Path(__file__).resolve().parents[3] / "liblustre_alloc" / "liblustre_alloc.so")
+              Path(__file__).resolve().parents[2] / "liblustre_alloc" / "liblustre_alloc.so")
 """Where ``--shim`` is looked for when not given: the packages' path
 (``deploy/install.sh``, the RPM), then a checkout's build."""
 MADE_NAMES = ("file", "shim-record.tsv")

@@ -15,12 +15,12 @@ One loop every ``interval_s``:
    is watched or settled, and a watched file counts as in flight, so no file is ever in two
    migrations;
 4. re-plan when due (``replan_s``) or when the set of evacuated OSTs changed
-   (:mod:`lustre_alloc.mapper.migrate.selection`);
+   (:mod:`lustre_alloc.rebalance.selection`);
 5. start queued moves in plan order while the budget allows
-   (:class:`lustre_alloc.mapper.migrate.budget.MigrationBudget`), the admin has not paused the service
+   (:class:`lustre_alloc.rebalance.budget.MigrationBudget`), the admin has not paused the service
    and the time is inside its windows (``windows``); in ``dry_run`` start nothing.
 
-An admin's orders (drain an OST, pause, resume: :mod:`lustre_alloc.mapper.migrate.admin`) are read from
+An admin's orders (drain an OST, pause, resume: :mod:`lustre_alloc.rebalance.admin`) are read from
 the state directory at every loop; the status (per evacuated OST: bytes and files left,
 rate, ETA, drained) is written there after every loop and the plan after every planning.
 
@@ -40,18 +40,18 @@ from typing import Any, Callable, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from lustre_alloc.mapper.migrate import admin
-from lustre_alloc.mapper.migrate import keep as keeper
-from lustre_alloc.mapper.migrate.budget import MigrationBudget, Move, OstLoad, loads_from_view
-from lustre_alloc.mapper.migrate.config import MigrateConfig
-from lustre_alloc.mapper.migrate.journal import MoveJournal
-from lustre_alloc.mapper.migrate.lfs import FileListError, Lfs
-from lustre_alloc.mapper.migrate.runner import RETRY_NOW, Ended, MoveRunner
-from lustre_alloc.mapper.migrate.selection import (MIB, EvacuationSet, FileSource, LfsFiles, PlannedMove,
+from lustre_alloc.rebalance import admin
+from lustre_alloc.rebalance import keep as keeper
+from lustre_alloc.rebalance.budget import MigrationBudget, Move, OstLoad, loads_from_view
+from lustre_alloc.rebalance.config import MigrateConfig
+from lustre_alloc.rebalance.journal import MoveJournal
+from lustre_alloc.rebalance.lfs import FileListError, Lfs
+from lustre_alloc.rebalance.runner import RETRY_NOW, Ended, MoveRunner
+from lustre_alloc.rebalance.selection import (MIB, EvacuationSet, FileSource, LfsFiles, PlannedMove,
                                       SelectRules, Selection, select)
-from lustre_alloc.mapper.migrate.windows import open_now
+from lustre_alloc.rebalance.windows import open_now
 
-log = logging.getLogger("lustre_alloc.mapper.migrate.service")
+log = logging.getLogger("lustre_alloc.rebalance.service")
 PREFIX = "lustre_alloc_migrate_"
 
 
@@ -68,7 +68,7 @@ def _file_source(cfg: MigrateConfig, lfs: Lfs, workdir: Path,
                  clock: Callable[[], float]) -> FileSource:
     """``[migrate.robinhood]`` when configured, else ``lfs find`` under the mount."""
     if cfg.robinhood:
-        from lustre_alloc.mapper.migrate.robinhood import RobinhoodFiles, pymysql_connect
+        from lustre_alloc.rebalance.robinhood import RobinhoodFiles, pymysql_connect
         return RobinhoodFiles(pymysql_connect(cfg.robinhood), cfg.mount, clock, lfs=lfs,
                               fsname=cfg.fsname, workdir=workdir)
     return LfsFiles(lfs, cfg.mount, workdir, clock, cfg.fsname)
@@ -361,7 +361,7 @@ class MigrationService:
     def ost_progress(self, now: float) -> list[dict[str, Any]]:
         """Per evacuated OST: why (steered, drained by the admin), files and bytes left to
         move off it (planned moves queued or running), unmovable files left there, the rate
-        over the last :data:`lustre_alloc.mapper.migrate.admin.RATE_WINDOW_S`, the ETA (None: no rate
+        over the last :data:`lustre_alloc.rebalance.admin.RATE_WINDOW_S`, the ETA (None: no rate
         yet) and ``drained``: the last pass left nothing movable on it."""
         cutoff = now - admin.RATE_WINDOW_S
         self.done_log = [d for d in self.done_log if d[0] >= cutoff]

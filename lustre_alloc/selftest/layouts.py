@@ -5,7 +5,7 @@ directory, each read back with ``LL_IOC_LOV_GETSTRIPE`` and held to Lustre's rul
 Each check makes a directory of its own under the selftest's, sets its default layout as
 ``lfs setstripe DIR`` does (``LL_IOC_LOV_SETSTRIPE`` for a plain one; the ``lustre.lov``
 xattr for a composite one, which llite/dir.c answers EOPNOTSUPP through the ioctl), points
-the stand-in mapper (:class:`~lustre_alloc.mapper.selftest.responder.ListResponder`) at a list, and runs
+the stand-in mapper (:class:`~lustre_alloc.selftest.responder.ListResponder`) at a list, and runs
 a Python child under the shim (``LD_PRELOAD``, ``LUSTRE_ALLOC_PATHS`` = that directory)
 that creates and writes one file. The OSTs a list may name come from a probe file striped
 over every OST by Lustre's own allocator (``lfs setstripe -c -1``, rule 5: the OSTs that
@@ -24,8 +24,8 @@ from typing import Callable
 
 from lustre_alloc.common import lustre_layout as ll
 from lustre_alloc.common.record_file import read_records
-from lustre_alloc.mapper.selftest.responder import ListResponder
-from lustre_alloc.mapper.selftest.rows import FAIL, PASS, Row
+from lustre_alloc.selftest.responder import ListResponder
+from lustre_alloc.selftest.rows import FAIL, PASS, Row
 
 MIB = 1 << 20
 SEL_UNIT_BYTES = 1024

@@ -1,5 +1,5 @@
 """Every answered allocation, in one place: the sampled decision log (:class:`DecisionLog`),
-the last decision per jobid and path for ``explain`` (:mod:`lustre_alloc.mapper.explain.decisions`) and,
+the last decision per jobid and path for ``explain`` (:mod:`lustre_alloc.mapper.explain.last_decisions`) and,
 in shadow mode, the ledger pairing the mapper's choice with Lustre's (:mod:`lustre_alloc.mapper.shadow`).
 Called by the request loop under the service lock; read by the control socket
 (:mod:`lustre_alloc.mapper.service.admin_socket`) under the same lock.
@@ -23,9 +23,9 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
-from lustre_alloc.mapper.explain.decisions import DecisionIndex, DecisionRecord, explain, priced
+from lustre_alloc.mapper.explain.last_decisions import DecisionIndex, DecisionRecord, explain, priced
 from lustre_alloc.mapper.explain.pricing import ChoicePricer, ListPrice
-from lustre_alloc.mapper.policies.mcmf.flow_round import bytes_per_stripe
+from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.placement import (AllocationError, BooksPlacements, CreateRequest,
                                        Placement)
 from lustre_alloc.mapper.service.fs_context import FsContext
@@ -71,7 +71,7 @@ class DecisionLog:
                priced: Callable[[DecisionRecord], Mapping[str, Any]] | None = None) -> bool:
         """Log one decision if the budget allows; True when written. ``priced(rec)`` gives
         the chosen list's price and the cheapest alternatives
-        (:func:`lustre_alloc.mapper.explain.decisions.explain`), computed only for lines written."""
+        (:func:`lustre_alloc.mapper.explain.last_decisions.explain`), computed only for lines written."""
         if not self.allow():
             return False
         self.written += 1
@@ -182,7 +182,7 @@ class DecisionDesk:
     def explain(self, *, jobid: str | None = None, path: str | None = None,
                 fsname: str | None = None) -> dict[str, Any] | None:
         """The last decision for ``path`` or ``jobid``, priced now
-        (:func:`lustre_alloc.mapper.explain.decisions.explain`); None when not remembered."""
+        (:func:`lustre_alloc.mapper.explain.last_decisions.explain`); None when not remembered."""
         rec = self.index.find(jobid=jobid, path=path, fsname=fsname)
         if rec is None:
             return None

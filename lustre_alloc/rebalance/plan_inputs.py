@@ -14,7 +14,7 @@
   (what the mapper's :class:`~lustre_alloc.mapper.state.cluster_state.ClusterSnapshot` holds, with
   each OST's measured bandwidth).
 
-Every reader raises :class:`~lustre_alloc.mapper.rebalance.planner.PlanInputError` with
+Every reader raises :class:`~lustre_alloc.rebalance.plan.PlanInputError` with
 ``file:line: reason`` for a malformed line.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from lustre_alloc.mapper.rebalance.planner import FileTable, MigrationOsts, PlanInputError
+from lustre_alloc.rebalance.plan import FileTable, MigrationOsts, PlanInputError
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstFlag, OstState
 from lustre_alloc.traces.lfs_df import LustreDumpFormatError, read_lfs_df
 

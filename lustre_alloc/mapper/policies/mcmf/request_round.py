@@ -19,7 +19,7 @@ import numpy as np
 from lustre_alloc.common.lustre import DEFAULT_STRIPE_SIZE_BYTES
 from lustre_alloc.mapper.flow.costs import PERCENT_SCALE
 from lustre_alloc.mapper.flow.network import RoundRequest
-from lustre_alloc.mapper.flow.round_solve import StripeOrder, solve_rows
+from lustre_alloc.mapper.flow.ost_lists import StripeOrder, solve_rows
 from lustre_alloc.mapper.policies.mcmf.kept_lists import KeptList, KeptLists
 from lustre_alloc.mapper.policies.mcmf.params import McmfParams
 from lustre_alloc.mapper.policies.mcmf.placed_books import PlacedBooks
@@ -59,7 +59,7 @@ def round_arrays(pending: PendingOverlay, view: RoundView, rows: np.ndarray | No
     return replace(osts, extra_stripes=np.maximum(osts.queue - base.queue, 0.0))
 
 
-class FlowRound:
+class RequestRound:
     """Solves a round's current requests (and, inline, their predicted successors).
 
     Args:

@@ -14,7 +14,7 @@ The commands, as ``lfs`` takes them (``lustre/utils/lfs.c``, 2.12.0 .. 2.17.0):
   or unreadable drops out alone;
 * a pool's OSTs: ``lfs pool_list <fsname>.<pool>`` (``<fsname>-OSTxxxx_UUID`` lines);
 * a move: ``lfs migrate --non-block <layout options> [-W <MiB/s>] <file>``, the layout
-  options from :func:`lustre_alloc.mapper.migrate.keep.migrate_options` (everything of the old layout
+  options from :func:`lustre_alloc.rebalance.keep.migrate_options` (everything of the old layout
   but its OSTs). ``-W`` (``--bandwidth``, 2.16.0; ``--bandwidth-limit`` in 2.17) reads a bare
   number in MiB/s (``lfs.c`` v2_16_0 ``lfs_setstripe_internal()``: ``llapi_parse_size()``
   with ``bandwidth_unit = ONE_MB``; checked on 2.17.0: ``-W 10`` moved 20 MiB in 2.37 s) and
@@ -149,7 +149,7 @@ class Lfs:
 
     def migrate_argv(self, path: str, options: list[str], bandwidth_bytes_s: float) -> list[str]:
         """The ``lfs migrate`` command of one move: ``options`` from
-        :func:`lustre_alloc.mapper.migrate.keep.migrate_options`."""
+        :func:`lustre_alloc.rebalance.keep.migrate_options`."""
         args = ["migrate", "--non-block", *options]
         if self.bandwidth_option and bandwidth_bytes_s > 0:
             args += ["-W", bandwidth_arg(bandwidth_bytes_s)]

@@ -15,7 +15,7 @@ crash at any point leaves a journal that says what may be in flight::
 ``started`` is written before the ``lfs migrate`` process exists and ``running`` (its pid)
 right after, so no process runs that the journal does not name. Replaying it gives each
 file's last state. A file whose last event is ``started`` (or ``running``) was in flight when the service stopped: its ``lfs migrate`` may still run (``pid``), or may have
-ended either way; :mod:`lustre_alloc.mapper.migrate.service` settles it from the file's layout before
+ended either way; :mod:`lustre_alloc.rebalance.service` settles it from the file's layout before
 anything else starts (``lfs migrate`` swaps the layout atomically at its end, so the file
 has either its old or its new OSTs: ``lustre/utils/lfs.c`` ``lfs_migrate()``,
 ``llapi_fswap_layouts()``). A torn last line (a crash while writing it) is counted and cut

@@ -17,10 +17,10 @@ the namespace. The tables and columns read, as Robinhood 3.x creates them
 Names are bytes (``VARBINARY``): any bytes but ``/`` and NUL, decoded with
 :func:`os.fsdecode`. The database may lag the file system (Robinhood follows the
 changelog): whether a file was written recently, and its layout, are read from the file
-itself under the mount (:class:`lustre_alloc.mapper.migrate.lfs.Lfs`), so a file moved since the
+itself under the mount (:class:`lustre_alloc.rebalance.lfs.Lfs`), so a file moved since the
 database last saw it is not moved again and a file gone drops out. A file with several
 names (hard links) is listed once. Errors (a refused connection, a query that fails) raise
-:class:`lustre_alloc.mapper.migrate.lfs.FileListError` with one line.
+:class:`lustre_alloc.rebalance.lfs.FileListError` with one line.
 """
 from __future__ import annotations
 
@@ -30,16 +30,16 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from lustre_alloc.mapper.migrate.lfs import FileListError, Lfs
-from lustre_alloc.mapper.migrate.selection import LfsFiles
+from lustre_alloc.rebalance.lfs import FileListError, Lfs
+from lustre_alloc.rebalance.selection import LfsFiles
 
 FID = re.compile(r"\[?(0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:0x[0-9a-fA-F]+)\]?")
 
 
 class RobinhoodFiles(LfsFiles):
-    """A :class:`lustre_alloc.mapper.migrate.selection.FileSource` over a Robinhood database:
+    """A :class:`lustre_alloc.rebalance.selection.FileSource` over a Robinhood database:
     the file lists from its tables, the rest (layouts, pools, mtimes: read from the files
-    under the mount) as :class:`lustre_alloc.mapper.migrate.selection.LfsFiles` does.
+    under the mount) as :class:`lustre_alloc.rebalance.selection.LfsFiles` does.
 
     Args:
         connect: returns a DB-API connection (PyMySQL's for a site's database).

@@ -1,24 +1,24 @@
 """The migration service in the simulator: ``[[event]] kind = "migrate"`` runs its rules
-(:mod:`lustre_alloc.mapper.migrate`: evacuation of steered OSTs, and with ``balance_fill`` fill balance)
+(:mod:`lustre_alloc.rebalance`: evacuation of steered OSTs, and with ``balance_fill`` fill balance)
 on the simulated file system.
 
 * **Which OSTs, which files, where**: every ``every_s`` the steering policy's actions in force
   (the ``qos_steer`` row's controller, :meth:`lustre_alloc.mapper.policies.placement.SteersLustre.steering_actions`)
   and the steering policy's own view of the OSTs become the mapper's ``migration_view`` entries
-  (:func:`lustre_alloc.mapper.service.migration_view.ost_entries`); :func:`lustre_alloc.mapper.migrate.selection.select`
+  (:func:`lustre_alloc.mapper.service.migration_view.ost_entries`); :func:`lustre_alloc.rebalance.selection.select`
   picks the OSTs steered for ``evacuate_after_s`` and plans their files' moves with the
   rebalance planner, listing files from the simulator's file table as ``lfs find`` and
   ``lfs getstripe`` would (:class:`SimFiles`). With ``balance_fill``, OSTs fuller than
   ``(1 + fill_tolerance)`` times the mean shed files too. A file written within ``quiet_s``
   waits.
-* **When a move starts**: :class:`lustre_alloc.mapper.migrate.budget.MigrationBudget` (bandwidth share per
+* **When a move starts**: :class:`lustre_alloc.rebalance.budget.MigrationBudget` (bandwidth share per
   OST, moves per OSS, data in flight, pauses), as live.
 * **How fast**: as deployed. With ``lfs_bandwidth_option`` (Lustre 2.16+ clients) each move's
   read and write are capped at the budget's per-move rate (the ``lfs migrate -W`` the
   service passes); without it (every earlier release, and the service's default) a move
   runs at whatever speed the OSTs and network give it, and only its start is budgeted
   (bandwidth share, bytes in flight per OST). Either way it shares the OSTs and network
-  with the jobs (:mod:`lustre_alloc.simulator.rebalance` runs the transfers).
+  with the jobs (:mod:`lustre_alloc.simulator.rebalance.plan_event` runs the transfers).
 
 A policy that steers nothing (any row but ``qos_steer``) evacuates nothing, as a mapper
 without ``[steer]`` (fill balance still runs). Units: seconds, bytes.
@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from lustre_alloc.mapper.migrate.budget import BudgetParams, MigrationBudget, OstLoad, loads_from_view
+from lustre_alloc.rebalance.budget import BudgetParams, MigrationBudget, OstLoad, loads_from_view
 from lustre_alloc.mapper.policies.placement import LearnsOstSpeeds
 from lustre_alloc.common import lustre_layout as ll
-from lustre_alloc.mapper.migrate.lfs import FileListError
-from lustre_alloc.mapper.migrate.selection import EvacuationSet, PlannedMove, SelectRules, select
+from lustre_alloc.rebalance.lfs import FileListError
+from lustre_alloc.rebalance.selection import EvacuationSet, PlannedMove, SelectRules, select
 from lustre_alloc.mapper.service.migration_view import ost_entries
 
 
@@ -87,7 +87,7 @@ def parse_migrate_event(table: Any) -> MigrateEvent:
 
 
 class SimFiles:
-    """The simulator's files as the live file source lists them (:class:`lustre_alloc.mapper.migrate.selection.FileSource`)."""
+    """The simulator's files as the live file source lists them (:class:`lustre_alloc.rebalance.selection.FileSource`)."""
 
     def __init__(self, sim: Any, now: float, skip: set[str]):
         self.sim, self.now, self.skip = sim, now, skip
@@ -114,7 +114,7 @@ class SimFiles:
 
 
 class Evacuation:
-    """One migrate event's planning and admission, for :class:`lustre_alloc.simulator.rebalance.Rebalancer`."""
+    """One migrate event's planning and admission, for :class:`lustre_alloc.simulator.rebalance.plan_event.Rebalancer`."""
 
     def __init__(self, sim: Any, ev: MigrateEvent):
         self.sim, self.ev = sim, ev

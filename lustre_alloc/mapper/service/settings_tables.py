@@ -1,8 +1,8 @@
 """The settings tables of docs/operations.md, generated from the settings' own metadata
 (:mod:`lustre_alloc.common.settings`).
 
-    python -m lustre_alloc.common.settings_tables --write docs/operations.md
-    python -m lustre_alloc.common.settings_tables --check docs/operations.md   # exit 1 if stale
+    python -m lustre_alloc.mapper.service.settings_tables --write docs/operations.md
+    python -m lustre_alloc.mapper.service.settings_tables --check docs/operations.md   # exit 1 if stale
 
 Each table sits between ``<!-- settings:NAME -->`` and ``<!-- /settings:NAME -->`` in the
 document; the text between the markers is replaced, the rest is left alone.
@@ -105,7 +105,7 @@ def render(document: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lustre_alloc.common.settings_tables",
+    p = argparse.ArgumentParser(prog="python -m lustre_alloc.mapper.service.settings_tables",
                                 description=__doc__.splitlines()[0])
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", metavar="DOC", help="rewrite the tables in DOC")
@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if new != text:
         print(f"{path}: settings tables are stale; run python -m "
-              f"lustre_alloc.common.settings_tables --write {path}", file=sys.stderr)
+              f"lustre_alloc.mapper.service.settings_tables --write {path}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,7 +1,7 @@
-"""``lustre-alloc-rebalance run --config FILE`` (and, through :mod:`lustre_alloc.mapper.rebalance.cli`,
+"""``lustre-alloc-rebalance run --config FILE`` (and, through :mod:`lustre_alloc.rebalance.plan_command`,
 ``plan``): the migration service
-(:mod:`lustre_alloc.mapper.migrate.service`), asking the mapper through its admin socket; and an admin's
-commands to it (:mod:`lustre_alloc.mapper.migrate.admin`, through its state directory):
+(:mod:`lustre_alloc.rebalance.service`), asking the mapper through its admin socket; and an admin's
+commands to it (:mod:`lustre_alloc.rebalance.admin`, through its state directory):
 
 * ``drain --config FILE OST..`` / ``undrain``: evacuate an OST the admin names / stop;
 * ``pause --config FILE [--reason TEXT]`` / ``resume``: start no move / start again;
@@ -27,12 +27,12 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from lustre_alloc.common.cli import EXIT_USAGE, fail
 from lustre_alloc.common.logs import setup_logging
-from lustre_alloc.mapper.migrate import admin
-from lustre_alloc.mapper.migrate.config import MigrateConfig, MigrateConfigError, load
-from lustre_alloc.mapper.migrate.journal import JournalError
-from lustre_alloc.mapper.migrate.service import MigrationService, ViewError
+from lustre_alloc.rebalance import admin
+from lustre_alloc.rebalance.config import MigrateConfig, MigrateConfigError, load
+from lustre_alloc.rebalance.journal import JournalError
+from lustre_alloc.rebalance.service import MigrationService, ViewError
 
-log = logging.getLogger("lustre_alloc.mapper.migrate.cli")
+log = logging.getLogger("lustre_alloc.rebalance.cli")
 
 
 class MapperView:
@@ -57,8 +57,8 @@ class MapperView:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``lustre-alloc-rebalance``: ``plan`` (:mod:`lustre_alloc.mapper.rebalance.cli`) and ``run``."""
-    from lustre_alloc.mapper.rebalance.cli import main as rebalance_main
+    """``lustre-alloc-rebalance``: ``plan`` (:mod:`lustre_alloc.rebalance.plan_command`) and ``run``."""
+    from lustre_alloc.rebalance.plan_command import main as rebalance_main
     return rebalance_main(argv, {"run": (add_run_parser, cmd_run),
                                  **{name: (_adder(name), cmd_admin) for name in ADMIN_COMMANDS}})
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lustre_alloc.mapper.migrate.budget import BudgetParams
+from lustre_alloc.rebalance.budget import BudgetParams
 
 MODES = ("dry_run", "on")
 ROBINHOOD_KEYS = ("host", "port", "database", "user", "password_file")
@@ -63,20 +63,20 @@ class MigrateConfig:
         retry_s: a failed move waits this long before its next attempt, s.
         replan_s: the file lists and plan are rebuilt at least this often, s.
         fill_tolerance: with ``balance_fill``, OSTs fuller than ``(1 + x)`` times the mean
-            fill shed files (the planner's tolerance, :class:`lustre_alloc.mapper.rebalance.planner.PlanTargets`).
+            fill shed files (the planner's tolerance, :class:`lustre_alloc.rebalance.plan.PlanTargets`).
         balance_fill: also move files off over-full OSTs (off by default: evacuation only).
         metrics_port: Prometheus metrics on this port (0: none).
         robinhood: ``[migrate.robinhood]`` (:data:`ROBINHOOD_KEYS`): list files from a
-            Robinhood database (:mod:`lustre_alloc.mapper.migrate.robinhood`) instead of ``lfs find``.
+            Robinhood database (:mod:`lustre_alloc.rebalance.robinhood`) instead of ``lfs find``.
         pools: move only files whose layout names one of these pools (empty: any).
         paths: move only files under these directories (absolute, under ``mount``; empty:
             all).
         exclude: never move files whose path matches one of these shell patterns
             (:func:`fnmatch.fnmatchcase` on the whole path, e.g. ``"*/.snapshot/*"``).
         windows: start moves only inside these local-time windows
-            (:mod:`lustre_alloc.mapper.migrate.windows`, e.g. ``"22:00-06:00"``, ``"sat,sun 00:00-24:00"``;
+            (:mod:`lustre_alloc.rebalance.windows`, e.g. ``"22:00-06:00"``, ``"sat,sun 00:00-24:00"``;
             empty: always).
-        budget: :class:`lustre_alloc.mapper.migrate.budget.BudgetParams`.
+        budget: :class:`lustre_alloc.rebalance.budget.BudgetParams`.
     """
     fsname: str
     mount: str
@@ -128,8 +128,8 @@ class MigrateConfig:
         self.parsed_windows()
 
     def parsed_windows(self) -> tuple:
-        """``windows`` parsed (:func:`lustre_alloc.mapper.migrate.windows.parse_window`); ValueError."""
-        from lustre_alloc.mapper.migrate.windows import parse_window
+        """``windows`` parsed (:func:`lustre_alloc.rebalance.windows.parse_window`); ValueError."""
+        from lustre_alloc.rebalance.windows import parse_window
         return tuple(parse_window(w) for w in self.windows)
 
 

@@ -1,6 +1,6 @@
 """Rebalancing in the simulator: ``[[event]] kind = "rebalance"`` and migrations as traffic.
 
-An event plans a migration with the mapper's planner (:mod:`lustre_alloc.mapper.rebalance.planner`,
+An event plans a migration with the mapper's planner (:mod:`lustre_alloc.rebalance.plan`,
 the same code ``lustre-alloc-rebalance`` runs) or with the naive admin procedure, then
 executes it as real traffic:
 
@@ -41,10 +41,10 @@ import numpy as np
 
 from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest
 from lustre_alloc.mapper.policies.registry import build_policy
-from lustre_alloc.mapper.migrate.budget import MigrationBudget
-from lustre_alloc.mapper.migrate.selection import PlannedMove
-from lustre_alloc.mapper.rebalance.planner import FileTable, MigrationOsts, PlanTargets, plan_migration
-from lustre_alloc.simulator.evacuation import Evacuation, MigrateEvent
+from lustre_alloc.rebalance.budget import MigrationBudget
+from lustre_alloc.rebalance.selection import PlannedMove
+from lustre_alloc.rebalance.plan import FileTable, MigrationOsts, PlanTargets, plan_migration
+from lustre_alloc.simulator.rebalance.service_event import Evacuation, MigrateEvent
 from lustre_alloc.simulator.inflight import SimFile, SimTransfer
 from lustre_alloc.simulator.metrics import max_mean_ratio
 

@@ -1,5 +1,5 @@
 """``lustre-alloc-rebalance plan``: write a reviewable ``lfs migrate`` script or JSON
-(``lustre-alloc-rebalance run``, the migration service, is added by :mod:`lustre_alloc.mapper.migrate.cli`).
+(``lustre-alloc-rebalance run``, the migration service, is added by :mod:`lustre_alloc.rebalance.cli`).
 
 Example::
 
@@ -21,8 +21,8 @@ import sys
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from lustre_alloc.common.cli import EXIT_USAGE, OneLineParser, command_parser, fail
-from lustre_alloc.mapper.rebalance.inputs import PRINTF_FORMAT, build_file_table, read_state
-from lustre_alloc.mapper.rebalance.planner import (FileTable, MigrationOsts, Plan, PlanInputError, PlanTargets,
+from lustre_alloc.rebalance.plan_inputs import PRINTF_FORMAT, build_file_table, read_state
+from lustre_alloc.rebalance.plan import (FileTable, MigrationOsts, Plan, PlanInputError, PlanTargets,
                                       plan_migration)
 
 PROG = "lustre-alloc-rebalance"

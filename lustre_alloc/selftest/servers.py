@@ -21,7 +21,7 @@ from lustre_alloc.collectors.lustre_params import (FileParams, LctlParams, Param
 from lustre_alloc.collectors.sources import FileSource, StatsSource
 from lustre_alloc.collectors.steer_agent import KIND_OF_ROLE, SteerAgent, selftest_journal_of
 from lustre_alloc.common.errors import SourceUnavailable
-from lustre_alloc.mapper.selftest.rows import FAIL, PASS, SKIP, Row
+from lustre_alloc.selftest.rows import FAIL, PASS, SKIP, Row
 
 KIND_NAME = {"oss": "OST", "mds": "MDT"}
 RATE_GAP_S = 0.5
