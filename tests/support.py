@@ -22,3 +22,24 @@ def wait_for(cond: Callable[[], T], timeout_s: float = 5.0, what: str = "conditi
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(poll_s)
+
+
+def join(publish: Callable[[], object], receive: Callable[[float], object | None],
+         timeout_s: float = 10.0, what: str = "the subscription") -> object:
+    """Publish probes until one is received, then drain the probes still in flight; return
+    the last probe received.
+
+    A ZeroMQ PUB socket drops what it sends before a subscription reaches it (the "slow
+    joiner"), so a test that needs its next message delivered waits for this event instead of
+    sleeping. ``receive(timeout_s)`` returns a message or None.
+
+    Raises:
+        AssertionError: naming ``what``, when no probe arrives within ``timeout_s`` s.
+    """
+    def probe() -> object | None:
+        publish()
+        return receive(0.1)
+    last = wait_for(probe, timeout_s, what, poll_s=0.0)
+    while (more := receive(0.3)) is not None:
+        last = more
+    return last

@@ -1,7 +1,6 @@
 """Broker in-process: last-value cache for late joiners, gap detection, duplicates, CURVE."""
 from __future__ import annotations
 
-import time
 
 import pytest
 import zmq
@@ -10,7 +9,7 @@ from lustre_alloc.collectors.broker import Broker
 from lustre_alloc.common.curve import CurveClient, CurveServer, generate_keys
 from lustre_alloc.collectors.publisher import Publisher
 from lustre_alloc.collectors.subscriber import Subscriber
-from tests.support import wait_for
+from tests.support import join, wait_for
 
 LOCAL = "tcp://127.0.0.1:*"
 BODY = {"server": {"values": {"cpu_percent": 1.0}, "unavailable": {}}, "targets": {}}
@@ -36,10 +35,12 @@ def test_late_joiner_gets_last_value_of_every_server_at_once(broker, ctx):
                     len(broker.cached_topics()) == 3)
     for p in pubs:
         p.publish(2.0, 5.0, BODY)  # the cache keeps the last one
-    assert wait_for(lambda: broker.stats.messages_in >= 6)
-    time.sleep(0.1)
-    with Subscriber(broker.endpoints.backend, broker.endpoints.snapshot, context=ctx) as sub:
-        got = [sub.recv(1.0) for _ in range(3)]
+
+    def late_joiner() -> list | None:
+        with Subscriber(broker.endpoints.backend, broker.endpoints.snapshot, context=ctx) as sub:
+            got = [sub.recv(1.0) for _ in range(3)]
+        return got if all(s is not None and s.time == 2.0 for s in got) else None
+    got = wait_for(late_joiner, what="the cache holding every server's last sample")
     assert sorted(s.host for s in got) == ["oss0", "oss1", "oss2"]
     assert all(s.from_cache and s.time == 2.0 for s in got)
     for p in pubs:
@@ -49,13 +50,14 @@ def test_late_joiner_gets_last_value_of_every_server_at_once(broker, ctx):
 def test_subscriber_reports_gap_and_drops_duplicates(broker, ctx):
     with Subscriber(broker.endpoints.backend, broker.endpoints.snapshot, context=ctx) as sub:
         pub = Publisher(broker.endpoints.frontend, "oss", "ossA", context=ctx, compress=True)
-        time.sleep(0.3)
+        base = join(lambda: pub.publish(0.5, 5.0, BODY), sub.recv).seq
         pub.publish(1.0, 5.0, BODY)
         pub.skip(2)
         pub.publish(2.0, 5.0, BODY)
         got = [sub.recv(2.0), sub.recv(2.0)]
-        assert [s.seq for s in got] == [1, 4]
-        assert len(sub.gaps) == 1 and sub.gaps[0].expected_seq == 2 and sub.gaps[0].missing == 2
+        assert [s.seq for s in got] == [base + 1, base + 4]
+        assert (len(sub.gaps) == 1 and sub.gaps[0].expected_seq == base + 2
+                and sub.gaps[0].missing == 2)
         sub.fetch_snapshot()  # the cached seq 4 again: a duplicate
         assert sub.recv(0.3) is None and sub.duplicates == 1
         pub.close()
@@ -65,9 +67,9 @@ def test_new_publisher_epoch_is_not_a_gap(broker, ctx):
     with Subscriber(broker.endpoints.backend, None, context=ctx) as sub:
         for _ in range(2):
             pub = Publisher(broker.endpoints.frontend, "mds", "mds1", context=ctx)
-            time.sleep(0.3)
+            base = join(lambda: pub.publish(0.5, 5.0, BODY), sub.recv).seq
             pub.publish(1.0, 5.0, BODY)
-            assert sub.recv(2.0).seq == 1
+            assert sub.recv(2.0).seq == base + 1
             pub.close()
         assert sub.gaps == []
 
@@ -102,14 +104,15 @@ def test_curve_rejects_unauthenticated_and_unknown_publishers(keys, ctx):
         plain = Publisher(b.endpoints.frontend, "oss", "plain", context=ctx)
         intruder = Publisher(b.endpoints.frontend, "oss", "intruder", curve=client("intruder"),
                              context=ctx)
-        time.sleep(0.5)
         hosts = set()
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
+
+        def round_of_three() -> None:
             for p in (good, plain, intruder):
                 p.publish(1.0, 5.0, BODY)
-            sample = sub.recv(0.1)
-            if sample is not None:
+        hosts.add(join(round_of_three, sub.recv, what="the authorised publisher's sample").host)
+        for _ in range(10):           # the others, connected as long, still get nothing through
+            round_of_three()
+            while (sample := sub.recv(0.1)) is not None:
                 hosts.add(sample.host)
         assert hosts == {"oss1"}
         assert b.cached_topics() == [b"lustre-alloc.v1.oss.oss1"]
@@ -137,15 +140,10 @@ def test_a_rejected_collector_says_so(keys, ctx, caplog):
                                                str(keys / "broker.key")))
         good = Publisher(b.endpoints.frontend, "oss", "oss1", context=ctx,
                          curve=CurveClient(str(keys / "oss1.key_secret"), str(keys / "broker.key")))
-        deadline = time.monotonic() + 5.0
         with caplog.at_level(logging.INFO, logger="lustre_alloc.collectors.publisher"):
-            while intruder.rejected == 0 and time.monotonic() < deadline:
-                intruder.poll_auth()
-                good.poll_auth()
-                time.sleep(0.05)
-            for _ in range(10):                        # reconnects are rejected again: one log
-                intruder.poll_auth()
-                time.sleep(0.05)
+            wait_for(lambda: good.poll_auth() or intruder.poll_auth() or intruder.rejected,
+                     what="the broker rejecting the intruder")
+            intruder.poll_auth()                       # read again: still one log line
         assert intruder.rejected >= 1 and good.rejected == 0
         events = [r.event for r in caplog.records if hasattr(r, "event")]
         assert events.count("broker_rejected") == 1

@@ -14,6 +14,8 @@ import zmq
 from lustre_alloc.collectors.publisher import Publisher
 from lustre_alloc.collectors.subscriber import Subscriber
 
+from tests.support import join
+
 from .conftest import DDN, HPE, PYTHON, fake_lctl, free_ports
 
 pytestmark = pytest.mark.timeout(60)
@@ -81,21 +83,25 @@ def test_collectors_broker_subscriber_over_real_sockets(tmp_path):
 
         # injected gap: a publisher that skips a sequence number
         inj = Publisher(front, "oss", "injector", context=ctx)
-        time.sleep(0.5)
         body = {"server": {"values": {}, "unavailable": {}}, "targets": {}}
-        inj.publish(1.0, 0.25, body)
+
+        def injector_sample(timeout_s: float):
+            s = sub.recv(timeout_s)
+            return s if s is not None and s.host == "injector" else None
+        join(lambda: inj.publish(0.5, 0.25, body), injector_sample, what="the injector's probe")
+        first = inj.publish(1.0, 0.25, body)
         inj.skip()
-        inj.publish(2.0, 0.25, body)
+        second = inj.publish(2.0, 0.25, body)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and not any(g.host == "injector" for g in sub.gaps):
             sub.recv(0.2)
-        assert [(g.expected_seq, g.received_seq) for g in sub.gaps if g.host == "injector"] == [(2, 3)]
+        assert [(g.expected_seq, g.received_seq) for g in sub.gaps
+                if g.host == "injector"] == [(first + 1, second)]
         inj.close()
 
         # broker restart: same ports, collectors reconnect by themselves
         last_before = {h: sub.last_seq("oss", h) for h in ("oss-a", "oss-lctl")}
-        stop(broker)
-        time.sleep(0.5)
+        stop(broker)                  # exited: its ports are free again
         broker = spawn(broker_args, log)
         procs.append(broker)
         after = defaultdict(list)

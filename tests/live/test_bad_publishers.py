@@ -14,6 +14,7 @@ from lustre_alloc.collectors.publisher import Publisher
 from lustre_alloc.collectors.schema import HEARTBEAT_TOPIC, encode, topic_for
 from lustre_alloc.collectors.subscriber import Subscriber
 from lustre_alloc.mapper.service.client import MapperClient
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -39,14 +40,10 @@ def heartbeat(backend: str, curve: CurveClient | None = None, timeout_s: float =
 
 
 def wait_metric(stack, name: str, at_least: float, timeout_s: float = 20) -> float:
-    deadline = time.monotonic() + timeout_s
-    value = 0.0
-    while time.monotonic() < deadline:
+    def reached() -> float | None:
         value = stack.metrics().get(name, 0.0)
-        if value >= at_least:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{name} = {value}, expected >= {at_least}")
+        return value if value >= at_least else None
+    return wait_for(reached, timeout_s, f"{name} >= {at_least}", poll_s=0.1)
 
 
 def primary_serves(stack, policy: str) -> None:
@@ -73,7 +70,15 @@ def test_garbage_from_a_collector_is_dropped_counted_and_harms_nobody(live):
     pub = ctx.socket(zmq.PUB)
     pub.linger = 1000
     pub.connect(stack.endpoints.frontend)
-    time.sleep(0.7)                      # the broker's subscription reaches the PUB socket
+    # the broker's subscription reaches the PUB socket: a foreign topic, sent until the broker
+    # counts it dropped (a heartbeat follows each send, so no probe is still in flight)
+    dropped_before = heartbeat(stack.endpoints.backend)["dropped"]
+
+    def probe_dropped() -> int:
+        pub.send_multipart([b"probe-not-our-topic", b"x"])
+        return heartbeat(stack.endpoints.backend)["dropped"] > dropped_before
+    wait_for(probe_dropped, 20, "the broker's subscription on a new PUB socket", poll_s=0.0)
+    dropped_base = heartbeat(stack.endpoints.backend)["dropped"]
     good = topic_for("oss", "garbler")
     pub.send_multipart([b"not-our-topic", b"x"])                    # broker: dropped
     pub.send_multipart([good, b"a", b"third frame"])                # broker: dropped
@@ -83,9 +88,9 @@ def test_garbage_from_a_collector_is_dropped_counted_and_harms_nobody(live):
     pub.send_multipart([good, b"\x01not zlib at all"])              # bad zlib
     beat = heartbeat(stack.endpoints.backend)
     deadline = time.monotonic() + 10
-    while beat["dropped"] < 2 and time.monotonic() < deadline:
+    while beat["dropped"] < dropped_base + 2 and time.monotonic() < deadline:
         beat = heartbeat(stack.endpoints.backend)
-    assert beat["dropped"] == 2
+    assert beat["dropped"] == dropped_base + 2
     assert wait_metric(stack, "lustre_alloc_mapper_samples_rejected_total", 4) == 4
     pub.close()
 
@@ -122,15 +127,12 @@ def test_publishers_without_an_authorised_curve_key_are_refused(live, tmp_path):
                            curve=CurveClient(str(tmp_path / "intruder/intruder.key_secret"),
                                              keys.public("broker")))]
     try:
-        for i in range(6):
+        def refused() -> dict | None:
             for k, pub in enumerate(intruders):
                 pub.publish(time.time(), 0.5, fake_sample_body(90 + k))
-            time.sleep(0.25)
-        deadline = time.monotonic() + 15
-        beat = heartbeat(stack.endpoints.backend, mapper_curve)
-        while beat["handshake_failures"] - base < 2 and time.monotonic() < deadline:
             beat = heartbeat(stack.endpoints.backend, mapper_curve)
-        assert beat["handshake_failures"] - base >= 2
+            return beat if beat["handshake_failures"] - base >= 2 else None
+        beat = wait_for(refused, 15, "both intruders' handshakes failing", poll_s=0.0)
         assert beat["cached"] == 4                      # the four real collectors only
     finally:
         for pub in intruders:

@@ -10,6 +10,8 @@ import pytest
 
 from lustre_alloc.mapper.service.client import MapperClient, MapperError, MapperTimeout
 
+from tests.support import wait_for
+
 from .conftest import INTERVAL_S, MAX_AGE_S, READY_TIMEOUT_S
 
 pytestmark = pytest.mark.timeout(180)
@@ -47,23 +49,23 @@ def test_broker_kill9_servers_go_stale_then_everyone_reconnects(live):
     collectors = {n: p.pid for n, p in stack.procs.items() if n.startswith("collector-")}
     prober = Prober(stack.endpoints.mapper)
     prober.start()
+    def replies_since(t: float, fallback: str, count: int = 1) -> list:
+        found = [r for r in prober.replies if r[0] > t and r[3] == fallback]
+        return found if len(found) >= count else []
     try:
-        time.sleep(1.5)
+        wait_for(lambda: replies_since(0.0, "", 20), 30, "the primary answering the prober")
         t_kill = stack.kill("broker")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not any(
-                r[3] == "stale" and r[0] > t_kill for r in prober.replies):
-            time.sleep(0.05)
-        t_stale = next(r[1] for r in prober.replies if r[3] == "stale" and r[0] > t_kill)
-        time.sleep(1.0)
+        t_stale = wait_for(lambda: replies_since(t_kill, "stale"), 30,
+                           "stale replies after the kill")[0][1]
+        # an outage long enough to judge: replies sent after the stale limit has passed
+        wait_for(lambda: replies_since(t_kill + MAX_AGE_S + RECEIPT_SLACK_S, "stale", 20), 30,
+                 "fallback replies through the outage")
         t_restart = time.time()
         stack.start_broker()
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline and not any(
-                r[3] == "" and r[0] > t_restart for r in prober.replies):
-            time.sleep(0.05)
-        t_back = next(r[1] for r in prober.replies if r[3] == "" and r[0] > t_restart)
-        time.sleep(1.0)
+        t_back = wait_for(lambda: replies_since(t_restart, ""), READY_TIMEOUT_S,
+                          "the primary again after the restart")[0][1]
+        wait_for(lambda: [r for r in prober.replies if r[0] > t_back][19:], 30,
+                 "replies after the primary came back")
     finally:
         prober.stop.set()
         prober.join(10)

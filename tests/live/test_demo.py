@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from lustre_alloc.livestack.stack import child_env
+from tests.support import wait_for
 
 from .conftest import PROJECT_ROOT
 
@@ -64,13 +65,12 @@ def test_demo_ctrl_c_stops_every_child(tmp_path, shim_lib):
     # started as a background job of a non-interactive shell (CI's case): SIGINT inherited
     # ignored, which Python would keep, so Ctrl-C did nothing and the demo ran to its end
     p = demo(tmp_path, "--hours", "1", "--duration", "60", "--ranks", "1", sigint_ignored=True)
-    deadline = time.monotonic() + 90
-    children: list[psutil.Process] = []
-    while time.monotonic() < deadline:
+    def writing() -> list[psutil.Process]:
         children = psutil.Process(p.pid).children(recursive=True)
-        if any("lustre_alloc.livestack.writer" in " ".join(c.cmdline()) for c in children if c.is_running()):
-            break
-        time.sleep(0.2)
+        running = [c for c in children if c.is_running()]
+        return children if any("lustre_alloc.livestack.writer" in " ".join(c.cmdline())
+                               for c in running) else []
+    children = wait_for(writing, 90, "the demo's writers", poll_s=0.2)
     assert len(children) >= 7          # broker, mapper, 8 collectors, writers
     p.send_signal(signal.SIGINT)
     try:

@@ -29,7 +29,10 @@ def test_mapper_kill9_no_create_fails_fallback_then_restored(live):
     wait_for(lambda: stack.state_file.exists(), 10, "the mapper's periodic state save")
     saved_before = stack.state_file.stat().st_size
     t_kill = stack.kill("mapper")
-    time.sleep(2.0)
+    # an outage long enough to judge: creates that asked the stopped mapper and fell back
+    wait_for(lambda: sum(float(r["ts"]) > t_kill + 0.05 and r["result"] == "default"
+                         and r["reason"] != "mapper_backoff" for r in lv.records()) >= 5,
+             30, "creates falling back while the mapper is down")
     t_restart = time.time()
     stack.start_mapper()
     stack.wait_ready(READY_TIMEOUT_S)

@@ -5,12 +5,12 @@ recorded, the report compares them, and the mapper books no placement."""
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 
 import pytest
 
 from lustre_alloc.mapper.service import ctl
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -31,12 +31,9 @@ def test_shadow_pilot_end_to_end(live, tmp_path, capsys):
                        LUSTRE_ALLOC_STRIPE_COUNT="2")
     result = lv.writer_result("ior.shadow", writer)
     assert result["returncode"] == 0 and result.get("errors", 0) == 0
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:      # the shim reports once the emulated MDS placed
-        rep = _report(sock, capsys)
-        if rep["reported"] == FILES:
-            break
-        time.sleep(0.2)
+    # the shim reports once the emulated MDS placed
+    rep = wait_for(lambda: (r := _report(sock, capsys))["reported"] == FILES and r, 30,
+                   "every shadow decision reported", poll_s=0.2)
     records = lv.records()
     assert len(records) == FILES
     # every create went to Lustre's allocator, told so by the mapper's shadow reply

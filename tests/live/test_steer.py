@@ -6,7 +6,6 @@ returned; and a mapper killed with -9 leaves nothing flagged for longer than the
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -90,7 +89,10 @@ def _run(tmp_path, action: str) -> None:
     try:
         stack.start(READY_TIMEOUT_S)
         bg.start()
-        time.sleep(3 * INTERVAL_S)
+        evaluations = 'lustre_alloc_mapper_steer_evaluations_total{fsname="demofs"}'
+        first = stack.metrics().get(evaluations, 0.0)
+        wait_for(lambda: stack.metrics().get(evaluations, 0.0) >= first + 3, 30,
+                 "three steering evaluations under the uniform load")
         assert not flagged()                               # uniform: no action
         emu.by_index[SLOW_OST].bandwidth_bytes_s = normal / 50
         wait_for(flagged, 30, "the slow OST flagged degraded through its collector")

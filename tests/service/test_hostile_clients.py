@@ -23,6 +23,7 @@ from lustre_alloc.mapper.predictor.markov_store import load_predictor, save_pred
 from lustre_alloc.mapper.service.client import MapperClient, MapperError
 
 from .conftest import PROJECT, PYTHON, free_port, log_events, spawn_mapper, stop_process, wait_ready
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 SHIM_TIMEOUT_S = 0.050
@@ -118,6 +119,9 @@ peer_requests_per_s = 2000.0
                 except Exception:  # noqa: BLE001 - starting
                     assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
 
+        def saves_logged() -> int:
+            return sum(e.get("event") == "state_saved" for e in log_events(log))
+
         def well_behaved():
             with MapperClient(endpoint, timeout_s=SHIM_TIMEOUT_S, curve=victim_curve) as c:
                 i = 0
@@ -133,7 +137,9 @@ peer_requests_per_s = 2000.0
                     time.sleep(0.002)
         thread = threading.Thread(target=well_behaved)
         thread.start()
-        time.sleep(2.0)                  # control: the same client, saves, no attacker
+        # control: the same client, saves, no attacker, long enough to judge its latency
+        wait_for(lambda: len(by_phase["control"]) >= 500 and saves_logged() >= 2, 30,
+                 "500 control requests and two saves")
         phase[0] = "attack"
         out = tmp_path / "attacker.json"
         attack_started = time.monotonic()
@@ -145,7 +151,8 @@ peer_requests_per_s = 2000.0
             # runs at the lowest CPU priority to measure the mapper, not the CPU contention
             preexec_fn=lambda: os.nice(19))
         attack_s = time.monotonic() - attack_started
-        time.sleep(0.6)                  # at least two more saves after the flood
+        saves_after_flood = saves_logged() + 2
+        wait_for(lambda: saves_logged() >= saves_after_flood, 30, "two saves after the flood")
         stop.set()
         thread.join(10)
         assert attacker.returncode == 0

@@ -80,8 +80,11 @@ def test_drained_and_inactive_osts_are_never_proposed_and_pools_follow_lod():
             assert sorted(c.alloc("a.1", -1).osts) == [0, 1, 2, 3]
             assert set(c.alloc("a.1", 2, pool="flash").osts) == {0, 1}
 
-            publish(mds_body(drained={2}, inactive={3}, pools={"flash": [2, 3, 1]}))
-            time.sleep(INTERVAL)                 # one stats interval after the MDS sample
+            drained = [None, None, "ENOBUFS", "inactive"]
+            wait_for(lambda: publish(mds_body(drained={2}, inactive={3},
+                                              pools={"flash": [2, 3, 1]})) or
+                     [unusable_reason(o) for o in svc.store.snapshot.osts] == drained,
+                     what="the MDS's drained and inactive OSTs in the state")
             for _ in range(50):
                 assert sorted(c.alloc("a.1", -1).osts) == [0, 1]
                 assert c.alloc("a.1", 1, pool="flash").osts == (1,)
@@ -91,8 +94,9 @@ def test_drained_and_inactive_osts_are_never_proposed_and_pools_follow_lod():
                 c.alloc("a.1", 1, pool="gone")
             assert exc.value.errno == errno.EINVAL
 
-            publish(mds_body(pools={"flash": [2, 3, 1]}))  # undrained, reactivated
-            time.sleep(INTERVAL)
+            wait_for(lambda: publish(mds_body(pools={"flash": [2, 3, 1]})) or  # undrained,
+                     all(is_usable(o) for o in svc.store.snapshot.osts),   # reactivated
+                     what="every OST usable again")
             assert sorted(c.alloc("a.1", -1).osts) == [0, 1, 2, 3]
             assert set(c.alloc("a.1", 3, pool="flash").osts) == {1, 2, 3}
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lustre_alloc.mapper.service.client import MapperClient
+from tests.support import wait_for
 
 from .conftest import PROJECT, PYTHON, free_ports, stop_process, wait_ready
 
@@ -40,21 +40,18 @@ DOCUMENTED = {
 
 def scrape(port: int, want: str, timeout_s: float = 20.0) -> dict[str, list]:
     """Sample name -> [(labels, value)], once ``want`` shows up with a value above 0."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def once() -> dict[str, list] | None:
         try:
             text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2
                                           ).read().decode()
-            out: dict[str, list] = {}
-            for family in text_string_to_metric_families(text):
-                for s in family.samples:
-                    out.setdefault(s.name, []).append((s.labels, s.value))
-            if any(v > 0 for _, v in out.get(want, ())):
-                return out
         except OSError:
-            pass
-        assert time.monotonic() < deadline, f"no {want} on :{port}"
-        time.sleep(0.2)
+            return None
+        out: dict[str, list] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                out.setdefault(s.name, []).append((s.labels, s.value))
+        return out if any(v > 0 for _, v in out.get(want, ())) else None
+    return wait_for(once, timeout_s, f"{want} on :{port}", poll_s=0.2)
 
 
 def test_every_service_serves_documented_metrics(tmp_path):

@@ -3,12 +3,12 @@ periodically, restored at start; an unreadable file is set aside, never fatal.""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from lustre_alloc.mapper.service.client import MapperClient
 from lustre_alloc.mapper.policies.registry import POLICIES
+from tests.support import wait_for
 
 from .conftest import (JobCounter, free_port, log_events, make_service, spawn_mapper,
                        stop_process, wait_ready)
@@ -66,9 +66,7 @@ def test_state_is_saved_periodically(tmp_path, job_counter_registered):
     try:
         with MapperClient(svc.endpoint) as c:
             c.alloc("a", 1)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not (state.exists() and "a" in state.read_text()):
-            time.sleep(0.05)
+        wait_for(lambda: state.exists() and "a" in state.read_text(), 5, "a periodic save")
         assert json.loads(state.read_text()) == {"a": 1}
     finally:
         svc.stop()

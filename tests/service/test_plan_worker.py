@@ -15,6 +15,7 @@ from lustre_alloc.mapper.flow.ost_lists import PlanJob, solve_plan
 from lustre_alloc.mapper.service.plan_worker import PlanWorker, PlanWorkerError
 from lustre_alloc.mapper.state.arrays import OstTable, ost_arrays
 from lustre_alloc.mapper.state.cluster_state import make_uniform_cluster
+from tests.support import wait_for
 
 MIB = 1 << 20
 
@@ -28,10 +29,7 @@ def job() -> PlanJob:
 
 
 def wait_ready(worker: PlanWorker, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not worker.ready:
-        assert time.monotonic() < deadline, "planner process did not start"
-        time.sleep(0.05)
+    wait_for(lambda: worker.ready, timeout_s, "the planner process starting")
 
 
 def test_the_child_process_solves_like_the_inline_planner():

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import time
 
 import pytest
 
 from lustre_alloc.common.curve import CurveClient, generate_keys
 from lustre_alloc.mapper.service.client import MapperClient, MapperTimeout
+from tests.support import wait_for
 
 from .conftest import free_port, log_events, spawn_mapper, stop_process, wait_ready
 
@@ -29,13 +29,9 @@ SECRET: list[str] = []
 
 
 def wait_event(log, name: str, count: int = 1, timeout_s: float = 15.0) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = [e for e in log_events(log) if e.get("event") == name]
-        if len(found) >= count:
-            return found[count - 1]
-        time.sleep(0.05)
-    raise AssertionError(f"no {name} #{count} in {log.read_text()[-1500:]}")
+    found = wait_for(lambda: [e for e in log_events(log) if e.get("event") == name][count - 1:],
+                     timeout_s, f"{name} #{count} in the mapper's log")
+    return found[0]
 
 
 def test_sighup_reloads_client_keys_rejects_bad_configs_and_names_restart_keys(tmp_path):

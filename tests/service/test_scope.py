@@ -4,13 +4,13 @@ names its key; a reload changes the scope of a running mapper."""
 from __future__ import annotations
 
 import errno
-import time
 
 import pytest
 
 from lustre_alloc.common.errors import ConfigError
 from lustre_alloc.mapper.service.client import LeaseRefused, MapperClient, MapperError, ShadowDecision
 from lustre_alloc.mapper.service.scope import SHADOW, Scope
+from tests.support import wait_for
 
 from .conftest import make_service
 
@@ -76,10 +76,7 @@ def test_a_reload_changes_the_scope(tmp_path):
             assert c.alloc("app.1", 1, path="/x/f").osts
             toml.write_text(toml.read_text() + "\n[scope]\nplace = false\n")
             svc.reloader.request()
-            import time
-            deadline = time.monotonic() + 10
-            while svc.reloader.applied == 0 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_for(lambda: svc.reloader.applied, 10, "the reload applied")
             with pytest.raises(MapperError) as exc:
                 c.alloc("app.1", 1, path="/x/f")
             assert exc.value.errno == errno.EPERM and "scope.place" in str(exc.value)
@@ -111,9 +108,7 @@ def test_a_reload_out_of_shadow_places_allocs_and_leases_at_once(tmp_path):
             assert shadow.value.per_create
             toml.write_text(base + "[scope]\nshadow = false\n")
             svc.reloader.request()
-            deadline = time.monotonic() + 10
-            while svc.reloader.applied == 0 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_for(lambda: svc.reloader.applied, 10, "the reload applied")
             assert c.alloc("app.1", 1, path="/x/f").osts
             assert len(c.lease(4, "app.1", 1, path="/x").layouts) == 4
     finally:
@@ -177,9 +172,7 @@ def test_a_misspelled_table_is_refused_at_start_and_at_reload(tmp_path, table):
     try:
         good.write_text(base + f"\n[{table}]\nshadow = false\n")
         svc.reloader.request()
-        deadline = time.monotonic() + 10
-        while svc.reloader.rejected == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: svc.reloader.rejected, 10, "the reload rejected")
         assert svc.reloader.rejected == 1 and svc.reloader.applied == 0
         assert svc.intake.scope.mode(svc.only().fsname) == SHADOW      # still the pilot
     finally:

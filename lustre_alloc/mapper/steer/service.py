@@ -44,6 +44,9 @@ class SteerMetrics:
                              ["fsname", "kind"], registry=registry)
         self.errors = Counter(f"{PREFIX}steer_agent_errors", "agent requests that failed",
                               ["fsname"], registry=registry)
+        self.evaluations = Counter(f"{PREFIX}steer_evaluations", "steering evaluations run "
+                                   "(one per interval_s while the mode is not off)",
+                                   ["fsname"], registry=registry)
 
 
 class SteeredFs(Protocol):
@@ -135,6 +138,7 @@ class SteerLoop:
                     self._request(fs, verb, act)
         ctl = self.controllers[fs]
         self.metrics.steered.labels(name, ctl.params.action).set(len(ctl.active))
+        self.metrics.evaluations.labels(name).inc()
 
     def _request(self, fs: str, verb: str, act: SteerAction) -> None:
         name = self._fsname.get(fs) or fs
