@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, OstState  # noqa: E402
-from lustre_alloc.mapper.flow.costs import ConvexCost  # noqa: E402
+from bench.experiments.costs import ConvexCost  # noqa: E402
 from lustre_alloc.mapper.flow.network import RoundRequest  # noqa: E402
 from lustre_alloc.mapper.flow.ost_lists import build_network  # noqa: E402
 from lustre_alloc.mapper.flow.solver import solve_networkx, solve_ortools  # noqa: E402

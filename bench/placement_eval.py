@@ -95,13 +95,11 @@ workload's shim report its files' sizes at close (size hint ``"at_close"``, the 
 SIZE_VARIANTS = (
     ("round_robin", "round_robin", {}),
     ("mcmf", "mcmf", {}),
-    ("mcmf predicted sizes", "mcmf", {"size_from_chain": True, CLOSE_SIZES: True}),
     ("mcmf job_stats sizes", "mcmf", {"size_from_job_stats": True}),
     ("mcmf true sizes (ref)", "mcmf", {TRUE_SIZES: True}),
     ("oracle", "oracle", {}),
 )
-"""``--sizes``: mcmf without sizes (the default: the shim's creates announce none), with the
-sizes its chains predict from the files' sizes at close (``size_from_chain``), at its job's
+"""``--sizes``: mcmf without sizes (the default: the shim's creates announce none), at its job's
 bytes written per file created from job_stats (``size_from_job_stats``), with each
 file's true size (:data:`TRUE_SIZES`), and the oracle."""
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "placement-eval"
@@ -494,7 +492,16 @@ def write_doc_block(doc: Path, block: list[str]) -> None:
     doc.write_text(head + "\n".join(block) + tail)
 
 
+def _register_lost_cost_models() -> None:
+    """``cost_model = "convex"`` or ``"paper"`` in a ``--variant`` (bench/experiments/costs.py;
+    known in this process, so such a variant runs with ``--jobs 1``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.experiments.costs import register
+    register()
+
+
 def main(argv: list[str] | None = None) -> int:
+    _register_lost_cost_models()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("scenario", nargs="?", help="a world (omit with --all)")
     ap.add_argument("--all", action="store_true",

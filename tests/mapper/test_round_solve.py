@@ -9,7 +9,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lustre_alloc.mapper.flow.costs import ConvexCost, RateCost
+from bench.experiments.costs import ConvexCost
+from lustre_alloc.mapper.flow.costs import RateCost
 from lustre_alloc.mapper.flow.network import RoundRequest
 from lustre_alloc.mapper.flow.ost_lists import build_network
 from lustre_alloc.mapper.flow.ost_lists import PlanJob, deal, handout_ranks, slot_cap, solve_plan

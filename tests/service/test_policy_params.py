@@ -30,11 +30,8 @@ seed = 3
 predict_k = 2
 straggler_factor = 3.0
 
-[policy.mcmf.experimental]
-cost_model = "convex"
-
 [policy.mcmf.experimental.cost_params]
-space_weight = 2.0
+load_weight = 0.5
 
 [policy.lustre_qos]
 qos_prio_free_pct = 80
@@ -55,7 +52,7 @@ def test_policy_tables_reach_the_service_policies(tmp_path):
     assert isinstance(gated.primary, McmfPolicy) and isinstance(gated.fallback, LustreQos)
     assert gated.primary.params.predict_k == 2
     assert gated.primary.params.straggler_factor == 3.0
-    assert gated.primary.cost_model.space_weight == 2.0
+    assert gated.primary.cost_model.load_weight == 0.5
     assert gated.fallback.prio_free == LustreQos(qos_prio_free_pct=80).prio_free
 
 
@@ -63,8 +60,7 @@ def test_service_and_simulator_build_the_same_policy_from_the_same_params(tmp_pa
     """The scenario's ``[policy_params.mcmf]`` and the mapper's ``[policy.mcmf]`` go
     through the same factory: same classes, same settings."""
     params = {"mcmf": {"predict_k": 2, "straggler_factor": 3.0,
-                       "experimental": {"cost_model": "convex",
-                                        "cost_params": {"space_weight": 2.0}}}}
+                       "experimental": {"cost_params": {"load_weight": 0.5}}}}
     config = load_config(_write(tmp_path, TUNED), {})
     svc = service_policy(config, build_store(config))
     sc = load_scenario("paper-32ost")

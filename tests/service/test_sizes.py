@@ -1,7 +1,8 @@
 """File sizes at close (protocol v2 ``sizes``): the mapper teaches them to mcmf's chains
 under the job id the client's creates are learned under, a malformed message is refused in
-one line and changes nothing learned, and with ``size_from_chain`` a create that announces
-no size is priced at the size its application's chain predicts."""
+one line and changes nothing learned, and a create that announces no size stays unsized
+(pricing it at the chain's predicted size changed nothing measurable and was removed:
+docs/placement.md)."""
 from __future__ import annotations
 
 import errno
@@ -77,24 +78,17 @@ def test_wire_round_trip():
     assert (req.op, req.job, req.sizes, req.fsname) == ("sizes", "ior.7", (1, 2, 3), "scratch")
 
 
-def test_size_from_chain_prices_an_unsized_create_at_the_predicted_size():
+def test_sizes_learned_at_close_do_not_price_an_unsized_create():
     from lustre_alloc.mapper.policies.registry import build_policy
     from tests.mapper.test_mcmf import cluster
     snap = cluster()
-    for on in (False, True):
-        policy = build_policy("mcmf", {"mcmf": {"experimental": {"size_from_chain": on}}},
-                              gate=False)
-        assert isinstance(policy, McmfPolicy)
-        assert policy.learn_sizes("ckpt.1", [256 * MIB] * 8) == 8
-        policy.allocate_batch(snap, [CreateRequest("ckpt.1", 2, MIB)])
-        assert policy.stats["sized_by_chain"] == (1 if on else 0)
-        booked = sum(policy.predicted_load().values())
-        assert booked == pytest.approx(256 * MIB if on else 2 * MIB, rel=0.05)
-        # an announced size is never replaced, and a predicted one is never learned
-        n = policy.predictor.app_info("ckpt.1").requests
-        policy.allocate_batch(snap, [CreateRequest("ckpt.1", 2, MIB, expected_bytes=3 * MIB),
-                                     CreateRequest("ckpt.1", 2, MIB)])
-        assert policy.predictor.app_info("ckpt.1").requests == n + 1
-        # a jobid with too little history predicts nothing: the create stays unsized
-        policy.allocate_batch(snap, [CreateRequest("new.1", 2, MIB)])
-        assert policy.stats["sized_by_chain"] == (2 if on else 0)
+    policy = build_policy("mcmf", {}, gate=False)
+    assert isinstance(policy, McmfPolicy)
+    assert policy.learn_sizes("ckpt.1", [256 * MIB] * 8) == 8
+    policy.allocate_batch(snap, [CreateRequest("ckpt.1", 2, MIB)])
+    assert sum(policy.predicted_load().values()) == pytest.approx(2 * MIB, rel=0.05)
+    # an announced size is learned; an unsized create teaches nothing
+    n = policy.predictor.app_info("ckpt.1").requests
+    policy.allocate_batch(snap, [CreateRequest("ckpt.1", 2, MIB, expected_bytes=3 * MIB),
+                                 CreateRequest("ckpt.1", 2, MIB)])
+    assert policy.predictor.app_info("ckpt.1").requests == n + 1

@@ -10,8 +10,7 @@ named by what it does: :mod:`~lustre_alloc.mapper.policies.mcmf.params` (the set
 :mod:`~lustre_alloc.mapper.policies.mcmf.planner` and :mod:`~lustre_alloc.mapper.policies.mcmf.plan_queues` (lists
 planned ahead), :mod:`~lustre_alloc.mapper.policies.mcmf.kept_lists` and
 :mod:`~lustre_alloc.mapper.policies.mcmf.prediction_gate` (predicted lists),
-:mod:`~lustre_alloc.mapper.policies.mcmf.placed_books` (what it handed out),
-:mod:`~lustre_alloc.mapper.policies.mcmf.interleave` (an experimental placement) and
+:mod:`~lustre_alloc.mapper.policies.mcmf.placed_books` (what it handed out) and
 :mod:`~lustre_alloc.mapper.policies.mcmf.learned_state` (what it saves).
 """
 from lustre_alloc.mapper.policies.mcmf.params import McmfParams

@@ -26,7 +26,8 @@ class McmfParams:
 
     Attributes:
         cost_model: ``"rate"`` (default: expected completion time from measured rates),
-            ``"convex"`` (space and queue) or ``"paper"`` (:mod:`lustre_alloc.mapper.flow.costs`).
+            or a model a study registered (``bench/experiments/costs.py``: the paper's and a
+            convex one, which lost: docs/placement.md) (:mod:`lustre_alloc.mapper.flow.costs`).
         cost_params: parameters of the cost model (alpha, beta, weights).
         predict_k: predicted requests per application per round (0, the default,
             disables prediction: the chain learns a file's size only from the sizes
@@ -54,8 +55,6 @@ class McmfParams:
         plan_inline: run the planner at the end of a request round that missed (the
             simulator); the service's background planner turns it off
             (:meth:`~lustre_alloc.mapper.policies.mcmf.McmfPolicy.plan_in_background`).
-        plan_aggregate: plan every class's lists as one flow request dealt into lists
-            (off by default: on paper-32ost it balanced worse, docs/placement.md).
         plan_aggregate_above: a class lacking more lists than this is planned as one
             aggregated request with at most :func:`~lustre_alloc.mapper.flow.ost_lists.slot_cap`
             stripes per OST.
@@ -82,12 +81,6 @@ class McmfParams:
         predict_min_trials: lists judged before the accuracy is trusted.
         predict_window: outcomes after which the counts halve; also the probe period
             of an application below the threshold.
-        placement: ``"flow"`` (a min-cost flow per round, the paper's) or ``"interleave"``
-            (Lustre's round-robin while the OSTs look alike, capability-weighted
-            interleaving and straggler exploration otherwise:
-            :mod:`lustre_alloc.mapper.policies.mcmf.interleave`).
-        interleave_tolerance, explore_share: the interleave's equal-speed band and
-            exploration share (:class:`~lustre_alloc.mapper.policies.mcmf.interleave.CapabilityInterleave`).
         rate_relax_s: an OST's speed estimate relaxes toward the others' median with this
             time constant, s, while its samples carry no evidence (0: never;
             :class:`lustre_alloc.mapper.speed.rates.OstRateTracker`).
@@ -99,12 +92,8 @@ class McmfParams:
         rate_first_look_median: the first look's estimates fall from their median by
             ``rate_smoothing`` (as an OST's first sample after others were measured does)
             instead of being taken as they are. Off by default.
-        size_from_chain: a create that announces no size (``expected_bytes`` 0, the shim's
-            default) is priced and booked at the size its application's chain predicts
-            next, learned from the sizes its files had at close (the shim's close reports,
-            :meth:`~lustre_alloc.mapper.policies.mcmf.McmfPolicy.learn_sizes`); a jobid with too little
-            history predicts nothing and the create stays unsized. Off by default.
-        size_from_job_stats: a create still unsized after ``size_from_chain`` is priced and
+        size_from_job_stats: a create that announces no size (``expected_bytes`` 0, the
+            shim's default) is priced and
             booked at its job's bytes written per file created over Lustre's job_stats
             window (:mod:`lustre_alloc.mapper.state.job_sizes`: OST ``write_bytes`` over MDT ``mknod``);
             a jobid with fewer than its minimum creates stays unsized. Off by default.
@@ -143,7 +132,6 @@ class McmfParams:
     plan_horizon_s: float = 1.0
     plan_max_depth: int = 1024
     plan_inline: bool = True
-    plan_aggregate: bool = False
     plan_aggregate_above: int = 8
     rate_smoothing: float = setting(0.3, unit="weight 0..1", doc=(
         "weight of a new sample in each OST's speed estimate; the estimate counts the I/Os in "
@@ -160,13 +148,9 @@ class McmfParams:
     predict_min_accuracy: float = 0.0
     predict_min_trials: int = 8
     predict_window: int = 32
-    placement: str = "flow"
-    interleave_tolerance: float = 0.25
-    explore_share: float = 0.01
     rate_relax_s: float = 0.0
     rate_busy_s: float | None = None
     rate_first_look_median: bool = False
-    size_from_chain: bool = False
     size_from_job_stats: bool = False
 
     def __post_init__(self) -> None:
@@ -182,8 +166,6 @@ class McmfParams:
                              "predict_window >= 1")
         if self.predict_mode not in PREDICT_MODES:
             raise ValueError(f"predict_mode must be 'joint' or 'after', got {self.predict_mode!r}")
-        if self.placement not in ("flow", "interleave"):
-            raise ValueError(f"placement must be 'flow' or 'interleave', got {self.placement!r}")
         if self.rate_relax_s < 0:
             raise ValueError(f"rate_relax_s must be >= 0, got {self.rate_relax_s!r}")
         if self.rate_busy_s is not None and not self.rate_busy_s > 0:

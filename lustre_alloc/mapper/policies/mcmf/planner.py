@@ -272,12 +272,10 @@ class _PlanRound:
         g = self.group(d.pool)
         if g is None:
             return
-        if params.plan_aggregate or d.lists > params.plan_aggregate_above:
-            # plan_aggregate keeps the exact bound (d.lists per OST); a deep automatic
-            # one is capped
+        if d.lists > params.plan_aggregate_above:
+            # a deep class: one aggregated request, its stripes per OST capped
             stripes = d.lists * d.stripe_count
-            per_ost = d.lists if params.plan_aggregate else min(
-                d.lists, slot_cap(stripes, int(self.masks[g].sum())))
+            per_ost = min(d.lists, slot_cap(stripes, int(self.masks[g].sum())))
             self.reqs.append(RoundRequest(stripes, g, 0, per_ost=per_ost))
             self.lists.append(d.lists)
             self.keys.append(d.key)
@@ -303,7 +301,7 @@ class _PlanRound:
     def job(self, osts: Any, view: RoundView, params: McmfParams) -> PlanJob:
         # An automatically aggregated round: at most slot_cap of its stripes on one OST
         # over all its classes (each class's cap alone would add up per OST).
-        capped = any(n > 1 for n in self.lists) and not params.plan_aggregate
+        capped = any(n > 1 for n in self.lists)
         max_slots = (slot_cap(sum(r.stripes for r in self.reqs),
                               int(np.logical_or.reduce(self.masks).sum())) if capped else None)
         return PlanJob(osts, tuple(self.reqs), tuple(self.lists), tuple(self.masks),

@@ -39,7 +39,6 @@ from lustre_alloc.common.lustre import DEFAULT_STRIPE_SIZE_BYTES
 from lustre_alloc.mapper.flow.costs import CostModel, make_cost_model
 from lustre_alloc.mapper.flow.ost_lists import PlanJob, PlanSolution, solve_plan
 from lustre_alloc.mapper.policies.mcmf.request_round import CurrentRequest, RequestRound, bytes_per_stripe, shortlist_rows
-from lustre_alloc.mapper.policies.mcmf.interleave import CapabilityInterleave
 from lustre_alloc.mapper.policies.mcmf.kept_lists import KeptLists
 from lustre_alloc.mapper.policies.mcmf.learned_state import learned_extras, load_learned, save_learned
 from lustre_alloc.mapper.policies.mcmf.params import McmfParams
@@ -82,7 +81,7 @@ class McmfPolicy(BatchPolicy):
         self.stats: dict[str, int] = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
                                       "predicted_dropped": 0, "clipped": 0,
                                       "stragglers_excluded": 0, "regime_rr_requests": 0,
-                                      "sized_by_chain": 0, "sized_by_job_stats": 0}
+                                      "sized_by_job_stats": 0}
         self.views = RoundViews(p, self.cost_model, space, lambda k: self._count(k, 1))
         self.markov_config = MarkovConfig(**(p.markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
@@ -103,9 +102,6 @@ class McmfPolicy(BatchPolicy):
                                     self.views.view, self._solved)
                         if p.plan_ahead else None)
         self._rr = RoundRobin(seed=seed)
-        self.interleave = (CapabilityInterleave(seed, p.interleave_tolerance, p.straggler_factor,
-                                                p.explore_share)
-                           if p.placement == "interleave" else None)
         self.last_stragglers: set[int] = set()
 
     def _solved(self, cost: int) -> None:
@@ -216,8 +212,6 @@ class McmfPolicy(BatchPolicy):
         self.pending.absorb(view.table, view.key)
         self.kept.expire(now)
         self.last_stragglers = view.stragglers
-        if self.interleave is not None:
-            return self._interleaved(snapshot, view, requests)
         if view.regime is not None and view.regime.mode == ROUND_ROBIN:
             return self._round_robin(snapshot, view, requests, self._sized(snapshot, requests))
         out: list[Placement | AllocationError | None] = [None] * len(requests)
@@ -339,24 +333,6 @@ class McmfPolicy(BatchPolicy):
             out.append(Placement(got.osts, self.name, note="regime round_robin"))
         return out
 
-    def _interleaved(self, snapshot: ClusterSnapshot, view: RoundView,
-                     requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
-        """``placement = "interleave"`` (:mod:`lustre_alloc.mapper.policies.mcmf.interleave`): each request
-        on its own, from the speed estimates (with memory) of the OSTs."""
-        out: list[Placement | AllocationError] = []
-        speed = self.views.rate_tracker.rate
-        for req in requests:
-            try:
-                osts = self.interleave.pick(snapshot, req, speed)
-            except AllocationError as e:
-                out.append(e)
-                continue
-            if req.expected_bytes > 0:
-                self.predictor.observe(req.jobid, req.expected_bytes)
-            self.books.book(osts, bytes_per_stripe(req, len(osts)), req.jobid, view.table)
-            out.append(Placement(tuple(osts), self.name, note="interleave"))
-        return out
-
     # -- sizes (LearnsSizes) -------------------------------------------------------
     def learn_sizes(self, jobid: str, sizes: Sequence[int]) -> int:
         """Teach ``jobid``'s chain the sizes its files had at close (bytes, in close order;
@@ -376,35 +352,20 @@ class McmfPolicy(BatchPolicy):
 
     def _sized(self, snapshot: ClusterSnapshot,
                requests: Sequence[CreateRequest]) -> Sequence[CreateRequest]:
-        """Each request that announces no size, at the size its application's chain
-        predicts next (``size_from_chain``), else at its job's bytes per create from
-        job_stats (``size_from_job_stats``); unchanged when neither knows."""
-        p = self.params
-        if not (p.size_from_chain or p.size_from_job_stats):
+        """Each request that announces no size, at its job's bytes per create from job_stats
+        (``size_from_job_stats``); unchanged when it does not know."""
+        if not self.params.size_from_job_stats:
             return requests
-        job_sizes = snapshot.job_sizes if p.size_from_job_stats else None
+        job_sizes = snapshot.job_sizes
         out = list(requests)
         for i, req in enumerate(requests):
-            if req.expected_bytes > 0:
+            if req.expected_bytes > 0 or job_sizes is None:
                 continue
-            size = self._chain_size(req) if p.size_from_chain else 0
+            size = int(job_sizes.bytes_per_create(req.jobid, snapshot.time_s) or 0)
             if size > 0:
-                self.stats["sized_by_chain"] += 1
-            elif job_sizes is not None:
-                size = int(job_sizes.bytes_per_create(req.jobid, snapshot.time_s) or 0)
-                if size > 0:
-                    self.stats["sized_by_job_stats"] += 1
-            if size > 0:
+                self.stats["sized_by_job_stats"] += 1
                 out[i] = replace(req, expected_bytes=size)
         return out
-
-    def _chain_size(self, req: CreateRequest) -> int:
-        """The size ``req``'s chain predicts for its next file, bytes; 0 if none."""
-        if req.jobid not in self.predictor:
-            return 0
-        got = self.predictor.predict(req.jobid, 1, req.stripe_size or DEFAULT_STRIPE_SIZE_BYTES,
-                                     1, 1)
-        return int(got[0].bytes) if got and got[0].bytes > 0 else 0
 
     # -- planning ahead and learning (PlansAhead) ---------------------------
     def plan_in_background(self) -> None:
