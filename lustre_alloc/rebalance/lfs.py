@@ -27,7 +27,6 @@ A missing or failing ``lfs`` raises :class:`LfsError` with one line naming the c
 """
 from __future__ import annotations
 
-import errno
 import os
 import re
 import shlex

@@ -25,7 +25,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.gate import GatedPolicy
 from lustre_alloc.mapper.policies.placement import (AllocationError, BatchPolicy, BooksPlacements,
                                        CreateRequest, LearnsSizes, Placement, PlacementPolicy,
@@ -187,7 +186,7 @@ class LeasedCreates(BatchPolicy):
         granted = 0
         for placed in results:
             if isinstance(placed, Placement):
-                bps = bytes_per_stripe(request, len(placed.osts))
+                bps = request.bytes_per_stripe(len(placed.osts))
                 cls.held.append((tuple(placed.osts), use_by, bps))
                 granted += 1
         cls.last_granted = granted

@@ -66,8 +66,8 @@ def test_service_metrics_expose_request_seconds_as_a_histogram():
 
 def test_stripes_are_tallied_per_file_system_and_exposed_per_ost():
     m = MapperMetrics()
-    m.count_stripes("fsb", [3, 1])
-    m.count_stripes("fsa", [1, 1, 2])
+    m.count_stripes("fsb", [(3, 1)])
+    m.count_stripes("fsa", [(1,), (1, 2)])
     m.count_stripes("fsb", [])
     text = generate_latest(m.registry).decode()
     lines = [ln for ln in text.splitlines() if ln.startswith("lustre_alloc_mapper_ost_stripes_total")]

@@ -154,6 +154,13 @@ class GatedPolicy(BatchPolicy):
             else:
                 self._measured(self.clock() - t0)
                 return results
+        return self.fall_back(snapshot, requests, reason)
+
+    def fall_back(self, snapshot: ClusterSnapshot, requests: Sequence[CreateRequest],
+                  reason: str) -> list[Placement | AllocationError]:
+        """The fallback's answers for ``requests``, each placement marked ``fallback =
+        reason``, the round counted in :attr:`fallbacks` (also the service's answer for a
+        layout its placement check refused, reason ``check``)."""
         self.fallbacks[reason] += 1
         out: list[Placement | AllocationError] = []
         for r in decide_batch(self.fallback, snapshot, requests):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from lustre_alloc.common.lustre import DEFAULT_STRIPE_SIZE_BYTES
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot
 from lustre_alloc.mapper.state.placement_errors import (AllocationError, InvalidRequestError, NoSpaceError,
                                           PlacementCheckError, QosUnavailable)
@@ -39,6 +40,15 @@ class CreateRequest:
     expected_bytes: int = 0
     pool: str | None = None
     path: str = ""
+
+    def bytes_per_stripe(self, count: int) -> float:
+        """Bytes a placement books on each of ``count`` stripes: the expected bytes spread
+        over them, else one stripe size (the file's size is unknown; 0 means Lustre's
+        default stripe size, :data:`lustre_alloc.common.lustre.DEFAULT_STRIPE_SIZE_BYTES`).
+        Booking and un-booking a list both use it, so they cancel exactly."""
+        if self.expected_bytes > 0:
+            return self.expected_bytes / count
+        return float(self.stripe_size or DEFAULT_STRIPE_SIZE_BYTES)
 
 
 @dataclass(frozen=True, slots=True)

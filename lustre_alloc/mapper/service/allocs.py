@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from typing import Callable, Sequence
 
-from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest, Placement
 from lustre_alloc.mapper.service import wire
 from lustre_alloc.mapper.service.decision_path import Decision, DecisionPath
@@ -90,8 +89,7 @@ class Rounds:
             with self.path.lock:
                 for d in decisions:
                     if isinstance(d.result, Placement):
-                        ctx.unbook(d.result.osts,
-                                   bytes_per_stripe(d.create, len(d.result.osts)))
+                        ctx.unbook(d.create, d.result.osts)
             tally.errors += 1
             return wire.encode_error(req.id, failed.errno, failed.reason)
         placed = [r for r in results if isinstance(r, Placement)]

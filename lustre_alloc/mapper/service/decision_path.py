@@ -19,7 +19,6 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest, Placement
 from lustre_alloc.mapper.service.decision_record import DecisionDesk
 from lustre_alloc.mapper.service.fs_context import FsContext
@@ -116,7 +115,7 @@ class DecisionPath:
             else:
                 ok += 1
         if stripes:
-            m.count_stripes(fsname, [i for p in placed for i in p.osts])
+            m.count_stripes(fsname, [p.osts for p in placed])
         if ok:
             m.layouts.labels("ok").inc(ok)
         if len(placed) > ok:
@@ -132,15 +131,12 @@ class DecisionPath:
         log.error("policy returned an invalid layout; the fallback answers", extra={
             "event": "check_violation", "policy": bad.policy, "osts": list(bad.osts),
             "pool": create.pool, "job": create.jobid, "problem": problem})
-        ctx.unbook(bad.osts, bytes_per_stripe(request, len(bad.osts)))
-        try:
-            placed = ctx.gate.fallback.allocate(snap, request)
-        except AllocationError as exc:
-            return exc
-        if ctx.guard.violation(snap, version, placed.osts, create.pool) is not None:
+        ctx.unbook(request, bad.osts)
+        (placed,) = ctx.gate.fall_back(snap, [request], "check")
+        if isinstance(placed, Placement) and ctx.guard.violation(
+                snap, version, placed.osts, create.pool) is not None:
             return AllocationError("no layout passed the placement check")
-        ctx.gate.fallbacks["check"] += 1
-        return Placement(placed.osts, placed.policy, placed.note, fallback="check")
+        return placed
 
 
 __all__ = ["Bound", "Decision", "DecisionPath"]

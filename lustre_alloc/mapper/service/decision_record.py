@@ -25,7 +25,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 from lustre_alloc.mapper.explain.last_decisions import DecisionIndex, DecisionRecord, explain, priced
 from lustre_alloc.mapper.explain.pricing import ChoicePricer, ListPrice
-from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.placement import (AllocationError, BooksPlacements, CreateRequest,
                                        Placement)
 from lustre_alloc.mapper.service.fs_context import FsContext
@@ -174,9 +173,9 @@ class DecisionDesk:
             if ctx is not None and isinstance(primary, BooksPlacements):
                 d = entry.decision
                 create = CreateRequest(d.jobid, d.stripe_count, d.stripe_size, d.expected_bytes)
-                ctx.unbook(d.osts, bytes_per_stripe(create, len(d.osts)))
+                ctx.unbook(create, d.osts)
                 primary.book_observed(ctx.store.current(), osts,
-                                      bytes_per_stripe(create, len(osts)), d.jobid)
+                                      create.bytes_per_stripe(len(osts)), d.jobid)
         return result
 
     def explain(self, *, jobid: str | None = None, path: str | None = None,

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence, cast
 
 from lustre_alloc.mapper.policies import registry
 from lustre_alloc.mapper.policies.gate import GatedPolicy
-from lustre_alloc.mapper.policies.placement import (BooksPlacements, InvalidRequestError,
+from lustre_alloc.mapper.policies.placement import (BooksPlacements, CreateRequest, InvalidRequestError,
                                        PlacementCheckError, PlansAhead)
 from lustre_alloc.mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from lustre_alloc.mapper.service.config import MapperConfig
@@ -161,13 +161,15 @@ class FsContext:
     def primary(self) -> Any:
         return self.gate.primary
 
-    def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
-        """Take a list that was never used off the primary's books (a leased one returned
-        or expired, a shadow decision Lustre's layout replaced); a primary without books has
-        nothing to take back."""
+    def unbook(self, create: CreateRequest, osts: Sequence[int]) -> None:
+        """Take ``osts``, a list decided for ``create`` that never left (a refused or failed
+        one) or was never used (a leased one returned or expired, a shadow decision Lustre's
+        layout replaced), off the primary's books, at the bytes per stripe it was booked at
+        (:meth:`CreateRequest.bytes_per_stripe`); a primary without books has nothing to
+        take back. The one un-book of the service."""
         primary = self.gate.primary
         if isinstance(primary, BooksPlacements):
-            primary.unbook(osts, bytes_per_stripe)
+            primary.unbook(osts, create.bytes_per_stripe(len(osts)))
 
     def plan_ttl_s(self) -> float | None:
         """How long the primary's planned lists stay good, s; None when it plans nothing

@@ -36,7 +36,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from lustre_alloc.mapper.policies.mcmf.request_round import bytes_per_stripe
 from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest, Placement
 from lustre_alloc.mapper.service import wire
 from lustre_alloc.mapper.service.config import MapperConfig
@@ -78,6 +77,12 @@ class Returned:
     layouts: tuple[tuple[int, ...], ...]
     why: str
     """``released`` (the client returned them) or ``expired``."""
+
+    @property
+    def used(self) -> tuple[tuple[int, ...], ...]:
+        """The lease's layouts the client created files with (its first ones: a client
+        uses a lease's layouts in order)."""
+        return self.lease.layouts[:len(self.lease.layouts) - len(self.layouts)]
 
 
 @dataclass
@@ -334,12 +339,10 @@ class LeaseDesk:
                     results.append("unknown" if back is None else "ok")
                     if back is not None:
                         self._unbook(back)
-                        used = back.lease.layouts[:len(back.lease.layouts) - len(back.layouts)]
-                        self.metrics.leased_layouts.labels("used").inc(len(used))
+                        self.metrics.leased_layouts.labels("used").inc(len(back.used))
                         ctx = self.contexts.get(back.lease.ctx_key)
                         if ctx is not None:     # files created: their stripes, as per create
-                            self.metrics.count_stripes(ctx.store.fsname,
-                                                       [i for osts in used for i in osts])
+                            self.metrics.count_stripes(ctx.store.fsname, back.used)
             self.metrics.leases.labels("released").inc(results.count("ok"))
             out.append((identity, wire.encode_released(req.id, results)))
         return out
@@ -365,7 +368,7 @@ class LeaseDesk:
             return
         create = back.lease.create
         for osts in back.layouts:
-            ctx.unbook(osts, bytes_per_stripe(create, len(osts)))
+            ctx.unbook(create, osts)
         if back.layouts:
             self.metrics.leased_layouts.labels(back.why).inc(len(back.layouts))
 

@@ -278,12 +278,14 @@ class MapperMetrics:
         """Export the client bounds' counters (called once by the service)."""
         self.registry.register(_Limits(counts))
 
-    def count_stripes(self, fsname: str, osts: Iterable[int]) -> None:
-        """Count stripes handed out on ``fsname``'s OSTs (indices, repeats counted)."""
+    def count_stripes(self, fsname: str, layouts: Iterable[Sequence[int]]) -> None:
+        """Count the stripes of ``layouts`` (each a list of ``fsname``'s OST indices) that
+        files were created with: one per OST of each layout."""
         tally = self.stripes.get(fsname)
         if tally is None:
             tally = self.stripes[fsname] = Tally()
-        tally.update(osts)
+        for osts in layouts:
+            tally.update(osts)
 
     def result(self, name: str, n: int = 1) -> None:
         """Count ``n`` replies with result ``name`` (one of :data:`RESULTS`)."""

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from lustre_alloc.common.errors import ConfigError

@@ -38,7 +38,7 @@ import numpy as np
 from lustre_alloc.common.lustre import DEFAULT_STRIPE_SIZE_BYTES
 from lustre_alloc.mapper.flow.costs import CostModel, make_cost_model
 from lustre_alloc.mapper.flow.ost_lists import PlanJob, PlanSolution, solve_plan
-from lustre_alloc.mapper.policies.mcmf.request_round import CurrentRequest, RequestRound, bytes_per_stripe, shortlist_rows
+from lustre_alloc.mapper.policies.mcmf.request_round import CurrentRequest, RequestRound, shortlist_rows
 from lustre_alloc.mapper.policies.mcmf.kept_lists import KeptLists
 from lustre_alloc.mapper.policies.mcmf.learned_state import learned_extras, load_learned, save_learned
 from lustre_alloc.mapper.policies.mcmf.params import McmfParams
@@ -274,7 +274,7 @@ class McmfPolicy(BatchPolicy):
         # next requests; this request takes its class's list meanwhile.
         if planner.inline:
             planner.want_if_predicts(req.jobid, req.pool, count, size, n_usable)
-        bps = bytes_per_stripe(req, count)
+        bps = req.bytes_per_stripe(count)
         key = (req.pool, count, stripe_size_band(size), bytes_band(bps))
         planner.plans.note(key, now, size, bps)
         osts = planner.plans.take(key, view.table, view.stragglers, now)
@@ -309,7 +309,7 @@ class McmfPolicy(BatchPolicy):
             return None
         self.stats["predicted_hits"] += 1
         self.prediction_gate.score(req.jobid, True)
-        self.books.book(head.osts, bytes_per_stripe(req, count), req.jobid, view.table)
+        self.books.book(head.osts, req.bytes_per_stripe(count), req.jobid, view.table)
         return Placement(head.osts, self.name, note="predicted")
 
     def _round_robin(self, snapshot: ClusterSnapshot, view: RoundView,
@@ -328,7 +328,7 @@ class McmfPolicy(BatchPolicy):
             if announced.expected_bytes > 0:
                 self.predictor.observe(req.jobid, announced.expected_bytes)
             self.stats["regime_rr_requests"] += 1
-            self.books.book(got.osts, bytes_per_stripe(req, len(got.osts)), req.jobid,
+            self.books.book(got.osts, req.bytes_per_stripe(len(got.osts)), req.jobid,
                             view.table)
             out.append(Placement(got.osts, self.name, note="regime round_robin"))
         return out

@@ -41,14 +41,6 @@ class CurrentRequest:
     group: int
 
 
-def bytes_per_stripe(req: CreateRequest, count: int) -> float:
-    """Expected bytes on each of ``count`` stripes: the request's expected bytes spread
-    over them, else one stripe size (the file's size is unknown)."""
-    if req.expected_bytes > 0:
-        return req.expected_bytes / count
-    return float(req.stripe_size or DEFAULT_STRIPE_SIZE_BYTES)
-
-
 def round_arrays(pending: PendingOverlay, view: RoundView, rows: np.ndarray | None = None) -> OstArrays:
     """The round's arrays: the view's (or its rows ``rows``: O(len(rows))), plus what this
     mapper placed or reserved (the rate cost's ``p_j`` in ``extra_stripes``)."""
@@ -108,7 +100,7 @@ class RequestRound:
                 tier, last_p = tier + 1, pr.probability
             round_reqs.append(RoundRequest(max(1, pr.stripe_count), c.group, tier))
         stripe_size = max((c.request.stripe_size or DEFAULT_STRIPE_SIZE_BYTES) for c in current)
-        expected = [bytes_per_stripe(c.request, c.count) for c in current]
+        expected = [c.request.bytes_per_stripe(c.count) for c in current]
         mean_bytes = float(np.mean(expected))
         unit = float(PERCENT_SCALE)
         cost = view.cost
