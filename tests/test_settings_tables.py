@@ -1,38 +1,42 @@
-"""The settings an admin reads are the code's: docs/operations.md's tables are generated
-from the settings' metadata, and the packaged mapper.toml.example names every admin key
-with its true default."""
+"""The settings an admin reads are the code's: the docs' settings tables are generated from
+the settings' metadata (scripts/settings_tables.py), and every packaged example
+configuration names every admin key of its tables with its true default."""
 from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import MISSING
 from pathlib import Path
 
 import pytest
 
-from lustre_alloc.mapper.service import settings_tables
-from lustre_alloc.common.settings import default_of, settings_of
+from lustre_alloc.common.settings import settings_of
+from scripts import settings_tables
 
 ROOT = Path(__file__).resolve().parents[1]
-OPERATIONS = ROOT / "docs/operations.md"
-EXAMPLE = ROOT / "lustre_alloc/mapper/service/systemd/mapper.toml.example"
 HEADER = re.compile(r"^#?\s?\[([\w.]+)\]")
-KEY_LINE = re.compile(r"^(#?)\s?([a-z][a-z0-9_]*)\s*=\s*(\S.*?)(?:\s+#\s.*)?$")
+KEY_LINE = re.compile(r"^(#?)\s?([a-z][a-z0-9_]*)\s*=\s*(\S.*?)(?:\s+#\s?(.*))?$")
+"""``[#] key = value [# comment]``: a commented line shows the default unless its comment
+starts with "e.g." (an example value)."""
 
 
-def test_the_operations_tables_are_generated_from_the_code():
-    text = OPERATIONS.read_text()
-    assert settings_tables.render(text) == text, (
-        "docs/operations.md is stale: python -m lustre_alloc.mapper.service.settings_tables "
-        "--write docs/operations.md")
+def test_the_docs_tables_are_generated_from_the_code():
+    for doc in sorted({s.doc for s in settings_tables.sections()}):
+        text = (ROOT / doc).read_text()
+        assert settings_tables.render(text, doc) == text, (
+            f"{doc} is stale: scripts/settings_tables.py --write")
 
 
 def test_the_check_command_reports_a_stale_table(tmp_path, capsys):
-    doc = tmp_path / "ops.md"
-    doc.write_text(OPERATIONS.read_text().replace("| `bind` |", "| `bnd` |", 1))
-    assert settings_tables.main(["--check", str(doc)]) == 1
+    for doc in {s.doc for s in settings_tables.sections()}:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / doc).write_text((ROOT / doc).read_text())
+    ops = tmp_path / settings_tables.OPERATIONS
+    ops.write_text(ops.read_text().replace("| `bind` |", "| `bnd` |", 1))
+    assert settings_tables.main(["--check", "--root", str(tmp_path)]) == 1
     assert "stale" in capsys.readouterr().err
-    assert settings_tables.main(["--write", str(doc)]) == 0
-    assert settings_tables.main(["--check", str(doc)]) == 0
+    assert settings_tables.main(["--write", "--root", str(tmp_path)]) == 0
+    assert settings_tables.main(["--check", "--root", str(tmp_path)]) == 0
 
 
 def test_every_setting_says_its_unit_and_what_it_does():
@@ -41,11 +45,11 @@ def test_every_setting_says_its_unit_and_what_it_does():
             assert about.unit and about.doc, f"{section.name}.{key}: unit or doc missing"
 
 
-def _example_keys() -> dict[str, list[tuple[str, bool, object]]]:
-    """Table -> (key, commented, value) of every ``key = value`` line of the example."""
-    found: dict[str, list[tuple[str, bool, object]]] = {}
+def _example_keys(example: str) -> dict[str, list[tuple[str, bool, object, str]]]:
+    """Table -> (key, commented, value, comment) of every ``key = value`` line."""
+    found: dict[str, list[tuple[str, bool, object, str]]] = {}
     table = ""
-    for line in EXAMPLE.read_text().splitlines():
+    for line in (ROOT / example).read_text().splitlines():
         m = HEADER.match(line)
         if m:
             table = m.group(1)
@@ -53,7 +57,8 @@ def _example_keys() -> dict[str, list[tuple[str, bool, object]]]:
         m = KEY_LINE.match(line)
         if m and table:
             value = tomllib.loads(f"v = {m.group(3)}")["v"]
-            found.setdefault(table, []).append((m.group(2), bool(m.group(1)), value))
+            found.setdefault(table, []).append(
+                (m.group(2), bool(m.group(1)), value, m.group(4) or ""))
     return found
 
 
@@ -63,27 +68,30 @@ def _same(default: object, value: object) -> bool:
     return default == value or (isinstance(default, float) and default == float(value))
 
 
-def test_the_packaged_example_names_every_admin_key_with_its_default():
-    found = _example_keys()
-    for section in settings_tables.sections():
-        lines = {k: (c, v) for k, c, v in found.get(section.name, [])}
+@pytest.mark.parametrize("example", sorted({s.example for s in settings_tables.sections()}))
+def test_the_packaged_example_names_every_admin_key_with_its_default(example):
+    found = _example_keys(example)
+    mine = [s for s in settings_tables.sections() if s.example == example]
+    for section in mine:
+        lines = {k: (c, v, note) for k, c, v, note in found.get(section.name, [])}
         for key, _, default in section.rows():
             sub = f"{section.name}.{key}"          # a table-valued key: its own [table]
-            assert key in lines or sub in found or any(t == sub for t in found), (
-                f"[{section.name}] {key}: not in {EXAMPLE.name}")
-            if key in lines and lines[key][0]:      # a commented line shows the default
-                assert _same(default, lines[key][1]), (
-                    f"[{section.name}] {key}: the example shows {lines[key][1]!r}, the "
-                    f"default is {default!r}")
-    development = {s.name for s in settings_tables.sections() if s.development}
-    for section in settings_tables.sections():
+            assert key in lines or sub in found, f"[{section.name}] {key}: not in {example}"
+            if key not in lines:
+                continue
+            commented, value, note = lines[key]
+            if commented and default is not MISSING and not note.startswith("e.g."):
+                assert _same(default, value), (
+                    f"{example}: [{section.name}] {key} shows {value!r}, the default is "
+                    f"{default!r}")
+    for section in mine:
         if section.development:
+            assert section.name in found, f"{example}: no [{section.name}] table"
             continue
         dev_keys = {f.name for cls in section.classes
                     for f, _ in settings_of(cls, development=True)}
-        for key, _, _ in found.get(section.name, []):
-            assert key not in dev_keys, f"[{section.name}] {key}: a development switch"
-    assert development <= set(found), "the example shows the [development] tables"
+        for key, _, _, _ in found.get(section.name, []):
+            assert key not in dev_keys, f"{example}: [{section.name}] {key}: a development switch"
 
 
 def test_a_development_switch_in_the_admin_table_is_refused_with_its_home(tmp_path):
@@ -107,8 +115,10 @@ def test_a_development_switch_in_the_admin_table_is_refused_with_its_home(tmp_pa
     assert config.steer_config().params.rate_smoothing == 1.0
 
 
-def test_defaults_in_the_tables_are_the_dataclass_defaults():
-    from lustre_alloc.mapper.service.config import MapperConfig
-    d = MapperConfig()
-    for f, _ in settings_of(MapperConfig):
-        assert getattr(d, f.name) == default_of(f)
+def test_the_migration_services_development_switch_has_its_own_table():
+    from lustre_alloc.rebalance.config import MigrateConfigError, from_table
+    base = {"fsname": "fs", "mount": "/m", "ost_rate_mib_s": 1.0}
+    with pytest.raises(MigrateConfigError, match=r"migrate.layout_xattr is a development"):
+        from_table({**base, "layout_xattr": "user.x"}, "m.toml")
+    cfg = from_table({**base, "development": {"layout_xattr": "user.x"}}, "m.toml")
+    assert cfg.layout_xattr == "user.x"

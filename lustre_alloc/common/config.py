@@ -16,61 +16,60 @@ from __future__ import annotations
 import dataclasses
 import socket
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from lustre_alloc.common.curve import CurveClient, CurveServer
 from lustre_alloc.common.cli import LOG_LEVELS
 from lustre_alloc.common.errors import ConfigError
+from lustre_alloc.common.settings import setting
 
 
 @dataclass(slots=True)
 class CollectorConfig:
-    """Settings of ``lustre-alloc-collector``.
-
-    Attributes:
-        role: ``oss`` or ``mds``.
-        broker: broker frontend endpoint.
-        root: directory holding ``proc/`` and ``sys/`` (``/`` on a server).
-        interval_s: sampling interval, seconds (paper Section III-A: 5 s); samples are taken at
-            multiples of it on the wall clock, so servers are aligned.
-        host: name published (default: this host's name).
-        source: ``auto`` (lctl if installed and root is ``/``), ``files`` or ``lctl``.
-        lctl_command, lnetctl_command: argv of the commands.
-        compress: zlib the payload.
-        max_jobs: jobs per target per sample.
-        curve_secret_key, curve_server_key: CURVE key files (both or neither; ``$VARS`` such
-            as ``${CREDENTIALS_DIRECTORY}`` are expanded when the keys are loaded).
-        metrics_port, metrics_addr: Prometheus ``/metrics`` (0: off; lustre_alloc/collectors/metrics.py).
-        log_level: ``debug``, ``info``, ``warning``...
-        steer_endpoint: bind endpoint of the steering agent (``lustre_alloc/collectors/steer_agent.py``),
-            e.g. ``tcp://*:5561``; ``""`` (default): no agent, this collector never writes.
-        steer_authorized_keys: directory of the public keys allowed to steer (the mapper's);
-            with the CURVE keys above the agent is a CURVE server under this collector's
-            own key pair. Required with ``steer_endpoint`` when CURVE is on.
-        steer_max_lease_s: longest lease the agent grants, s.
-        steer_journal: the agent's lease journal (``lustre_alloc/collectors/steer_agent.py``): what it set,
-            kept across a crash so that a restarted agent restores it.
-    """
-    role: str = "oss"
-    broker: str = "tcp://127.0.0.1:5555"
-    root: str = "/"
-    interval_s: float = 5.0
-    host: str = field(default_factory=socket.gethostname)
-    source: str = "auto"
-    lctl_command: list[str] = field(default_factory=lambda: ["lctl"])
-    lnetctl_command: list[str] = field(default_factory=lambda: ["lnetctl"])
-    compress: bool = False
-    max_jobs: int = 8
-    curve_secret_key: str = ""
-    curve_server_key: str = ""
-    metrics_port: int = 0
-    metrics_addr: str = "0.0.0.0"
-    log_level: str = "info"
-    steer_endpoint: str = ""
-    steer_authorized_keys: str = ""
-    steer_max_lease_s: float = 3600.0
-    steer_journal: str = "/var/lib/lustre-alloc/steer-journal.json"
+    """Settings of ``lustre-alloc-collector``: the ``[collector]`` table. Each key's unit,
+    default and source are its :func:`~lustre_alloc.common.settings.setting` metadata
+    (docs/operations.md's table is generated from them)."""
+    role: str = setting("oss", unit="oss/mds", doc="what this server is: an OSS or an MDS")
+    broker: str = setting("tcp://127.0.0.1:5555", unit="endpoint", doc=(
+        "the broker's frontend, where samples are published"))
+    root: str = setting("/", unit="directory", doc=(
+        "the directory holding `proc/` and `sys/` (`/` on a server; a fixture tree in tests)"))
+    interval_s: float = setting(5.0, unit="s", doc=(
+        "sampling interval; samples are taken at multiples of it on the wall clock, so "
+        "servers are aligned"), source="Paul et al. 2017, Section III-A: 5 s")
+    host: str = setting(factory=socket.gethostname, unit="name", doc=(
+        "the name published (the mapper's `[steer.oss_agents]` keys are these)"),
+        shown="this host's name")
+    source: str = setting("auto", unit="auto/files/lctl", doc=(
+        "`lctl`: `lctl get_param`; `files`: read /proc and /sys; `auto`: lctl when installed "
+        "and `root` is `/`, else the files"))
+    lctl_command: list[str] = setting(factory=lambda: ["lctl"], unit="argv", doc=(
+        "the `lctl` command"))
+    lnetctl_command: list[str] = setting(factory=lambda: ["lnetctl"], unit="argv", doc=(
+        "the `lnetctl` command"))
+    compress: bool = setting(False, unit="true/false", doc="zlib the payload")
+    max_jobs: int = setting(8, unit="jobs", doc=(
+        "job_stats entries per target per sample, busiest first (docs/protocol.md \"Jobs\")"))
+    curve_secret_key: str = setting("", unit="path", doc=(
+        "this collector's CURVE secret key (with `curve_server_key`; `$VARS` such as "
+        "`${CREDENTIALS_DIRECTORY}` are expanded)"), shown="none")
+    curve_server_key: str = setting("", unit="path", doc="the broker's public key",
+                                    shown="none")
+    metrics_port: int = setting(0, unit="TCP port", doc="Prometheus `/metrics` (0: off)",
+                                shown="0 (off)")
+    metrics_addr: str = setting("0.0.0.0", unit="address", doc="the address `/metrics` binds")
+    log_level: str = setting("info", unit="level", doc="`debug`, `info`, `warning`, `error`")
+    steer_endpoint: str = setting("", unit="endpoint", doc=(
+        "bind endpoint of the steering agent (e.g. `tcp://*:5561`); empty: no agent, this "
+        "collector never writes"), shown="none")
+    steer_authorized_keys: str = setting("", unit="directory", doc=(
+        "the public keys allowed to steer (the mapper's); required with `steer_endpoint` "
+        "when CURVE is on"), shown="none")
+    steer_max_lease_s: float = setting(3600.0, unit="s", doc=(
+        "the longest lease the agent grants (a mapper asking more gets this)"))
+    steer_journal: str = setting("/var/lib/lustre-alloc/steer-journal.json", unit="path", doc=(
+        "what the agent set, kept across a crash so that a restarted agent restores it"))
 
     def validate(self) -> "CollectorConfig":
         if self.role not in ("oss", "mds"):
@@ -109,35 +108,29 @@ class CollectorConfig:
 
 @dataclass(slots=True)
 class BrokerConfig:
-    """Settings of ``lustre-alloc-broker``.
-
-    Attributes:
-        frontend: bind endpoint for collectors (XSUB).
-        backend: bind endpoint for subscribers (XPUB).
-        snapshot: bind endpoint for last-value cache requests (ROUTER).
-        heartbeat_s: heartbeat period, seconds.
-        backend_hwm: messages queued per slow subscriber.
-        curve_secret_key, curve_authorized_keys: CURVE server key file and directory of
-            authorised client public keys (both or neither).
-        stats_interval_s: how often the broker logs its counters.
-        require_curve: refuse to start without the CURVE keys (set by the packaged
-            configuration; ``--insecure`` clears it for demos): an unkeyed publisher could
-            otherwise pose as an OSS and steer allocations.
-        metrics_port, metrics_addr: Prometheus ``/metrics`` (0: off).
-        log_level: as for the collector.
-    """
-    frontend: str = "tcp://*:5555"
-    backend: str = "tcp://*:5556"
-    snapshot: str = "tcp://*:5557"
-    heartbeat_s: float = 1.0
-    backend_hwm: int = 100_000
-    curve_secret_key: str = ""
-    curve_authorized_keys: str = ""
-    stats_interval_s: float = 60.0
-    require_curve: bool = False
-    metrics_port: int = 0
-    metrics_addr: str = "0.0.0.0"
-    log_level: str = "info"
+    """Settings of ``lustre-alloc-broker``: the ``[broker]`` table. Each key's unit, default
+    and source are its :func:`~lustre_alloc.common.settings.setting` metadata."""
+    frontend: str = setting("tcp://*:5555", unit="endpoint", doc="where collectors publish (XSUB)")
+    backend: str = setting("tcp://*:5556", unit="endpoint", doc="where the mapper subscribes (XPUB)")
+    snapshot: str = setting("tcp://*:5557", unit="endpoint", doc=(
+        "last-value cache requests (ROUTER): a new subscriber gets every server's last "
+        "sample at once"))
+    heartbeat_s: float = setting(1.0, unit="s", doc=(
+        "heartbeat period: subscribers see the broker alive, and a restart by its new epoch"))
+    backend_hwm: int = setting(100_000, unit="messages", doc=(
+        "messages queued per slow subscriber, then dropped for it"))
+    curve_secret_key: str = setting("", unit="path", doc=(
+        "the broker's CURVE secret key (with `curve_authorized_keys`)"), shown="none")
+    curve_authorized_keys: str = setting("", unit="directory", doc=(
+        "public keys of every collector and of the mapper"), shown="none")
+    stats_interval_s: float = setting(60.0, unit="s", doc="how often the broker logs its counters")
+    require_curve: bool = setting(False, unit="true/false", doc=(
+        "refuse to start without the CURVE keys (the packaged configuration sets it; "
+        "`--insecure` clears it for demos): an unkeyed publisher could pose as an OSS"))
+    metrics_port: int = setting(0, unit="TCP port", doc="Prometheus `/metrics` (0: off)",
+                                shown="0 (off)")
+    metrics_addr: str = setting("0.0.0.0", unit="address", doc="the address `/metrics` binds")
+    log_level: str = setting("info", unit="level", doc="`debug`, `info`, `warning`, `error`")
 
     def validate(self) -> "BrokerConfig":
         if bool(self.curve_secret_key) != bool(self.curve_authorized_keys):

@@ -1,7 +1,7 @@
 """A setting is a promise to an admin: its unit, its default and what chose that default are
 kept on the dataclass field that holds it, and the tables an admin reads are generated from
-them (``python -m lustre_alloc.mapper.service.settings_tables --write`` fills docs/operations.md; a
-test keeps the doc and the packaged examples equal to the code).
+them (``scripts/settings_tables.py --write`` fills docs/operations.md and docs/rebalance.md; a
+test keeps the docs and the packaged examples equal to the code).
 
     from lustre_alloc.common.settings import setting
 
@@ -48,13 +48,17 @@ def setting(default: Any = MISSING, *, unit: str, doc: str, source: str = "",
     """A dataclass field carrying its :class:`About` (arguments as there).
 
     Args:
-        default: the default value (use ``factory`` for a list or a dict).
+        default: the default value (use ``factory`` for a list or a dict; neither: a key
+            every configuration must give, shown as "required").
         factory: builds a mutable default.
     Raises:
-        TypeError: neither or both of ``default`` and ``factory``.
+        TypeError: both ``default`` and ``factory``.
     """
-    if (default is MISSING) == (factory is None):
-        raise TypeError("setting() takes a default or a factory")
+    if default is not MISSING and factory is not None:
+        raise TypeError("setting() takes a default or a factory, not both")
+    if default is MISSING and factory is None:
+        about = About(unit, doc, source, development, shown or "required")
+        return dataclasses.field(metadata={KEY: about})
     about = About(unit, doc, source, development, shown)
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata={KEY: about})
@@ -76,7 +80,8 @@ def settings_of(cls: type, *, development: bool = False) -> Iterator[tuple[datac
 
 
 def default_of(f: dataclasses.Field) -> Any:
-    """The field's default value (a fresh one for a factory)."""
+    """The field's default value (a fresh one for a factory; :data:`dataclasses.MISSING` for
+    a required key)."""
     if f.default_factory is not MISSING:          # type: ignore[misc]
         return f.default_factory()                # type: ignore[misc]
     return f.default

@@ -38,31 +38,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from lustre_alloc.common.settings import setting
+
 
 @dataclass(frozen=True)
 class BudgetParams:
-    """The ``[migrate]`` table's budget keys.
-
-    Attributes:
-        ost_share: fraction (0, 1] of each OST's measured bandwidth moves may use
-            (0.1; the ``lfs_migrate`` habit of one stream at a time on a busy file system
-            is about this; EOS's 25 MB/s per transfer is 0.05-0.1 of an HDD OST).
-        max_per_oss: running moves touching one OSS (2, EOS's transfers per node).
-        max_in_flight_ratio: bytes of running moves over the file system's used bytes
-            (0.05, Ceph's ``target_max_misplaced_ratio``).
-        busy_share: a source OST whose jobs' I/O exceeds this share of its bandwidth
-            defers its moves (0.8).
-        ost_in_flight_mib: without ``-W``, bytes of running moves touching one OST, MiB
-            (1024: about a second of a current OST at full speed; a convention, not a
-            measurement: lower it where bursts hurt).
-        max_mib_s: all moves together, MiB/s (0: no limit beyond the per-OST shares).
-    """
-    ost_share: float = 0.1
-    max_per_oss: int = 2
-    max_in_flight_ratio: float = 0.05
-    busy_share: float = 0.8
-    ost_in_flight_mib: float = 1024.0
-    max_mib_s: float = 0.0
+    """The ``[migrate.budget]`` table. Each key's unit, default and source are its
+    :func:`~lustre_alloc.common.settings.setting` metadata."""
+    ost_share: float = setting(0.1, unit="share of an OST's bandwidth", doc=(
+        "each OST gives moves at most this share of its bandwidth, reads plus writes; the "
+        "bandwidth is `ost_rate_mib_s` times the mapper's speed estimate over the median, so "
+        "a failing OST's share is of what it does now"),
+        source="Pufferscale Eq. 21 (reads and writes add on a disk); the `lfs_migrate` habit "
+               "of one stream on a busy file system is about this")
+    max_per_oss: int = setting(2, unit="moves", doc="moves touching one OSS at a time",
+                               source="CERN EOS balancer/drainer: 2 transfers per node")
+    max_in_flight_ratio: float = setting(0.05, unit="share of used bytes", doc=(
+        "bytes being moved over the file system's used bytes"),
+        source="Ceph `target_max_misplaced_ratio`")
+    busy_share: float = setting(0.8, unit="share of an OST's bandwidth", doc=(
+        "a source OST whose jobs' write rate exceeds this share of its bandwidth defers its "
+        "moves"))
+    ost_in_flight_mib: float = setting(1024.0, unit="MiB", doc=(
+        "without `-W` only: MiB of running moves touching one OST (a larger single file runs "
+        "alone on its OSTs)"),
+        source="a convention (about a second of a current OST at full speed), not a measurement")
+    max_mib_s: float = setting(0.0, unit="MiB/s", doc=(
+        "all moves together (0: no limit beyond the per-OST shares)"))
 
     def __post_init__(self) -> None:
         if not 0 < self.ost_share <= 1:

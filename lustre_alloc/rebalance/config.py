@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lustre_alloc.common.settings import setting, settings_of
 from lustre_alloc.rebalance.budget import BudgetParams
 
 MODES = ("dry_run", "on")
@@ -37,71 +38,63 @@ class MigrateConfigError(ValueError):
 
 @dataclass(frozen=True)
 class MigrateConfig:
-    """The ``[migrate]`` table.
-
-    Attributes:
-        fsname: the file system (as the mapper serves it).
-        mount: where it is mounted on this node (``lfs find`` runs under it).
-        ost_rate_mib_s: one OST's bandwidth, MiB/s (a site's ``obdfilter-survey`` or IOR
-            figure); each OST's is this times the mapper's speed estimate over the median.
-        mode: ``dry_run`` (decide, log and report the moves; run nothing) or ``on``.
-        mapper_socket: the mapper's admin socket (None: the packaged default).
-        lfs: the ``lfs`` command.
-        lfs_bandwidth_option: pass ``lfs migrate --bandwidth`` (Lustre 2.16+).
-        layout_xattr: the extended attribute a file's layout is read from before it is
-            planned and after a restart (``lustre.lov``, what a Lustre client serves; the
-            emulated stack's stand-in keeps layouts under ``user.lustre_alloc.lov``).
-        state_dir: the journal and the file lists live here.
-        interval_s: one loop, s.
-        evacuate_after_s: an OST the mapper has steered for slowness this long is
-            evacuated, s (3600: a slow OST the steering kept through its minimum dwell and
-            lease renewals for an hour is not a passing burst).
-        quiet_s: a file modified within this many seconds is not moved yet (it may be
-            being written; 3600).
-        min_file_bytes: smaller files are not moved (per-file cost of ``lfs migrate``).
-        max_attempts: a move that failed this many times is given up (logged, journaled).
-        retry_s: a failed move waits this long before its next attempt, s.
-        replan_s: the file lists and plan are rebuilt at least this often, s.
-        fill_tolerance: with ``balance_fill``, OSTs fuller than ``(1 + x)`` times the mean
-            fill shed files (the planner's tolerance, :class:`lustre_alloc.rebalance.plan.PlanTargets`).
-        balance_fill: also move files off over-full OSTs (off by default: evacuation only).
-        metrics_port: Prometheus metrics on this port (0: none).
-        robinhood: ``[migrate.robinhood]`` (:data:`ROBINHOOD_KEYS`): list files from a
-            Robinhood database (:mod:`lustre_alloc.rebalance.robinhood`) instead of ``lfs find``.
-        pools: move only files whose layout names one of these pools (empty: any).
-        paths: move only files under these directories (absolute, under ``mount``; empty:
-            all).
-        exclude: never move files whose path matches one of these shell patterns
-            (:func:`fnmatch.fnmatchcase` on the whole path, e.g. ``"*/.snapshot/*"``).
-        windows: start moves only inside these local-time windows
-            (:mod:`lustre_alloc.rebalance.windows`, e.g. ``"22:00-06:00"``, ``"sat,sun 00:00-24:00"``;
-            empty: always).
-        budget: :class:`lustre_alloc.rebalance.budget.BudgetParams`.
-    """
-    fsname: str
-    mount: str
-    ost_rate_mib_s: float
-    mode: str = "dry_run"
-    mapper_socket: str | None = None
-    lfs: str = "lfs"
-    lfs_bandwidth_option: bool = False
-    layout_xattr: str = "lustre.lov"
-    state_dir: str = "/var/lib/lustre-alloc/migrate"
-    interval_s: float = 10.0
-    evacuate_after_s: float = 3600.0
-    quiet_s: float = 3600.0
-    min_file_bytes: int = 0
-    max_attempts: int = 3
-    retry_s: float = 600.0
-    replan_s: float = 600.0
-    fill_tolerance: float = 0.02
-    balance_fill: bool = False
-    metrics_port: int = 0
-    robinhood: dict[str, Any] | None = None
-    pools: tuple[str, ...] = ()
-    paths: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    windows: tuple[str, ...] = ()
+    """The ``[migrate]`` table. Each key's unit, default and source are its
+    :func:`~lustre_alloc.common.settings.setting` metadata (docs/rebalance.md's table is
+    generated from them); ``budget`` is ``[migrate.budget]``
+    (:class:`lustre_alloc.rebalance.budget.BudgetParams`), ``robinhood`` is
+    ``[migrate.robinhood]`` (:data:`ROBINHOOD_KEYS`)."""
+    fsname: str = setting(unit="fsname", doc="the file system, as the mapper serves it")
+    mount: str = setting(unit="directory", doc="where it is mounted on this node (`lfs find` runs under it)")
+    ost_rate_mib_s: float = setting(unit="MiB/s", doc=(
+        "one OST's bandwidth (a site's `obdfilter-survey` or IOR figure); each OST's is this "
+        "times the mapper's speed estimate over the median"))
+    mode: str = setting("dry_run", unit="dry_run/on", doc=(
+        "`dry_run`: decide, log and report the moves, run nothing (review `plan.json`); "
+        "`on`: move"))
+    mapper_socket: str | None = setting(None, unit="endpoint", doc=(
+        "the mapper's admin socket"), shown="the packaged default")
+    lfs: str = setting("lfs", unit="command", doc="the `lfs` command")
+    lfs_bandwidth_option: bool = setting(False, unit="true/false", doc=(
+        "cap each move's copy with `lfs migrate -W` (Lustre 2.16+ clients); false: moves run "
+        "uncapped and the budget spaces their starts"),
+        source="lustre/utils/lfs.c 2.16.0 `migrate_copy_data()`; checked on 2.17.0")
+    layout_xattr: str = setting("lustre.lov", unit="xattr name", development=True, doc=(
+        "where a file's layout is read: `lustre.lov` on a Lustre client; the emulated "
+        "stack's stand-in keeps layouts under `user.lustre_alloc.lov`"))
+    state_dir: str = setting("/var/lib/lustre-alloc/migrate", unit="directory", doc=(
+        "the journal, the file lists, `status.json`, `plan.json` and the admin's orders"))
+    interval_s: float = setting(10.0, unit="s", doc="one loop: ends, settling, starts")
+    evacuate_after_s: float = setting(3600.0, unit="s", doc=(
+        "an OST the mapper has steered for slowness this long is evacuated"),
+        source="a slow OST the steering kept through its minimum dwell and lease renewals "
+               "for an hour is not a passing burst")
+    quiet_s: float = setting(3600.0, unit="s", doc=(
+        "a file modified within this long is not moved yet (it may be being written)"))
+    min_file_bytes: int = setting(0, unit="bytes", doc=(
+        "smaller files are not moved (each `lfs migrate` has a fixed cost)"))
+    max_attempts: int = setting(3, unit="attempts", doc=(
+        "a move that failed this many times is given up (logged, journaled)"))
+    retry_s: float = setting(600.0, unit="s", doc="a failed move waits this long before its next attempt")
+    replan_s: float = setting(600.0, unit="s", doc="the file lists and plan are rebuilt at least this often")
+    fill_tolerance: float = setting(0.02, unit="share of the mean fill", doc=(
+        "with `balance_fill`, OSTs fuller than (1 + this) x the mean fill shed files (the "
+        "plan's tolerance)"))
+    balance_fill: bool = setting(False, unit="true/false", doc=(
+        "also move files off over-full OSTs (off: evacuation only)"))
+    metrics_port: int = setting(0, unit="TCP port", doc="Prometheus `/metrics` (0: off)",
+                                shown="0 (off)")
+    robinhood: dict[str, Any] | None = setting(None, unit="table", doc=(
+        "`[migrate.robinhood]` (`host`, `port`, `database`, `user`, `password_file`): list "
+        "files from a Robinhood database instead of `lfs find`"), shown="none")
+    pools: tuple[str, ...] = setting((), unit="pool names", doc=(
+        "move only files whose layout names one of these pools (empty: any)"))
+    paths: tuple[str, ...] = setting((), unit="absolute directories", doc=(
+        "move only files under these directories (empty: the mount)"))
+    exclude: tuple[str, ...] = setting((), unit="shell patterns", doc=(
+        "never move files whose whole path matches one (e.g. `\"*/.snapshot/*\"`)"))
+    windows: tuple[str, ...] = setting((), unit="local-time windows", doc=(
+        "start moves only inside these (e.g. `\"22:00-06:00\"`, `\"sat,sun 00:00-24:00\"`; "
+        "empty: always)"))
     budget: BudgetParams = field(default_factory=BudgetParams)
 
     def __post_init__(self) -> None:
@@ -137,12 +130,21 @@ def from_table(table: Any, where: str) -> MigrateConfig:
     """Build from a parsed ``[migrate]`` table; raises :class:`MigrateConfigError`."""
     if not isinstance(table, dict):
         raise MigrateConfigError(f"{where}: [migrate] must be a table")
-    known = {f.name for f in dataclasses.fields(MigrateConfig)}
+    development = {f.name for f, _ in settings_of(MigrateConfig, development=True)}
+    known = {f.name for f in dataclasses.fields(MigrateConfig)} - development
     for key in table:
-        if key not in known:
+        if key in development:
+            raise MigrateConfigError(f"{where}: migrate.{key} is a development switch: set "
+                                     f"it in [migrate.development]")
+        if key not in known and key != "development":
             raise MigrateConfigError(f"{where}: migrate.{key}: unknown key "
                                      f"(known: {', '.join(sorted(known))})")
     args = dict(table)
+    dev = args.pop("development", {})
+    if not isinstance(dev, dict) or not set(dev) <= development:
+        raise MigrateConfigError(f"{where}: [migrate.development] takes "
+                                 f"{', '.join(sorted(development))}")
+    args.update(dev)
     try:
         budget = args.pop("budget", {})
         if not isinstance(budget, dict):

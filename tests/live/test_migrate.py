@@ -73,7 +73,6 @@ mode = "on"
 ost_rate_mib_s = 80
 mapper_socket = "{control}"
 lfs = "{sys.executable} -m lustre_alloc.livestack.lfs"
-layout_xattr = "{LOV_XATTR}"
 lfs_bandwidth_option = true
 state_dir = "{state}"
 interval_s = 0.2
@@ -84,6 +83,8 @@ retry_s = 0
 ost_share = 1.0
 max_per_oss = 2
 max_in_flight_ratio = 1.0
+[migrate.development]
+layout_xattr = "{LOV_XATTR}"
 """)
     argv = [*command("lustre-alloc-rebalance", "lustre_alloc.rebalance"), "run", "--config",
             str(config)]

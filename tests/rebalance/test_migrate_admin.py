@@ -40,13 +40,14 @@ def _tree(root: Path) -> dict[str, list[int]]:
 
 def _config(tmp: Path, **extra) -> Path:
     lines = [f'fsname = "demofs"', f'mount = "{tmp / "mnt"}"', 'mode = "on"',
-             "ost_rate_mib_s = 1000", f'lfs = "{STANDIN_LFS}"', f'layout_xattr = "{LOV_XATTR}"',
+             "ost_rate_mib_s = 1000", f'lfs = "{STANDIN_LFS}"',
              f'state_dir = "{tmp / "state"}"', "interval_s = 0.1", "quiet_s = 600",
              "retry_s = 0"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
     cfg = tmp / "migrate.toml"
     cfg.write_text("[migrate]\n" + "\n".join(lines) + "\n[migrate.budget]\nost_share = 1.0\n"
-                   "max_per_oss = 4\nmax_in_flight_ratio = 1.0\n")
+                   "max_per_oss = 4\nmax_in_flight_ratio = 1.0\n"
+                   f'[migrate.development]\nlayout_xattr = "{LOV_XATTR}"\n')
     return cfg
 
 

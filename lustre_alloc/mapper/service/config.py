@@ -86,7 +86,7 @@ class MapperConfig:
 
     Each field's unit, default, meaning and the source of its default are its
     :func:`~lustre_alloc.common.settings.setting` metadata; docs/operations.md's table is
-    generated from them (:mod:`lustre_alloc.mapper.service.settings_tables`). ``policy_params``,
+    generated from them (``scripts/settings_tables.py``). ``policy_params``,
     ``steer`` and ``scope`` hold the top-level ``[policy.<name>]``, ``[steer]`` and
     ``[scope]`` tables, checked by their own classes.
     """
