@@ -76,7 +76,8 @@ def sections() -> tuple[Section, ...]:
             Section("steer", (SteerParams, SteerConfig), OPERATIONS, MAPPER_EXAMPLE),
             Section("scope", (Scope,), OPERATIONS, MAPPER_EXAMPLE),
             Section("development", (MapperConfig,), OPERATIONS, MAPPER_EXAMPLE, True),
-            Section("development.steer", (SteerParams,), OPERATIONS, MAPPER_EXAMPLE, True),
+            Section("development.steer", (SteerParams, SteerConfig), OPERATIONS, MAPPER_EXAMPLE,
+                    True),
             Section("migrate", (MigrateConfig,), REBALANCE, MIGRATE_EXAMPLE),
             Section("migrate.budget", (BudgetParams,), REBALANCE, MIGRATE_EXAMPLE),
             Section("migrate.development", (MigrateConfig,), REBALANCE, MIGRATE_EXAMPLE, True))

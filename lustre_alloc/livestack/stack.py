@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 from lustre_alloc.common.settings import settings_of
 from lustre_alloc.mapper.service.config import MapperConfig
+from lustre_alloc.mapper.steer.agents import SteerConfig
 from lustre_alloc.mapper.steer.controller import SteerParams
 from lustre_alloc.livestack.emulator import FSNAME, MDS_NAME, EmulatedCluster, RecordFeed
 
@@ -328,7 +329,8 @@ class LiveStack:
         settings.update(self.mapper_settings)
         path = self.workdir / "mapper.toml"
         mapper_dev = {f.name for f, _ in settings_of(MapperConfig, development=True)}
-        steer_dev = {f.name for f, _ in settings_of(SteerParams, development=True)}
+        steer_dev = {f.name for cls in (SteerParams, SteerConfig)
+                     for f, _ in settings_of(cls, development=True)}
         steer = {**(self.steer or {})}
         lines = ["[mapper]"] + [f"{k} = {json.dumps(v)}" for k, v in settings.items()
                                 if k not in mapper_dev]

@@ -203,7 +203,10 @@ class MapperConfig:
         "`plan_ttl_s`; a lease nobody returned is un-booked after it, so a crashed client "
         "holds capacity for one lifetime at most"),
         source="docs/protocol.md, \"Protocol v2: leases\"")
-    lease_max_layouts: int = setting(256, unit="layouts", doc="most layouts in one lease")
+    lease_max_layouts: int = setting(256, unit="layouts", development=True, doc=(
+        "most layouts in one lease (tests lower it to reach the cap)"),
+        source="the shim asks for at most LA_LEASE_ASK_MAX = 256 (la_internal.h), so a "
+               "larger cap changes nothing")
     lease_peer_quota: int = setting(4096, unit="layouts", doc=(
         "most leased layouts one client holds at once; past it a lease request gets EDQUOT "
         "and that class's creates go to Lustre's allocator for `LUSTRE_ALLOC_RETRY_MS`"))
@@ -457,7 +460,9 @@ def _development_table(path: str | None, top: Mapping[str, Any]) -> dict[str, An
     """
     from lustre_alloc.mapper.steer.controller import SteerParams
     mapper_dev = {f.name for f, _ in settings_of(MapperConfig, development=True)}
-    steer_dev = {f.name for f, _ in settings_of(SteerParams, development=True)}
+    from lustre_alloc.mapper.steer.agents import SteerConfig
+    steer_dev = {f.name for cls in (SteerParams, SteerConfig)
+                 for f, _ in settings_of(cls, development=True)}
     for section, names in (("mapper", mapper_dev), ("steer", steer_dev)):
         table = top.get(section)
         for key in (table if isinstance(table, dict) else ()):

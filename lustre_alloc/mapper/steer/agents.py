@@ -46,8 +46,9 @@ class SteerConfig:
         "the agents' public keys `<name>.key` (the collectors' own: the broker's "
         "authorised-keys directory serves); with it, requests go over CURVE under the "
         "mapper's `curve_secret_key`"), shown="none")
-    agent_timeout_s: float = setting(2.0, unit="s", doc=(
-        "wait this long for an agent's reply, then count an error and replace the socket"))
+    agent_timeout_s: float = setting(2.0, unit="s", development=True, doc=(
+        "wait this long for an agent's reply, then count an error and replace the socket "
+        "(tests shorten it)"), source="an agent's `lctl set_param` takes milliseconds")
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> "SteerConfig":
