@@ -2,16 +2,19 @@
 # Build the Debian packages (collector, mapper, client) with dpkg-buildpackage, from a copy of
 # this checkout (the repository root keeps no debian/ directory).
 #
-# Usage: packaging/build-deb.sh OUTDIR [--wheelhouse DIR]
+# Usage: packaging/build-deb.sh OUTDIR [--wheelhouse DIR] [--fast]
 #   --wheelhouse  build the venvs from the wheels in DIR only (offline)
+#   --fast        gzip -1 instead of xz (the tests: same contents, larger files, much sooner)
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:?usage: packaging/build-deb.sh OUTDIR [--wheelhouse DIR]}
 shift
 WHEELHOUSE=""
+COMPRESSION="-Zxz"
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheelhouse) WHEELHOUSE=$(cd "$2" && pwd); shift 2 ;;
+        --fast) COMPRESSION="-Zgzip -z1"; shift ;;
         *) echo "build-deb.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -30,7 +33,7 @@ lustre-alloc ($VERSION) unstable; urgency=medium
  -- lustre-alloc developers <lustre-alloc@localhost>  $(date -R)
 CHANGELOG
 cd "$WORK/lustre-alloc-$VERSION"
-WHEELHOUSE="$WHEELHOUSE" dpkg-buildpackage -us -uc -b --no-sign >"$WORK/build.log" 2>&1 || {
+WHEELHOUSE="$WHEELHOUSE" DEB_COMPRESSION="$COMPRESSION" dpkg-buildpackage -us -uc -b --no-sign >"$WORK/build.log" 2>&1 || {
     tail -40 "$WORK/build.log" >&2; echo "build-deb.sh: dpkg-buildpackage failed" >&2; exit 1; }
 mv "$WORK"/*.deb "$OUT/"
 ls -1 "$OUT"/*.deb

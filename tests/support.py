@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -43,3 +44,26 @@ def join(publish: Callable[[], object], receive: Callable[[float], object | None
     while (more := receive(0.3)) is not None:
         last = more
     return last
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """A directory ``build(dir)`` filled once per test run, however many xdist workers ask
+    (a module or session fixture is built once per worker): the first worker builds under an
+    exclusive lock, the others wait for it and share the result.
+
+    Raises:
+        whatever ``build`` raises (in every worker that asked, since nothing was marked done).
+    """
+    import fcntl
+    import os
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent                    # the run's directory, shared by its workers
+    out, done = base / name, base / f"{name}.done"
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            out.mkdir(exist_ok=True)
+            build(out)
+            done.touch()
+    return out
