@@ -84,8 +84,9 @@ def test_broker_kill9_servers_go_stale_then_everyone_reconnects(live):
     assert t_stale - t_kill < MAX_AGE_S + 5.0
     after = [r for r in prober.replies if r[0] > t_back]
     assert after and all(r[3] == "" and r[2] == "round_robin" for r in after)
-    m = stack.metrics()
-    assert m['lustre_alloc_mapper_stale_servers{fsname="demofs"}'] == 0
+    # every server publishes again through the new broker (the primary needed only some)
+    wait_for(lambda: stack.metrics()['lustre_alloc_mapper_stale_servers{fsname="demofs"}'] == 0,
+             30, "no stale server after the restart")
     print(f"broker outage: stale after {t_stale - t_kill:.2f} s (limit {MAX_AGE_S} s), "
           f"primary again {t_back - t_restart:.2f} s after the broker restart "
           f"(interval {INTERVAL_S} s); {len(outage)} fallback replies, 0 errors")
