@@ -293,7 +293,7 @@ def reduce_stats(kind: str, name: str, prev: StatsSnapshot | None, cur: StatsSna
     on an MDT) over the interval from ``prev`` to ``cur`` (``local_dt`` s by this host's
     clock; :func:`lustre_alloc.collectors.reduce.choose_interval` decides), into ``values``
     (docs/protocol.md: ``read/write_bytes_per_s``, ``read/write_ops_per_s``,
-    ``*_service_time_us_mean``, ``other_ops_per_s``; ``md_*_per_s``). The first reading, or
+    ``*_service_time_us_mean``, ``sync_ops_per_s``, ``other_ops_per_s``; ``md_*_per_s``). The first reading, or
     a counter reset, marks ``<name>_rates`` unavailable instead. The collector and the
     simulator's collector readings (:mod:`lustre_alloc.simulator.ost_readings`) both reduce with it."""
     if prev is None or local_dt <= 0:
@@ -321,6 +321,14 @@ def reduce_stats(kind: str, name: str, prev: StatsSnapshot | None, cur: StatsSna
             timed = cur.counters.get(direction)
             if timed is not None and timed.unit.startswith("usec") and d_samples.get(direction):
                 v[f"{direction}_service_time_us_mean"] = d_sum[direction] / d_samples[direction]
+        # What an fsync waits for (ofd_dev.c ofd_sync_hdl(): LPROC_OFD_STATS_SYNC, the
+        # handler's time in usecs, 2.14+). On a ZFS OST it is where a slow vdev shows: the
+        # write RPC returns once ZFS has the data in memory (osd-zfs never times a write:
+        # osd_io.c osd_write_commit() records an elapsed time of 0).
+        timed = cur.counters.get("sync")
+        if timed is not None and timed.unit.startswith("usec") and d_samples.get("sync"):
+            v["sync_ops_per_s"] = d_samples["sync"] / dt
+            v["sync_service_time_us_mean"] = d_sum["sync"] / d_samples["sync"]
         other = sum(c for n, c in d_samples.items() if n not in _RW_BYTES + _RW_TIME)
         v["other_ops_per_s"] = other / dt
     else:

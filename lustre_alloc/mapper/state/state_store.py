@@ -19,8 +19,10 @@ Rules (decisions where the paper is silent are marked as ours):
 * ``ENOSPC`` and ``ENOINO`` from ``kbytes_avail``, ``kbytes_total`` and ``files_free`` by
   :func:`lustre_alloc.mapper.state.ost_health.statfs_flags` (OSP's watermarks with hysteresis; the
   simulator and the live stack use the same function); ``DEGRADED`` from ``degraded``.
-* Write latency: brw_stats ``write_io_time_ms_mean`` (ms) else ``write_service_time_us_mean``
-  (us), converted to seconds; None when neither is in the sample. Write rate:
+* Write latency: the mean time per write RPC, s, from what the OST's OSD measures
+  (:func:`lustre_alloc.mapper.state.write_time.write_time`): brw_stats
+  ``write_io_time_ms_mean`` when it timed writes (ldiskfs), else the OFD's ``write`` and
+  ``sync`` service times over its write RPCs (ZFS, 2.14+); None when neither timed a write. Write rate:
   ``write_bytes_per_s`` (B/s, obdfilter ``stats``), the field the simulator fills too.
   Write concurrency: ``write_ios_in_flight_mean`` (brw_stats "disk I/Os in flight").
 * OSS load: ``cpu_percent``, ``mem_percent``; LNet load from ``lnet_send_bytes_per_s`` and
@@ -54,6 +56,7 @@ from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot, OssState, O
 from lustre_alloc.collectors.schema import TARGET_GONE
 from lustre_alloc.common.fsname import target_fsname
 from lustre_alloc.mapper.state.job_sizes import JobBytesPerCreate
+from lustre_alloc.mapper.state.write_time import write_time
 from lustre_alloc.mapper.state.write_totals import WriteTotals
 from lustre_alloc.mapper.state.ost_health import lnet_load_percent, osp_view, stale_servers_until, statfs_flags
 
@@ -279,21 +282,17 @@ class StateStore:
             flags &= ~OstFlag.DEGRADED
         self._oss_view[index] = (target.get("available") is True and ost.kbytes_total > 0, flags)
         self._merge_views(ost)
-        latency_ms = _num(values, "write_io_time_ms_mean")
-        if latency_ms is not None:
-            ost.write_latency_s = latency_ms / 1000.0
-        else:
-            service_us = _num(values, "write_service_time_us_mean")
-            ost.write_latency_s = None if service_us is None else service_us / 1e6
-        ost.write_bytes_per_s = _num(values, "write_bytes_per_s")   # as the simulator's view
-        ost.write_in_flight = _num(values, "write_ios_in_flight_mean")
         totals = ost.write_totals
         if totals is None:
             totals = ost.write_totals = WriteTotals()
         span = t - totals.time_s if totals.time_s is not None and t > totals.time_s \
             else float(interval_s)
-        totals.add(t, span, _num(values, "write_ios"), ost.write_latency_s,
-                   ost.write_in_flight, ost.write_bytes_per_s)
+        # the OFD's rates are over the collector's interval, not the mapper's gap
+        timed = write_time(values, float(interval_s))
+        ost.write_latency_s = timed.latency_s if timed is not None else None
+        ost.write_bytes_per_s = _num(values, "write_bytes_per_s")   # as the simulator's view
+        ost.write_in_flight = timed.in_flight if timed is not None else None
+        totals.add_sample(t, span, timed, ost.write_bytes_per_s)
         ost.sample_time_s = t
         self.job_sizes.absorb_rows(target.get("jobs"), t, interval_s)
         self.snapshot.ost_table.set_ost(ost)      # the arrays follow in place, O(1)

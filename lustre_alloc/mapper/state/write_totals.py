@@ -21,6 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from lustre_alloc.mapper.state.write_time import BRW_STATS, WriteTime
+
+MIN_TIMED_IOS = 0.5
+"""Fewest write RPCs that give a span a mean RPC time: the OFD's write RPCs come from a
+rate times a span (fractional); a span whose only time is an fsync of bytes written
+before it has a time and no RPC to spread it over."""
+
 
 @dataclass(slots=True)
 class WriteTotals:
@@ -28,8 +35,9 @@ class WriteTotals:
 
     Attributes:
         samples: samples folded.
-        ios: brw_stats write I/Os (the "I/O time" histogram's count, ``write_ios``).
-        io_time_s: sum of ``write_ios`` x mean write I/O time, seconds.
+        ios: write RPCs timed (brw_stats' "I/O time" count, ``write_ios``, or the OFD's
+            write RPCs: :mod:`lustre_alloc.mapper.state.write_time`).
+        io_time_s: their time summed, seconds (the OFD's: fsyncs' time included).
         flight_ios: the ``write_ios`` of samples that had the "disk I/Os in flight" block.
         in_flight: sum of ``write_ios`` x mean write I/Os in flight over those samples.
         bytes: bytes written (obdfilter ``write_bytes_per_s`` x the sample's span).
@@ -37,9 +45,9 @@ class WriteTotals:
         time_s: the last sample's time, seconds (None before any).
     """
     samples: int = 0
-    ios: int = 0
+    ios: float = 0
     io_time_s: float = 0.0
-    flight_ios: int = 0
+    flight_ios: float = 0
     in_flight: float = 0.0
     bytes: float = 0.0
     bytes_span_s: float = 0.0
@@ -48,17 +56,27 @@ class WriteTotals:
     def add(self, time_s: float, span_s: float, write_ios: float | None,
             latency_s: float | None, in_flight: float | None,
             bytes_per_s: float | None) -> None:
-        """Fold one sample at ``time_s`` covering ``span_s`` seconds. ``write_ios`` None
-        with a latency (an older sample format without the count) weighs 1."""
+        """Fold one sample at ``time_s`` covering ``span_s`` seconds from its RPC count,
+        mean RPC time (s) and in-flight mean. ``write_ios`` None with a latency (an older
+        sample format without the count) weighs 1."""
+        ios = 1 if write_ios is None and latency_s is not None else (write_ios or 0)
+        timed = latency_s is not None and latency_s > 0 and ios > 0
+        self.add_sample(time_s, span_s, WriteTime(ios, ios * latency_s, in_flight, BRW_STATS)
+                        if timed else None, bytes_per_s)
+
+    def add_sample(self, time_s: float, span_s: float, write: WriteTime | None,
+                   bytes_per_s: float | None) -> None:
+        """Fold one sample at ``time_s`` covering ``span_s`` seconds: its write time
+        (:func:`lustre_alloc.mapper.state.write_time.write_time`; None: none timed) and
+        write rate, bytes/s."""
         self.samples += 1
         self.time_s = time_s
-        ios = 1 if write_ios is None and latency_s is not None else int(write_ios or 0)
-        if latency_s is not None and latency_s > 0 and ios > 0:
-            self.ios += ios
-            self.io_time_s += ios * latency_s
-            if in_flight is not None and in_flight >= 1:
-                self.flight_ios += ios
-                self.in_flight += ios * in_flight
+        if write is not None and write.io_time_s > 0:
+            self.ios += write.ios
+            self.io_time_s += write.io_time_s
+            if write.in_flight is not None and write.in_flight >= 1 and write.ios > 0:
+                self.flight_ios += write.ios
+                self.in_flight += write.ios * write.in_flight
         if bytes_per_s is not None and bytes_per_s >= 0 and span_s > 0:
             self.bytes += bytes_per_s * span_s
             self.bytes_span_s += span_s
@@ -81,7 +99,7 @@ class WriteTotals:
     @property
     def latency_s(self) -> float | None:
         """Mean write I/O time over these samples, s (None: no write ran)."""
-        return self.io_time_s / self.ios if self.ios > 0 and self.io_time_s > 0 else None
+        return self.io_time_s / self.ios if self.ios >= MIN_TIMED_IOS and self.io_time_s > 0 else None
 
     @property
     def mean_in_flight(self) -> float | None:
