@@ -1,38 +1,54 @@
-"""Placement's benefit on a real Lustre: one OST slowed, a job writing many files under
-Lustre's own allocator and under the shim with the mapper's default policy; the ratio of
-the job's I/O times, several rounds interleaved. Runs inside the lustre-vm guest:
+"""Placement's benefit on a real Lustre, against what an admin does by hand: a job writing
+many files under Lustre's own allocator, under a hand drain of the slow OST
+(``max_create_count=0`` on its OSP), under the shim with the mapper's default policy, and
+under steering alone (the mapper drains through the MDS collector's agent; the job runs
+without the shim); rounds interleaved, the modes' order rotated each round. Runs inside the
+lustre-vm guest, one boot per set of guest settings (bench/lustre_vm_setups.toml):
 
-    LUSTRE_VM_SLOW_OST=1:50 LUSTRE_VM_ZFS_DIRTY_MAX=16777216 \\
-        bash scripts/lustre-vm.sh run -- python /src/bench/lustre_vm_placement.py
+    LUSTRE_VM_SLOW_OST=1:50 LUSTRE_VM_ZFS_DIRTY_MAX=16777216 \
+        bash scripts/lustre-vm.sh run -- python /src/bench/lustre_vm_placement.py --setup slow-vdev
+    LUSTRE_VM_ZFS_DIRTY_MAX=16777216 bash scripts/lustre-vm.sh run -- \
+        python /src/bench/lustre_vm_placement.py --setup interference --setup control
 
-(OST 1's vdev behind a 50 ms dm-delay; ZFS's dirty-data limit small, so a slow vdev throttles
-its writers at once.) Under software emulation absolute times mean nothing; the ratio and
-its spread are the result. Writes ``$OUT/placement.json``.
+Under software emulation absolute times mean nothing; the ratios to Lustre's time in the
+same round and their spread are the result. Writes ``$OUT/placement-<setup>.json``
+(rounds, ratios with their 95% interval, the signals table of bench/lustre_vm_signals.py).
 
 The job: ``--writers`` processes at once, each writing ``--files`` files of ``--mib`` MiB
 (stripe count 1, the file system's default) with an fsync before close; its time is the
 wall time from the first create to the last close. Before the rounds, a warm-up writes to
 every OST (``lfs setstripe -i``) for ``--warmup-s``, so the collectors have measured each.
-Also the shim's added time per create: ``--creates`` empty files with and without the shim.
+Steering runs with ``confirm_s`` 10 s (its default, 120 s, is longer than this job) and
+``max_fraction`` 0.25 (the default 0.1 of four OSTs allows none); both are printed in the
+result. Also the shim's added time per create: ``--creates`` empty files with and without
+the shim.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from lustre_alloc.livestack.real_lustre import RealLustreStack  # noqa: E402
+from lustre_vm_signals import Sampler, signal_table  # noqa: E402
 
 SHIM = ROOT / "liblustre_alloc" / "liblustre_alloc.so"
+SETUPS = ROOT / "bench" / "lustre_vm_setups.toml"
+MODES = ("lustre", "drain", "shim", "steer")
+STEER = {"mode": "off", "confirm_s": 10.0, "max_fraction": 0.25}
+"""The bench's steering: off until a steer round (see the module's docstring)."""
 WRITER = """
 import os, sys, time
 d, n, size, me = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -43,6 +59,17 @@ for i in range(n):
         os.write(fd, buf)
     os.fsync(fd)
     os.close(fd)
+"""
+INTERFERER = """
+import os, sys
+path = sys.argv[1]
+buf = b'y' * (8 << 20)
+fd = os.open(path, os.O_WRONLY)
+off = 0
+while True:
+    os.pwrite(fd, buf, off)
+    os.fsync(fd)
+    off = (off + len(buf)) % (256 << 20)
 """
 
 
@@ -104,51 +131,168 @@ def create_cost(mount: Path, n: int, env: dict[str, str]) -> float:
     return float(out) / n
 
 
+def lctl(*args: str) -> str:
+    return subprocess.run(["lctl", *args], capture_output=True, text=True, check=True).stdout
+
+
+def probe_stripes(mount: Path) -> list[int]:
+    """OSTs LOD gives a new ``-c -1`` file now (the probe the tier uses after a change)."""
+    f = mount / f".probe-{time.monotonic_ns()}"
+    subprocess.run(["lfs", "setstripe", "-c", "-1", str(f)], check=True)
+    out = subprocess.run(["lfs", "getstripe", "-y", str(f)], capture_output=True, text=True,
+                         check=True).stdout
+    f.unlink()
+    return sorted(int(line.split(":")[1]) for line in out.splitlines()
+                  if line.strip().startswith("l_ost_idx:"))
+
+
+def wait_stripes(mount: Path, want: set[int], timeout_s: float = 60.0) -> float:
+    """Seconds until a ``-c -1`` probe lands on exactly ``want`` (LOD's statfs cache,
+    ``lod_qos_maxage``, lags a change of the OSP's state by a few seconds)."""
+    t0 = time.monotonic()
+    while set(probe_stripes(mount)) != want:
+        if time.monotonic() - t0 > timeout_s:
+            raise SystemExit(f"LOD did not settle on OSTs {sorted(want)} in {timeout_s:.0f} s")
+        time.sleep(1.0)
+    return time.monotonic() - t0
+
+
+def osp_param(fsname: str, ost: int) -> str:
+    return f"osp.{fsname}-OST{ost:04x}-osc-MDT0000.max_create_count"
+
+
+def interval95(xs: list[float]) -> tuple[float, float]:
+    """Student-t 95% interval of the mean of ``xs`` (nan with fewer than two)."""
+    if len(xs) < 2:
+        return math.nan, math.nan
+    t = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}
+    half = t.get(len(xs), 2.0) * statistics.stdev(xs) / math.sqrt(len(xs))
+    m = statistics.fmean(xs)
+    return m - half, m + half
+
+
+def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: dict,
+              fsname: str) -> dict:
+    slow = int(setup["slow_ost"])
+    osts = set(range(args.osts))
+    for key, want in setup.get("guest_env", {}).items():
+        if os.environ.get(key, "") != want:
+            raise SystemExit(f"setup {name}: boot the guest with {key}={want} "
+                             f"(bench/lustre_vm_setups.toml), it has {os.environ.get(key, '')!r}")
+    result: dict = {"setup": name, "stands_for": setup["stands_for"], "slow_ost": slow,
+                    "guest_env": setup.get("guest_env", {}), "args": vars(args),
+                    "steer": STEER, "rounds": []}
+    interferer = None
+    if "interference_ost" in setup:
+        f = mount / f"interference-{name}"
+        subprocess.run(["rm", "-f", str(f)], check=True)
+        subprocess.run(["lfs", "setstripe", "-i", str(setup["interference_ost"]), "-c", "1",
+                        str(f)], check=True)
+        interferer = subprocess.Popen([sys.executable, "-c", INTERFERER, str(f)], env=plain_env)
+    sampler = Sampler(2.0).start()
+    try:
+        with RealLustreStack(out / f"stack-{name}", steer=dict(STEER)) as stack:
+            result["mapper_ready_s"] = stack.ready_s
+            shim_env = dict(plain_env, LD_PRELOAD=str(SHIM), LUSTRE_ALLOC_MAPPER=stack.mapper,
+                            LUSTRE_ALLOC_TIMEOUT_MS="2000",
+                            LUSTRE_ALLOC_RECORD=str(out / f"shim-record-{name}.tsv"))
+            result["warmup_mib_s"] = warm_up(mount, args.warmup_s, args.osts)
+            print(json.dumps({"setup": name, "warmup_mib_s": result["warmup_mib_s"]}), flush=True)
+            saved = lctl("get_param", "-n", osp_param(fsname, slow)).strip()
+            for r in range(args.rounds):
+                order = MODES[r % len(MODES):] + MODES[:r % len(MODES)]
+                for mode in order:
+                    row = {"round": r, "mode": mode}
+                    env = shim_env if mode == "shim" else plain_env
+                    if mode == "drain":
+                        lctl("set_param", f"{osp_param(fsname, slow)}=0")
+                        row["settle_s"] = wait_stripes(mount, osts - {slow})
+                    if mode == "steer":
+                        stack.set_steer_mode("on")
+                        t0 = time.monotonic()
+                        while stack.steered() < 1 and time.monotonic() - t0 < args.steer_wait_s:
+                            time.sleep(1.0)
+                        row["steered"] = stack.steered()
+                        row["steer_wait_s"] = time.monotonic() - t0
+                        row["max_create_count"] = {
+                            o: int(lctl("get_param", "-n", osp_param(fsname, o)).strip())
+                            for o in sorted(osts)}
+                    d = mount / f"job-{name}-{r}-{mode}"
+                    subprocess.run(["rm", "-rf", str(d)], check=True)
+                    row["seconds"] = job(d, args.writers, args.files, args.mib, env)
+                    row["osts"] = osts_of(d)
+                    subprocess.run(["rm", "-rf", str(d)], check=True)
+                    if mode == "drain":
+                        lctl("set_param", f"{osp_param(fsname, slow)}={saved}")
+                        wait_stripes(mount, osts)
+                    if mode == "steer":
+                        stack.set_steer_mode("off")
+                        t0 = time.monotonic()
+                        while stack.steered() > 0 and time.monotonic() - t0 < 60:
+                            time.sleep(0.5)
+                        row["restore_s"] = wait_stripes(mount, osts)
+                    result["rounds"].append(row)
+                    print(json.dumps(row), flush=True)
+            if args.creates:
+                result["create_s"] = {"lustre": create_cost(mount, args.creates, plain_env),
+                                      "shim": create_cost(mount, args.creates, shim_env)}
+            status = subprocess.run([sys.executable, "-m", "lustre_alloc.mapper.service.ctl",
+                                     "--json", "status"], capture_output=True, text=True,
+                                    env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            result["mapper_status"] = status.stdout[-20000:]
+    finally:
+        readings = sampler.stop()
+        if interferer is not None:
+            interferer.kill()
+            interferer.wait()
+    warm = [x for x in readings if x.t - readings[0].t <= args.warmup_s + 5] if readings else []
+    result["signals_warmup"] = signal_table(warm, slow) if len(warm) > 1 else {}
+    result["signals_all"] = signal_table(readings, slow) if len(readings) > 1 else {}
+    result["signal_readings_failed"] = sampler.failed
+    summary = {}
+    for mode in MODES[1:]:
+        ratios = []
+        for r in range(args.rounds):
+            t = {x["mode"]: x["seconds"] for x in result["rounds"] if x["round"] == r}
+            if mode in t and "lustre" in t:
+                ratios.append(t[mode] / t["lustre"])
+        lo, hi = interval95(ratios)
+        summary[mode] = {"per_round": ratios, "mean": statistics.fmean(ratios) if ratios else None,
+                         "median": statistics.median(ratios) if ratios else None,
+                         "ci95": [lo, hi]}
+    result["ratio_to_lustre"] = summary
+    result["lustre_s"] = [x["seconds"] for x in result["rounds"] if x["mode"] == "lustre"]
+    (out / f"placement-{name}.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps({"setup": name, "ratio_to_lustre": summary}, indent=1), flush=True)
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--setup", action="append", required=True,
+                    help="a setup of bench/lustre_vm_setups.toml (repeatable: run in turn)")
     ap.add_argument("--mount", default=os.environ.get("LUSTRE_MOUNT", "/mnt/lustre"))
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--fsname", default=os.environ.get("LUSTRE_FSNAME", "lustre"))
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--writers", type=int, default=4)
     ap.add_argument("--files", type=int, default=6)
     ap.add_argument("--mib", type=int, default=8)
     ap.add_argument("--warmup-s", type=float, default=60.0)
-    ap.add_argument("--creates", type=int, default=300)
+    ap.add_argument("--steer-wait-s", type=float, default=60.0,
+                    help="longest wait for the steering to act before a steer round, s")
+    ap.add_argument("--creates", type=int, default=0)
     ap.add_argument("--osts", type=int, default=4)
     args = ap.parse_args()
+    setups = tomllib.loads(SETUPS.read_text())
+    for name in args.setup:
+        if name not in setups:
+            ap.error(f"--setup {name}: not in {SETUPS} ({', '.join(setups)})")
     mount = Path(args.mount)
     out = Path(os.environ.get("OUT", tempfile.mkdtemp()))
-    result: dict = {"args": vars(args), "slow_ost": os.environ.get("LUSTRE_VM_SLOW_OST", ""),
-                    "rounds": []}
     plain_env = {k: v for k, v in os.environ.items()
                  if not k.startswith("LUSTRE_ALLOC_") and k != "LD_PRELOAD"}
-    with RealLustreStack(out / "stack") as stack:
-        result["mapper_ready_s"] = stack.ready_s
-        shim_env = dict(plain_env, LD_PRELOAD=str(SHIM), LUSTRE_ALLOC_MAPPER=stack.mapper,
-                        LUSTRE_ALLOC_TIMEOUT_MS="2000",
-                        LUSTRE_ALLOC_RECORD=str(out / "shim-record.tsv"))
-        result["warmup_mib_s"] = warm_up(mount, args.warmup_s, args.osts)
-        print(json.dumps({"warmup_mib_s": result["warmup_mib_s"]}), flush=True)
-        for r in range(args.rounds):
-            for mode, env in (("lustre", plain_env), ("shim", shim_env)) if r % 2 == 0 else \
-                    (("shim", shim_env), ("lustre", plain_env)):
-                d = mount / f"job-{r}-{mode}"
-                subprocess.run(["rm", "-rf", str(d)], check=True)
-                seconds = job(d, args.writers, args.files, args.mib, env)
-                row = {"round": r, "mode": mode, "seconds": seconds, "osts": osts_of(d)}
-                result["rounds"].append(row)
-                print(json.dumps(row), flush=True)
-                subprocess.run(["rm", "-rf", str(d)], check=True)
-        result["create_s"] = {"lustre": create_cost(mount, args.creates, plain_env),
-                              "shim": create_cost(mount, args.creates, shim_env)}
-    t = {m: [x["seconds"] for x in result["rounds"] if x["mode"] == m]
-         for m in ("lustre", "shim")}
-    ratios = [s / lu for s, lu in zip(t["shim"], t["lustre"])]
-    result["ratio_shim_over_lustre"] = {"per_round": ratios,
-                                        "median": statistics.median(ratios),
-                                        "min": min(ratios), "max": max(ratios)}
-    (out / "placement.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps({k: result[k] for k in ("slow_ost", "warmup_mib_s", "ratio_shim_over_lustre",
-                                             "create_s", "mapper_ready_s")}, indent=1))
+    for name in args.setup:
+        run_setup(name, setups[name], args, mount, out, plain_env, args.fsname)
     return 0
 
 

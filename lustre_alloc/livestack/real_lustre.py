@@ -6,6 +6,8 @@ bench/lustre_vm_placement.py.
 """
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -24,19 +26,24 @@ class RealLustreStack:
         fsname: the file system served.
         policy: the mapper's placement policy.
         interval_s: the collectors' sample interval, s.
+        steer: ``[steer]`` keys for the mapper (``mode`` among them); when given, the MDS
+            collector serves a steering agent on loopback and the mapper's
+            ``[steer.mds_agents]`` names it (steering by ``drain``, what an admin does by
+            hand). :meth:`set_steer_mode` switches it by a reload.
     """
     workdir: Path
     fsname: str = "lustre"
     policy: str = "mcmf"
     interval_s: float = 2.0
+    steer: dict | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        front, back, snap, mapper, self.metrics_port = free_ports(5)
-        self.frontend, self.backend, self.snapshot, self.mapper = (
-            f"tcp://127.0.0.1:{p}" for p in (front, back, snap, mapper))
+        front, back, snap, mapper, self.metrics_port, agent = free_ports(6)
+        self.frontend, self.backend, self.snapshot, self.mapper, self.mds_agent = (
+            f"tcp://127.0.0.1:{p}" for p in (front, back, snap, mapper, agent))
 
     def start(self, ready_timeout_s: float = 300.0, n_osts: int = 4) -> "RealLustreStack":
         """Start everything; return once the mapper serves ``n_osts`` usable OSTs.
@@ -54,18 +61,56 @@ class RealLustreStack:
                                       "--role", role, "--broker", self.frontend,
                                       "--source", "lctl", "--interval", str(self.interval_s),
                                       "--host", f"node-{role}",
-                                      "--steer-journal", str(w / f"{role}-journal.json")],
+                                      "--steer-journal", str(w / f"{role}-journal.json"),
+                                      *(["--steer-endpoint", self.mds_agent]
+                                        if role == "mds" and self.steer is not None else [])],
                                      w / f"{role}.log")
-        conf = w / "mapper.toml"
-        conf.write_text("\n".join([
-            "[mapper]", f'bind = "{self.mapper}"', f'broker_backend = "{self.backend}"',
-            f'broker_snapshot = "{self.snapshot}"', f'policy = "{self.policy}"',
-            f'state_file = "{w / "state.json"}"', f"metrics_port = {self.metrics_port}",
-            'metrics_addr = "127.0.0.1"']) + "\n")
+        conf = self._write_config()
         self.procs["mapper"] = spawn([*command("lustre-alloc-mapper", "lustre_alloc.mapper.service.cli"),
                                       "--config", str(conf)], w / "mapper.log")
         self.ready_s = self.wait_ready(n_osts, ready_timeout_s)
         return self
+
+    def _write_config(self) -> Path:
+        w = self.workdir
+        conf = w / "mapper.toml"
+        lines = ["[mapper]", f'bind = "{self.mapper}"', f'broker_backend = "{self.backend}"',
+                 f'broker_snapshot = "{self.snapshot}"', f'policy = "{self.policy}"',
+                 f'state_file = "{w / "state.json"}"', f"metrics_port = {self.metrics_port}",
+                 'metrics_addr = "127.0.0.1"']
+        if self.steer is not None:
+            lines += ["", "[steer]", 'action = "drain"'] + [
+                f"{k} = {json.dumps(v)}" for k, v in self.steer.items() if k != "action"]
+            lines += ["", "[steer.mds_agents]", f'node-mds = "{self.mds_agent}"']
+        conf.write_text("\n".join(lines) + "\n")
+        return conf
+
+    def set_steer_mode(self, mode: str, timeout_s: float = 60.0) -> None:
+        """Switch the steering to ``mode`` (off, dry_run, on) by a reload (SIGHUP), and
+        return once the mapper applied it.
+
+        Raises:
+            LiveStackError: no steering configured, the reload rejected or not applied in
+                ``timeout_s``.
+        """
+        if self.steer is None:
+            raise LiveStackError("this stack was started without steering")
+        key = 'lustre_alloc_mapper_reloads_total{result="applied"}'
+        before = read_metrics(self.metrics_port).get(key, 0.0)
+        self.steer = {**self.steer, "mode": mode}
+        self._write_config()
+        self.procs["mapper"].send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout_s
+        while read_metrics(self.metrics_port).get(key, 0.0) <= before:
+            if time.monotonic() > deadline:
+                raise LiveStackError(f"the mapper did not apply the steering mode {mode}; "
+                                     f"see {self.workdir / 'mapper.log'}")
+            time.sleep(0.2)
+
+    def steered(self) -> float:
+        """OSTs the mapper's steering holds drained now (its ``steered_osts`` gauge)."""
+        m = read_metrics(self.metrics_port)
+        return sum(v for k, v in m.items() if k.startswith("lustre_alloc_mapper_steered_osts{"))
 
     def wait_ready(self, n_osts: int, timeout_s: float) -> float:
         t0 = time.monotonic()
