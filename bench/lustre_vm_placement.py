@@ -96,26 +96,29 @@ def osts_of(directory: Path) -> dict[int, int]:
     return dict(sorted(counts.items()))
 
 
-def warm_up(mount: Path, seconds: float, osts: int) -> dict[int, float]:
-    """Write to every OST in turn for ``seconds`` (the collectors measure each); returns each
-    OST's median MiB/s over its 4 MiB fsynced writes (the simulator's per-OST bandwidth for
-    the same setup, bench/lustre_vm_simulated.py)."""
+def warm_up(mount: Path, seconds: float, osts: int) -> tuple[dict[int, float], list[list]]:
+    """Write to every OST in turn for ``seconds`` (the collectors measure each), files of
+    1 and 4 MiB alternately, each fsynced; returns each OST's median MiB/s over its 4 MiB
+    files and every file as ``[ost, MiB, seconds]`` (two sizes: a per-file latency and a
+    bandwidth can be fitted per OST, bench/lustre_vm_simulated.py)."""
     d = mount / "warmup"
     subprocess.run(["rm", "-rf", str(d)], check=True)
     d.mkdir()
-    rates: dict[int, list[float]] = {k: [] for k in range(osts)}
+    files: list[list] = []
     end, i = time.monotonic() + seconds, 0
     while time.monotonic() < end:
         f = d / f"f{i}"
-        subprocess.run(["lfs", "setstripe", "-i", str(i % osts), "-c", "1", str(f)],
-                       check=True)
+        ost, mib = i % osts, (1, 4)[(i // osts) % 2]
+        subprocess.run(["lfs", "setstripe", "-i", str(ost), "-c", "1", str(f)], check=True)
         t = time.monotonic()
-        subprocess.run(["dd", "if=/dev/zero", f"of={f}", "bs=1M", "count=4",
+        subprocess.run(["dd", "if=/dev/zero", f"of={f}", "bs=1M", f"count={mib}",
                         "conv=fsync", "status=none"], check=True)
-        rates[i % osts].append(4 / (time.monotonic() - t))
+        files.append([ost, mib, time.monotonic() - t])
         i += 1
     subprocess.run(["rm", "-rf", str(d)], check=True)
-    return {k: statistics.median(v) for k, v in rates.items() if v}
+    rates = {k: statistics.median(m / s for o, m, s in files if o == k and m == 4)
+             for k in range(osts) if any(o == k and m == 4 for o, m, _ in files)}
+    return rates, files
 
 
 def create_cost(mount: Path, n: int, env: dict[str, str]) -> float:
@@ -196,7 +199,8 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
             shim_env = dict(plain_env, LD_PRELOAD=str(SHIM), LUSTRE_ALLOC_MAPPER=stack.mapper,
                             LUSTRE_ALLOC_TIMEOUT_MS="2000",
                             LUSTRE_ALLOC_RECORD=str(out / f"shim-record-{name}.tsv"))
-            result["warmup_mib_s"] = warm_up(mount, args.warmup_s, args.osts)
+            result["warmup_mib_s"], result["warmup_files"] = warm_up(mount, args.warmup_s,
+                                                                      args.osts)
             print(json.dumps({"setup": name, "warmup_mib_s": result["warmup_mib_s"]}), flush=True)
             saved = lctl("get_param", "-n", osp_param(fsname, slow)).strip()
             for r in range(args.rounds):
