@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -86,12 +87,13 @@ def job(directory: Path, writers: int, files: int, mib: int, env: dict[str, str]
 
 
 def osts_of(directory: Path) -> dict[int, int]:
-    """Files per OST (first stripe) under ``directory``."""
+    """Files per OST (first stripe) under ``directory`` (its regular files only: the
+    directory's own default prints ``-1``)."""
     out = subprocess.run(["lfs", "getstripe", "-i", "-r", str(directory)],
                          capture_output=True, text=True, check=True).stdout.split()
     counts: dict[int, int] = {}
     for x in out:
-        if x.strip().lstrip("-").isdigit():
+        if x.strip().isdigit():
             counts[int(x)] = counts.get(int(x), 0) + 1
     return dict(sorted(counts.items()))
 
@@ -145,8 +147,7 @@ def probe_stripes(mount: Path) -> list[int]:
     out = subprocess.run(["lfs", "getstripe", "-y", str(f)], capture_output=True, text=True,
                          check=True).stdout
     f.unlink()
-    return sorted(int(line.split(":")[1]) for line in out.splitlines()
-                  if line.strip().startswith("l_ost_idx:"))
+    return sorted(int(x) for x in re.findall(r"l_ost_idx:\s*(\d+)", out))
 
 
 def wait_stripes(mount: Path, want: set[int], timeout_s: float = 60.0) -> float:
@@ -222,18 +223,20 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
                             o: int(lctl("get_param", "-n", osp_param(fsname, o)).strip())
                             for o in sorted(osts)}
                     d = mount / f"job-{name}-{r}-{mode}"
-                    subprocess.run(["rm", "-rf", str(d)], check=True)
-                    row["seconds"] = job(d, args.writers, args.files, args.mib, env)
-                    row["osts"] = osts_of(d)
-                    subprocess.run(["rm", "-rf", str(d)], check=True)
-                    if mode == "drain":
-                        lctl("set_param", f"{osp_param(fsname, slow)}={saved}")
-                        wait_stripes(mount, osts)
-                    if mode == "steer":
-                        stack.set_steer_mode("off")
-                        t0 = time.monotonic()
-                        while stack.steered() > 0 and time.monotonic() - t0 < 60:
-                            time.sleep(0.5)
+                    try:
+                        subprocess.run(["rm", "-rf", str(d)], check=True)
+                        row["seconds"] = job(d, args.writers, args.files, args.mib, env)
+                        row["osts"] = osts_of(d)
+                        subprocess.run(["rm", "-rf", str(d)], check=True)
+                    finally:        # the next mode starts from Lustre's own state
+                        if mode == "drain":
+                            lctl("set_param", f"{osp_param(fsname, slow)}={saved}")
+                        if mode == "steer":
+                            stack.set_steer_mode("off")
+                            t0 = time.monotonic()
+                            while stack.steered() > 0 and time.monotonic() - t0 < 60:
+                                time.sleep(0.5)
+                    if mode in ("drain", "steer"):
                         row["restore_s"] = wait_stripes(mount, osts)
                     result["rounds"].append(row)
                     print(json.dumps(row), flush=True)
