@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from lustre_alloc.livestack.real_lustre import RealLustreStack  # noqa: E402
+from lustre_alloc.livestack.stack import read_metrics  # noqa: E402
 from lustre_vm_signals import Sampler, signal_table  # noqa: E402
 
 SHIM = ROOT / "liblustre_alloc" / "liblustre_alloc.so"
@@ -50,6 +51,11 @@ SETUPS = ROOT / "bench" / "lustre_vm_setups.toml"
 MODES = ("lustre", "drain", "shim", "steer")
 STEER = {"mode": "off", "confirm_s": 10.0, "max_fraction": 0.25}
 """The bench's steering: off until a steer round (see the module's docstring)."""
+MAPPER = {"mds_cpu_limit_percent": 100.0, "round_budget_s": 0.25}
+"""Two gates that read this guest, not an MDS: the MDS CPU gate (70 %) reads the whole
+node's CPU, the job's writers' on this one-node file system (it sent 23 of 24 leases to
+Lustre's allocator in a trial run); the round budget (10 ms) is wall time on a CPU emulated
+10-25x slower (0.25 s: 25 x 10 ms). Their fallbacks are counted in the result."""
 WRITER = """
 import os, sys, time
 d, n, size, me = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -193,7 +199,7 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
                              f"(bench/lustre_vm_setups.toml), it has {os.environ.get(key, '')!r}")
     result: dict = {"setup": name, "stands_for": setup["stands_for"], "slow_ost": slow,
                     "guest_env": setup.get("guest_env", {}), "args": vars(args),
-                    "steer": STEER, "rounds": []}
+                    "steer": STEER, "mapper": MAPPER, "rounds": []}
     interferer = None
     if "interference_ost" in setup:
         f = mount / f"interference-{name}"
@@ -203,7 +209,8 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
         interferer = subprocess.Popen([sys.executable, "-c", INTERFERER, str(f)], env=plain_env)
     sampler = Sampler(2.0).start()
     try:
-        with RealLustreStack(out / f"stack-{name}", steer=dict(STEER)) as stack:
+        with RealLustreStack(out / f"stack-{name}", steer=dict(STEER),
+                             mapper_settings=dict(MAPPER)) as stack:
             result["mapper_ready_s"] = stack.ready_s
             shim_env = dict(plain_env, LD_PRELOAD=str(SHIM), LUSTRE_ALLOC_MAPPER=stack.mapper,
                             LUSTRE_ALLOC_TIMEOUT_MS="2000",
@@ -251,6 +258,8 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
             if args.creates:
                 result["create_s"] = {"lustre": create_cost(mount, args.creates, plain_env),
                                       "shim": create_cost(mount, args.creates, shim_env)}
+            result["fallbacks"] = {k: v for k, v in read_metrics(stack.metrics_port).items()
+                                   if k.startswith("lustre_alloc_mapper_fallbacks_total")}
             status = subprocess.run([sys.executable, "-m", "lustre_alloc.mapper.service.ctl",
                                      "--json", "status"], capture_output=True, text=True,
                                     env=dict(os.environ, PYTHONPATH=str(ROOT)))

@@ -30,12 +30,14 @@ class RealLustreStack:
             collector serves a steering agent on loopback and the mapper's
             ``[steer.mds_agents]`` names it (steering by ``drain``, what an admin does by
             hand). :meth:`set_steer_mode` switches it by a reload.
+        mapper_settings: more ``[mapper]`` keys.
     """
     workdir: Path
     fsname: str = "lustre"
     policy: str = "mcmf"
     interval_s: float = 2.0
     steer: dict | None = None
+    mapper_settings: dict = field(default_factory=dict)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -77,7 +79,8 @@ class RealLustreStack:
         lines = ["[mapper]", f'bind = "{self.mapper}"', f'broker_backend = "{self.backend}"',
                  f'broker_snapshot = "{self.snapshot}"', f'policy = "{self.policy}"',
                  f'state_file = "{w / "state.json"}"', f"metrics_port = {self.metrics_port}",
-                 'metrics_addr = "127.0.0.1"']
+                 'metrics_addr = "127.0.0.1"'] + [
+                     f"{k} = {json.dumps(v)}" for k, v in self.mapper_settings.items()]
         if self.steer is not None:
             lines += ["", "[steer]", 'action = "drain"'] + [
                 f"{k} = {json.dumps(v)}" for k, v in self.steer.items() if k != "action"]

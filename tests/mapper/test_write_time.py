@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from lustre_alloc.mapper.policies.mcmf import McmfPolicy
@@ -103,3 +104,28 @@ def test_an_ost_asked_little_is_not_taken_for_a_slow_one():
     rates = tracker.rates(range(4))
     assert rates[3] >= 0.9 * float(min(rates[:3]))
     assert tracker.slow_looks(range(4), 3.0) == []
+
+
+def test_a_burst_into_zfs_memory_does_not_make_a_slow_ost_fast():
+    """Seen in the guest: the job's 48 MiB went into OST1's dirty memory within one 2 s
+    sample (its write RPCs quick), and the fsyncs paid for them after. Bytes over that
+    span read OST1 as the fastest; the time per RPC with the fsyncs keeps it slowest."""
+    store = StateStore()
+    for k in range(3):      # the warm-up: OST1 slow at fsync
+        _zfs_sample(store, 5.0 * (k + 1), {1: 0.89}, {0: 2.0, 1: 2.0, 2: 2.0, 3: 2.0})
+    tracker = OstRateTracker(smoothing=0.3)
+    tracker.update(store.current(15.0).osts)
+    # the burst: 24 MiB/s for a 5 s sample, 2 ms RPCs, no fsync yet on OST1
+    targets = {}
+    for i in range(4):
+        values = {"kbytes_total": 1 << 31, "kbytes_free": 1 << 30, "kbytes_avail": 1 << 30,
+                  "write_ios": 0, "write_bytes_per_s": 24.0 * MIB, "write_ops_per_s": 24.0,
+                  "write_service_time_us_mean": 2000.0}
+        if i != 1:
+            values.update(sync_ops_per_s=0.2, sync_service_time_us_mean=0.002 * 120 * 1e6)
+        targets[f"lustre-OST{i:04x}"] = {"kind": "ost", "index": i, "available": True,
+                                         "values": values}
+    store.apply("oss", "oss0", 20.0, 5.0, {"values": {"cpu_percent": 5.0}}, targets)
+    tracker.update(store.current(20.0).osts)
+    rates = tracker.rates(range(4))
+    assert int(rates.argmin()) == 1 and rates[1] * 3 < float(np.median(rates)), rates

@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from lustre_alloc.mapper.state.cluster_state import OstState
-from lustre_alloc.mapper.state.write_totals import WriteTotals
+from lustre_alloc.mapper.state.write_totals import MIN_TIMED_IOS, WriteTotals
 
 RPC_BYTES = 1 << 20
 """Bytes of the bulk write RPC whose service time brw_stats reports (1 MiB: the
@@ -82,7 +82,8 @@ def busy_seconds(span: WriteTotals) -> float:
 def totals_rate_bytes_s(span: WriteTotals, rpc_bytes: int = RPC_BYTES) -> float | None:
     """:func:`sample_rate_bytes_s` over several samples' sums (``span``, from
     :meth:`WriteTotals.since`): ``max(bytes / span, in_flight * rpc_bytes / latency)`` with
-    the ``write_ios``-weighted means; None when the span has neither."""
+    the ``write_ios``-weighted means; None when the span has neither. A write-back OST's
+    spans are folded by :meth:`OstRateTracker.update` instead."""
     best = None
     lat = span.latency_s
     if lat is not None:
@@ -140,6 +141,8 @@ class OstRateTracker:
         self.busy_s = busy_s
         self.first_look_median = first_look_median
         self._evidence_s: dict[int, float] = {}     # when each OST last showed evidence
+        self._write_back: dict[int, tuple[float, float]] = {}   # decayed (time s, RPCs)
+        self._write_back_spans: dict[int, WriteTotals] = {}     # handed from _new_evidence
         self.last_look: dict[int, float] = {}       # each OST's latest estimate, unsmoothed
 
     def update(self, osts: Sequence[OstState]) -> None:
@@ -158,6 +161,10 @@ class OstRateTracker:
                 prior = float(np.median(first))
                 measured_before = True
         for o, (t, est, lat, busy) in news:
+            span = self._write_back_spans.pop(o.index, None)
+            if span is not None:
+                self._fold_write_back(o.index, span, t)
+                continue
             rpc_timed = lat is not None and math.isfinite(lat) and lat > 0
             if rpc_timed:
                 old_l = self.latency.get(o.index)
@@ -212,10 +219,33 @@ class OstRateTracker:
         span = totals.since(last)
         self._totals[o.index] = totals.copy()
         busy = busy_seconds(span)
+        if span.write_back:
+            self._write_back_spans[o.index] = span
+            return o.sample_time_s, None, None, busy
         if span.samples == 1:
             return (o.sample_time_s, sample_rate_bytes_s(o, self.rpc_bytes), o.write_latency_s,
                     busy)
         return o.sample_time_s, totals_rate_bytes_s(span, self.rpc_bytes), span.latency_s, busy
+
+    def _fold_write_back(self, index: int, span: WriteTotals, t: float | None) -> None:
+        """A write-back OST's look (:attr:`WriteTotals.write_back`: ZFS, timed by the OFD).
+        Its bytes went to memory at once and were paid for at the fsyncs that followed,
+        often in a later sample, so neither a span's bytes nor its RPC time alone says how
+        fast it writes (the guest's slowed vdev read fastest of four by both, in the span
+        its job's bytes went to memory). The estimate is the RPC size over the time per
+        RPC of a window that decays by ``1 - smoothing`` a look, time and RPCs summed
+        apart: a burst of quick RPCs and the slow fsync after it meet in the window."""
+        time_s, rpcs = self._write_back.get(index, (0.0, 0.0))
+        keep = 1.0 - self.smoothing
+        time_s, rpcs = keep * time_s + span.io_time_s, keep * rpcs + span.ios
+        self._write_back[index] = (time_s, rpcs)
+        if rpcs < MIN_TIMED_IOS or time_s <= 0:
+            return
+        est = self.rpc_bytes * rpcs / time_s
+        self.rate[index] = self.last_look[index] = est
+        self.latency[index] = time_s / rpcs
+        if t is not None:
+            self._evidence_s[index] = t
 
     def _relax(self, index: int, t: float | None) -> None:
         """No evidence in this sample: relax the rate toward the measured median."""
@@ -302,7 +332,8 @@ class OstRateTracker:
         ``lustre-alloc-ctl forget-speed`` after a slow drive was replaced)."""
         had = []
         for i in sorted({int(i) for i in indices}):
-            found = [table.pop(i, None) for table in (self.rate, self.latency, self.last_look)]
+            found = [table.pop(i, None) for table in (self.rate, self.latency, self.last_look,
+                                                      self._write_back)]
             self._evidence_s.pop(i, None)
             if any(v is not None for v in found):
                 had.append(i)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from lustre_alloc.mapper.state.write_time import BRW_STATS, WriteTime
+from lustre_alloc.mapper.state.write_time import BRW_STATS, OFD_STATS, WriteTime
 
 MIN_TIMED_IOS = 0.5
 """Fewest write RPCs that give a span a mean RPC time: the OFD's write RPCs come from a
@@ -43,6 +43,9 @@ class WriteTotals:
         bytes: bytes written (obdfilter ``write_bytes_per_s`` x the sample's span).
         bytes_span_s: seconds covered by samples with a write rate.
         time_s: the last sample's time, seconds (None before any).
+        ofd_ios: the ``ios`` timed by the OFD (a ZFS OST: brw_stats timed none), whose
+            bytes went to the OSD's write-back memory first (:attr:`write_back`).
+        ofd_time_s: the part of ``io_time_s`` the OFD timed (fsyncs included).
     """
     samples: int = 0
     ios: float = 0
@@ -52,6 +55,8 @@ class WriteTotals:
     bytes: float = 0.0
     bytes_span_s: float = 0.0
     time_s: float | None = None
+    ofd_ios: float = 0
+    ofd_time_s: float = 0.0
 
     def add(self, time_s: float, span_s: float, write_ios: float | None,
             latency_s: float | None, in_flight: float | None,
@@ -74,6 +79,9 @@ class WriteTotals:
         if write is not None and write.io_time_s > 0:
             self.ios += write.ios
             self.io_time_s += write.io_time_s
+            if write.source == OFD_STATS:
+                self.ofd_ios += write.ios
+                self.ofd_time_s += write.io_time_s
             if write.in_flight is not None and write.in_flight >= 1 and write.ios > 0:
                 self.flight_ios += write.ios
                 self.in_flight += write.ios * write.in_flight
@@ -91,7 +99,9 @@ class WriteTotals:
                            self.io_time_s - before.io_time_s,
                            self.flight_ios - before.flight_ios,
                            self.in_flight - before.in_flight, self.bytes - before.bytes,
-                           self.bytes_span_s - before.bytes_span_s, self.time_s)
+                           self.bytes_span_s - before.bytes_span_s, self.time_s,
+                           self.ofd_ios - before.ofd_ios,
+                           self.ofd_time_s - before.ofd_time_s)
 
     def copy(self) -> "WriteTotals":
         return replace(self)
@@ -110,3 +120,13 @@ class WriteTotals:
     def bytes_per_s(self) -> float | None:
         """Bytes written per second over the span (None: no write rate was sampled)."""
         return self.bytes / self.bytes_span_s if self.bytes_span_s > 0 else None
+
+    @property
+    def write_back(self) -> bool:
+        """Most timed write RPCs were timed by the OFD: the OST took the bytes into memory
+        (ZFS's dirty data) and paid for them at its txg syncs, so the bytes written over a
+        span say how fast the OST accepted them, not how fast it writes them out; the
+        RPC time with the fsyncs' time is the measure (:mod:`lustre_alloc.mapper.state.write_time`)."""
+        if self.ios > 0:
+            return 2 * self.ofd_ios >= self.ios
+        return self.ofd_time_s > 0          # an fsync of bytes written before the span
