@@ -208,6 +208,7 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
                         str(f)], check=True)
         interferer = subprocess.Popen([sys.executable, "-c", INTERFERER, str(f)], env=plain_env)
     sampler = Sampler(2.0).start()
+    t_warm = t_rounds = math.inf       # the warm-up's start and end, monotonic s
     try:
         with RealLustreStack(out / f"stack-{name}", steer=dict(STEER),
                              mapper_settings=dict(MAPPER)) as stack:
@@ -215,8 +216,10 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
             shim_env = dict(plain_env, LD_PRELOAD=str(SHIM), LUSTRE_ALLOC_MAPPER=stack.mapper,
                             LUSTRE_ALLOC_TIMEOUT_MS="2000",
                             LUSTRE_ALLOC_RECORD=str(out / f"shim-record-{name}.tsv"))
+            t_warm = time.monotonic()
             result["warmup_mib_s"], result["warmup_files"] = warm_up(mount, args.warmup_s,
                                                                       args.osts)
+            t_rounds = time.monotonic()
             print(json.dumps({"setup": name, "warmup_mib_s": result["warmup_mib_s"]}), flush=True)
             saved = lctl("get_param", "-n", osp_param(fsname, slow)).strip()
             for r in range(args.rounds):
@@ -269,10 +272,17 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
         if interferer is not None:
             interferer.kill()
             interferer.wait()
-    warm = [x for x in readings if x.t - readings[0].t <= args.warmup_s + 5] if readings else []
+    # the signals from the warm-up's start (the last reading before it is the baseline):
+    # before it the stack was starting and nothing was written
+    since = [x for x in readings if x.t >= t_warm]
+    before = [x for x in readings if x.t < t_warm][-1:] if since else []
+    loaded = before + since
+    warm = [x for x in loaded if x.t <= t_rounds + 2.0]
     result["signals_warmup"] = signal_table(warm, slow) if len(warm) > 1 else {}
-    result["signals_all"] = signal_table(readings, slow) if len(readings) > 1 else {}
+    result["signals_all"] = signal_table(loaded, slow) if len(loaded) > 1 else {}
     result["signal_readings_failed"] = sampler.failed
+    result["signal_readings"] = [{"t": x.t - (loaded[0].t if loaded else 0.0), "osts": x.osts,
+                                  "oss": x.oss} for x in loaded]
     summary = {}
     for mode in MODES[1:]:
         ratios = []
@@ -281,6 +291,8 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
             if mode in t and "lustre" in t:
                 ratios.append(t[mode] / t["lustre"])
         lo, hi = interval95(ratios)
+        if not ratios:
+            continue
         summary[mode] = {"per_round": ratios, "mean": statistics.fmean(ratios) if ratios else None,
                          "median": statistics.median(ratios) if ratios else None,
                          "ci95": [lo, hi]}

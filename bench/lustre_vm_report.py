@@ -1,0 +1,152 @@
+"""The tables of docs/lustre-vm.md ("Placement with a slow OST") from the placement bench's
+results and the simulator's predictions:
+
+    python bench/lustre_vm_report.py docs/lustre-vm-placement
+
+reads ``measured-<setup>.json`` (bench/lustre_vm_placement.py's ``placement-<setup>.json``)
+and ``predicted-<setup>.json`` (bench/lustre_vm_simulated.py's ``--write``) for each setup
+of bench/lustre_vm_setups.toml and prints, in markdown: per setup the job's time under
+each mode as a ratio to Lustre's in the same round (mean and 95% interval over the rounds)
+beside the prediction; the files each mode put on the slow OST; the goal's test (the
+default and steering capture at least 0.8 of a hand drain's gain where it gains 10% or
+more); and the signals table (each statistic's slow-OST ratio to the median of the others).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETUPS = ROOT / "bench" / "lustre_vm_setups.toml"
+MODES = ("drain", "shim", "steer")
+LABEL = {"drain": "hand drain", "shim": "default under the shim", "steer": "steering alone"}
+
+
+def _fmt(x: float | None, spec: str = ".2f") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def _ci(row: dict) -> str:
+    lo, hi = row.get("ci95") or (None, None)
+    return f"{_fmt(row.get('mean'))} ({_fmt(lo)}-{_fmt(hi)})"
+
+
+def _pred(pred: dict | None, mode: str) -> str:
+    if not pred:
+        return "-"
+    p = pred["ratio_to_lustre"].get(mode, {})
+    half = p.get("ci95")
+    return _fmt(p.get("mean")) + (f" +- {half:.2f}" if half else "")
+
+
+def setup_table(name: str, measured: dict, pred: dict | None) -> list[str]:
+    slow = measured["slow_ost"]
+    lines = [f"**{name}** ({measured['stands_for']}); Lustre's job "
+             f"{_fmt(statistics.fmean(measured['lustre_s']), '.1f')} s on average "
+             f"({', '.join(_fmt(x, '.1f') for x in measured['lustre_s'])}):", "",
+             "| mode | measured / Lustre, mean (95% interval) | per round | predicted | "
+             f"files on OST{slow} (of {_files(measured)}) |",
+             "|---|---|---|---|---|"]
+    on_slow = _on_slow(measured)
+    lines.append(f"| Lustre's allocator | 1 | - | 1 | {on_slow.get('lustre', '-')} |")
+    for mode in MODES:
+        row = measured["ratio_to_lustre"].get(mode)
+        if not row:
+            continue
+        per = ", ".join(_fmt(x) for x in row["per_round"])
+        lines.append(f"| {LABEL[mode]} | {_ci(row)} | {per} | {_pred(pred, mode)} | "
+                     f"{on_slow.get(mode, '-')} |")
+    if pred:
+        lines.append(f"| oracle (simulated only) | - | - | {_pred(pred, 'oracle')} | - |")
+    lines += ["", goal(measured), ""]
+    fb = measured.get("fallbacks") or {}
+    used = {k.split('reason="')[1].rstrip('"}'): int(v) for k, v in fb.items() if v}
+    lines.append(f"Fallbacks of the mapper over the setup: {used or 'none'}.")
+    return lines
+
+
+def _files(measured: dict) -> int:
+    a = measured["args"]
+    return a["writers"] * a["files"]
+
+
+def _on_slow(measured: dict) -> dict[str, str]:
+    slow = str(measured["slow_ost"])
+    out: dict[str, list[int]] = {}
+    for r in measured["rounds"]:
+        out.setdefault(r["mode"], []).append(int(r.get("osts", {}).get(slow, 0)))
+    return {m: "/".join(str(x) for x in v) for m, v in out.items()}
+
+
+def goal(measured: dict) -> str:
+    """The issue's goal on one setup, in one sentence."""
+    r = measured["ratio_to_lustre"]
+    drain = r.get("drain", {}).get("mean")
+    if drain is None:
+        return "No hand drain measured."
+    gain = 1 - drain
+    if gain < 0.10:
+        return (f"The hand drain gains {gain:+.0%} (< 10%): no headroom here, the setup "
+                "counts for nothing in the goal.")
+    bar = 1 - 0.8 * gain
+    parts = []
+    for mode in ("shim", "steer"):
+        m = r.get(mode, {}).get("mean")
+        if m is None:
+            continue
+        share = (1 - m) / gain
+        parts.append(f"{LABEL[mode]} {m:.2f}: {share:.0%} of the drain's gain, "
+                     f"{'meets' if m <= bar else 'misses'} the bar of {bar:.2f}")
+    return (f"The hand drain takes {gain:.0%} off the job (headroom); goal: a ratio <= "
+            f"{bar:.2f}. " + "; ".join(parts) + ".")
+
+
+def signals_table(results: dict[str, dict]) -> list[str]:
+    """Each statistic: the slow OST's value over the median of the others over the warm-up
+    and over the whole setup, per setup, and when it first stayed beyond 2x."""
+    names = list(results)
+    head = "| statistic | " + " | ".join(f"{n}: warm-up / whole setup (shows after s)"
+                                          for n in names) + " |"
+    lines = [head, "|---|" + "---|" * len(names)]
+    stats = next(iter(results.values())).get("signals_all", {})
+    for key, row in stats.items():
+        cells = []
+        for n in names:
+            w = results[n].get("signals_warmup", {}).get(key, {})
+            a = results[n].get("signals_all", {}).get(key, {})
+            wl = list((w.get("ratios") or {}).values())
+            al = list((a.get("ratios") or {}).values())
+            shows = a.get("shows_after_s")
+            cells.append(f"{_fmt(wl[-1] if wl else None)} / {_fmt(al[-1] if al else None)} "
+                         f"({_fmt(shows, '.0f') if shows is not None else 'never'})")
+        lines.append(f"| {row['what']} ({row['unit']}) | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=Path, help="measured-<setup>.json and predicted-<setup>.json")
+    args = ap.parse_args()
+    setups = tomllib.loads(SETUPS.read_text())
+    results = {}
+    for name in setups:
+        f = args.folder / f"measured-{name}.json"
+        if not f.exists():
+            continue
+        measured = json.loads(f.read_text())
+        p = args.folder / f"predicted-{name}.json"
+        pred = json.loads(p.read_text()) if p.exists() else None
+        print("\n".join(setup_table(name, measured, pred)) + "\n")
+        results[name] = measured
+    if results:
+        print("\n".join(signals_table(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
