@@ -48,6 +48,7 @@ def test_the_mapper_ranks_the_slowed_ost_slowest_and_keeps_new_files_off_it(tmp_
     slow = int(SLOW.split(":")[0])
     work = Path(MOUNT) / "slow-ost"
     subprocess.run(["rm", "-rf", str(work)], check=True)
+    work.mkdir()
     # the MDS CPU gate reads this one node's CPU (the writers'), and the round budget is
     # wall time on an emulated CPU: bench/lustre_vm_placement.py MAPPER says why
     stack = RealLustreStack(tmp_path / "stack", fsname=FSNAME,
