@@ -110,7 +110,7 @@ def signals_table(results: dict[str, dict]) -> list[str]:
     """Each statistic: the slow OST's value over the median of the others over the warm-up
     and over the whole setup, per setup, and when it first stayed beyond 2x."""
     names = list(results)
-    head = "| statistic | " + " | ".join(f"{n}: warm-up / whole setup (shows after s)"
+    head = "| statistic (unit), slow OST over the median of the others | " + " | ".join(f"{n}: warm-up / whole setup (2x from s)"
                                           for n in names) + " |"
     lines = [head, "|---|" + "---|" * len(names)]
     stats = next(iter(results.values())).get("signals_all", {})
