@@ -29,6 +29,12 @@ median of the others (no evidence it differs), and an OST's first RPC-timed samp
 the median of the OSTs measured before falls from it by the same smoothing; with no evidence at all every OST gets
 ``default_rate_bytes_s``.
 
+Which counter gives an RPC's time depends on the OSD
+(:mod:`lustre_alloc.mapper.state.write_time`): brw_stats on ldiskfs, the OFD's write and
+sync service times on ZFS. A ZFS OST takes the bytes into memory and pays for them at its
+txg syncs, so its bytes over a look and its quick RPCs are no bounds at all; its estimate
+is folded apart (:meth:`OstRateTracker._fold_write_back`).
+
 An OSS's shared limit (its LNet link) is measured the same way when it shows: the bytes
 its OSTs wrote per second over its LNet load fraction (:meth:`OstRateTracker.update_oss`).
 """
