@@ -51,13 +51,12 @@ SETUPS = ROOT / "bench" / "lustre_vm_setups.toml"
 MODES = ("lustre", "drain", "shim", "steer")
 STEER = {"mode": "off", "confirm_s": 10.0, "max_fraction": 0.25}
 """The bench's steering: off until a steer round (see the module's docstring)."""
-JOBID_VAR = "procname_uid"
-"""Lustre's job statistics on, as sites run them (``lctl set_param jobid_var``; a batch
-system's variable there, the process name and uid here: the guest has no scheduler). The
-mapper learns each job's bytes per file from them (lustre_alloc/mapper/state/job_sizes.py);
-without them every create under the shim is unsized, weighs nothing in the flow, and the
-flow put 11-13 of 24 files on one fast OST in a run (docs/lustre-vm.md). ``--jobid-var ""``
-leaves the guest's setting."""
+JOBID_VAR = ""
+"""Lustre's ``jobid_var`` for the setup ("" leaves the guest's, which keeps no job
+statistics). ``--jobid-var procname_uid`` turns them on as sites run them (a batch
+system's variable there): the mapper then learns each job's bytes per file
+(lustre_alloc/mapper/state/job_sizes.py). A replicate of slow-vdev and control with them on
+is in docs/lustre-vm.md."""
 MAPPER = {"mds_cpu_limit_percent": 100.0, "round_budget_s": 0.25}
 """Two gates that read this guest, not an MDS: the MDS CPU gate (70 %) reads the whole
 node's CPU, the job's writers' on this one-node file system (it sent 23 of 24 leases to
@@ -328,7 +327,8 @@ def main() -> int:
                     help="longest wait for the steering to act before a steer round, s")
     ap.add_argument("--creates", type=int, default=0)
     ap.add_argument("--jobid-var", default=JOBID_VAR,
-                    help=f"Lustre's jobid_var for the setup (default {JOBID_VAR}; '' leaves it)")
+                    help="Lustre's jobid_var for the setup, e.g. procname_uid (default: the "
+                         "guest's)")
     ap.add_argument("--osts", type=int, default=4)
     args = ap.parse_args()
     setups = tomllib.loads(SETUPS.read_text())
