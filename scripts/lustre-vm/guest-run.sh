@@ -31,14 +31,21 @@ mkdir -p /data "$mnt"
 rm -f /etc/zfs/zpool.cache
 mkfs.lustre --mgs --mdt --fsname=$fsname --index=0 --backfstype=zfs --device-size=1048576 \
     lustre-mdt0/mdt0 /data/mdt0.img >/dev/null
-slow_index=${LUSTRE_VM_SLOW_OST%%:*}
-slow_ms=${LUSTRE_VM_SLOW_OST#*:}
+# One OST (OST1, or LUSTRE_VM_SLOW_OST's) always has its vdev behind dm-delay, at 0 ms
+# unless LUSTRE_VM_SLOW_OST slows it once Lustre is up: the tier's slow-OST test slows it
+# itself (tests/lustre/test_slow_ost_placement.py) and restores it after.
+slow_index=1 slow_ms=0
+if [ -n "${LUSTRE_VM_SLOW_OST:-}" ]; then
+    slow_index=${LUSTRE_VM_SLOW_OST%%:*}
+    slow_ms=${LUSTRE_VM_SLOW_OST#*:}
+fi
 for i in $(seq 0 $((nost - 1))); do
     dev=/data/ost$i.img
-    if [ -n "${LUSTRE_VM_SLOW_OST:-}" ] && [ "$i" = "$slow_index" ]; then
+    if [ "$i" = "$slow_index" ]; then
         # this OST's vdev file on an ext4 behind device-mapper's delay target (a file vdev:
         # ZFS would partition a whole disk and wait for udev, which this guest does not run):
-        # 0 ms while it is formatted and mounted, slow_ms once everything is up
+        # 0 ms while it is formatted and mounted, slow_ms once everything is up; the ext4
+        # is mounted sync only while slowed, so that each vdev write meets the delay
         truncate -s 3G /data/slow.img
         modprobe loop
         loop=$(losetup --find --show /data/slow.img)
@@ -49,7 +56,11 @@ for i in $(seq 0 $((nost - 1))); do
         dmsetup mknodes "slow-ost$i"
         mkfs.ext4 -q "/dev/mapper/slow-ost$i"
         mkdir -p /data/slow
-        mount -o sync "/dev/mapper/slow-ost$i" /data/slow
+        if [ "$slow_ms" != 0 ]; then
+            mount -o sync "/dev/mapper/slow-ost$i" /data/slow
+        else
+            mount "/dev/mapper/slow-ost$i" /data/slow
+        fi
         dev=/data/slow/ost$i.img
     fi
     mkfs.lustre --ost --fsname=$fsname --index="$i" --mgsnode="$nid" --backfstype=zfs \
@@ -68,13 +79,14 @@ for _ in $(seq 1 600); do
     sleep 0.5
 done
 say "Lustre $(lctl get_param -n version 2>/dev/null | head -1) mounted at $mnt ($n OSTs ready)"
-if [ -n "${LUSTRE_VM_SLOW_OST:-}" ]; then
+if [ "$slow_ms" != 0 ]; then
     dmsetup suspend --noudevsync "slow-ost$slow_index"
     dmsetup load --noudevsync "slow-ost$slow_index" --table "$slow_table $slow_ms"
     dmsetup resume --noudevsync "slow-ost$slow_index"
     say "OST$slow_index: every I/O of its vdev delayed ${slow_ms} ms"
 fi
 
+export LUSTRE_VM_DELAYED_OST="$slow_index:slow-ost$slow_index:$slow_table"
 export LUSTRE_VM=1 LUSTRE_MOUNT=$mnt LUSTRE_FSNAME=$fsname LUSTRE_NID=$nid OUT=/out
 export PYTHONPATH=/src PYTHONDONTWRITEBYTECODE=1
 mapfile -d '' cmd </out/cmd

@@ -1,11 +1,9 @@
 """A slow OST on a real Lustre: after a warm-up that writes to every OST, the mapper ranks
 the slowed OST slowest from what the collectors read, and the shim's next files keep off it.
 
-Runs in a guest booted with a slowed OST (bench/lustre_vm_setups.toml, setup slow-vdev)::
-
-    LUSTRE_VM_SLOW_OST=1:50 LUSTRE_VM_ZFS_DIRTY_MAX=16777216 bash scripts/lustre-vm.sh test
-
-On ZFS the slowness is invisible to brw_stats (osd-zfs times no write); the OFD's write
+The OST is slowed as bench/lustre_vm_setups.toml's slow-vdev slows it, by the test itself
+(guest-run.sh keeps one OST's vdev behind dm-delay at 0 ms) or at boot
+(``LUSTRE_VM_SLOW_OST=1:50 LUSTRE_VM_ZFS_DIRTY_MAX=16777216``). On ZFS the slowness is invisible to brw_stats (osd-zfs times no write); the OFD's write
 and sync service times show it (lustre_alloc/mapper/state/write_time.py)."""
 from __future__ import annotations
 
@@ -25,10 +23,40 @@ from lustre_alloc.livestack.stack import read_metrics
 from .conftest import FSNAME, MOUNT, N_OSTS, SHIM, rule, sh, wait_for
 from .test_shim import first_osts, layout
 
-SLOW = os.environ.get("LUSTRE_VM_SLOW_OST", "")
-pytestmark = pytest.mark.skipif(
-    not SLOW, reason="needs a slowed OST: boot with LUSTRE_VM_SLOW_OST=1:50 "
-                     "LUSTRE_VM_ZFS_DIRTY_MAX=16777216 (bench/lustre_vm_setups.toml, slow-vdev)")
+DELAYED = os.environ.get("LUSTRE_VM_DELAYED_OST", "1:slow-ost1:")
+"""``index:dm device:table without its delay`` of the OST guest-run.sh put behind dm-delay."""
+DIRTY_MAX = Path("/sys/module/zfs/parameters/zfs_dirty_data_max")
+SLOW_MS, SLOW_DIRTY_MAX = 50, 16 << 20
+"""The slow-vdev setup of bench/lustre_vm_setups.toml: 50 ms per I/O, a 16 MiB dirty limit."""
+
+
+def dm_delay(device: str, table: str, ms: int) -> None:
+    """Load ``ms`` of delay into the dm-delay ``device`` (no udev in the guest)."""
+    for step in (["suspend"], ["load", "--table", f"{table} {ms}"], ["resume"]):
+        sh("dmsetup", step[0], "--noudevsync", device, *step[1:])
+
+
+@pytest.fixture
+def slowed_ost():
+    """OST index slowed as slow-vdev slows it: the guest's setting when it was booted so
+    (``LUSTRE_VM_SLOW_OST``), else done here (the ext4 under its vdev remounted ``sync``,
+    50 ms on its dm-delay device, ZFS's dirty limit 16 MiB) and undone after."""
+    index, device, table = DELAYED.split(":", 2)
+    if os.environ.get("LUSTRE_VM_SLOW_OST"):
+        yield int(index)
+        return
+    dirty = DIRTY_MAX.read_text().strip()
+    sh("mount", "-o", "remount,sync", "/data/slow")
+    dm_delay(device, table, SLOW_MS)
+    DIRTY_MAX.write_text(str(SLOW_DIRTY_MAX))
+    try:
+        yield int(index)
+    finally:
+        DIRTY_MAX.write_text(dirty)
+        dm_delay(device, table, 0)
+        sh("mount", "-o", "remount,async", "/data/slow")
+
+
 FILES = 20
 
 
@@ -44,8 +72,9 @@ def warm_up(root: Path, rounds: int = 4, mib: int = 4) -> None:
                "status=none")
 
 
-def test_the_mapper_ranks_the_slowed_ost_slowest_and_keeps_new_files_off_it(tmp_path):
-    slow = int(SLOW.split(":")[0])
+def test_the_mapper_ranks_the_slowed_ost_slowest_and_keeps_new_files_off_it(tmp_path,
+                                                                            slowed_ost):
+    slow = slowed_ost
     work = Path(MOUNT) / "slow-ost"
     subprocess.run(["rm", "-rf", str(work)], check=True)
     work.mkdir()
