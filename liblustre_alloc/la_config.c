@@ -237,6 +237,8 @@ static void la_init_once(void)
 		la_copy(la_cfg.record, sizeof(la_cfg.record), s);
 	la_cfg.lease = (int)la_env_long("LUSTRE_ALLOC_LEASE", 1, 0, 1);
 	la_cfg.sizes = (int)la_env_long("LUSTRE_ALLOC_SIZES", 0, 0, 1);
+	s = getenv("LUSTRE_ALLOC_START");
+	la_cfg.start_at_load = s && strcmp(s, "load") == 0;
 	la_cfg.pfl_all = (int)la_env_long("LUSTRE_ALLOC_PFL_ALL", 0, 0, 1);
 	la_cfg.cache_s = (int)la_env_long("LUSTRE_ALLOC_CACHE_S",
 					  LA_DEFAULT_CACHE_S, 0, 86400);
@@ -244,7 +246,9 @@ static void la_init_once(void)
 	la_read_paths();
 	la_curve_load();
 	pthread_atfork(NULL, NULL, la_atfork_child);
-	if (la_cfg.enabled)
+	/* A process that never creates a file in scope never loads libzmq
+	 * nor starts the helper (la_create.c starts it at the first create). */
+	if (la_cfg.enabled && la_cfg.start_at_load)
 		la_helper_start();
 	la_in_shim--;
 }

@@ -74,6 +74,11 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	d->shadow_token = 0;
 	d->ncomp = 0;
 	d->pfl = NULL;
+	/* The first create in scope that asks the mapper starts the helper
+	 * (and loads libzmq): the one step of the create path that is not
+	 * async-signal-safe (docs/client.md, "Threads, fork and signals"). */
+	if (!la_helper_running() && !(di->untouched && !(hint && hint->stripe_count)))
+		la_helper_start();
 	if (di->untouched && !(hint && hint->stripe_count)) {
 		/* a default the admin wants Lustre to apply as it is */
 		strcpy(d->reason, di->untouched == LA_DIR_SEL ? "dir_sel"

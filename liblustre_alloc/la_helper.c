@@ -519,7 +519,7 @@ void la_helper_start(void)
 	if (la_helper_running() || !la_cfg.mapper[0])
 		return;
 	pthread_mutex_lock(mu);
-	if (la_helper_running())
+	if (la_helper_running() || la_libs_load() != 0)
 		goto out;
 	if (la_efd < 0) {
 		struct stat st;

@@ -70,6 +70,7 @@ struct la_config {
 	int cache_s;               /* LUSTRE_ALLOC_CACHE_S, 0 = no cache */
 	int lease;                 /* LUSTRE_ALLOC_LEASE: 1 lease layouts ahead (v2) */
 	int sizes;                 /* LUSTRE_ALLOC_SIZES=1: report file sizes at close (v2) */
+	int start_at_load;         /* LUSTRE_ALLOC_START=load: helper at load, not at the first create */
 	char job[256];             /* resolved application id */
 	int stripe_count;          /* LUSTRE_ALLOC_STRIPE_COUNT, 0 = not given */
 	uint64_t stripe_size;      /* LUSTRE_ALLOC_STRIPE_SIZE, 0 = not given */
@@ -394,6 +395,10 @@ LA_HIDDEN size_t la_pack_sizes(char *buf, size_t cap, uint64_t id,
 enum { LA_SZ_SENT, LA_SZ_DROPPED, LA_SZ_N };
 LA_HIDDEN uint64_t la_sizes_stat(int which);
 
+/* ---- libzmq and libmsgpack-c, dlopen()ed at the helper's start (la_libs.c) ---- */
+/* 0: loaded (now or before); -1: they cannot be (one line on stderr, once). */
+LA_HIDDEN int la_libs_load(void);
+
 /* ---- the helper thread (la_helper.c) ---- */
 #define LA_REQ_MAX (LA_PATH_MAX + 1024)
 struct la_call {
@@ -405,8 +410,10 @@ struct la_call {
 	char req[LA_REQ_MAX];    /* the packed request */
 	struct la_decision d;    /* the helper's answer */
 };
-/* Start the helper if it does not run in this process (not signal-safe:
- * called from la_init, the explicit API and the fork child handler). */
+/* Start the helper if it does not run in this process, loading libzmq and
+ * libmsgpack-c first (la_libs_load()).  Not signal-safe: called from the
+ * first create in scope (la_create.c), la_init with LUSTRE_ALLOC_START=load,
+ * the explicit API and the fork child handler. */
 LA_HIDDEN void la_helper_start(void);
 LA_HIDDEN int la_helper_running(void);
 /* Claim a call slot (NULL: all busy or no helper), then la_helper_wait. */

@@ -77,8 +77,12 @@ def test_sigalrm_handler_creates_2000_files_while_main_thread_is_in_malloc(shim_
                                                                             standin):
     """open(O_CREAT) is async-signal-safe in libc; under the shim too.  A timer every 500 us
     (longer than one create with the stand-in mapper, so the main thread runs, inside malloc,
-    between two handlers); an earlier shim aborted or hung here in 3 of 3 runs."""
-    shim = shim_run_factory(standin("normal").endpoint, LUSTRE_ALLOC_TIMEOUT_MS="2000")
+    between two handlers); an earlier shim aborted or hung here in 3 of 3 runs. The
+    program's first create is a handler's, so the helper starts at load
+    (``LUSTRE_ALLOC_START=load``): starting it at the first create (dlopen, pthread_create)
+    is the one step that is not signal-safe (docs/client.md)."""
+    shim = shim_run_factory(standin("normal").endpoint, LUSTRE_ALLOC_TIMEOUT_MS="2000",
+                            LUSTRE_ALLOC_START="load")
     prog = LIBDIR / "tests" / "la_signal_creates"
     for run in range(3):
         data = shim.data / f"run{run}"

@@ -63,13 +63,11 @@ def python(code: str, env: dict[str, str], user: int | None = None) -> dict:
             "print('OUT ' + json.dumps(out))\n")
     cmd = [sys.executable, "-c", prog]
     if user is not None:
-        # the shim preloaded below the privilege drop: setpriv drops the capabilities of
-        # its main thread only, and glibc's setxid then aborts when the shim's helper
-        # thread cannot follow (nptl_setxid.c setxid_error())
-        env = dict(env)
-        preload = env.pop("LD_PRELOAD", "")
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
-               "env", f"LD_PRELOAD={preload}"] + cmd
+        # setpriv itself runs under the shim: it creates nothing, so the shim starts no
+        # helper thread in it, and glibc's setxid has no thread that cannot follow the
+        # privilege drop (nptl_setxid.c setxid_error(): it aborted while the helper
+        # started at load; docs/client.md)
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] + cmd
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     return __import__("json").loads([x for x in p.stdout.splitlines()
