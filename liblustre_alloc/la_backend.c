@@ -190,6 +190,7 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 			    struct la_outcome *out)
 {
 	const char *pool = rq->pool;
+	size_t len = 0;
 	int fd, e, e2;
 
 	out->got_count = 0;
@@ -207,9 +208,22 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 	if (fd < 0)
 		return -1; /* EEXIST: caller opens normally */
 	if (!d->pfl)
-		la_build_lum(lum, rq->stripe_size_lustre ? 0 : d->stripe_size,
-			     d->count, d->osts, pool && *pool ? pool : NULL);
+		len = la_build_lum(lum, rq->stripe_size_lustre ? 0 : d->stripe_size,
+				   d->count, d->osts, pool && *pool ? pool : NULL);
 	e = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ? 0 : errno;
+	if (e == 0 && len) {
+		/* A SETSTRIPE that succeeds hands back the layout Lustre made
+		 * in the caller's buffer (llite/file.c ll_lov_setstripe():
+		 * ll_layout_refresh() then ll_file_getstripe(); lov_pack.c
+		 * lov_getstripe(): for a LOV_USER_MAGIC_SPECIFIC request the
+		 * whole v1/v3 layout, up to the request's size, which a
+		 * shortened list fits; 2.15.8 and 2.17.0).  What it gave is
+		 * read from there: a GETSTRIPE more cost an RPC. */
+		out->got_count = la_parse_file_layout(lum, len, out->got,
+						      LA_MAX_STRIPES,
+						      &out->got_size);
+		out->got_known = out->got_count > 0;
+	}
 	if (e == 0 ||
 	    la_lustre_layout_after_refusal(dirfd, path, fd, lum, out) > 0) {
 		out->applied = 1;

@@ -57,7 +57,7 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 {
 	const struct la_backend *be =
 		di->is_lustre ? &la_backend_lustre : &la_backend_record;
-	struct la_outcome out = { 0, 0, LA_NOT_REFUSED, "", w->got, 0, 0 };
+	struct la_outcome out = { 0, 0, LA_NOT_REFUSED, "", w->got, 0, 0, 0 };
 	struct la_decision *d = &w->d;
 	struct la_record_line rec;
 	struct la_request rq;
@@ -120,7 +120,9 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 		 * than a list names (lod_qos.c caps the count at the OSTs it
 		 * counts active, for a few seconds after one returns) */
 		if (fd >= 0 && !d->pfl) {
-			out.got_count = be->read_back(fd, w->u.lum, &out);
+			if (!out.got_known)
+				out.got_count = be->read_back(fd, w->u.lum,
+							      &out);
 			if (out.got_count > 0 && out.applied && !out.reason[0] &&
 			    (out.got_count != d->count ||
 			     memcmp(out.got, d->osts,

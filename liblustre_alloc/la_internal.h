@@ -466,6 +466,7 @@ struct la_outcome {
 	char reason[64];    /* why not, when the backend fell back */
 	uint32_t *got;      /* LA_MAX_STRIPES: the OSTs Lustre gave the file */
 	int got_count;      /* read back: stripes in got, 0 not read */
+	int got_known;      /* got came back with the SETSTRIPE: no read-back */
 	uint64_t got_size;  /* read back: its stripe size, bytes */
 };
 struct la_backend {

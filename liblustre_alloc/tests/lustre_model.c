@@ -671,7 +671,54 @@ static size_t lm_lum_len(const void *lum)
 	return 0;
 }
 
-static int lm_setstripe(int fd, const void *lum)
+/* LUSTRE_MODEL_CALLS=FILE: one line per layout ioctl on a file ("SETSTRIPE
+ * path", "GETSTRIPE path"), for tests that count what a create asks of the
+ * MDS (on Lustre a GETSTRIPE may cost a layout lock enqueue). */
+static void lm_log_call(const char *what, const char *p, const struct stat *st)
+{
+	const char *log = getenv("LUSTRE_MODEL_CALLS");
+	char line[PATH_MAX + 32];
+	int fd, n;
+
+	if (!log || !*log || S_ISDIR(st->st_mode))
+		return;
+	n = snprintf(line, sizeof(line), "%s %s\n", what, p);
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (n > 0 && write(fd, line, (size_t)n) < 0)
+		n = 0;
+	real_close(fd);
+}
+
+/* llite/file.c ll_lov_setstripe(): after a successful SETSTRIPE, lmm_stripe_count
+ * is zeroed, the layout refreshed and ll_file_getstripe() writes it into the
+ * caller's buffer, at most the request's size; lov_pack.c lov_getstripe():
+ * for a v1/v3 request only the header (its size at stripe count 0), for any
+ * other magic (SPECIFIC, COMP_V1) the whole layout up to that size (2.15.8
+ * and 2.17.0). */
+static void lm_setstripe_answer(const char *p, void *lum, size_t len)
+{
+	static __thread unsigned char buf[LM_BUF];
+	ssize_t n = getxattr(p, LM_LOV, buf, sizeof(buf));
+	uint32_t magic;
+
+	if (n <= 0)
+		return;
+	memcpy(&magic, lum, 4);
+	if (magic == LA_LOV_USER_MAGIC_V1 || magic == LA_LOV_USER_MAGIC_V3) {
+		uint32_t got;
+
+		memcpy(&got, buf, 4);
+		if (got != LA_LOV_USER_MAGIC_V1 && got != LA_LOV_USER_MAGIC_V3)
+			return; /* a composite result: lov_getstripe() picks a component */
+		len = magic == LA_LOV_USER_MAGIC_V1 ? sizeof(struct la_lov_user_md_v1)
+						    : sizeof(struct la_lov_user_md_v3);
+	}
+	memcpy(lum, buf, (size_t)n < len ? (size_t)n : len);
+}
+
+static int lm_setstripe(int fd, void *lum)
 {
 	char p[PATH_MAX];
 	struct stat st;
@@ -682,6 +729,7 @@ static int lm_setstripe(int fd, const void *lum)
 		return -EINVAL;
 	if (lm_fd_path(fd, p) != 0 || fstat(fd, &st) != 0)
 		return -EBADF;
+	lm_log_call("SETSTRIPE", p, &st);
 	if (S_ISDIR(st.st_mode)) {
 		uint32_t magic;
 
@@ -714,6 +762,8 @@ static int lm_setstripe(int fd, const void *lum)
 		}
 	}
 	rc = lm_set_layout(fd, p, lum, len);
+	if (rc == 0)
+		lm_setstripe_answer(p, lum, len);
 	return rc;
 }
 
@@ -727,6 +777,7 @@ static int lm_getstripe(int fd, void *arg)
 
 	if (lm_fd_path(fd, p) != 0 || fstat(fd, &st) != 0)
 		return -EBADF;
+	lm_log_call("GETSTRIPE", p, &st);
 	/* a descriptor still waiting for its layout (never refreshed) */
 	if (fd < LM_FDS && lm_stash[fd] > 0)
 		return -ENODATA;

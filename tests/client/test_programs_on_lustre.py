@@ -241,3 +241,22 @@ out['written'] = os.write(fd, b"x")
     assert (rec["result"], rec["reason"]) == ("layout", "setstripe_late:13"), rec
     assert [int(x) for x in rec["osts"].split(",")] == model.layout(path).osts
     assert rec["osts"] == rec["asked"]
+
+
+def test_a_placed_create_reads_its_layout_from_the_setstripe_answer(model, mapper, tmp_path):
+    """llite/file.c ll_lov_setstripe() hands the layout it made back in the SETSTRIPE
+    buffer; the shim records it from there. On Lustre a GETSTRIPE more could cost the MDS
+    a layout lock enqueue per create (bench/lustre_vm_create_rpcs.py). A refused list (a
+    drained OST named) is still read back through a new open."""
+    calls, record = tmp_path / "calls.log", tmp_path / "rec.tsv"
+    env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint, LUSTRE_ALLOC_RECORD=str(record),
+                    LUSTRE_ALLOC_TIMEOUT_MS="5000", LUSTRE_MODEL_CALLS=str(calls))
+    files = _python_writes(model, env, 12, 4096)
+    _check(model, files)
+    lines = calls.read_text().splitlines()
+    recs = {r["path"]: r for r in parse_records(record)}
+    placed = [f for f in files if recs[str(f)]["reason"] == ""]
+    assert len(placed) >= 6
+    for f in placed:
+        assert [line for line in lines if line.endswith(f" {f}")] == [f"SETSTRIPE {f}"]
+        assert recs[str(f)]["osts"] == ",".join(map(str, model.layout(f).osts))
