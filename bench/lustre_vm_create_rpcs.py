@@ -145,9 +145,10 @@ def mdtest(directory: Path, n: int, env: dict) -> dict | None:
                        env=env, capture_output=True, text=True, timeout=1800)
     if p.returncode != 0:
         return {"error": p.stderr[-2000:]}
-    m = re.search(r"File creation\s*:\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)", p.stdout)
+    m = re.search(r"File creation\s*:?\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)", p.stdout)
     return {"creates_per_s_max_min_mean": [float(x) for x in m.groups()] if m else None,
-            "mdc_per_create": delta(mdc_stats(), before, 2 * n)}
+            "mdc_per_create": delta(mdc_stats(), before, 2 * n),
+            "summary": [line for line in p.stdout.splitlines() if "File " in line]}
 
 
 def main() -> int:

@@ -260,3 +260,25 @@ def test_a_placed_create_reads_its_layout_from_the_setstripe_answer(model, mappe
     for f in placed:
         assert [line for line in lines if line.endswith(f" {f}")] == [f"SETSTRIPE {f}"]
         assert recs[str(f)]["osts"] == ",".join(map(str, model.layout(f).osts))
+
+
+@pytest.mark.parametrize("lease", ["0", "1"], ids=["per-create", "leased"])
+def test_an_existing_file_opened_with_o_creat_is_the_applications_own_open(model, mapper,
+                                                                            tmp_path, lease):
+    """No existence check before the create (on Lustre it cost the MDS two RPCs a file):
+    the shim's O_EXCL create meets the existing file, and the application's own open
+    (O_TRUNC here) does what plain Lustre does: no SETSTRIPE, no record, layout kept."""
+    calls, record = tmp_path / "calls.log", tmp_path / "rec.tsv"
+    env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=mapper.endpoint, LUSTRE_ALLOC_RECORD=str(record),
+                    LUSTRE_ALLOC_TIMEOUT_MS="5000", LUSTRE_MODEL_CALLS=str(calls),
+                    LUSTRE_ALLOC_LEASE=lease)
+    (f,) = _python_writes(model, env, 1, 4096)
+    before = model.layout(f).osts
+    calls.unlink()
+    record.unlink()
+    code = f"with open('{f}', 'w') as g:\n    g.write('short')\n"
+    p = _run(["python3", "-c", code], env)
+    assert p.returncode == 0, p.stderr
+    assert f.read_text() == "short" and model.layout(f).osts == before
+    assert not calls.exists() or "SETSTRIPE" not in calls.read_text()
+    assert not record.exists() or parse_records(record) == []

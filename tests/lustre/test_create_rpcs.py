@@ -1,0 +1,77 @@
+"""A create under the shim costs the MDS no more RPCs than the same create by liblustreapi.
+
+``llapi_layout_file_create()`` naming the OST is what a program that sets its own layout
+pays (an open with ``O_LOV_DELAY_CREATE``, the SETSTRIPE's intent open and its close, the
+close: ``llite/file.c`` ``ll_lov_setstripe_ea_info()``); the shim does the same. The count
+is the client's ``mdc.*.stats`` over N creates, by RPC type (bench/lustre_vm_create_rpcs.py
+measures the same with rates; docs/lustre-vm.md, "What a create costs the MDS"). A count,
+not a time.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lustre_alloc.collectors.readers.stats_file import parse_stats
+from lustre_alloc.selftest.responder import ListResponder
+
+from .conftest import PROJECT, SHIM, rule, sh
+
+N = 60
+ANCHOR = PROJECT / "bench" / "lustre_create_anchor.c"
+GAUGES = {"req_waittime", "req_active", "req_qdepth"}
+
+
+def mdc_rpcs() -> dict[str, int]:
+    total: dict[str, int] = {}
+    for path in sh("lctl", "list_param", "-p", "mdc.*.stats").stdout.split():
+        for name, c in parse_stats(Path(path).read_text()).counters.items():
+            if name not in GAUGES:
+                total[name] = total.get(name, 0) + int(c.samples)
+    return total
+
+
+def rpcs_per_create(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+    before = mdc_rpcs()
+    subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=600)
+    after = mdc_rpcs()
+    return {k: (v - before.get(k, 0)) / N for k, v in after.items() if v > before.get(k, 0)}
+
+
+@pytest.fixture(scope="module")
+def anchor(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("anchor") / "lustre_create_anchor"
+    p = sh("gcc", "-O2", "-o", str(exe), str(ANCHOR), "-llustreapi", check=False)
+    if p.returncode != 0:
+        pytest.skip(f"liblustreapi's headers or library are not installed: {p.stderr[-300:]}")
+    return exe
+
+
+@pytest.mark.parametrize("lease", ["0", "1"], ids=["per-create", "leased"])
+def test_a_create_under_the_shim_costs_no_more_mds_rpcs_than_llapis(work, anchor, lease):
+    plain = {k: v for k, v in os.environ.items()
+             if not k.startswith("LUSTRE_ALLOC_") and k != "LD_PRELOAD"}
+    (work / "llapi").mkdir()
+    (work / "shim").mkdir()
+    llapi = rpcs_per_create([str(anchor), "llapi", str(work / "llapi"), str(N), "0", "4"], plain)
+    with ListResponder(osts=(1,)) as m:
+        env = dict(plain, LD_PRELOAD=str(SHIM), LUSTRE_ALLOC_MAPPER=m.endpoint,
+                   LUSTRE_ALLOC_TIMEOUT_MS="10000", LUSTRE_ALLOC_LEASE=lease)
+        shim = rpcs_per_create([str(anchor), "plain", str(work / "shim"), str(N), "0"], env)
+        asked = len(m.asked)
+    placed = [f for f in os.listdir(work / "shim")
+              if sh("lfs", "getstripe", "-i", str(work / "shim" / f)).stdout.strip() == "1"]
+    assert asked >= 1 and len(placed) == N       # the shim did place every file
+    # 0.1 a create: the client's own statfs refreshes (osp/llite caches expire every few
+    # seconds), which land in either count
+    total_llapi, total_shim = sum(llapi.values()), sum(shim.values())
+    rule("a create under the shim costs the MDS no more RPCs than llapi_layout_file_create()",
+         "llite/file.c ll_lov_setstripe(), ll_lov_setstripe_ea_info(); "
+         "liblustre_alloc/la_create.c (no existence check: the create's O_EXCL)",
+         f"the shim's <= llapi's per create (lease {lease})",
+         f"llapi {total_llapi:.2f} {llapi}; shim {total_shim:.2f} {shim}",
+         total_shim <= total_llapi + 0.1)
+    assert total_shim <= total_llapi + 0.1, (llapi, shim)
