@@ -151,8 +151,61 @@ def mdtest(directory: Path, n: int, env: dict) -> dict | None:
             "summary": [line for line in p.stdout.splitlines() if "File " in line]}
 
 
+LABELS = {"plain": "plain", "llapi": "llapi anchor", "shim_per_create": "shim, per create",
+          "shim_leased": "shim, leased"}
+
+
+def report(paths: list[Path]) -> str:
+    """Markdown tables of committed results (one per file, in order): per row and size,
+    MDS RPCs per create by type (mean over rounds), creates/s (median) and its ratio to
+    plain in the same round (median); then each file's step-by-step and mdtest."""
+    import statistics
+    out: list[str] = []
+    for path in paths:
+        d = json.loads(path.read_text())
+        out += [f"**{path.name}** (Lustre {d['lustre']}, {d['args']['files']} files a row, "
+                f"{d['args']['rounds']} rounds)", "",
+                "| row | bytes | MDS RPCs per create (client mdc stats, by type) | total | "
+                "creates/s (median) | / plain (median of rounds) |", "|---|---|---|---|---|---|"]
+        plain = {(r["round"], r["bytes"]): r["creates_per_s"] for r in d["rows"]
+                 if r["row"] == "plain"}
+        for size in sorted({r["bytes"] for r in d["rows"]}):
+            for row in ROWS:
+                rs = [r for r in d["rows"] if r["row"] == row and r["bytes"] == size]
+                if not rs:
+                    continue
+                types = sorted({k for r in rs for k in r["mdc_per_create"]})
+                mean = {k: statistics.fmean(r["mdc_per_create"].get(k, 0.0) for r in rs)
+                        for k in types}
+                shown = ", ".join(f"{k} {v:.2f}" for k, v in mean.items() if v >= 0.05)
+                ratio = statistics.median(r["creates_per_s"] / plain[(r["round"], size)]
+                                          for r in rs)
+                out.append(f"| {LABELS[row]} | {size} | {shown} | {sum(mean.values()):.2f} | "
+                           f"{statistics.median(r['creates_per_s'] for r in rs):.1f} | "
+                           f"{ratio:.2f} |")
+        out += ["", "The shim's create one call at a time (RPCs per file):", ""]
+        out += [f"- {s['step']}: " + (", ".join(f"{k} {v:.2f}" for k, v in
+                                                 s["rpcs_per_file"].items()
+                                                 if k not in ("snapshot_time", "elapsed_time")
+                                                 and v >= 0.05) or "none")
+                for s in d["steps"]]
+        out += ["", "mdtest -F -C, 2 ranks:", ""]
+        for name, res in d["mdtest"].items():
+            if not res:
+                out.append(f"- {name}: not run (no mdtest)")
+                continue
+            rates = res.get("creates_per_s_max_min_mean")
+            total = sum(res.get("mdc_per_create", {}).values())
+            out.append(f"- {name}: {total:.2f} MDS RPCs per create"
+                       + (f", {rates[2]:.1f} creates/s (mean of ranks' runs)" if rates else ""))
+        out.append("")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--report", nargs="+", type=Path,
+                    help="print markdown tables of these result files instead of running")
     ap.add_argument("--mount", default=os.environ.get("LUSTRE_MOUNT", "/mnt/lustre"))
     ap.add_argument("--files", type=int, default=200)
     ap.add_argument("--mib", type=int, default=1, help="MiB written per file in the written rows")
@@ -161,6 +214,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=50, help="files of the step-by-step run")
     ap.add_argument("--mdtest-files", type=int, default=100, help="files per mdtest rank")
     args = ap.parse_args()
+    if args.report:
+        print(report(args.report))
+        return 0
     out = Path(os.environ.get("OUT", tempfile.mkdtemp()))
     plain_env = {k: v for k, v in os.environ.items()
                  if not k.startswith("LUSTRE_ALLOC_") and k != "LD_PRELOAD"}

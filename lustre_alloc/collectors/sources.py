@@ -105,6 +105,7 @@ class LctlSource:
                   "osd-*.*.kbytes*", "osd-*.*.files*", "health_check", "version", "stats")
     MDS_PARAMS = ("mdt.*.md_stats", "mdt.*.job_stats", "osd-*.*.kbytes*", "osd-*.*.files*",
                   "osp.*.active", "osp.*.max_create_count", "osp.*.prealloc_status",
+                  "osp.*.prealloc_next_id", "osp.*.prealloc_last_id", "osp.*.prealloc_reserved",
                   "lod.*.pools.*", "health_check", "version", "stats")
 
     def __init__(self, role: str, lctl_command: Sequence[str] = ("lctl",),

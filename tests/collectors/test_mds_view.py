@@ -28,11 +28,13 @@ class FixedLoad:
 def expected_osts():
     return {
         "tesfs-OST0001": {"fsname": "tesfs", "index": 1, "active": False, "max_create_count": 0,
-                          "prealloc_status": 0},
+                          "prealloc_status": 0, "precreated_objects": None},
         "tesfs-OST0003": {"fsname": "tesfs", "index": 3, "active": True,
-                          "max_create_count": 16384, "prealloc_status": -28},
+                          "max_create_count": 16384, "prealloc_status": -28,
+                          "precreated_objects": None},
         "tesfs-OST0005": {"fsname": "tesfs", "index": 5, "active": True,
-                          "max_create_count": 16384, "prealloc_status": -19}}
+                          "max_create_count": 16384, "prealloc_status": -19,
+                          "precreated_objects": None}}
 
 
 def check(server):
@@ -41,6 +43,8 @@ def check(server):
     for name, want in expected_osts().items():
         assert osts[name] == want
     assert osts["tesfs-OST0000"]["active"] is True
+    # last - (next - 1) - reserved: osp_statfs()'s os_fprecreated
+    assert [osts[f"tesfs-OST000{i}"]["precreated_objects"] for i in (0, 2, 4)] == [32, 0, 30]
     assert server["pools"] == {"tesfs": {"archive": [6, 7], "empty": [], "flash": [0, 2, 4]}}
 
 
@@ -92,3 +96,14 @@ def test_a_missing_source_is_named_not_fatal(tmp_path):
     assert server["osts"] == {} and server["pools"] == {}
     assert server["unavailable"]["osp.max_create_count"].startswith("missing")
     assert server["unavailable"]["lod_pools"].startswith("missing")
+
+
+def test_precreated_objects_take_the_fewest_over_the_mdts_and_skip_a_wrapped_sequence():
+    from lustre_alloc.collectors.readers.osp import combine_osp, precreated_objects
+    assert precreated_objects(2, 33, 0) == 32 and precreated_objects(34, 33, None) == 0
+    assert precreated_objects(1, 70000, 0) == 70000 and precreated_objects(5, 3, 0) is None
+    view = combine_osp({"prealloc_next_id": {"fs-OST0001-osc-MDT0000": 10,
+                                             "fs-OST0001-osc-MDT0001": 40},
+                        "prealloc_last_id": {"fs-OST0001-osc-MDT0000": 41,
+                                             "fs-OST0001-osc-MDT0001": 41}})
+    assert view["fs-OST0001"].precreated_objects == 2

@@ -125,7 +125,12 @@ class RateCost:
       the round cannot be served otherwise (an announcement may never be written, so
       it never refuses a create Lustre would accept).
     * ``D = degraded_penalty_s``: a degraded (RAID rebuilding) OST is used only when the
-      round cannot be served otherwise, as Lustre's allocators do.
+      round cannot be served otherwise, as Lustre's allocators do; so is an OST on which
+      the MDS had no precreated objects at its last sample (``precreate_empty``): LOD's
+      round-robin and QOS first passes skip it (``lod_qos.c`` ``lod_check_and_reserve_ost()``:
+      "skip OSPs with no objects ready"), while an explicit list makes the create wait for
+      its precreation (``lod_alloc_ost_list()``): an OST whose precreation cannot keep up is
+      slow or busy now.
 
     The OSS layer (OST -> OSS -> sink) charges the server's shared limit the same way:
     slot ``k`` of OSS ``s`` costs ``oss_weight * b * (Q_s + 1 + k) / R_s``, ``Q_s`` the
@@ -226,6 +231,8 @@ class RateCost:
         total = np.maximum(osts.kbytes_total.astype(float) * 1024, 1.0)
         degraded = (osts.degraded if osts.degraded is not None
                     else np.zeros(len(osts.index), dtype=bool))
+        if osts.precreate_empty is not None:
+            degraded = degraded | osts.precreate_empty
         if rows is not None:
             rate, now, extra, fill0, total, degraded = (rate[rows], now[rows], extra[rows],
                                                         fill0[rows], total[rows], degraded[rows])

@@ -50,6 +50,8 @@ class OstArrays:
             stripes reserved by predicted lists (the part of ``queue`` the sample does
             not show yet); optional.
         degraded: ``OS_STATFS_DEGRADED`` set; optional.
+        precreate_empty: the MDS had no precreated objects on it at the last MDS sample
+            (``files_precreated == 0``; LOD's first pass skips it); optional.
         oss_limit_bytes_s: measured link limit of the OST's OSS, bytes/s (inf:
             unknown); optional.
     """
@@ -66,6 +68,7 @@ class OstArrays:
     rate_bytes_s: np.ndarray | None = None
     extra_stripes: np.ndarray | None = None
     degraded: np.ndarray | None = None
+    precreate_empty: np.ndarray | None = None
     oss_limit_bytes_s: np.ndarray | None = None
 
     def take(self, rows: np.ndarray) -> "OstArrays":

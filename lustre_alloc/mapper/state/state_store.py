@@ -31,7 +31,8 @@ Rules (decisions where the paper is silent are marked as ours):
 * The MDS's own view (``osts`` and ``pools`` of an ``mds`` sample, lustre_alloc/collectors/mds_view.py),
   for this store's fsname: an OST whose OSP is inactive (``active`` false) or whose
   ``prealloc_status`` is a non-ENOSPC error is inactive; ``max_create_count`` 0 (drained)
-  sets ``NOPRECREATE``; ``prealloc_status`` ``-ENOSPC`` sets ``ENOSPC`` (:func:`lustre_alloc.mapper.state.ost_health.osp_view`). Applied on arrival, so a
+  sets ``NOPRECREATE``; ``prealloc_status`` ``-ENOSPC`` sets ``ENOSPC`` (:func:`lustre_alloc.mapper.state.ost_health.osp_view`);
+  ``precreated_objects`` is the OST's ``files_precreated``. Applied on arrival, so a
   drained OST is out of every round that follows the MDS sample (within one stats
   interval); undone by the next MDS sample that says otherwise. Pools published by the MDS
   (``lod.*.pools.*``) replace the configured ones for this file system.
@@ -333,6 +334,7 @@ class StateStore:
                 view[index] = (o.get("active") is not False,
                                None if max_create is None else int(max_create),
                                0 if prealloc is None else int(prealloc))
+            self._apply_precreated(osts)
             if view != self.mds_view:
                 changed = {i for i in set(view) | set(self.mds_view)
                            if view.get(i) != self.mds_view.get(i)}
@@ -361,6 +363,27 @@ class StateStore:
                 log.info("pools from the MDS", extra={"event": "pools_from_mds",
                                                       "fsname": self.fsname,
                                                       "pools": {k: sorted(v) for k, v in new.items()}})
+
+    def _apply_precreated(self, osts: Mapping[str, Any]) -> None:
+        """``files_precreated`` of this fsname's OSTs from the MDS view's
+        ``precreated_objects`` (lustre_alloc/collectors/readers/osp.py); an OST whose count
+        goes to 0 or back moves the snapshot's version (rounds read it: LOD's first pass
+        skips an OST with none, ``lod_qos.c`` ``lod_check_and_reserve_ost()``)."""
+        for name, o in osts.items():
+            if not isinstance(o, Mapping) or target_fsname(str(name), o) != self.fsname:
+                continue
+            index, ready = o.get("index"), _num(o, "precreated_objects")
+            ost = self._by_index.get(index) if isinstance(index, int) else None
+            if ost is None or ready is None or int(ready) == ost.files_precreated:
+                continue
+            emptied = (int(ready) == 0) != (ost.files_precreated == 0)
+            ost.files_precreated = int(ready)
+            self.snapshot.ost_table.set_ost(ost)
+            if emptied:
+                self.version += 1
+                log.debug("OST precreation empty" if ready == 0 else "OST precreation ready",
+                          extra={"event": "ost_precreated", "fsname": self.fsname,
+                                 "ost": index, "precreated_objects": int(ready)})
 
     def apply_sample(self, sample: Any) -> None:
         """Fold a :class:`lustre_alloc.collectors.subscriber.Sample` (see the module doc for its time)."""

@@ -129,6 +129,7 @@ class RoundViews:
         base = replace(base, rate_bytes_s=tracker.rates(base.index),
                        oss_limit_bytes_s=tracker.oss_limits([oss_of[int(i)] for i in base.index]),
                        degraded=table.degraded[candidates].astype(bool),
+                       precreate_empty=~table.precreated[candidates].astype(bool),
                        extra_stripes=np.zeros(len(candidates)))
         regime = self._regime(snapshot, base, stragglers) if p.regime else None
         view = RoundView(key, table, len(usable), stragglers, candidates, base,
