@@ -10,6 +10,10 @@
  *                            (stripe count 1, OST i % NOSTS): what a
  *                            program that sets its own layout pays, the
  *                            anchor of the shim's cost
+ *   variant DIR N SIZE NOSTS HOW
+ *                            the shim's create with parts switched on by
+ *                            the letters of HOW (create_variant()), to
+ *                            find which part costs an RPC
  *   steps DIR N SIZE NOSTS STATS
  *                            the shim's create (liblustre_alloc/la_create.c,
  *                            la_backend.c la_lustre_create()) one system
@@ -196,6 +200,69 @@ static void create_steps(const char *dir, int i, size_t size, int nosts)
 	step_done(6, "close");
 }
 
+/* One create the shim's way with parts switched by the letters of how:
+ * 'p' open the parent O_PATH and create relative to it (else by the path),
+ * 's' fstatfs of the parent, 'x' a LOV_USER_MAGIC_SPECIFIC list (else a v1
+ * layout with the start OST, as llapi_layout_file_create() sends for one
+ * stripe), 'g' GETSTRIPE after the SETSTRIPE. */
+static void create_variant(const char *dir, int i, size_t size, int nosts, const char *how)
+{
+	char base[64], path[4096];
+	struct statfs sf;
+	union {
+		struct lov_user_md_v3 v3;
+		struct lov_user_md_v1 v1;
+		char bytes[sizeof(struct lov_user_md_v3) +
+			   64 * sizeof(struct lov_user_ost_data_v1)];
+	} lum;
+	int pfd = -1, fd;
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_LOV_DELAY_CREATE | O_CLOEXEC;
+
+	snprintf(base, sizeof(base), "a%d", i);
+	snprintf(path, sizeof(path), "%s/%s", dir, base);
+	if (strchr(how, 'p')) {
+		pfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (pfd < 0)
+			die("open", dir);
+		if (strchr(how, 's') && fstatfs(pfd, &sf) != 0)
+			die("fstatfs", dir);
+		fd = openat(pfd, base, flags, 0644);
+	} else {
+		if (strchr(how, 's') && statfs(dir, &sf) != 0)
+			die("statfs", dir);
+		fd = open(path, flags, 0644);
+	}
+	if (fd < 0)
+		die("create", path);
+	memset(&lum, 0, sizeof(lum));
+	if (strchr(how, 'x')) {
+		lum.v3.lmm_magic = LOV_USER_MAGIC_SPECIFIC;
+		lum.v3.lmm_pattern = LOV_PATTERN_RAID0;
+		lum.v3.lmm_stripe_count = 1;
+		lum.v3.lmm_stripe_offset = (unsigned short)(i % nosts);
+		lum.v3.lmm_objects[0].l_ost_idx = (unsigned)(i % nosts);
+	} else {
+		lum.v1.lmm_magic = LOV_USER_MAGIC_V1;
+		lum.v1.lmm_pattern = LOV_PATTERN_RAID0;
+		lum.v1.lmm_stripe_count = 1;
+		lum.v1.lmm_stripe_offset = (unsigned short)(i % nosts);
+	}
+	if (ioctl(fd, LL_IOC_LOV_SETSTRIPE, &lum) != 0)
+		die("SETSTRIPE", path);
+	if (strchr(how, 'g')) {
+		memset(&lum, 0, sizeof(lum));
+		lum.v3.lmm_magic = LOV_USER_MAGIC_V3;
+		lum.v3.lmm_stripe_count = 64;
+		if (ioctl(fd, LL_IOC_LOV_GETSTRIPE, &lum) != 0)
+			die("GETSTRIPE", path);
+	}
+	write_all(fd, size, path);
+	if (close(fd) != 0)
+		die("close", path);
+	if (pfd >= 0)
+		close(pfd);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode, *dir;
@@ -246,6 +313,8 @@ int main(int argc, char **argv)
 				die("close", path);
 		} else if (!strcmp(mode, "steps")) {
 			create_steps(dir, i, size, nosts);
+		} else if (!strcmp(mode, "variant")) {
+			create_variant(dir, i, size, nosts, argc > 6 ? argv[6] : "");
 		} else {
 			goto usage;
 		}
@@ -261,6 +330,7 @@ int main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: lustre_create_anchor plain|llapi DIR N SIZE [NOSTS]\n"
+			"       lustre_create_anchor variant DIR N SIZE NOSTS HOW\n"
 			"       lustre_create_anchor steps DIR N SIZE NOSTS MDC_STATS\n");
 	return 2;
 }

@@ -131,6 +131,26 @@ def run_steps(exe: Path, directory: Path, n: int, osts: int, plain_env: dict) ->
     return [steps[k] for k in sorted(steps)]
 
 
+VARIANTS = ("", "s", "x", "g", "p", "ps", "psx", "psxg")
+"""create_variant()'s parts (bench/lustre_create_anchor.c): '' is llapi's sequence by hand
+(create by path, v1 layout with the start OST); 'psx' the shim's."""
+
+
+def run_variants(exe: Path, base: Path, n: int, osts: int, plain_env: dict) -> dict:
+    """MDS RPCs per create of each part-switched create (no mapper: the parts alone)."""
+    out = {}
+    for how in VARIANTS:
+        d = base / f"variant-{how or 'none'}"
+        d.mkdir()
+        before = mdc_stats()
+        subprocess.run([str(exe), "variant", str(d), str(n), "0", str(osts), how],
+                       env=plain_env, check=True, capture_output=True, text=True)
+        per = delta(mdc_stats(), before, n)
+        out[how or "none"] = {"mdc_per_create": per, "total": round(sum(per.values()), 3)}
+        print(json.dumps({"variant": how or "none", **out[how or "none"]}), flush=True)
+    return out
+
+
 def mdtest(directory: Path, n: int, env: dict) -> dict | None:
     """mdtest -F -C, 2 ranks: its file creation rate (max, min, mean; creates/s)."""
     mdt, mpirun = shutil.which("mdtest"), shutil.which("mpirun")
@@ -213,6 +233,9 @@ def main() -> int:
     ap.add_argument("--osts", type=int, default=4)
     ap.add_argument("--steps", type=int, default=50, help="files of the step-by-step run")
     ap.add_argument("--mdtest-files", type=int, default=100, help="files per mdtest rank")
+    ap.add_argument("--variants-only", action="store_true",
+                    help="only the part-switched creates (which part of the shim's create "
+                         "costs an RPC), no stack")
     args = ap.parse_args()
     if args.report:
         print(report(args.report))
@@ -222,6 +245,11 @@ def main() -> int:
                  if not k.startswith("LUSTRE_ALLOC_") and k != "LD_PRELOAD"}
     base = Path(args.mount) / f"create-rpcs-{os.getpid()}"
     base.mkdir()
+    if args.variants_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            res = run_variants(build_anchor(Path(tmp)), base, args.steps, args.osts, plain_env)
+        (out / "create-variants.json").write_text(json.dumps(res, indent=1) + "\n")
+        return 0
     result: dict = {"args": vars(args), "lustre": lctl("get_param", "-n", "version").strip(),
                     "mapper": MAPPER, "rows": []}
     with tempfile.TemporaryDirectory() as tmp, \
@@ -240,6 +268,7 @@ def main() -> int:
                     result["rows"].append(res)
                     print(json.dumps(res), flush=True)
         result["steps"] = run_steps(exe, base / "steps", args.steps, args.osts, plain_env)
+        result["variants"] = run_variants(exe, base, args.steps, args.osts, plain_env)
         print(json.dumps({"steps": result["steps"]}), flush=True)
         result["mdtest"] = {}
         for name, env in (("plain", plain_env),
