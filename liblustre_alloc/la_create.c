@@ -77,8 +77,14 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	/* The first create in scope that asks the mapper starts the helper
 	 * (and loads libzmq): the one step of the create path that is not
 	 * async-signal-safe (docs/client.md, "Threads, fork and signals"). */
-	if (!la_helper_running() && !(di->untouched && !(hint && hint->stripe_count)))
+	if (!la_helper_running() && !(di->untouched && !(hint && hint->stripe_count))) {
 		la_helper_start();
+		/* loading libzmq is paid once a process, not out of the
+		 * mapper's LUSTRE_ALLOC_TIMEOUT_MS: a loaded node took longer
+		 * than the 50 ms default, and the first create then timed
+		 * out and put the process in back-off */
+		w->deadline_us = la_now_us() + la_cfg.timeout_ms * 1000.0;
+	}
 	if (di->untouched && !(hint && hint->stripe_count)) {
 		/* a default the admin wants Lustre to apply as it is */
 		strcpy(d->reason, di->untouched == LA_DIR_SEL ? "dir_sel"
