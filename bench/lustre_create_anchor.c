@@ -137,7 +137,7 @@ static void write_all(int fd, size_t size, const char *path)
 
 static void create_steps(const char *dir, int i, size_t size, int nosts)
 {
-	char base[64];
+	char base[64], dot[4096];
 	struct statfs sf;
 	union {
 		struct lov_user_md_v3 v3;
@@ -147,10 +147,11 @@ static void create_steps(const char *dir, int i, size_t size, int nosts)
 	int pfd, fd;
 
 	snprintf(base, sizeof(base), "a%d", i);
-	pfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	snprintf(dot, sizeof(dot), "%s/.", dir);
+	pfd = open(dot, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (pfd < 0)
-		die("open", dir);
-	step_done(0, "open the directory (O_PATH)");
+		die("open", dot);
+	step_done(0, "open the directory as \"<dir>/.\" (O_PATH)");
 	if (fstatfs(pfd, &sf) != 0)
 		die("fstatfs", dir);
 	step_done(1, "fstatfs of the directory");
@@ -202,6 +203,7 @@ static void create_steps(const char *dir, int i, size_t size, int nosts)
 
 /* One create the shim's way with parts switched by the letters of how:
  * 'p' open the parent O_PATH and create relative to it (else by the path),
+ * 'q' the same with the parent opened as "<dir>/." (the shim's way),
  * 's' fstatfs of the parent, 'x' a LOV_USER_MAGIC_SPECIFIC list (else a v1
  * layout with the start OST, as llapi_layout_file_create() sends for one
  * stripe), 'g' GETSTRIPE after the SETSTRIPE. */
@@ -220,8 +222,12 @@ static void create_variant(const char *dir, int i, size_t size, int nosts, const
 
 	snprintf(base, sizeof(base), "a%d", i);
 	snprintf(path, sizeof(path), "%s/%s", dir, base);
-	if (strchr(how, 'p')) {
-		pfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (strchr(how, 'p') || strchr(how, 'q')) {
+		char dot[4096];
+
+		/* 'q': "<dir>/.", as the shim opens it (la_paths.c) */
+		snprintf(dot, sizeof(dot), "%s%s", dir, strchr(how, 'q') ? "/." : "");
+		pfd = open(dot, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (pfd < 0)
 			die("open", dir);
 		if (strchr(how, 's') && fstatfs(pfd, &sf) != 0)

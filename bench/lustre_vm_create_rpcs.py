@@ -131,9 +131,10 @@ def run_steps(exe: Path, directory: Path, n: int, osts: int, plain_env: dict) ->
     return [steps[k] for k in sorted(steps)]
 
 
-VARIANTS = ("", "s", "x", "g", "p", "ps", "psx", "psxg")
+VARIANTS = ("", "s", "x", "g", "p", "ps", "psx", "psxg", "q", "qsx")
 """create_variant()'s parts (bench/lustre_create_anchor.c): '' is llapi's sequence by hand
-(create by path, v1 layout with the start OST); 'psx' the shim's."""
+(create by path, v1 layout with the start OST, but the SETSTRIPE ioctl where llapi sets the
+``lustre.lov`` xattr); 'psx' the shim's before, 'qsx' now."""
 
 
 def run_variants(exe: Path, base: Path, n: int, osts: int, plain_env: dict) -> dict:
