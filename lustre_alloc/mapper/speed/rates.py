@@ -395,6 +395,11 @@ class OstRateTracker:
         """Link limit of each named OSS, bytes/s, float (len,); inf when never shown."""
         return np.array([self.oss_limit.get(n, math.inf) for n in oss_names], dtype=float)
 
+    def write_back(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Mask, bool (len,): OSTs of ``indices`` whose estimate is a write-back one
+        (:meth:`_fold_write_back`: ZFS, timed by the OFD)."""
+        return np.array([int(i) in self._write_back for i in indices], dtype=bool)
+
     def latencies(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """Smoothed brw_stats write RPC time of ``indices``, s, float (len,); NaN unknown."""
         return np.array([self.latency.get(int(i), math.nan) for i in indices], dtype=float)

@@ -125,6 +125,14 @@ class RoundViews:
         base = ost_arrays(table, candidates)
         if tracker.latency_smoothing < 1.0:
             base = replace(base, write_latency_s=tracker.latencies(base.index))
+        write_back = tracker.write_back(base.index)
+        if write_back.any() and base.write_latency_s is not None:
+            # A write-back OST's sampled time per RPC is whichever fsync fell in the sample,
+            # not a queue (RateCost's L_j): its window, fsyncs included, is its rate already
+            # (rates.py _fold_write_back). Priced as load, one fsync in the last sample
+            # sent the next files to the alike OSTs that had none (docs/lustre-vm.md).
+            base = replace(base, write_latency_s=np.where(write_back, np.nan,
+                                                          base.write_latency_s))
         oss_of = {o.index: o.oss for o in usable_osts}
         base = replace(base, rate_bytes_s=tracker.rates(base.index),
                        oss_limit_bytes_s=tracker.oss_limits([oss_of[int(i)] for i in base.index]),
