@@ -106,18 +106,25 @@ def test_the_mapper_ranks_the_slowed_ost_slowest_and_keeps_new_files_off_it(tmp_
         stack.stop()
     fs = status["filesystems"][0]
     slow_estimates = {e["ost"]: e["ratio"] for e in fs.get("slow_estimates", [])}
-    placed = Counter(o for i in range(FILES) for o in first_osts(layout(work / "job" / f"f{i}")))
     recs = read_records(record)
+    # the mapper's own decisions: on this emulated node the gates (round budget, MDS CPU)
+    # hand some creates to the fallback, Lustre's allocator's rules, which know nothing of
+    # a slow OST (seen with three guests on the host: 3 of 20 on OST1, all the fallback's)
+    by_mapper = {r["path"] for r in recs if r["policy"] == "mcmf"}
+    placed = Counter(o for i in range(FILES) if str(work / "job" / f"f{i}") in by_mapper
+                     for o in first_osts(layout(work / "job" / f"f{i}")))
     subprocess.run(["rm", "-rf", str(work)], check=True)
     ok = slow in slow_estimates and min(slow_estimates, key=slow_estimates.get) == slow \
-        and placed[slow] <= 1
+        and placed[slow] <= 1 and sum(placed.values()) >= FILES // 2
     rule("a ZFS OST slowed at its vdev shows in the OFD's write and sync service times, not "
          "in brw_stats; the mapper ranks it slowest and places around it",
          "lustre_alloc/mapper/state/write_time.py write_time(); osd-zfs/osd_io.c "
          "osd_write_commit() record_end_io(osd, WRITE, 0, ...); ofd_dev.c ofd_sync_hdl()",
          "tests/mapper/test_write_time.py (collectors' values of a ZFS OST)",
          f"OST{slow} slowed: believed slow {slow_estimates or 'none'}; files per OST "
-         f"{dict(sorted(placed.items()))} of {FILES} ({len(recs)} records)", ok)
+         f"{dict(sorted(placed.items()))} of the {sum(placed.values())} the mapper placed "
+         f"({len(recs)} records of {FILES} files)", ok)
     assert slow in slow_estimates, status
     assert min(slow_estimates, key=slow_estimates.get) == slow, slow_estimates
     assert placed[slow] <= 1, placed
+    assert sum(placed.values()) >= FILES // 2, recs
