@@ -25,6 +25,17 @@ def test_the_docs_tables_are_the_reports_of_the_committed_results():
     assert block == out
 
 
+def test_the_create_cost_tables_are_the_reports_of_the_committed_results():
+    files = [ROOT / "docs" / "lustre-vm-create" / f for f in ("before.json", "after.json")]
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "lustre_vm_create_rpcs.py"),
+                          "--report", *map(str, files)], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    doc = (ROOT / "docs" / "lustre-vm.md").read_text()
+    start = doc.index("<!-- create-rpcs: ")
+    block = doc[doc.index("\n", start) + 1:doc.index("<!-- /create-rpcs -->")].strip()
+    assert block == out
+
+
 def test_a_per_file_cost_and_a_bandwidth_are_fitted_per_ost():
     files = [[0, 1, 0.3], [0, 4, 0.6], [0, 1, 0.3], [1, 1, 2.0], [1, 4, 8.0]]
     a, bw = fit_ost(files, 0)
