@@ -79,10 +79,12 @@ def test_the_mapper_ranks_the_slowed_ost_slowest_and_keeps_new_files_off_it(tmp_
     subprocess.run(["rm", "-rf", str(work)], check=True)
     work.mkdir()
     # the MDS CPU gate reads this one node's CPU (the writers'), and the round budget is
-    # wall time on an emulated CPU: bench/lustre_vm_placement.py MAPPER says why
+    # wall time on an emulated CPU (bench/lustre_vm_placement.py MAPPER says why); this
+    # test asks which OSTs the mapper picks, not how fast: with other guests and a build on
+    # the host, the bench's 0.25 s budget handed 13 of 20 creates to the fallback
     stack = RealLustreStack(tmp_path / "stack", fsname=FSNAME,
                             mapper_settings={"mds_cpu_limit_percent": 100.0,
-                                             "round_budget_s": 0.25})
+                                             "round_budget_s": 5.0})
     try:
         stack.start(ready_timeout_s=300, n_osts=N_OSTS)
         warm_up(work / "warm")
