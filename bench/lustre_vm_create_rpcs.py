@@ -68,8 +68,9 @@ def counts(text: str) -> dict[str, int]:
 def mdc_stats() -> dict[str, int]:
     """The client's RPCs to the MDS by type, summed over its MDCs."""
     total: dict[str, int] = {}
-    for path in lctl("list_param", "-p", "mdc.*.stats").split():
-        for k, v in counts(Path(path).read_text()).items():
+    # by name, not path: 2.15.8's lctl answers "list_param -p mdc.*.stats" with exit 4
+    for dev in lctl("get_param", "-N", "mdc.*.stats").split():
+        for k, v in counts(lctl("get_param", "-n", dev)).items():
             if k not in GAUGES:
                 total[k] = total.get(k, 0) + v
     return total
@@ -78,8 +79,8 @@ def mdc_stats() -> dict[str, int]:
 def md_stats() -> dict[str, int]:
     """The MDT's metadata operations by type, summed over its MDTs."""
     total: dict[str, int] = {}
-    for path in lctl("list_param", "-p", "mdt.*.md_stats").split():
-        for k, v in counts(Path(path).read_text()).items():
+    for dev in lctl("get_param", "-N", "mdt.*.md_stats").split():
+        for k, v in counts(lctl("get_param", "-n", dev)).items():
             total[k] = total.get(k, 0) + v
     return total
 
@@ -119,7 +120,7 @@ def run_row(exe: Path, row: str, directory: Path, n: int, size: int, osts: int,
 def run_steps(exe: Path, directory: Path, n: int, osts: int, plain_env: dict) -> list[dict]:
     """The shim's create sequence one call at a time: RPCs per file of each step."""
     directory.mkdir()
-    stats = lctl("list_param", "-p", "mdc.*.stats").split()[0]
+    stats = lctl("list_param", "-p", "mdc.*.stats").split()[0]   # a path: the C reads it
     p = subprocess.run([str(exe), "steps", str(directory), str(n), "0", str(osts), stats],
                        env=plain_env, check=True, capture_output=True, text=True)
     steps: dict[int, dict] = {}

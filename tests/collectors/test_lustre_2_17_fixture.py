@@ -1,5 +1,6 @@
-"""The collectors' readers on what Lustre 2.17.0 printed in the real-Lustre tier
-(tests/fixtures/lustre/lustre-2.17.0-vm, captured by tests/lustre/test_collectors.py)."""
+"""The collectors' readers on what Lustre 2.17.0 and 2.15.8 printed in the real-Lustre tier
+(tests/fixtures/lustre/lustre-2.17.0-vm, lustre-2.15.8-vm, captured by
+tests/lustre/test_collectors.py)."""
 from __future__ import annotations
 
 import pytest
@@ -12,12 +13,27 @@ from ..conftest import FIXTURES
 from .test_lctl_get_param import assert_every_statistics_parameter_parses
 
 V217 = FIXTURES / "lustre" / "lustre-2.17.0-vm"
-DUMPS = sorted(p for p in V217.glob("*.txt") if not p.name.startswith("lnetctl"))
+V2158 = FIXTURES / "lustre" / "lustre-2.15.8-vm"
+DUMPS = sorted(p for d in (V217, V2158) for p in d.glob("*.txt")
+               if not p.name.startswith("lnetctl"))
 
 
-@pytest.mark.parametrize("dump", DUMPS, ids=lambda p: p.name)
-def test_every_parameter_lustre_2_17_printed_parses(dump):
+@pytest.mark.parametrize("dump", DUMPS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_parameter_lustre_printed_parses(dump):
     assert_every_statistics_parameter_parses(dump)
+
+
+@pytest.mark.parametrize("fixture", [V217, V2158], ids=lambda p: p.name)
+def test_the_mds_precreated_objects_on_every_ost(fixture):
+    """osp prealloc ids as the real MDS printed them: each OST's OSP had objects ready."""
+    from lustre_alloc.collectors.readers.osp import combine_osp, parse_osp_int
+    values = {}
+    for leaf in ("prealloc_next_id", "prealloc_last_id", "prealloc_reserved"):
+        params = parse_get_param((fixture / f"osp.{leaf}.txt").read_text())
+        values[leaf] = {name.split(".")[1]: parse_osp_int(text)
+                        for name, text in params.values.items()}
+    osts = combine_osp(values)
+    assert len(osts) == 4 and all(o.precreated_objects > 0 for o in osts.values()), osts
 
 
 def test_the_ost_job_stats_name_the_dd_job_and_its_bytes():

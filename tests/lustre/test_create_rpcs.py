@@ -28,8 +28,9 @@ GAUGES = {"req_waittime", "req_active", "req_qdepth"}
 
 def mdc_rpcs() -> dict[str, int]:
     total: dict[str, int] = {}
-    for path in sh("lctl", "list_param", "-p", "mdc.*.stats").stdout.split():
-        for name, c in parse_stats(Path(path).read_text()).counters.items():
+    # by name, not path: 2.15.8's lctl answers "list_param -p mdc.*.stats" with exit 4
+    for dev in sh("lctl", "get_param", "-N", "mdc.*.stats").stdout.split():
+        for name, c in parse_stats(sh("lctl", "get_param", "-n", dev).stdout).counters.items():
             if name not in GAUGES:
                 total[name] = total.get(name, 0) + int(c.samples)
     return total
