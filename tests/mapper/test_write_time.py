@@ -180,6 +180,7 @@ def test_one_fsync_in_the_last_sample_is_not_priced_as_load_on_a_zfs_ost():
         _zfs_sample(store, 5.0 * (k + 1), {1: 0.89}, {0: 8.0, 1: 2.0, 2: 8.0, 3: 8.0})
     _zfs_sample(store, 35.0, {0: 0.02, 1: 0.89}, {0: 8.0, 1: 2.0, 2: 8.0, 3: 8.0})
     snap = store.current(35.0)
+    # the setup: OST0's last sample holds a long fsync (a sampled value, not a timing)
     assert snap.osts[0].write_latency_s > 5 * snap.osts[2].write_latency_s
     out = McmfPolicy().allocate_batch(snap, [CreateRequest(f"j{k}", 1) for k in range(12)])
     stripes = Counter(o for p in out for o in p.osts)
