@@ -84,7 +84,32 @@ fi
 # 3. Lustre from the given tree. git archive of a fetched mirror misses three test tarballs:
 #    excluded, then empty placeholders so lustre/tests' make finds them.
 lustre_dir=/build/lustre
-if [ ! -f "$work/lustre.done" ]; then
+lustre_version=$(git --git-dir="$lustre_git" show "$lustre_commit:LUSTRE-VERSION-GEN" \
+                 | sed -n 's/^DEFAULT_VERSION=//p')
+# The OSDs built: ZFS always; ldiskfs too where the project carries a series for this kernel
+# and Lustre (scripts/lustre-vm/ldiskfs-debian12/README.md: Lustre 2.17 on Debian 12's 6.1).
+# ldiskfs is ext4 patched at build time, so it needs the kernel's full source at the
+# kernel's exact version (linux-source-6.1 of the same Debian revision as the image).
+osds=zfs
+case "$lustre_version:$kver" in
+    2.17.*:6.1.0-*-amd64) osds="zfs ldiskfs" ;;
+esac
+linux_src=/build/linux-source-6.1
+if [[ $osds == *ldiskfs* ]]; then
+    kpkg_version=$(in_root dpkg-query -W -f='${Version}' "linux-image-$kver")
+    if [ "$(cat "$work/linux-source.done" 2>/dev/null)" != "$kpkg_version" ]; then
+        step "kernel source $kpkg_version (for ldiskfs)"
+        in_root apt-get install -y -qq --no-install-recommends \
+            "linux-source-6.1=$kpkg_version" >>"$log" 2>&1
+        in_root bash -c "rm -rf $linux_src && cd /build \
+            && tar -xJf /usr/src/linux-source-6.1.tar.xz" >>"$log" 2>&1
+        echo "$kpkg_version" >"$work/linux-source.done"
+        rm -f "$work/lustre.done"
+    fi
+fi
+lustre_done=$(cat "$work/lustre.done" 2>/dev/null || echo none)
+[ -z "$lustre_done" ] && lustre_done=zfs   # a marker written before ldiskfs was built
+if [ "$lustre_done" != "$osds" ]; then
     step "Lustre $ref ($lustre_commit): configure"
     rm -rf "$root$lustre_dir"; mkdir -p "$root$lustre_dir"
     missing_tars=(lustre/tests/disk2_12-ldiskfs.tar.bz2 lustre/tests/disk2_15-ldiskfs.tar.bz2
@@ -110,13 +135,34 @@ if [ ! -f "$work/lustre.done" ]; then
         2.15.*) sed -i 's/CFLAGS="$CFLAGS -Wall -Werror"/CFLAGS="$CFLAGS -Wall"/' \
                     "$root$lustre_dir/lustre/autoconf/lustre-core.m4" ;;
     esac
-    in_root bash -c "cd $lustre_dir && sh autogen.sh && ./configure --enable-server \
-        --disable-ldiskfs --with-zfs=$zfs_dir --with-zfs-obj=$zfs_dir --with-linux=$ksrc \
+    ldiskfs_opts="--disable-ldiskfs" linux_opt=$ksrc series_env=
+    if [[ $osds == *ldiskfs* ]]; then
+        series_dir=$root$lustre_dir/ldiskfs/kernel_patches
+        mkdir -p "$series_dir/patches/debian12"
+        cp "$vmdir"/ldiskfs-debian12/patches/*.patch "$series_dir/patches/debian12/"
+        cp "$vmdir/ldiskfs-debian12/series" "$series_dir/series/ldiskfs-6.1-debian12.series"
+        # Lustre's configure test of set_posix_acl() with a user namespace (v2_17_0
+        # config/lustre-core.m4 LC_SRC_SET_POSIX_ACL_USER_NS) includes only
+        # <linux/posix_acl.h>, whose inline cache_no_acl() needs struct inode on 6.1: the
+        # test fails, and osd-ldiskfs (osd_internal.h) calls set_posix_acl() with the
+        # prototype of older kernels ("too few arguments"). With <linux/fs.h> first it passes.
+        sed -i '/LB2_LINUX_TEST_SRC(\[set_posix_acl_user_ns\]/{n;s|#include <linux/posix_acl.h>|#include <linux/fs.h>\n\t\t#include <linux/posix_acl.h>|}' \
+            "$root$lustre_dir/config/lustre-core.m4"
+        grep -A1 'LB2_LINUX_TEST_SRC(\[set_posix_acl_user_ns\]' \
+            "$root$lustre_dir/config/lustre-core.m4" | grep -q 'linux/fs.h' \
+            || { echo "lustre-vm build: set_posix_acl configure test not found" >&2; exit 1; }
+        # ldiskfs is built from the full source's fs/ext4 ($LINUX/fs/ext4), so --with-linux
+        # is the unpacked source; the generated headers stay the packaged ones.
+        ldiskfs_opts="--enable-ldiskfs" linux_opt=$linux_src
+        series_env="LDISKFS_SERIES=6.1-debian12.series"
+    fi
+    in_root bash -c "cd $lustre_dir && sh autogen.sh && $series_env ./configure --enable-server \
+        $ldiskfs_opts --with-zfs=$zfs_dir --with-zfs-obj=$zfs_dir --with-linux=$linux_opt \
         --with-linux-obj=$kobj --with-o2ib=no --disable-gss --disable-doc" >>"$log" 2>&1
     step "Lustre: make -j$jobs"
     in_root bash -c "cd $lustre_dir && make -j$jobs" >>"$log" 2>&1
     in_root bash -c "cd $lustre_dir && make install && depmod $kver && ldconfig" >>"$log" 2>&1
-    touch "$work/lustre.done"
+    echo "$osds" >"$work/lustre.done"
 fi
 
 # 4. Python for the tier: the collector, broker and mapper run in the guest.
@@ -170,6 +216,7 @@ cleanup; mounted=()
     echo "lustre_commit=$lustre_commit"
     echo "kernel=$kver"
     echo "zfs=$(cat "$root/build/zfs.version")"
+    echo "osds=$osds"
     echo "ior=${ior_ref:-} ${ior_commit:-none}"
     echo "built=$(date -u +%FT%TZ) in $(( $(date +%s) - t0 )) s"
 } >"$cache.tmp/manifest"
