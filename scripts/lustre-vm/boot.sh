@@ -14,12 +14,15 @@ run=$(mktemp -d "$runs/$(date -u +%Y%m%dT%H%M%S)-XXXX")
 mkdir -p "$run/out"
 # The command, one argument per line (NUL-free), for guest-run.sh.
 printf '%s\0' "$@" >"$run/out/cmd"
-# Settings of the file system the guest formats (guest-run.sh): one OST on a dm-delay
+# Settings of the file system the guest formats (guest-run.sh): the OSTs' OSD and the MDT
+# count (main.sh --osd, --mdts), one OST on a dm-delay
 # device ("INDEX:MS"), ZFS's dirty-data limit in bytes (a small one makes a slow vdev throttle
 # its writers at once instead of after gigabytes).
 {
     echo "LUSTRE_VM_SLOW_OST=${LUSTRE_VM_SLOW_OST:-}"
     echo "LUSTRE_VM_ZFS_DIRTY_MAX=${LUSTRE_VM_ZFS_DIRTY_MAX:-}"
+    echo "LUSTRE_VM_OSD=${LUSTRE_VM_OSD:-zfs}"
+    echo "LUSTRE_VM_MDTS=${LUSTRE_VM_MDTS:-1}"
 } >"$run/out/settings"
 qemu-img create -q -f qcow2 -b "$cache/root.img" -F raw "$run/overlay.qcow2"
 

@@ -6,7 +6,7 @@ checkout=$(cd "$vmdir/../.." && pwd)
 
 usage() {
     echo "usage: lustre-vm.sh {build|run|test} [--lustre-src DIR] [--ref REF] [--ior-src DIR]" \
-         "[--timeout S] [-- CMD...]" >&2
+         "[--osd zfs|ldiskfs] [--mdts 1|2] [--timeout S] [-- CMD...]" >&2
     exit 2
 }
 
@@ -17,17 +17,24 @@ ref=${LUSTRE_REF:-v2_17_0}
 ior_src=${IOR_SRC:-}
 ior_ref=${IOR_REF:-4.0.0}
 timeout_s=${LUSTRE_VM_TIMEOUT_S:-1800}
+# The file system the guest formats (not part of the image): the OSTs' OSD and the MDT count.
+osd=${LUSTRE_VM_OSD:-zfs}
+mdts=${LUSTRE_VM_MDTS:-1}
 while [ $# -gt 0 ]; do
     case $1 in
         --lustre-src) lustre_src=$2; shift 2 ;;
         --ref) ref=$2; shift 2 ;;
         --ior-src) ior_src=$2; shift 2 ;;
         --timeout) timeout_s=$2; shift 2 ;;
+        --osd) osd=$2; shift 2 ;;
+        --mdts) mdts=$2; shift 2 ;;
         --) shift; break ;;
         *) usage ;;
     esac
 done
 case $action in build|run|test) ;; *) usage ;; esac
+case $osd in zfs|ldiskfs) ;; *) echo "lustre-vm: --osd $osd: zfs or ldiskfs" >&2; exit 2 ;; esac
+case $mdts in 1|2) ;; *) echo "lustre-vm: --mdts $mdts: 1 or 2" >&2; exit 2 ;; esac
 
 # The Lustre tree: a work tree (has .git) or a bare repository (the fetched mirror).
 if [ -z "$lustre_src" ]; then
@@ -67,6 +74,8 @@ key=$(cat "$vmdir/build.sh" "$vmdir/guest-init" "$vmdir/packages.txt" <(echo "$l
 cache_root=${LUSTRE_VM_CACHE:-$HOME/.cache/lustre-alloc-vm}
 cache=$cache_root/$key
 work=$cache_root/work-${lustre_commit:0:12}
+LUSTRE_VM_OSD=$osd LUSTRE_VM_MDTS=$mdts
+export LUSTRE_VM_OSD LUSTRE_VM_MDTS
 export vmdir checkout lustre_git lustre_commit ref ior_git ior_commit ior_ref cache timeout_s work
 
 if [ ! -f "$cache/ready" ]; then
@@ -76,6 +85,11 @@ if [ ! -f "$cache/ready" ]; then
     bash "$vmdir/build.sh"
 fi
 [ "$action" = build ] && { echo "lustre-vm: guest ready in $cache"; exit 0; }
+if [ "$osd" = ldiskfs ] && ! grep -q '^osds=.*ldiskfs' "$cache/manifest"; then
+    echo "lustre-vm: this guest has no ldiskfs OSD ($(grep '^osds=' "$cache/manifest" || echo 'osds=zfs')):" \
+         "scripts/lustre-vm/ldiskfs-debian12 is for Lustre 2.17 on Debian 12's 6.1 kernel" >&2
+    exit 2
+fi
 
 if [ "$action" = test ]; then
     exec bash "$vmdir/boot.sh" bash /src/tests/lustre/run_tier.sh "$@"

@@ -1,6 +1,8 @@
 """The real-Lustre tier: tests that run inside the lustre-vm guest (scripts/lustre-vm.sh
-test), on a Lustre 2.17.0 file system with ZFS OSDs (an MGS/MDT and four OSTs on one node,
-a client at ``$LUSTRE_MOUNT``). Outside the guest nothing here is collected.
+test), on a single-node Lustre (an MGS/MDT, a second MDT with ``--mdts 2``, four OSTs on
+ZFS or, with ``--osd ldiskfs``, ldiskfs; a client at ``$LUSTRE_MOUNT``): Lustre 2.17.0 or
+2.15.8 (``--ref``). Outside the guest nothing here is collected. A test that does not apply
+to a configuration skips with the reason (:data:`OSD`, :data:`N_MDTS`, :func:`lustre_version`).
 
 Each test pins a behaviour of Lustre the project's code or stand-ins rely on and says
 which (file, function); :func:`rule` writes what Lustre did to ``$OUT/rules.jsonl``, from
@@ -30,6 +32,17 @@ show which tests fail on it)."""
 FSNAME = os.environ.get("LUSTRE_FSNAME", "lustre")
 OUT = Path(os.environ.get("OUT", "/tmp"))
 N_OSTS = 4
+OSD = os.environ.get("LUSTRE_VM_OSD", "zfs")
+"""The OSTs' OSD (scripts/lustre-vm/guest-run.sh): ``zfs`` or ``ldiskfs``; the MDTs are ZFS."""
+N_MDTS = int(os.environ.get("LUSTRE_VM_MDTS", "1"))
+"""MDTs in the file system (MDT0000 and, with ``--mdts 2``, MDT0001 on the same MDS)."""
+
+
+def ost_device(ost: int) -> str:
+    """What ``mount -t lustre`` mounts as OST ``ost`` (guest-run.sh): a ZFS dataset, or for
+    ldiskfs an image file or block device."""
+    devs = os.environ.get("LUSTRE_VM_OST_DEVS", "").split()
+    return devs[ost] if ost < len(devs) else f"lustre-ost{ost}/ost{ost}"
 NOBODY = 65534
 
 
@@ -47,8 +60,16 @@ def lctl_set(name: str, value: str) -> None:
     sh("lctl", "set_param", f"{name}={value}")
 
 
-def osp(ost: int) -> str:
-    return f"osp.{FSNAME}-OST{ost:04x}-osc-MDT0000"
+def osp(ost: int, mdt: int | str = 0) -> str:
+    """The OSP device of ``ost`` on MDT ``mdt`` (``"*"``: every MDT's, for lctl)."""
+    m = mdt if isinstance(mdt, str) else f"{mdt:04x}"
+    return f"osp.{FSNAME}-OST{ost:04x}-osc-MDT{m}"
+
+
+def lustre_version() -> tuple[int, ...]:
+    """The running Lustre's version, ``(2, 17, 0)``: ``lctl get_param version``."""
+    text = lctl_get("version").splitlines()[0].split()[-1]
+    return tuple(int(x) for x in text.split(".")[:3] if x.isdigit())
 
 
 def wait_for(cond: Callable[[], object], timeout_s: float = 120.0, what: str = "") -> object:
@@ -59,7 +80,7 @@ def wait_for(cond: Callable[[], object], timeout_s: float = 120.0, what: str = "
 
 def all_osts_ready() -> bool:
     vals = sh("lctl", "get_param", "-n", "osp.*.prealloc_status").stdout.split()
-    return len(vals) >= N_OSTS and all(v == "0" for v in vals)
+    return len(vals) >= N_OSTS * N_MDTS and all(v == "0" for v in vals)
 
 
 def rule(name: str, source: str, standin: str, seen: str, agrees: bool) -> None:
@@ -100,7 +121,7 @@ def restore_osts():
     """Every OSP set back to creating and active after the test, and used again by LOD."""
     yield
     for i in range(N_OSTS):
-        lctl_set(f"{osp(i)}.max_create_count", "20000")
-        lctl_set(f"{osp(i)}.active", "1")
+        lctl_set(f"{osp(i, '*')}.max_create_count", "20000")
+        lctl_set(f"{osp(i, '*')}.active", "1")
     wait_for(all_osts_ready, what="every OSP precreating again")
     wait_for(allocator_sees_every_ost, what="LOD using every OST again")

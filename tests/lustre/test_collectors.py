@@ -13,16 +13,16 @@ import pytest
 from lustre_alloc.collectors.collector import Collector
 from lustre_alloc.collectors.sources import make_source
 
-from .conftest import FSNAME, MOUNT, N_OSTS, OUT, lctl_get, lctl_set, rule, sh
+from .conftest import FSNAME, MOUNT, N_MDTS, N_OSTS, OSD, OUT, lctl_get, lctl_set, rule, sh
 
 CAPTURE = [
-    # (file in the fixture, lctl get_param pattern): what the collectors read on 2.17
+    # (file in the fixture, lctl get_param pattern): what the collectors read (2.15+)
     ("obdfilter.stats", "obdfilter.*.stats"),
     ("obdfilter.job_stats", "obdfilter.*.job_stats"),
     ("obdfilter.kbytesfree", "obdfilter.*.kbytesfree"),
     ("obdfilter.kbytestotal", "obdfilter.*.kbytestotal"),
     ("obdfilter.degraded", "obdfilter.*.degraded"),
-    ("osd-zfs.brw_stats", "osd-zfs.*.brw_stats"),
+    (f"osd-{OSD}.brw_stats", f"osd-{OSD}.*.brw_stats"),
     ("mdt.md_stats", "mdt.*.md_stats"),
     ("mdt.job_stats", "mdt.*.job_stats"),
     ("osp.max_create_count", "osp.*.max_create_count"),
@@ -51,7 +51,7 @@ def write_some(jobid_var: str = "procname_uid") -> None:
 
 
 @pytest.mark.parametrize("kind", ["lctl", "files"])
-@pytest.mark.parametrize("role,n", [("oss", N_OSTS), ("mds", 1)])
+@pytest.mark.parametrize("role,n", [("oss", N_OSTS), ("mds", N_MDTS)])
 def test_every_target_is_read_and_parsed_through_the_collectors_code(kind, role, n):
     source = make_source(kind, role, "/", ["lctl"], ["lnetctl"])
     collector = Collector(role, source)
@@ -61,8 +61,8 @@ def test_every_target_is_read_and_parsed_through_the_collectors_code(kind, role,
     body = collector.collect()
     targets = body["targets"]
     bad = {t: v["unavailable"] for t, v in targets.items() if v.get("unavailable")}
-    rule(f"{role} statistics readable through {kind} on 2.17",
-         "obdfilter/mdt stats, osd-zfs brw_stats, job_stats (lustre-stats-formats.md)",
+    rule(f"{role} statistics readable through {kind}",
+         f"obdfilter/mdt stats, osd-{OSD} brw_stats, job_stats (lustre-stats-formats.md)",
          "livestack's emulated servers write the 2.15 formats",
          f"{len(targets)} targets, unreadable: {bad or 'none'}", not bad and len(targets) == n)
     assert len(targets) == n and not bad, bad
@@ -86,7 +86,8 @@ def test_job_stats_carry_the_jobid_lustre_sets():
 
 
 def test_capture_a_fixture_of_this_servers_files():
-    """What 2.17.0 prints, saved for the host's tests (tests/fixtures/lustre/lustre-2.17.0-vm)."""
+    """What this server prints, saved for the host's tests (tests/fixtures/lustre/, one
+    folder per configuration)."""
     write_some()
     dest = OUT / "fixture"
     dest.mkdir(exist_ok=True)
@@ -98,7 +99,7 @@ def test_capture_a_fixture_of_this_servers_files():
                       ("lnetctl.net", ["lnetctl", "net", "show", "-v"])):
         (dest / name).write_text(sh(*cmd).stdout)
     missing = sh("lctl", "get_param", "obdfilter.*.brw_stats", check=False)
-    rule("brw_stats of an OST lives under osd-zfs, not obdfilter, in 2.17",
-         "osd-zfs/osd_lproc.c", "collectors read osd-*.brw_stats, then obdfilter's",
+    rule(f"brw_stats of an OST lives under osd-{OSD}, not obdfilter",
+         f"osd-{OSD}/osd_lproc.c", "collectors read osd-*.brw_stats, then obdfilter's",
          f"obdfilter.*.brw_stats: exit {missing.returncode}", missing.returncode != 0)
-    assert (dest / "osd-zfs.brw_stats").read_text().count("brw_stats") >= N_OSTS
+    assert (dest / f"osd-{OSD}.brw_stats").read_text().count("brw_stats") >= N_OSTS

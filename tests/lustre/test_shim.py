@@ -137,7 +137,7 @@ def test_a_list_naming_an_ost_that_takes_no_object_gets_the_default_layout_and_w
         work, mapper, tmp_path, restore_osts, param, value, ost, err, standin, source):
     """LOD refuses a list naming an OST that cannot take an object (all or nothing); the
     shim asks Lustre's allocator for the same count, and the write succeeds."""
-    lctl_set(f"{osp(ost)}.{param}", value)
+    lctl_set(f"{osp(ost, '*')}.{param}", value)
     mapper.answer_with([ost])
     f = work / "f"
     out = create(f, shim_env(mapper, tmp_path / "rec"))
@@ -158,7 +158,7 @@ def test_every_ost_drained_the_open_fails_as_plain_lustres_and_leaves_no_file(
     the shim had reopened /proc/self/fd/N (llite reuses the write handle, och_usecount),
     leaving a file whose every write failed EBADF."""
     for i in range(4):
-        lctl_set(f"{osp(i)}.max_create_count", "0")
+        lctl_set(f"{osp(i, '*')}.max_create_count", "0")
 
     def plain_fails() -> bool:
         probe = work / "probe"
@@ -384,7 +384,7 @@ def test_an_llapi_layout_create_under_the_shim_gets_its_layout(work, mapper, tmp
 
 def test_cp_dd_and_python_write_under_the_shim_with_a_drained_ost_in_the_lists(
         work, mapper, tmp_path, restore_osts):
-    lctl_set(f"{osp(1)}.max_create_count", "0")
+    lctl_set(f"{osp(1, '*')}.max_create_count", "0")
     mapper.answer_with([1])
     src = tmp_path / "src"
     src.write_bytes(os.urandom(256 * 1024))

@@ -20,7 +20,7 @@ from lustre_alloc.common.record_file import read_records
 from lustre_alloc.livestack.real_lustre import RealLustreStack
 from lustre_alloc.livestack.stack import read_metrics
 
-from .conftest import FSNAME, MOUNT, N_OSTS, SHIM, rule, sh, wait_for
+from .conftest import FSNAME, MOUNT, N_OSTS, OSD, SHIM, rule, sh, wait_for
 from .test_shim import first_osts, layout
 
 DELAYED = os.environ.get("LUSTRE_VM_DELAYED_OST", "1:slow-ost1:")
@@ -44,6 +44,14 @@ def slowed_ost():
     index, device, table = DELAYED.split(":", 2)
     if os.environ.get("LUSTRE_VM_SLOW_OST"):
         yield int(index)
+        return
+    if OSD == "ldiskfs":
+        # the OST is the delayed device itself: every block I/O it submits waits
+        dm_delay(device, table, SLOW_MS)
+        try:
+            yield int(index)
+        finally:
+            dm_delay(device, table, 0)
         return
     dirty = DIRTY_MAX.read_text().strip()
     sh("mount", "-o", "remount,sync", "/data/slow")
@@ -118,10 +126,13 @@ def test_the_mapper_ranks_the_slowed_ost_slowest_and_keeps_new_files_off_it(tmp_
     subprocess.run(["rm", "-rf", str(work)], check=True)
     ok = slow in slow_estimates and min(slow_estimates, key=slow_estimates.get) == slow \
         and placed[slow] <= 1 and sum(placed.values()) >= FILES // 2
-    rule("a ZFS OST slowed at its vdev shows in the OFD's write and sync service times, not "
-         "in brw_stats; the mapper ranks it slowest and places around it",
-         "lustre_alloc/mapper/state/write_time.py write_time(); osd-zfs/osd_io.c "
-         "osd_write_commit() record_end_io(osd, WRITE, 0, ...); ofd_dev.c ofd_sync_hdl()",
+    rule(f"an {OSD} OST slowed at its device: the mapper ranks it slowest and places "
+         "around it" + (" (ZFS: the OFD's write and sync service times show it, brw_stats "
+                        "not)" if OSD == "zfs" else " (ldiskfs: brw_stats' I/O time shows it)"),
+         "lustre_alloc/mapper/state/write_time.py write_time(); " + (
+             "osd-zfs/osd_io.c osd_write_commit() record_end_io(osd, WRITE, 0, ...); "
+             "ofd_dev.c ofd_sync_hdl()" if OSD == "zfs" else
+             "osd-ldiskfs/osd_io.c osd_bio_fini() dr_elapsed, osd_fini_iobuf()"),
          "tests/mapper/test_write_time.py (collectors' values of a ZFS OST)",
          f"OST{slow} slowed: believed slow {slow_estimates or 'none'}; files per OST "
          f"{dict(sorted(placed.items()))} of the {sum(placed.values())} the mapper placed "

@@ -16,7 +16,8 @@ from lustre_alloc.collectors.steer_agent import SteerAgent
 from tests.collectors.test_steer_agent import Killed, KillAtSet
 
 from .conftest import (FSNAME, MOUNT, N_OSTS, PROJECT, SHIM, all_osts_ready,
-                       allocator_sees_every_ost, lctl_get, lctl_set, rule, sh, wait_for)
+                       allocator_sees_every_ost, lctl_get, lctl_set, ost_device, rule, sh,
+                       wait_for)
 
 OST = f"{FSNAME}-OST0001"
 OSP = f"{FSNAME}-OST0001-osc-MDT0000"
@@ -121,7 +122,7 @@ def test_a_remount_resets_degraded_and_the_agent_applies_it_again(params, tmp_pa
     agent = SteerAgent("oss", lambda: [OST], params, journal=tmp_path / "j.json")
     assert agent.handle({"op": "steer", "ost": OST, "kind": "degraded", "lease_s": 600})["ok"]
     sh("umount", "/lustre/ost1")
-    sh("mount", "-t", "lustre", "lustre-ost1/ost1", "/lustre/ost1")
+    sh("mount", "-t", "lustre", ost_device(1), "/lustre/ost1")
     wait_for(lambda: lctl_get(f"obdfilter.{OST}.degraded") in ("0", "1"), what="OST back")
     found = params.get(degraded_param(OST))
     agent.expire()
