@@ -30,6 +30,9 @@ modprobe lnet networks='tcp0(eth0)'
 lnetctl lnet configure --all >/dev/null
 modprobe lustre
 for m in mgs mdt ofd osd_zfs lod osp mdd; do modprobe "$m"; done
+# loop devices for the file-backed targets (mkfs.lustre and mount.lustre set them up for
+# ldiskfs images; no udev here: the module's own nodes, 16 of them, are made at load)
+modprobe loop max_loop=16
 [ "$osd" = ldiskfs ] && modprobe osd_ldiskfs
 nid=$(lctl list_nids | head -1)
 say "LNet up: $nid"
@@ -61,7 +64,6 @@ for i in $(seq 0 $((nost - 1))); do
         # is mounted sync only while slowed, so that each vdev write meets the delay
         # ZFS: an ext4 holding the 2 GiB vdev file; ldiskfs: the 2 GiB OST itself
         if [ "$osd" = ldiskfs ]; then truncate -s 2G /data/slow.img; else truncate -s 3G /data/slow.img; fi
-        modprobe loop
         loop=$(losetup --find --show /data/slow.img)
         modprobe dm_delay
         slow_table="0 $(blockdev --getsz "$loop") delay $loop 0"
@@ -84,10 +86,14 @@ for i in $(seq 0 $((nost - 1))); do
         fi
     fi
     if [ "$osd" = ldiskfs ]; then
-        size_opt=(--device-size=2097152)
-        [ -b "$dev" ] && size_opt=()
+        # a 2 GiB image on a loop device of its own (mount.lustre wants a block device; the
+        # same device serves a remount)
+        if [ ! -b "$dev" ]; then
+            truncate -s 2G "$dev"
+            dev=$(losetup --find --show "$dev")
+        fi
         mkfs.lustre --ost --fsname=$fsname --index="$i" --mgsnode="$nid" --backfstype=ldiskfs \
-            "${size_opt[@]}" "$dev" >/dev/null
+            "$dev" >/dev/null
         ost_dev[$i]=$dev
     else
         mkfs.lustre --ost --fsname=$fsname --index="$i" --mgsnode="$nid" --backfstype=zfs \
