@@ -81,15 +81,16 @@ def test_the_mds_collector_reads_every_mdt():
     assert names == [f"{FSNAME}-MDT0000", f"{FSNAME}-MDT0001"] and not bad, targets
 
 
-def test_a_drain_reaches_every_mdts_osp_and_lustre_places_nothing_there(work):
+def test_a_drain_reaches_every_mdts_osp_and_lustre_places_nothing_there(work, tmp_path):
     """The agent as the collector starts it on an MDS (targets: every OSP device there,
     ``collectors/cli.py start_agent()``) drains OST0001 on every MDT; Lustre's allocator
     then places no object on it from any MDT; release restores every OSP."""
     ost = f"{FSNAME}-OST0001"
     source = make_source("lctl", "mds", "/", ["lctl"], ["lnetctl"])
+    source.refresh()                      # what the collector's loop does before the agent
     params = LctlParams(["lctl"])
     agent = SteerAgent("mds", lambda: list(source.read_family("osp", "max_create_count")),
-                       params, journal=work.parent / ".dne-journal.json")
+                       params, journal=tmp_path / "journal.json")
     devices = [f"osp.{ost}-osc-MDT{m:04x}.max_create_count" for m in range(N_MDTS)]
     before = [params.get(d) for d in devices]
     try:
