@@ -53,17 +53,20 @@ def test_the_shim_places_files_in_a_directory_striped_over_both_mdts(work, mappe
     """``lfs mkdir -c 2``: names hash to both MDTs; every file gets the mapper's list."""
     d = work / "striped"
     sh("lfs", "mkdir", "-c", "2", str(d))
+    sh("lfs", "setstripe", "-c", "2", str(d))
     mapper.answer_with([3, 0])
     files = [d / f"f{i:02d}" for i in range(16)]
     for f in files:
         assert create(f, shim_env(mapper, tmp_path / "rec")) == {"written": 65536}
     mdts = {mdt_of(f) for f in files}
     got = [first_osts(layout(f)) for f in files]
+    results = {r["result"] + ":" + r.get("reason", "") for f in files
+               for r in records_for(tmp_path / "rec", f)}
     rule("files of a directory striped over 2 MDTs get the list on both MDTs",
          "lmv_obd.c lmv_create() by name hash; lod_alloc_ost_list() on each MDT",
-         "the shim is MDT-blind", f"MDTs {sorted(mdts)}, layouts {sorted(map(tuple, got))}",
-         mdts == {0, 1} and all(g == [3, 0] for g in got))
-    assert mdts == {0, 1} and all(g == [3, 0] for g in got), (mdts, got)
+         "the shim is MDT-blind", f"MDTs {sorted(mdts)}, layouts {sorted(set(map(tuple, got)))}"
+         f", records {sorted(results)}", mdts == {0, 1} and all(g == [3, 0] for g in got))
+    assert mdts == {0, 1} and all(g == [3, 0] for g in got), (mdts, got, results)
 
 
 @several
