@@ -14,6 +14,9 @@ It builds the setup as a scenario from what the warm-up measured and nothing els
   ZFS OST pays a fixed cost per txg sync (``a``, the uberblock and label writes behind a
   slow vdev) besides its bytes; one bandwidth from 4 MiB files alone read the slowed OST at
   0.35 MiB/s where the job's 8 MiB files went several times faster (docs/lustre-vm.md);
+* the OSD: the guest's (``LUSTRE_VM_OSD`` of the setup, ZFS by default), so the simulated
+  collectors read what that OSD's do (a ZFS OST's writes timed by the OFD, not brw_stats;
+  docs/simulator.md, "One statistics path");
 * the warm-up: its files one after another, OSTs in turn (unmanaged, no bytes counted
   against the job);
 * interference (``interference_ost`` in bench/lustre_vm_setups.toml): background load on
@@ -134,6 +137,8 @@ def scenario_files(run: dict, setup: dict, out: Path, drain: bool) -> Path:
         event = (f'\n[[event]]\nat_s = {warm_end:.1f}\nkind = "ost_state"\n'
                  f'ost = {int(run["slow_ost"])}\nstate = "deactivated"\n')
     bw = ", ".join(f"{rates[k]:.3f}" for k in range(osts))
+    # the guest's OSD: what the simulated collectors read (brw_stats or the OFD's clock)
+    osd = setup.get("guest_env", {}).get("LUSTRE_VM_OSD", "zfs")
     steer = run.get("steer", {})
     toml = out / "lustre-vm.toml"
     toml.write_text(f"""name = "lustre-vm-{run.get('setup', 'placement')}"
@@ -150,6 +155,7 @@ ost_size_gib = {OST_SIZE_GIB}
 ost_bandwidth_mib_s = [{bw}]
 statfs_interval_s = {INTERVAL_S}
 stats_interval_s = {INTERVAL_S}
+osd = "{osd}"
 
 [cluster.initial_fill]
 mode = "explicit"

@@ -34,6 +34,7 @@ class SimCluster:
         latency_s: per-request service latency of each OST, seconds, shape (N,) (None: 0).
         oss_cap_bytes_s: throughput limit of each OSS (min of its NIC/LNet and CPU limits),
             bytes/s, shape (S,) (None: unlimited).
+        osd: the OSTs' OSD, ``ldiskfs`` or ``zfs`` (what their collectors read).
     """
     oss_names: list[str]
     ost_index: np.ndarray
@@ -44,6 +45,7 @@ class SimCluster:
     read_bandwidth_bytes_s: np.ndarray | None = None
     latency_s: np.ndarray | None = None
     oss_cap_bytes_s: np.ndarray | None = None
+    osd: str = "ldiskfs"
 
     @property
     def uniform(self) -> bool:
@@ -111,6 +113,7 @@ def _performance(spec: ClusterSpec, cl: SimCluster) -> SimCluster:
     caps = [t.resolve(s) * MIB for t in (spec.oss_nic_mib_s, spec.oss_cpu_mib_s) if t is not None]
     if caps:
         cl.oss_cap_bytes_s = np.minimum.reduce(caps)
+    cl.osd = spec.osd
     return cl
 
 

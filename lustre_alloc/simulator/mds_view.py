@@ -61,7 +61,7 @@ class MdsView:
         self.store = StateStore(lnet_capacity_bytes_per_s=lnet_link_bytes_s)
         self.last_statfs_s = -math.inf
         self.last_stats_s = -math.inf
-        self.readings = OstReadings(n)
+        self.readings = OstReadings(n, brw_times_writes=cluster.osd != "zfs")
         """What each OST's brw_stats and obdfilter stats hold (the engine advances them)."""
         self.job_readings = JobReadings()
         """What each OST's job_stats holds (the engine's transfer book settles into it)."""

@@ -10,7 +10,18 @@ Per OST position, since the start of the run:
   :data:`lustre_alloc.simulator.models.RPC_BYTES`, one disk I/O; "disk I/Os in flight": each RPC under
   the streams sharing its OST in that step (one RPC each, itself included; 31 and above
   in bucket 31, as ``lprocfs_oh_tally``);
-* obdfilter ``stats``: ``read_bytes``/``write_bytes`` samples (RPCs) and sum (bytes).
+* obdfilter ``stats``: ``read_bytes``/``write_bytes`` samples (RPCs) and sum (bytes), and
+  ``read``/``write`` ``[usecs]``: the same RPCs and their summed time (the OFD's own clock,
+  2.14+; ``ofd_io.c`` ``ofd_commitrw_write()``).
+
+Per OSD, as Lustre's (docs/reference/lustre-configurations.md): on ldiskfs brw_stats times
+every RPC (``osd-ldiskfs/osd_io.c`` ``osd_bio_fini()``); on ZFS no write
+(``osd-zfs/osd_io.c`` ``osd_write_commit()``: ``record_end_io(osd, WRITE, 0, ...)``), so a
+ZFS OST's write time reaches the collectors only through the OFD's ``write`` counter, and
+the mapper reads it as deployed (:mod:`lustre_alloc.mapper.state.write_time`). What is not
+modelled: ZFS's write-back (a write RPC answered from memory, the device's time paid at the
+next fsync or under the dirty-data throttle); the simulated RPC's time is its service time
+either way.
 
 Bytes become RPCs when a whole RPC has accumulated on the OST (the rest waits for the next
 step). At a sample, :meth:`OstReadings.brw_stats` and :meth:`OstReadings.stats` give the
@@ -53,12 +64,15 @@ class OstReadings:
         rpcs, nbytes: RPCs and bytes served, (2, n) int64 / float: [0] reads, [1] writes.
     """
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, brw_times_writes: bool = True):
         self.n = n
+        self.brw_times_writes = brw_times_writes
+        """False for ZFS OSTs: brw_stats' write "I/O time" stays empty."""
         self.io_time = np.zeros((2, n, TIME_BUCKETS), dtype=np.int64)
         self.in_flight = np.zeros((2, n, IN_FLIGHT_BUCKETS), dtype=np.int64)
         self.rpcs = np.zeros((2, n), dtype=np.int64)
         self.nbytes = np.zeros((2, n))
+        self.time_us = np.zeros((2, n))       # the OFD's read/write [usecs] sums
         self._partial = np.zeros((2, n))      # bytes not yet a whole RPC
 
     def step(self, read: np.ndarray, written: np.ndarray, sharing: np.ndarray,
@@ -83,8 +97,10 @@ class OstReadings:
             with np.errstate(divide="ignore"):
                 ms = 1000.0 * rpc_io_time_s(streams, bw[rows],
                                             lat if np.isscalar(lat) else lat[rows])
-            bucket = np.minimum(log2_bucket_index(ms), TIME_BUCKETS - 1)
-            np.add.at(self.io_time[d], (rows, bucket), count)
+            self.time_us[d, rows] += count * 1000.0 * ms
+            if d == 0 or self.brw_times_writes:
+                bucket = np.minimum(log2_bucket_index(ms), TIME_BUCKETS - 1)
+                np.add.at(self.io_time[d], (rows, bucket), count)
             flight = np.minimum(np.rint(streams).astype(np.int64), IN_FLIGHT_BUCKETS - 1)
             np.add.at(self.in_flight[d], (rows, flight), count)
             self.rpcs[d, rows] += count
@@ -106,9 +122,12 @@ class OstReadings:
         """The obdfilter ``stats`` of OST position ``p`` at ``now`` (s) as the parser
         returns it."""
         counters = {}
-        for d, name in ((0, "read_bytes"), (1, "write_bytes")):
+        for d, name in ((0, "read"), (1, "write")):
             if self.rpcs[d, p]:
-                counters[name] = Counter(int(self.rpcs[d, p]), "bytes", sum=int(self.nbytes[d, p]))
+                counters[f"{name}_bytes"] = Counter(int(self.rpcs[d, p]), "bytes",
+                                                    sum=int(self.nbytes[d, p]))
+                counters[name] = Counter(int(self.rpcs[d, p]), "usecs",
+                                         sum=int(round(self.time_us[d, p])))
         return StatsSnapshot(snapshot_time=now, start_time=0.0, elapsed_time=now,
                              counters=counters)
 

@@ -88,7 +88,10 @@ class ClusterSpec:
     ``ost_read_bandwidth_mib_s`` (default: the write values), ``ost_latency_ms``
     (per-request service latency, default 0), ``oss_nic_mib_s`` (NIC/LNet limit per OSS,
     default none) and ``oss_cpu_mib_s`` (throughput at which the OSS CPU saturates,
-    default none). A defaulted key is None.
+    default none). A defaulted key is None. ``osd`` is the OSTs' OSD, which decides what
+    their collectors read (:mod:`lustre_alloc.simulator.ost_readings`): ``ldiskfs`` (default)
+    times each write RPC in brw_stats; ``zfs`` times no write there, its OFD ``stats`` do
+    (docs/reference/lustre-configurations.md).
     """
     oss_count: int
     osts_per_oss: int
@@ -101,6 +104,11 @@ class ClusterSpec:
     ost_latency_ms: TargetValues | None = None
     oss_nic_mib_s: TargetValues | None = None
     oss_cpu_mib_s: TargetValues | None = None
+    osd: str = "ldiskfs"
+
+
+OSDS = ("ldiskfs", "zfs")
+"""The OSDs a simulated cluster's OSTs may run (``[cluster] osd``)."""
 
 
 @dataclass(frozen=True)
@@ -447,7 +455,10 @@ def _cluster(c: _Table) -> ClusterSpec:
         initial_fill=fill,
         statfs_interval_s=c.get("statfs_interval_s", float, 5.0, minimum=0.001),
         stats_interval_s=c.get("stats_interval_s", float, 5.0, minimum=0.001),
+        osd=c.get("osd", str, "ldiskfs"),
     )
+    if cluster.osd not in OSDS:
+        raise c.err("osd", f"{cluster.osd!r}: expected one of {', '.join(OSDS)}")
     c.finish()
     if not lfs_df:
         if cluster.oss_count < 1:

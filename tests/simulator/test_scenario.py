@@ -75,3 +75,18 @@ def test_real_lfs_df_scenario_takes_sizes_fill_and_oss_map_from_the_files(pytoki
     assert cluster.used_bytes.tolist() == [(o.kbytes_total - o.kbytes_avail) * 1024 for o in osts]
     nids = read_lctl_dl(pytokio_dir / "sample_ost-map.txt.gz").snapshots[0].ost_nids["snx11025"]
     assert [cluster.oss_names[s] for s in cluster.ost_oss] == [nids[o.index] for o in osts]
+
+
+def test_the_osts_osd_is_ldiskfs_unless_named_and_an_unknown_one_is_one_clear_line(
+        make_scenario, capsys):
+    p = make_scenario(small(), [rec(0, "write", "a", "f", 1)])
+    assert load_scenario(p).cluster.osd == "ldiskfs"
+    p = make_scenario(small().replace("ost_bandwidth_mib_s = 100",
+                                      'ost_bandwidth_mib_s = 100\nosd = "zfs"'),
+                      [rec(0, "write", "a", "f", 1)])
+    sc = load_scenario(p)
+    assert sc.cluster.osd == "zfs" and prepare(sc).osd == "zfs"
+    p = make_scenario(small().replace("ost_bandwidth_mib_s = 100",
+                                      'ost_bandwidth_mib_s = 100\nosd = "btrfs"'),
+                      [rec(0, "write", "a", "f", 1)])
+    assert "osd: 'btrfs': expected one of ldiskfs, zfs" in cli_error(capsys, p)

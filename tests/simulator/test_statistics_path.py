@@ -126,3 +126,52 @@ def test_a_look_at_several_samples_equals_the_simulators_one_sample_over_their_s
     assert np.allclose(looks[0].latencies([0, 1]), looks[1].latencies([0, 1]), rtol=1e-12)
     rates = looks[0].rates([0, 1])
     assert rates[0] < rates[1] / 2
+
+
+def _zfs_simulation() -> Simulation:
+    sc = load_scenario("paper-32ost")
+    cluster = _cluster()
+    cluster.osd = "zfs"
+    return Simulation(sc, cluster, make_policy("round_robin"), [],
+                      make_network(sc.network, **sc.network_params))
+
+
+def test_a_zfs_ost_times_no_write_in_brw_stats_and_its_ofd_does():
+    """As osd-zfs (``osd_write_commit()``: ``record_end_io(osd, WRITE, 0, ...)``): brw_stats'
+    write I/O time stays empty, the OFD's ``write [usecs]`` carries the RPCs' time, and the
+    mapper takes a ZFS OST's speed from it as deployed (write_time.py's OFD path, the
+    write-back fold): OST 0, four times slower, reads slower."""
+    from lustre_alloc.collectors.readers.brw_stats import IO_TIME
+    from lustre_alloc.mapper.state.write_time import OFD_STATS, write_time
+    sim = _zfs_simulation()
+    sim.mds.readings.step(np.zeros(2), np.full(2, 64.0 * MIB), np.array([1, 1]),
+                          np.full(2, BW), np.array([BW / 4, BW]), None)
+    assert not any(sim.mds.readings.brw_stats(0, 5.0).histograms[IO_TIME].write)
+    ofd = sim.mds.readings.stats(0, 5.0).counters["write"]
+    assert ofd.unit == "usecs" and ofd.samples == 64 and ofd.sum > 0
+    sim._refresh_stats(5.0)
+    values = {}
+    for p in (0, 1):
+        v, u = {}, {}
+        sim.mds._prev.pop(p)
+        sim.mds._reduce(p, 5.0, 5.0, v, u)
+        values[p] = v
+    assert "write_io_time_ms_mean" not in values[0]
+    assert values[0]["write_service_time_us_mean"] == 4 * values[1]["write_service_time_us_mean"]
+    assert write_time(values[0], 5.0).source == OFD_STATS
+    tracker = OstRateTracker(smoothing=1.0, write_back_alike=None)
+    tracker.update(sim.mds.view.osts)
+    assert tracker.write_back([0, 1]).all()
+    rates = tracker.rates([0, 1])
+    assert rates[0] < rates[1] / 2
+
+
+def test_an_ldiskfs_osts_ofd_write_time_is_there_and_brw_stats_still_rules():
+    sim = _simulation()
+    sim.mds.readings.step(np.zeros(2), np.full(2, 64.0 * MIB), np.array([1, 1]),
+                          np.full(2, BW), np.full(2, BW), None)
+    assert sim.mds.readings.stats(0, 5.0).counters["write"].samples == 64
+    v, u = {}, {}
+    sim.mds._reduce(0, 5.0, 5.0, v, u)
+    from lustre_alloc.mapper.state.write_time import BRW_STATS, write_time
+    assert write_time(v, 5.0).source == BRW_STATS
