@@ -37,6 +37,17 @@ def _cluster() -> SimCluster:
                       bandwidth_bytes_s=np.full(2, BW))
 
 
+def interval_values(sim: Simulation) -> dict[int, dict]:
+    """Each OST's sample values over the whole run so far (from its first reading)."""
+    values = {}
+    for p in (0, 1):
+        v, u = {}, {}
+        sim.mds._prev.pop(p)
+        sim.mds._reduce(p, 5.0, 5.0, v, u)
+        values[p] = v
+    return values
+
+
 def _simulation() -> Simulation:
     sc = load_scenario("paper-32ost")
     return Simulation(sc, _cluster(), make_policy("round_robin"), [],
@@ -65,12 +76,7 @@ def test_live_emulator_and_simulator_give_the_same_sample(tmp_path):
                           np.full(2, BW), np.full(2, BW), None)
     sim._refresh_stats(5.0)
     mine = {o.index: o for o in sim.mds.store.snapshot.osts}
-    values = {}
-    for p in (0, 1):
-        v, u = {}, {}
-        sim.mds._prev.pop(p)
-        sim.mds._reduce(p, 5.0, 5.0, v, u)
-        values[p] = v
+    values = interval_values(sim)
     for key in ("write_ios", "write_io_time_ms_mean", "write_io_time_ms_p50",
                 "write_io_time_ms_p99", "write_io_size_bytes_mean", "write_ios_in_flight_mean"):
         assert live[0][key] == values[0][key], key
@@ -150,12 +156,7 @@ def test_a_zfs_ost_times_no_write_in_brw_stats_and_its_ofd_does():
     ofd = sim.mds.readings.stats(0, 5.0).counters["write"]
     assert ofd.unit == "usecs" and ofd.samples == 64 and ofd.sum > 0
     sim._refresh_stats(5.0)
-    values = {}
-    for p in (0, 1):
-        v, u = {}, {}
-        sim.mds._prev.pop(p)
-        sim.mds._reduce(p, 5.0, 5.0, v, u)
-        values[p] = v
+    values = interval_values(sim)
     assert "write_io_time_ms_mean" not in values[0]
     assert values[0]["write_service_time_us_mean"] == 4 * values[1]["write_service_time_us_mean"]
     assert write_time(values[0], 5.0).source == OFD_STATS
