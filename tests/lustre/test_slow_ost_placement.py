@@ -89,10 +89,11 @@ def test_the_mapper_ranks_the_slowed_ost_slowest_and_keeps_new_files_off_it(tmp_
     # the MDS CPU gate reads this one node's CPU (the writers'), and the round budget is
     # wall time on an emulated CPU (bench/lustre_vm_placement.py MAPPER says why); this
     # test asks which OSTs the mapper picks, not how fast: with other guests and a build on
-    # the host, the bench's 0.25 s budget handed 13 of 20 creates to the fallback. So does
-    # the staleness gate (default twice the collectors' 2 s interval): with two other
-    # guests and a simulation on the host the emulated collectors published late and all
-    # 20 creates went to the fallback, on ZFS and on ldiskfs
+    # the host, the bench's 0.25 s budget handed 13 of 20 creates to the fallback. With two
+    # other guests and a simulation on the host all 20 went to the fallback, on ZFS and on
+    # ldiskfs (the reason was not recorded then; the assertion now says it): the staleness
+    # gate, twice the collectors' 2 s interval by default, is the one late emulated
+    # collectors trip, so it waits 30 s here
     stack = RealLustreStack(tmp_path / "stack", fsname=FSNAME,
                             mapper_settings={"mds_cpu_limit_percent": 100.0,
                                              "round_budget_s": 5.0, "stale_after_s": 30.0})
