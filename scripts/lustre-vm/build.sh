@@ -92,7 +92,10 @@ lustre_version=$(git --git-dir="$lustre_git" show "$lustre_commit:LUSTRE-VERSION
 # kernel's exact version (linux-source-6.1 of the same Debian revision as the image).
 osds=zfs
 case "$lustre_version:$kver" in
-    2.17.*:6.1.0-*-amd64) osds="zfs ldiskfs" ;;
+    2.17.*:6.1.0-*-amd64)
+        # the series' own hash in the marker: an edited patch rebuilds Lustre
+        osds="zfs ldiskfs $(cat "$vmdir/ldiskfs-debian12/series" \
+                           "$vmdir"/ldiskfs-debian12/patches/*.patch | sha256sum | cut -c1-12)" ;;
 esac
 linux_src=/build/linux-source-6.1
 if [[ $osds == *ldiskfs* ]]; then

@@ -69,8 +69,9 @@ if [ -n "$ior_src" ]; then
 fi
 # The cache key: every input of the image. The Debian packages are taken as the mirror serves
 # them on the day of the build; the resolved kernel is recorded in the cache's manifest.
-key=$(cat "$vmdir/build.sh" "$vmdir/guest-init" "$vmdir/packages.txt" <(echo "$lustre_commit $ior_commit") \
-      | sha256sum | cut -c1-16)
+key=$(cat "$vmdir/build.sh" "$vmdir/guest-init" "$vmdir/packages.txt" \
+          "$vmdir"/ldiskfs-debian12/series "$vmdir"/ldiskfs-debian12/patches/*.patch \
+          <(echo "$lustre_commit $ior_commit") | sha256sum | cut -c1-16)
 cache_root=${LUSTRE_VM_CACHE:-$HOME/.cache/lustre-alloc-vm}
 cache=$cache_root/$key
 work=$cache_root/work-${lustre_commit:0:12}
