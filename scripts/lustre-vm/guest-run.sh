@@ -58,11 +58,11 @@ fi
 for i in $(seq 0 $((nost - 1))); do
     dev=/data/ost$i.img
     if [ "$i" = "$slow_index" ]; then
-        # this OST's vdev file on an ext4 behind device-mapper's delay target (a file vdev:
-        # ZFS would partition a whole disk and wait for udev, which this guest does not run):
-        # 0 ms while it is formatted and mounted, slow_ms once everything is up; the ext4
-        # is mounted sync only while slowed, so that each vdev write meets the delay
-        # ZFS: an ext4 holding the 2 GiB vdev file; ldiskfs: the 2 GiB OST itself
+        # this OST behind device-mapper's delay target, 0 ms while it is formatted and
+        # mounted, slow_ms once everything is up. ZFS: its vdev file on an ext4 over the
+        # delayed device (a file vdev: ZFS would partition a whole disk and wait for udev,
+        # which this guest does not run), the ext4 mounted sync only while slowed so that
+        # each vdev write meets the delay. ldiskfs: the 2 GiB OST is the delayed device.
         if [ "$osd" = ldiskfs ]; then truncate -s 2G /data/slow.img; else truncate -s 3G /data/slow.img; fi
         loop=$(losetup --find --show /data/slow.img)
         modprobe dm_delay

@@ -83,6 +83,19 @@ def all_osts_ready() -> bool:
     return len(vals) >= N_OSTS * N_MDTS and all(v == "0" for v in vals)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def configuration_record():
+    """What this run is, for ``report.py --matrix``: ``$OUT/config.json`` (version, OSD,
+    MDTs, and the command that runs this configuration)."""
+    version = ".".join(map(str, lustre_version()))
+    cmd = "bash scripts/lustre-vm.sh test"
+    if not version.startswith("2.17."):
+        cmd += f" --ref v{version.replace('.', '_')}"
+    cmd += (f" --osd {OSD}" if OSD != "zfs" else "") + (f" --mdts {N_MDTS}" if N_MDTS > 1 else "")
+    (OUT / "config.json").write_text(json.dumps(
+        {"version": version, "osd": OSD, "mdts": N_MDTS, "command": cmd}))
+
+
 def rule(name: str, source: str, standin: str, seen: str, agrees: bool) -> None:
     """Record one rule a stand-in or the code encodes and what Lustre did."""
     with open(OUT / "rules.jsonl", "a") as f:

@@ -6,7 +6,7 @@ the code encodes with what Lustre did (``rules.jsonl``, written by the tests' ``
 
 The first is one run's (its ``out/report.md``). The second puts several runs side by side, a
 column per configuration (each ``OUT`` a run's folder: ``tier.xml``, ``rules.jsonl`` and
-``config.json``, which ``run_tier.sh`` writes): docs/reference/lustre-on-lustre.md.
+``config.json``, which the tier's conftest writes): docs/reference/lustre-on-lustre.md.
 """
 from __future__ import annotations
 
