@@ -361,7 +361,8 @@ LA_HIDDEN void la_leases_close(void);
 LA_HIDDEN void la_leases_atfork_child(void);
 /* Counters (the stats the record and the tests read). */
 enum { LA_LS_TAKEN, LA_LS_WAITED, LA_LS_ASKED, LA_LS_GRANTED, LA_LS_REFUSED,
-       LA_LS_REVOKED, LA_LS_EXPIRED, LA_LS_RELEASES, LA_LS_N };
+       LA_LS_REVOKED, LA_LS_EXPIRED, LA_LS_RELEASES, LA_LS_REFRESHED,
+       LA_LS_N };
 LA_HIDDEN uint64_t la_lease_stat(int which);
 /* The create that took d's leased layout is over: name (the file's last
  * path component) got it when applied; async-signal-safe.  Every create

@@ -10,6 +10,14 @@ A layout is used until 80% of the lifetime after its grant; what is left when it
 or holds an OST that became unusable (the revocation), is un-booked
 (:meth:`~lustre_alloc.mapper.policies.placement.BooksPlacements.unbook`).
 
+The shim's refresh (``la_lease.c``, "Refresh": a class creating more slowly than its
+layouts live asks for a fresh lease shortly before its newest layout expires, so its create
+finds one without a round trip) is not modelled as such: here a layout is decided at its
+create, on that instant's state, where the shim's was decided up to one use window (80% of
+the lifetime) before, and the refreshed layouts that expire unused are not booked
+meanwhile. The sizing is the shim's: such a refill asks for the class's rate (one layout
+for a slow class), not twice its last grant.
+
 The sizing and lifetime constants are the shim's and the mapper's
 (``liblustre_alloc/la_lease.c``: ``LA_ASK_MIN``, ``LA_ASK_HORIZON_S``, ``LA_USE_FRACTION``;
 ``la_internal.h``: ``LA_LEASE_ASK_MAX``, ``LA_LEASE_MAX_STRIPES``; the mapper's
@@ -58,6 +66,8 @@ class _Class:
     rate_t_s: float = -math.inf
     taken: int = 0
     rate_taken: int = 0
+    installed: int = 0              # grants so far (the first asks at least ASK_MIN)
+    taken_at_grant: int = 0         # ``taken`` when the last grant came
     checked: frozenset | None = None   # the usable set its layouts were last checked on
 
 
@@ -176,7 +186,7 @@ class LeasedCreates(BatchPolicy):
 
     def _refill(self, snapshot: ClusterSnapshot, request: CreateRequest, cls: _Class,
                 now: float, waiting: bool) -> None:
-        want = self._ask_size(cls, now, waiting)
+        want = self._ask_size(cls, now, waiting, USE_FRACTION * self.lifetime_s)
         self.stats["leases"] += 1
         try:
             results: Sequence = decide_batch(self.policy, snapshot, [request] * want)
@@ -190,21 +200,28 @@ class LeasedCreates(BatchPolicy):
                 cls.held.append((tuple(placed.osts), use_by, bps))
                 granted += 1
         cls.last_granted = granted
+        cls.installed += 1
+        cls.taken_at_grant = cls.taken
         self.stats["granted"] += granted
         self._next_expiry_s = min(self._next_expiry_s, use_by)
 
     @staticmethod
-    def _ask_size(cls: _Class, now: float, waiting: bool) -> int:
+    def _ask_size(cls: _Class, now: float, waiting: bool, use_s: float) -> int:
         """``la_ask_size``: 100 ms of the class's create rate (a running mean), at least
-        :data:`ASK_MIN`, at least twice the last grant when the ring ran dry, at most
+        :data:`ASK_MIN`, but after the first lease no more than the rate uses within
+        ``use_s`` (the use window, s; at least 1), at least twice the last
+        grant when creates used it up and wait (not when it ran out by expiry), at most
         :data:`ASK_MAX`."""
         dt = now - cls.rate_t_s
         if math.isfinite(cls.rate_t_s) and dt > 0:
             rate = (cls.taken - cls.rate_taken) / dt
             cls.rate_per_s = 0.5 * (cls.rate_per_s + rate) if cls.rate_per_s > 0 else rate
         cls.rate_t_s, cls.rate_taken = now, cls.taken
-        want = max(ASK_MIN, math.ceil(cls.rate_per_s * ASK_HORIZON_S))
-        if waiting:
+        floor = ASK_MIN
+        if cls.installed:       # never more than the rate uses before they expire
+            floor = max(1, min(floor, math.ceil(cls.rate_per_s * use_s)))
+        want = max(floor, math.ceil(cls.rate_per_s * ASK_HORIZON_S))
+        if waiting and cls.taken - cls.taken_at_grant >= cls.last_granted:
             want = max(want, 2 * cls.last_granted)
         return min(want, ASK_MAX)
 

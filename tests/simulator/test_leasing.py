@@ -82,12 +82,22 @@ def test_expired_layouts_come_off_the_books_and_are_never_used():
     leased = LeasedCreates(pol)
     first = leased.allocate(_snap(0.0), REQ)
     # past 80% of the 2 s lifetime: the 15 left are un-booked, and the create that found
-    # its class dry asks for twice the last grant (the shim's rule for a waiting create)
+    # its class dry by expiry (no burst used it up) asks for what its rate uses within a
+    # use window: one layout, not twice the last grant (that grew a slow writer's every
+    # lease to 256 in the shim, one used of each)
     later = leased.allocate(_snap(1.7), REQ)
-    assert leased.stats["expired"] == 15 and pol.batches == [16, 32]
-    assert first.osts == (0, 1) and later.osts == pol_osts_of(16 * 2)   # the new lease's first
-    assert [len(c.held) for c in leased.classes.values()] == [31]
-    assert sum(pol.booked.values()) == pytest.approx((1 + 32) * 2 * MIB)
+    assert leased.stats["expired"] == 15 and pol.batches == [16, 1]
+    assert first.osts == (0, 1) and later.osts == pol_osts_of(16 * 2)   # the new lease's
+    assert [len(c.held) for c in leased.classes.values()] == [0]
+    assert sum(pol.booked.values()) == pytest.approx((1 + 1) * 2 * MIB)
+
+
+def test_a_bursts_refill_asks_for_100_ms_of_its_rate_beyond_the_minimum():
+    pol = Booking()
+    leased = LeasedCreates(pol)
+    for i in range(16):             # 16 creates within 16 ms use the first lease up
+        leased.allocate(_snap(0.001 * i), REQ)
+    assert pol.batches[0] == 16 and pol.batches[1] >= 16
 
 
 def pol_osts_of(n: int) -> tuple[int, int]:
