@@ -181,6 +181,19 @@ def wait_osts(mount: Path, drained: int | None, timeout_s: float = 90.0) -> floa
         time.sleep(1.0)
 
 
+def wait_drained_osp(fsname: str, osts: set[int], timeout_s: float) -> int | None:
+    """The OST whose OSP on MDT0000 has ``max_create_count`` 0 (a drain applied on the
+    MDS), waiting up to ``timeout_s``; None if none is drained by then."""
+    t0 = time.monotonic()
+    while True:
+        for o in sorted(osts):
+            if int(lctl("get_param", "-n", osp_param(fsname, o)).strip()) == 0:
+                return o
+        if time.monotonic() - t0 > timeout_s:
+            return None
+        time.sleep(0.5)
+
+
 def osp_param(fsname: str, ost: int) -> str:
     return f"osp.{fsname}-OST{ost:04x}-osc-MDT0000.max_create_count"
 
@@ -245,6 +258,14 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
                         while stack.steered() < 1 and time.monotonic() - t0 < args.steer_wait_s:
                             time.sleep(1.0)
                         row["steered"] = stack.steered()
+                        # the mapper's gauge counts a drain it decided; the job starts
+                        # once the MDS has it and LOD follows, as for the hand drain
+                        # (in the first measured run round 0 started before the agent
+                        # had set max_create_count: its job ran undrained)
+                        drained = wait_drained_osp(fsname, osts, 30.0) \
+                            if row["steered"] >= 1 else None
+                        if drained is not None:
+                            row["settle_s"] = wait_osts(mount, drained)
                         row["steer_wait_s"] = time.monotonic() - t0
                         row["max_create_count"] = {
                             o: int(lctl("get_param", "-n", osp_param(fsname, o)).strip())
