@@ -93,6 +93,9 @@ class LeasedCreates(BatchPolicy):
         plans = primary.plans if isinstance(primary, PlansAhead) else None
         self.lifetime_s = lease_s if plans is None else min(lease_s, float(plans.ttl_s))
         self.classes: dict[tuple, _Class] = {}
+        self._lease_no = 0
+        """Leases granted so far: a lease's layouts are rotated by it (the mapper's ids are
+        consecutive from a random start, :meth:`lustre_alloc.mapper.service.leases.LeaseBook.add`)."""
         self._next_expiry_s = math.inf
         self._usable_of: ClusterSnapshot | None = None
         self._usable_version: int | None = None
@@ -194,11 +197,15 @@ class LeasedCreates(BatchPolicy):
             return
         use_by = now + USE_FRACTION * self.lifetime_s
         granted = 0
-        for placed in results:
-            if isinstance(placed, Placement):
-                bps = request.bytes_per_stripe(len(placed.osts))
-                cls.held.append((tuple(placed.osts), use_by, bps))
-                granted += 1
+        placed_ok = [p for p in results if isinstance(p, Placement)]
+        if placed_ok:       # rotated by the lease's number, as the mapper's LeaseBook.add
+            k = self._lease_no % len(placed_ok)
+            placed_ok = placed_ok[k:] + placed_ok[:k]
+            self._lease_no += 1
+        for placed in placed_ok:
+            bps = request.bytes_per_stripe(len(placed.osts))
+            cls.held.append((tuple(placed.osts), use_by, bps))
+            granted += 1
         cls.last_granted = granted
         cls.installed += 1
         cls.taken_at_grant = cls.taken

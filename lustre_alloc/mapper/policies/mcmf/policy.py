@@ -49,6 +49,7 @@ from lustre_alloc.mapper.policies.placement import (AllocationError, BatchPolicy
 from lustre_alloc.mapper.policies.mcmf.plan_queues import ClassKey, PlanQueues, bytes_band, stripe_size_band
 from lustre_alloc.mapper.policies.mcmf.prediction_gate import PredictionGate
 from lustre_alloc.mapper.policies.mcmf.regime import ROUND_ROBIN
+from lustre_alloc.mapper.policies.mcmf.returned_lists import ReturnedLists
 from lustre_alloc.mapper.policies.round_robin import RoundRobin
 from lustre_alloc.mapper.policies.mcmf.ost_view import RoundView, RoundViews
 from lustre_alloc.mapper.predictor.markov import MarkovConfig, MarkovPredictor
@@ -102,6 +103,10 @@ class McmfPolicy(BatchPolicy):
                                     self.views.view, self._solved)
                         if p.plan_ahead else None)
         self._rr = RoundRobin(seed=seed)
+        self.returned = ReturnedLists(p.plan_ttl_s)
+        """Lists leased and given back unused: the round-robin regime hands them out again
+        first (:mod:`lustre_alloc.mapper.policies.mcmf.returned_lists`)."""
+        self._members_memo: dict[tuple, frozenset[int]] = {}
         self.last_stragglers: set[int] = set()
 
     def _solved(self, cost: int) -> None:
@@ -154,8 +159,10 @@ class McmfPolicy(BatchPolicy):
         self.books.book(list(osts), bytes_per_stripe, jobid, self.views.view(snapshot).table)
 
     def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
-        """A list handed out and never used (a lease returned or expired): off the books."""
+        """A list handed out and never used (a lease returned or expired): off the books,
+        and kept for the round-robin regime to hand out again."""
         self.books.unbook(list(osts), bytes_per_stripe)
+        self.returned.give_back(osts)
 
     def straggler_osts(self) -> list[int]:
         """OSTs the last round left out as stragglers (:mod:`lustre_alloc.mapper.flow.stragglers`)."""
@@ -207,6 +214,7 @@ class McmfPolicy(BatchPolicy):
                        requests: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
         """One round: a :class:`Placement` or the :class:`AllocationError` of each request."""
         now = snapshot.time_s
+        self.returned.stamp(now)
         view = self.views.view(snapshot)
         self.pending.decay(now)
         self.pending.absorb(view.table, view.key)
@@ -315,13 +323,15 @@ class McmfPolicy(BatchPolicy):
     def _round_robin(self, snapshot: ClusterSnapshot, view: RoundView,
                      requests: Sequence[CreateRequest],
                      sized: Sequence[CreateRequest]) -> list[Placement | AllocationError]:
-        """The round-robin regime: Lustre's RR for every request; the predictor still
+        """The round-robin regime: Lustre's RR for every request, a list given back unused
+        first (:mod:`lustre_alloc.mapper.policies.mcmf.returned_lists`); the predictor still
         learns and the placed stripes (at ``sized``'s bytes) still count as pending (the
         flow may take over at the next sample)."""
         out: list[Placement | AllocationError] = []
         for announced, req in zip(requests, sized):
             try:
-                got = self._rr.allocate(snapshot, req)
+                got = self._returned_list(snapshot, view, req) or self._rr.allocate(snapshot,
+                                                                                     req)
             except AllocationError as e:
                 out.append(e)
                 continue
@@ -332,6 +342,30 @@ class McmfPolicy(BatchPolicy):
                             view.table)
             out.append(Placement(got.osts, self.name, note="regime round_robin"))
         return out
+
+    def _returned_list(self, snapshot: ClusterSnapshot, view: RoundView,
+                       req: CreateRequest) -> Placement | None:
+        """The oldest list given back unused that ``req`` may have: its resolved stripe
+        count, every OST in its pool, usable and no straggler. None when none is kept."""
+        if not len(self.returned):
+            return None
+        members, count = self._rr.pool_cache.members_and_stripe_count(snapshot, req.pool,
+                                                                      req.stripe_count)
+        memo_key = (view.key, req.pool)
+        allowed = self._members_memo.get(memo_key) if view.key is not None else None
+        if allowed is None:         # O(members) once per pool and state version
+            allowed = frozenset(o.index for o in members)
+            if view.key is not None:
+                if len(self._members_memo) > 64:
+                    self._members_memo.clear()
+                self._members_memo[memo_key] = allowed
+
+        def fits(osts: tuple[int, ...]) -> bool:
+            return (allowed.issuperset(osts) and view.table.usable_at(osts)
+                    and not any(i in view.stragglers for i in osts))
+
+        osts = self.returned.take(count, fits, snapshot.time_s)
+        return None if osts is None else Placement(osts, self._rr.name)
 
     # -- sizes (LearnsSizes) -------------------------------------------------------
     def learn_sizes(self, jobid: str, sizes: Sequence[int]) -> int:
