@@ -36,7 +36,7 @@ from typing import Sequence
 from lustre_alloc.mapper.policies.gate import GatedPolicy
 from lustre_alloc.mapper.policies.placement import (AllocationError, BatchPolicy, BooksPlacements,
                                        CreateRequest, LearnsSizes, Placement, PlacementPolicy,
-                                       PlansAhead,
+                                       PlansAhead, ReusesLeasedLists,
                                        allocate_each, decide_batch)
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot
 from lustre_alloc.mapper.state.ost_health import is_usable
@@ -90,6 +90,7 @@ class LeasedCreates(BatchPolicy):
         self.name = f"{policy.name}{LEASE_SUFFIX}"
         primary = policy.primary if isinstance(policy, GatedPolicy) else policy
         self._books = primary if isinstance(primary, BooksPlacements) else None
+        self._reuses = primary if isinstance(primary, ReusesLeasedLists) else None
         plans = primary.plans if isinstance(primary, PlansAhead) else None
         self.lifetime_s = lease_s if plans is None else min(lease_s, float(plans.ttl_s))
         self.classes: dict[tuple, _Class] = {}
@@ -185,6 +186,8 @@ class LeasedCreates(BatchPolicy):
                 continue
             if self._books is not None:
                 self._books.unbook(osts, bps)
+            if self._reuses is not None:
+                self._reuses.lease_returned(osts)
         cls.held = keep
 
     def _refill(self, snapshot: ClusterSnapshot, request: CreateRequest, cls: _Class,

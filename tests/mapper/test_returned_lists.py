@@ -54,10 +54,12 @@ def test_the_round_robin_regime_hands_a_returned_list_out_before_moving_on():
     assert all(p.note == "regime round_robin" for p in first)
     assert sorted(p.osts for p in first) == [(0,), (1,), (2,), (3,)]
     pol.unbook(first[2].osts, MIB)                # leased, never used
+    pol.lease_returned(first[2].osts)
     again = pol.allocate_batch(_snapshot(t=0.5), [req])[0]
     assert again.osts == first[2].osts            # not the rotation's next (the 5th)
     # a returned list naming an OST that is no longer usable is not handed out
     pol.unbook(first[1].osts, MIB)
+    pol.lease_returned(first[1].osts)
     nxt = pol.allocate_batch(_snapshot(t=0.6, inactive={first[1].osts[0]}), [req])[0]
     assert nxt.osts != first[1].osts
 

@@ -18,7 +18,8 @@ from lustre_alloc.mapper.state.placement_errors import (AllocationError, Invalid
 __all__ = ["AllocationError", "BatchPolicy", "BooksPlacements", "CreateRequest",
            "InvalidRequestError", "LearnsOstSpeeds", "LearnsSizes", "NoSpaceError",
            "PersistsState", "Placement", "PlacementCheckError", "PlacementPolicy",
-           "PlansAhead", "PreparesDecisions", "QosUnavailable", "SteersLustre",
+           "PlansAhead", "PreparesDecisions", "QosUnavailable", "ReusesLeasedLists",
+           "SteersLustre",
            "allocate_each", "decide_batch", "prepare_decisions"]
 
 
@@ -236,6 +237,16 @@ class BooksPlacements(Protocol):
     def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
         """Take a list handed out but never used (a returned or expired lease, protocol
         v2; a shadow decision once Lustre's layout is reported) off the pending load."""
+        ...
+
+
+@runtime_checkable
+class ReusesLeasedLists(Protocol):
+    """Hands a list leased and given back unused out again (the round-robin regime,
+    :mod:`lustre_alloc.mapper.policies.mcmf.returned_lists`)."""
+
+    def lease_returned(self, osts: Sequence[int]) -> None:
+        """``osts`` was leased and never used (after :meth:`BooksPlacements.unbook`)."""
         ...
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence, cast
 from lustre_alloc.mapper.policies import registry
 from lustre_alloc.mapper.policies.gate import GatedPolicy
 from lustre_alloc.mapper.policies.placement import (BooksPlacements, CreateRequest, InvalidRequestError,
+                                       ReusesLeasedLists,
                                        PlacementCheckError, PlansAhead)
 from lustre_alloc.mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from lustre_alloc.mapper.service.config import MapperConfig
@@ -170,6 +171,14 @@ class FsContext:
         primary = self.gate.primary
         if isinstance(primary, BooksPlacements):
             primary.unbook(osts, create.bytes_per_stripe(len(osts)))
+
+    def lease_returned(self, create: CreateRequest, osts: Sequence[int]) -> None:
+        """Un-book ``osts``, a leased list never used (:meth:`unbook`), and give it back to
+        a primary that hands such lists out again."""
+        self.unbook(create, osts)
+        primary = self.gate.primary
+        if isinstance(primary, ReusesLeasedLists):
+            primary.lease_returned(osts)
 
     def plan_ttl_s(self) -> float | None:
         """How long the primary's planned lists stay good, s; None when it plans nothing

@@ -368,7 +368,7 @@ class LeaseDesk:
             return
         create = back.lease.create
         for osts in back.layouts:
-            ctx.unbook(create, osts)
+            ctx.lease_returned(create, osts)
         if back.layouts:
             self.metrics.leased_layouts.labels(back.why).inc(len(back.layouts))
 

@@ -159,9 +159,13 @@ class McmfPolicy(BatchPolicy):
         self.books.book(list(osts), bytes_per_stripe, jobid, self.views.view(snapshot).table)
 
     def unbook(self, osts: Sequence[int], bytes_per_stripe: float) -> None:
-        """A list handed out and never used (a lease returned or expired): off the books,
-        and kept for the round-robin regime to hand out again."""
+        """A list handed out and never used (a lease returned or expired): off the books."""
         self.books.unbook(list(osts), bytes_per_stripe)
+
+    def lease_returned(self, osts: Sequence[int]) -> None:
+        """A leased list given back unused: kept for the round-robin regime to hand out
+        again (:mod:`lustre_alloc.mapper.policies.mcmf.returned_lists`). Not a shadow
+        decision Lustre's layout replaced: that one was Lustre's choice to make."""
         self.returned.give_back(osts)
 
     def straggler_osts(self) -> list[int]:
