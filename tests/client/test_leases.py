@@ -216,27 +216,37 @@ def test_a_mapper_address_without_its_scheme_fails_to_lustre_with_the_documented
         {("default", reason)}
 
 
+def _shim_env(tmp_path, endpoint: str):
+    """A data directory the shim places in, its record file, and the environment of a
+    program run under the shim against ``endpoint``."""
+    import os
+
+    from .conftest import LIBDIR
+
+    data, record = tmp_path / "d", tmp_path / "record"
+    data.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LUSTRE_ALLOC_")}
+    env.update(LD_PRELOAD=str(LIBDIR / "liblustre_alloc.so"), LUSTRE_ALLOC_MAPPER=endpoint,
+               LUSTRE_ALLOC_PATHS=str(data), LUSTRE_ALLOC_RECORD=str(record),
+               LUSTRE_ALLOC_TIMEOUT_MS="5000")
+    return data, record, env
+
+
 def test_concurrent_processes_taking_leases_spread_over_every_ost(tmp_path):
     """Each process uses a prefix of its leases; unrotated, leases of consecutive
     round-robin windows started every process on the same OSTs (on Lustre 2.17.0, 4
     processes x 6 creates left one of 4 OSTs without a file; here 8/4/4/8). Rotated by the
     lease id, the creates spread as Lustre's round-robin spreads them."""
-    import os
     import subprocess
     import sys
     from collections import Counter
 
     from ..service.conftest import make_service
-    from .conftest import LIBDIR, parse_records
+    from .conftest import parse_records
 
     svc = make_service(static_cluster="1x4", policy="mcmf")
     try:
-        data, record = tmp_path / "d", tmp_path / "record"
-        data.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LUSTRE_ALLOC_")}
-        env.update(LD_PRELOAD=str(LIBDIR / "liblustre_alloc.so"),
-                   LUSTRE_ALLOC_MAPPER=svc.endpoint, LUSTRE_ALLOC_PATHS=str(data),
-                   LUSTRE_ALLOC_RECORD=str(record), LUSTRE_ALLOC_TIMEOUT_MS="5000")
+        data, record, env = _shim_env(tmp_path, svc.endpoint)
         code = ("import sys\nfor i in range(6):\n"
                 "    open(f'{sys.argv[1]}/{sys.argv[2]}-{i}', 'wb').write(b'x')\n")
         procs = [subprocess.Popen([sys.executable, "-c", code, str(data), f"w{w}"], env=env)
@@ -285,12 +295,11 @@ def test_a_writer_slower_than_its_leases_live_finds_a_fresh_layout_at_each_creat
     helper refreshes the class a little before its newest layout expires: after the first
     creates none waits for the mapper, and each refresh is sized by the class's rate (one
     layout), not doubled."""
-    import os
     import subprocess
     import sys
 
     from ..service.conftest import make_service
-    from .conftest import LIBDIR, parse_records
+    from .conftest import parse_records
 
     delay_s, files = 0.1, 10
     svc = make_service(static_cluster="1x4", policy="round_robin", layout_lease_s=0.5)
@@ -302,12 +311,7 @@ def test_a_writer_slower_than_its_leases_live_finds_a_fresh_layout_at_each_creat
 
     svc.leases.grant = late_grant
     try:
-        data, record = tmp_path / "d", tmp_path / "record"
-        data.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LUSTRE_ALLOC_")}
-        env.update(LD_PRELOAD=str(LIBDIR / "liblustre_alloc.so"),
-                   LUSTRE_ALLOC_MAPPER=svc.endpoint, LUSTRE_ALLOC_PATHS=str(data),
-                   LUSTRE_ALLOC_RECORD=str(record), LUSTRE_ALLOC_TIMEOUT_MS="5000")
+        data, record, env = _shim_env(tmp_path, svc.endpoint)
         # the writer's pace is the workload, not a wait for an event
         code = ("import sys, time\nfor i in range(int(sys.argv[2])):\n"
                 "    open(f'{sys.argv[1]}/f{i}', 'wb').write(b'x')\n    time.sleep(0.6)\n")
