@@ -37,7 +37,7 @@ from lustre_alloc.mapper.policies.gate import GatedPolicy
 from lustre_alloc.mapper.policies.placement import (AllocationError, BatchPolicy, BooksPlacements,
                                        CreateRequest, LearnsSizes, Placement, PlacementPolicy,
                                        PlansAhead, ReusesLeasedLists,
-                                       allocate_each, decide_batch)
+                                       allocate_each, decide_batch, lease_order)
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot
 from lustre_alloc.mapper.state.ost_health import is_usable
 
@@ -94,9 +94,6 @@ class LeasedCreates(BatchPolicy):
         plans = primary.plans if isinstance(primary, PlansAhead) else None
         self.lifetime_s = lease_s if plans is None else min(lease_s, float(plans.ttl_s))
         self.classes: dict[tuple, _Class] = {}
-        self._lease_no = 0
-        """Leases granted so far: a lease's layouts are rotated by it (the mapper's ids are
-        consecutive from a random start, :meth:`lustre_alloc.mapper.service.leases.LeaseBook.add`)."""
         self._next_expiry_s = math.inf
         self._usable_of: ClusterSnapshot | None = None
         self._usable_version: int | None = None
@@ -200,11 +197,8 @@ class LeasedCreates(BatchPolicy):
             return
         use_by = now + USE_FRACTION * self.lifetime_s
         granted = 0
-        placed_ok = [p for p in results if isinstance(p, Placement)]
-        if placed_ok:       # rotated by the lease's number, as the mapper's LeaseBook.add
-            k = self._lease_no % len(placed_ok)
-            placed_ok = placed_ok[k:] + placed_ok[:k]
-            self._lease_no += 1
+        outstanding = sum(1 for c in self.classes.values() if c is not cls and c.held)
+        placed_ok = lease_order([p for p in results if isinstance(p, Placement)], outstanding)
         for placed in placed_ok:
             bps = request.bytes_per_stripe(len(placed.osts))
             cls.held.append((tuple(placed.osts), use_by, bps))

@@ -282,9 +282,15 @@ def test_a_leased_layout_the_check_refuses_is_replaced_and_counted_as_a_fallback
         svc.stop()
 
 
-def test_a_lease_is_rotated_by_its_id_so_consecutive_leases_start_apart():
+def test_round_robin_leases_held_at_once_start_apart_and_one_alone_keeps_the_order():
     book = LeaseBook(lease_s=2.0, max_layouts=64, peer_quota=64)
     create = CreateRequest("app.1", 1, 1 << 20)
-    window = [Placement((i,), "rr") for i in range(4)]
-    firsts = [book.add("p", "", create, window, version=1).layouts[0] for _ in range(4)]
-    assert sorted(firsts) == [(0,), (1,), (2,), (3,)]
+    window = [Placement((i,), "round_robin") for i in range(4)]
+    held = [book.add("p", "", create, window, version=1) for _ in range(4)]
+    assert sorted(lease.layouts[0] for lease in held) == [(0,), (1,), (2,), (3,)]
+    for lease in held:                       # every one given back: the next is alone
+        book.release("p", lease.id, 1)
+    assert book.add("p", "", create, window, version=1).layouts[0] == (0,)
+    # the flow's lists come cheapest first: never rotated
+    flow = [Placement((i,), "mcmf") for i in range(4)]
+    assert book.add("p", "", create, flow, version=1).layouts[0] == (0,)

@@ -19,7 +19,7 @@ __all__ = ["AllocationError", "BatchPolicy", "BooksPlacements", "CreateRequest",
            "InvalidRequestError", "LearnsOstSpeeds", "LearnsSizes", "NoSpaceError",
            "PersistsState", "Placement", "PlacementCheckError", "PlacementPolicy",
            "PlansAhead", "PreparesDecisions", "QosUnavailable", "ReusesLeasedLists",
-           "SteersLustre",
+           "SteersLustre", "lease_order",
            "allocate_each", "decide_batch", "prepare_decisions"]
 
 
@@ -292,3 +292,26 @@ class SteersLustre(Protocol):
         """Each measured OST's speed estimate over the median, by the steering's own
         tracker (the migration budget's share of a slow OST is of its measured speed)."""
         ...
+
+
+def lease_order(placements: Sequence[Placement], outstanding: int) -> list[Placement]:
+    """The order a lease hands ``placements`` out in, granted while ``outstanding`` other
+    leases are held: a client uses a prefix of its lease
+    (:meth:`lustre_alloc.mapper.service.leases.LeaseBook.release`).
+
+    Round-robin's layouts (the ``round_robin`` policy, mcmf's round-robin regime) are
+    rotated by ``outstanding``: leases of consecutive rotation windows held at once would
+    otherwise start every process on the same OSTs (seen on Lustre 2.17.0: 4 processes x 6
+    creates left one OST of 4 without a file, two with twice their share); rotated, the
+    k-th concurrent lease starts k positions on. A lease granted alone keeps the rotation's
+    order, so jobs one after another continue it as Lustre's round-robin does (rotated by
+    the lease id instead, one-file jobs landed on arbitrary positions: in the simulator,
+    qos-high-fill's phase mean went from 2.9 s to 4.4 s under ``mcmf+lease``). Any other
+    policy's layouts keep their order: the flow's lists come cheapest first.
+    """
+    out = list(placements)
+    if out and outstanding > 0 and all(p.policy == "round_robin" or p.note == "regime round_robin"
+                                       for p in out):
+        k = outstanding % len(out)
+        out = out[k:] + out[:k]
+    return out

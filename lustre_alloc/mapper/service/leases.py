@@ -36,7 +36,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from lustre_alloc.mapper.policies.placement import AllocationError, CreateRequest, Placement
+from lustre_alloc.mapper.policies.placement import (AllocationError, CreateRequest, Placement,
+                                                    lease_order)
 from lustre_alloc.mapper.service import wire
 from lustre_alloc.mapper.service.config import MapperConfig
 from lustre_alloc.mapper.service.decision_path import DecisionPath
@@ -126,15 +127,10 @@ class LeaseBook:
         """Record a granted lease (its layouts are already booked by the policy) living
         ``lifetime_s`` (default :attr:`lease_s`).
 
-        The layouts are rotated by the lease's id: a client uses a prefix of its lease
-        (:meth:`release`), and leases of consecutive round-robin windows would otherwise
-        start every process on the same OSTs (seen on Lustre 2.17.0: 4 processes x 6
-        creates left one OST of 4 without a file, two with twice their share); rotated,
-        consecutive leases start on every position in turn."""
+        The layouts are put in :func:`~lustre_alloc.mapper.policies.placement.lease_order`
+        for the leases held now."""
         now = self.clock()
-        if placements:
-            k = self._next_id % len(placements)
-            placements = list(placements[k:]) + list(placements[:k])
+        placements = lease_order(placements, len(self._leases))
         lease = Lease(self._next_id, peer, ctx_key, create, tuple(placements),
                       tuple(tuple(p.osts) for p in placements), version, now,
                       now + (self.lease_s if lifetime_s is None else lifetime_s))
