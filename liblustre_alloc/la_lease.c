@@ -26,7 +26,8 @@
  * N-rank burst of one file each is when placement matters most, so the first
  * file is not given to Lustre's allocator).
  *
- * Sizing (ours): a refill asks for 100 ms of the class's creates (its rate
+ * Sizing (ours): a refill asks for 100 ms of the class's creates (its rate:
+ * one over the mean gap between its creates; before it has one, the rate
  * since the last refill), at least LA_ASK_MIN, but after the first lease no
  * more than its rate uses within a use window (at least 1: a slow class asks
  * for one layout), at most LA_ASK_MAX; twice the last grant when creates
@@ -503,7 +504,14 @@ static int la_ask_size(struct la_class *k, double now)
 	double want, floor;
 	uint64_t room = LA_RING - (atomic_load(&k->tail) - k->reaped);
 
-	if (k->rate_t_us > 0 && dt > 0) {
+	double gap = atomic_load(&k->gap_us);
+
+	if (gap > 0) {
+		/* the mean gap between creates: a refill asked just after
+		 * another (the low-water mark of a 2-layout lease) saw one
+		 * create in a few ms and asked for 37 layouts at 1/1.5 s */
+		k->rate_per_s = 1e6 / gap;
+	} else if (k->rate_t_us > 0 && dt > 0) {
 		double rate = (double)(taken - k->rate_taken) / dt;
 
 		k->rate_per_s = k->rate_per_s > 0 ? 0.5 * (k->rate_per_s + rate)

@@ -66,6 +66,8 @@ class _Class:
     rate_t_s: float = -math.inf
     taken: int = 0
     rate_taken: int = 0
+    last_take_s: float = -math.inf
+    gap_s: float = 0.0              # mean gap between takes (``la_note_take``), 0 unknown
     installed: int = 0              # grants so far (the first asks at least ASK_MIN)
     taken_at_grant: int = 0         # ``taken`` when the last grant came
     checked: frozenset | None = None   # the usable set its layouts were last checked on
@@ -125,6 +127,10 @@ class LeasedCreates(BatchPolicy):
         osts, _, _ = cls.held.popleft()
         cls.taken += 1
         self.stats["taken"] += 1
+        if math.isfinite(cls.last_take_s) and now > cls.last_take_s:
+            gap = now - cls.last_take_s
+            cls.gap_s = 0.5 * (cls.gap_s + gap) if cls.gap_s > 0 else gap
+        cls.last_take_s = now
         return Placement(osts, self.name, note="leased")
 
     def learn_sizes(self, jobid: str, sizes: Sequence[int]) -> int:
@@ -211,13 +217,17 @@ class LeasedCreates(BatchPolicy):
 
     @staticmethod
     def _ask_size(cls: _Class, now: float, waiting: bool, use_s: float) -> int:
-        """``la_ask_size``: 100 ms of the class's create rate (a running mean), at least
+        """``la_ask_size``: 100 ms of the class's create rate (one over the mean gap
+        between creates; before two creates, a running mean of the rate since the last
+        refill), at least
         :data:`ASK_MIN`, but after the first lease no more than the rate uses within
         ``use_s`` (the use window, s; at least 1), at least twice the last
         grant when creates used it up and wait (not when it ran out by expiry), at most
         :data:`ASK_MAX`."""
         dt = now - cls.rate_t_s
-        if math.isfinite(cls.rate_t_s) and dt > 0:
+        if cls.gap_s > 0:
+            cls.rate_per_s = 1.0 / cls.gap_s
+        elif math.isfinite(cls.rate_t_s) and dt > 0:
             rate = (cls.taken - cls.rate_taken) / dt
             cls.rate_per_s = 0.5 * (cls.rate_per_s + rate) if cls.rate_per_s > 0 else rate
         cls.rate_t_s, cls.rate_taken = now, cls.taken

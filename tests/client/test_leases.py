@@ -328,3 +328,41 @@ def test_a_writer_slower_than_its_leases_live_finds_a_fresh_layout_at_each_creat
         assert granted <= 16 + 3 * files, granted
     finally:
         svc.stop()
+
+
+def test_slow_writers_refills_ask_for_their_rate_not_a_burst(tmp_path):
+    """4 writers, each creating a file every 0.8-2.2 s, under leases used for 1.6 s:
+    each refill after the first needs 1-3 layouts (its rate over the use window). A refill
+    asked just after another (the low-water mark of a 2-layout lease, right after a
+    refresh) saw one create within a few ms and read a burst: on the host such writers
+    asked for 37-50 layouts, then 16 at every refill, one used of each. The rate is now one
+    over the mean gap between the class's creates."""
+    import subprocess
+    import sys
+
+    from ..service.conftest import make_service
+    from .conftest import parse_records
+
+    svc = make_service(static_cluster="1x4", policy="round_robin", layout_lease_s=2.0)
+    grant, asked = svc.leases.grant, []
+
+    def counting_grant(ctx, group):
+        asked.extend(req.lease_count for _, req, _ in group)
+        return grant(ctx, group)
+
+    svc.leases.grant = counting_grant
+    try:
+        data, record, env = _shim_env(tmp_path, svc.endpoint)
+        # the writers' pace is the workload, not a wait for an event
+        code = ("import sys, time\ngaps = [0.8, 2.2, 0.9, 2.0, 0.8, 1.5]\n"
+                "k = int(sys.argv[2])\nfor i in range(6):\n"
+                "    open(f'{sys.argv[1]}/w{k}-{i}', 'wb').write(b'x')\n"
+                "    time.sleep(gaps[(i + k) % 6])\n")
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(data), str(k)], env=env)
+                 for k in range(4)]
+        assert all(p.wait(60) == 0 for p in procs)
+        assert len(parse_records(record)) == 24
+        firsts = sorted(asked)[-4:]
+        assert firsts == [16] * 4 and sorted(asked)[-5] <= 6, asked
+    finally:
+        svc.stop()
