@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from lustre_alloc.livestack.real_lustre import RealLustreStack  # noqa: E402
 from lustre_alloc.livestack.stack import read_metrics  # noqa: E402
+from lustre_alloc.common.record_file import read_records  # noqa: E402
 from lustre_vm_signals import Sampler, signal_table  # noqa: E402
 
 SHIM = ROOT / "liblustre_alloc" / "liblustre_alloc.so"
@@ -148,6 +149,34 @@ def create_cost(mount: Path, n: int, env: dict[str, str]) -> float:
                          text=True, check=True).stdout
     subprocess.run(["rm", "-rf", str(d)], check=True)
     return float(out) / n
+
+
+def create_waits(record: Path, directory: Path) -> dict[str, float] | None:
+    """What the creates of one job under the shim cost its writers, from the shim's record
+    (docs/client.md, "Record format"): per writer (the file name's ``w<k>-`` prefix) the
+    summed wait for the mapper (``mapper_us``) and the summed open under the shim
+    (``total_us``: the wait, the create with the layout and the record), s; the slowest
+    writer's of each (a job ends with its last writer). None without records for it."""
+    if not record.exists():
+        return None
+    prefix = f"{directory}/"
+    mapper: dict[str, float] = {}
+    total: dict[str, float] = {}
+    files = 0
+    for r in read_records(record):
+        path = r.get("path", "")
+        if not path.startswith(prefix):
+            continue
+        writer = path[len(prefix):].split("-", 1)[0]
+        mapper[writer] = mapper.get(writer, 0.0) + float(r.get("mapper_us") or 0) / 1e6
+        total[writer] = total.get(writer, 0.0) + float(r.get("total_us") or 0) / 1e6
+        files += 1
+    if not files:
+        return None
+    return {"files": files, "slowest_writer_mapper_s": max(mapper.values()),
+            "slowest_writer_open_s": max(total.values()),
+            "mean_writer_mapper_s": statistics.fmean(mapper.values()),
+            "mean_writer_open_s": statistics.fmean(total.values())}
 
 
 def lctl(*args: str) -> str:
@@ -275,6 +304,9 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
                         subprocess.run(["rm", "-rf", str(d)], check=True)
                         row["seconds"] = job(d, args.writers, args.files, args.mib, env)
                         row["osts"] = osts_of(d)
+                        if mode == "shim":
+                            row["creates"] = create_waits(
+                                Path(shim_env["LUSTRE_ALLOC_RECORD"]), d)
                         subprocess.run(["rm", "-rf", str(d)], check=True)
                     finally:        # the next mode starts from Lustre's own state
                         if mode == "drain":

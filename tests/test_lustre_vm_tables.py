@@ -44,3 +44,40 @@ def test_a_per_file_cost_and_a_bandwidth_are_fitted_per_ost():
     assert a == pytest.approx(0.0, abs=1e-9) and bw == pytest.approx(0.5)
     with pytest.raises(ValueError, match="no file on OST 2"):
         fit_ost(files, 2)
+
+
+def test_a_shim_rounds_create_cost_is_its_slowest_writers_and_the_report_weighs_it(tmp_path):
+    from lustre_alloc.common.record_file import RECORD_KEYS
+    from lustre_vm_placement import create_waits
+    from lustre_vm_report import create_cost_line
+
+    def line(path, mapper_us, total_us):
+        f = dict.fromkeys(RECORD_KEYS, "")
+        f.update(v="4", path=path, result="layout", mapper_us=str(mapper_us),
+                 total_us=str(total_us))
+        return "\t".join(f"{k}={f[k]}" for k in RECORD_KEYS)
+
+    job = tmp_path / "job-control-0-shim"
+    record = tmp_path / "record.tsv"
+    record.write_text("\n".join([
+        line(f"{job}/w0-0", 300_000, 400_000), line(f"{job}/w0-1", 100, 20_000),
+        line(f"{job}/w1-0", 250_000, 300_000),
+        line(f"{tmp_path}/job-control-0-shimmer/w0-0", 9e9, 9e9),   # another job's
+    ]) + "\n")
+    got = create_waits(record, job)
+    assert got["files"] == 3
+    assert got["slowest_writer_mapper_s"] == 0.3001
+    assert abs(got["slowest_writer_open_s"] - 0.42) < 1e-9
+    assert create_waits(record, tmp_path / "nothing") is None
+
+    def rounds(excess):
+        return [r for i, e in enumerate(excess) for r in (
+            {"round": i, "mode": "lustre", "seconds": 10.0},
+            {"round": i, "mode": "shim", "seconds": 10.0 + e, "creates": got})]
+    far = {"rounds": rounds([1.5, 1.6, 1.4]), "ratio_to_lustre": {"shim": {"mean": 1.15}}}
+    near = {"rounds": rounds([0.1, 0.9, -0.4]), "ratio_to_lustre": {"shim": {"mean": 1.02}}}
+    noisy = {"rounds": rounds([-1.0, 2.0, 0.5]), "ratio_to_lustre": {"shim": {"mean": 1.08}}}
+    assert "more than the per-create wait" in create_cost_line(far)
+    assert "within 5% of Lustre" in create_cost_line(near)
+    assert "accounted for" in create_cost_line(noisy)
+    assert create_cost_line({"rounds": rounds([1.0])[:1], "ratio_to_lustre": {}}) is None
