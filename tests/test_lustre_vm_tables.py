@@ -49,7 +49,7 @@ def test_a_per_file_cost_and_a_bandwidth_are_fitted_per_ost():
 def test_a_shim_rounds_create_cost_is_its_slowest_writers_and_the_report_weighs_it(tmp_path):
     from lustre_alloc.common.record_file import RECORD_KEYS
     from lustre_vm_placement import create_waits
-    from lustre_vm_report import create_cost_line
+    from lustre_vm_report import control_goal, create_cost_line
 
     def line(path, mapper_us, total_us):
         f = dict.fromkeys(RECORD_KEYS, "")
@@ -81,3 +81,6 @@ def test_a_shim_rounds_create_cost_is_its_slowest_writers_and_the_report_weighs_
     assert "within 5% of Lustre" in create_cost_line(near)
     assert "accounted for" in create_cost_line(noisy)
     assert create_cost_line({"rounds": rounds([1.0])[:1], "ratio_to_lustre": {}}) is None
+    noisy["ratio_to_lustre"]["drain"] = {"mean": 0.85}
+    said = control_goal(noisy, create_cost_line(noisy))
+    assert "within 5% of Lustre's job" in said and "took 0.85" in said and "accounted" in said
