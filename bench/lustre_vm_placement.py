@@ -179,6 +179,28 @@ def create_waits(record: Path, directory: Path) -> dict[str, float] | None:
             "mean_writer_open_s": statistics.fmean(total.values())}
 
 
+def stack_cpu_s(stack: RealLustreStack) -> dict[str, float]:
+    """CPU seconds (user + system) each process of the stack (broker, collectors, mapper)
+    has used so far, its children (the mapper's planner process) included. In this
+    one-node guest the stack shares the emulated CPU with the job's writers and the OSTs,
+    where on a site the mapper has the MDS's and the collectors a fraction of each
+    server's; a round's share says how much of a job's time it could have taken."""
+    import psutil
+
+    out = {}
+    for role, proc in stack.procs.items():
+        try:
+            p = psutil.Process(proc.pid)
+            total = 0.0
+            for q in [p, *p.children(recursive=True)]:
+                t = q.cpu_times()
+                total += t.user + t.system
+            out[role] = total
+        except psutil.Error:
+            continue
+    return out
+
+
 def lctl(*args: str) -> str:
     return subprocess.run(["lctl", *args], capture_output=True, text=True, check=True).stdout
 
@@ -302,7 +324,10 @@ def run_setup(name: str, setup: dict, args, mount: Path, out: Path, plain_env: d
                     d = mount / f"job-{name}-{r}-{mode}"
                     try:
                         subprocess.run(["rm", "-rf", str(d)], check=True)
+                        cpu0 = stack_cpu_s(stack)
                         row["seconds"] = job(d, args.writers, args.files, args.mib, env)
+                        cpu1 = stack_cpu_s(stack)
+                        row["stack_cpu_s"] = {k: cpu1[k] - cpu0[k] for k in cpu1 if k in cpu0}
                         row["osts"] = osts_of(d)
                         if mode == "shim":
                             row["creates"] = create_waits(

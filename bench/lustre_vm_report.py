@@ -153,11 +153,18 @@ def create_cost_line(measured: dict) -> str | None:
         verdict = "the excess is accounted for by the per-create wait (its interval reaches it)"
     else:
         verdict = "the excess is more than the per-create wait"
-    return (f"Creates under the shim: the slowest writer waited {mean_wait:.2f} s for the "
+    line = (f"Creates under the shim: the slowest writer waited {mean_wait:.2f} s for the "
             f"mapper per round (mean; {min(waits):.2f}-{max(waits):.2f}), its opens took "
             f"{statistics.fmean(opens):.2f} s in all; the default's job took "
             f"{mean_excess:+.2f} s ({_fmt(lo)} to {_fmt(hi)}) more than Lustre's in the same "
             f"round: {verdict}.")
+    cpu = {m: [sum(x["stack_cpu_s"].values()) for x in measured["rounds"]
+               if x["mode"] == m and "stack_cpu_s" in x] for m in ("lustre", "shim")}
+    if cpu["lustre"] and cpu["shim"]:
+        line += (f" The stack (broker, collectors, mapper) used {statistics.fmean(cpu['shim']):.1f}"
+                 f" s of the guest's CPU during the default's job, "
+                 f"{statistics.fmean(cpu['lustre']):.1f} s during Lustre's (mean per round).")
+    return line
 
 
 def signals_table(results: dict[str, dict]) -> list[str]:

@@ -80,6 +80,10 @@ def test_a_shim_rounds_create_cost_is_its_slowest_writers_and_the_report_weighs_
     assert "more than the per-create wait" in create_cost_line(far)
     assert "within 5% of Lustre" in create_cost_line(near)
     assert "accounted for" in create_cost_line(noisy)
+    for r in noisy["rounds"]:
+        r["stack_cpu_s"] = {"mapper": 2.0 if r["mode"] == "shim" else 0.5, "broker": 0.1}
+    assert "used 2.1 s of the guest's CPU during the default's job, 0.6 s during Lustre's" \
+        in create_cost_line(noisy)
     assert create_cost_line({"rounds": rounds([1.0])[:1], "ratio_to_lustre": {}}) is None
     noisy["ratio_to_lustre"]["drain"] = {"mean": 0.85}
     said = control_goal(noisy, create_cost_line(noisy))
