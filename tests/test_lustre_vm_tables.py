@@ -85,6 +85,10 @@ def test_a_shim_rounds_create_cost_is_its_slowest_writers_and_the_report_weighs_
     assert "used 2.1 s of the guest's CPU during the default's job, 0.6 s during Lustre's" \
         in create_cost_line(noisy)
     assert create_cost_line({"rounds": rounds([1.0])[:1], "ratio_to_lustre": {}}) is None
+    slow = {"rounds": [dict(r, mode="drain") if r["mode"] == "lustre" else r
+                       for r in far["rounds"]], "ratio_to_lustre": {}}
+    said = create_cost_line(slow, "drain")
+    assert "+1.50 s" in said and "more than the hand drain's in the same round." in said
     noisy["ratio_to_lustre"]["drain"] = {"mean": 0.85}
     said = control_goal(noisy, create_cost_line(noisy))
     assert "within 5% of Lustre's job" in said and "took 0.85" in said and "accounted" in said
