@@ -38,6 +38,8 @@ import time
 import tomllib
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -185,8 +187,6 @@ def stack_cpu_s(stack: RealLustreStack) -> dict[str, float]:
     one-node guest the stack shares the emulated CPU with the job's writers and the OSTs,
     where on a site the mapper has the MDS's and the collectors a fraction of each
     server's; a round's share says how much of a job's time it could have taken."""
-    import psutil
-
     out = {}
     for role, proc in stack.procs.items():
         try:

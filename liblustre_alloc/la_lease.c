@@ -503,7 +503,6 @@ static int la_ask_size(struct la_class *k, double now)
 	double dt = (now - k->rate_t_us) / 1e6;
 	double want, floor;
 	uint64_t room = LA_RING - (atomic_load(&k->tail) - k->reaped);
-
 	double gap = atomic_load(&k->gap_us);
 
 	if (gap > 0) {
