@@ -207,9 +207,17 @@ static int la_lustre_create(int dirfd, const char *path, int flags,
 			    mode);
 	if (fd < 0)
 		return -1; /* EEXIST: caller opens normally */
-	if (!d->pfl)
+	if (!d->pfl && d->count == 0) {
+		/* no OST list: Lustre's allocator places the request's stripe
+		 * count, size and pool (what the layout gives back is read
+		 * after: GETSTRIPE) */
+		la_build_default(lum, rq, d);
+		if (rq->stripe_size_lustre)
+			((struct la_lov_user_md_v3 *)lum)->lmm_stripe_size = 0;
+	} else if (!d->pfl) {
 		len = la_build_lum(lum, rq->stripe_size_lustre ? 0 : d->stripe_size,
 				   d->count, d->osts, pool && *pool ? pool : NULL);
+	}
 	e = la_lustre_ioctl(fd, LA_LL_IOC_LOV_SETSTRIPE, lum) == 0 ? 0 : errno;
 	if (e == 0 && len) {
 		/* A SETSTRIPE that succeeds hands back the layout Lustre made

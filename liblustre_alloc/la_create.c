@@ -39,6 +39,10 @@ void la_fill_request(struct la_request *rq, const char *abs,
 			: di && di->stripe_size ? di->stripe_size : 0;
 	/* nobody gave one: Lustre's own default goes in the layout */
 	rq->stripe_size_lustre = rq->stripe_size == 0;
+	rq->own_layout =
+		(hint && ((hint->pool && *hint->pool) || hint->stripe_count ||
+			  hint->stripe_size)) ||
+		la_cfg.pool[0] || la_cfg.stripe_count || la_cfg.stripe_size;
 	if (rq->stripe_size_lustre)
 		rq->stripe_size = LA_PRICING_STRIPE_SIZE;
 	rq->expected_bytes = hint && hint->expected_bytes
@@ -70,6 +74,7 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 	d->policy[0] = d->mapper_fallback[0] = d->reason[0] = '\0';
 	d->mapper_us = 0;
 	d->lease = 0;
+	d->to_lustre = 0;
 	d->lease_slot = NULL;
 	d->shadow_token = 0;
 	d->ncomp = 0;
@@ -115,6 +120,14 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 		if (how == LA_LEASE_PER_CREATE) {
 			left_ms = (w->deadline_us - la_now_us()) / 1000.0;
 			la_mapper_alloc(&rq, left_ms < 1 ? 1 : (int)left_ms, d);
+		} else if (how == LA_LEASE_LUSTRE && d->to_lustre &&
+			   rq.own_layout) {
+			/* left to Lustre's allocator, with the stripe count,
+			 * size and pool this process asked for (a plain
+			 * create would give the directory's): no OST list */
+			d->ok = 1;
+			d->count = 0;
+			d->stripe_size = rq.stripe_size;
 		} else if (how == LA_LEASE_LUSTRE) {
 			d->ok = 0;
 		}
@@ -130,6 +143,7 @@ static int la_create(struct la_work *w, int pfd, const char *base,
 				out.got_count = be->read_back(fd, w->u.lum,
 							      &out);
 			if (out.got_count > 0 && out.applied && !out.reason[0] &&
+			    !d->to_lustre &&
 			    (out.got_count != d->count ||
 			     memcmp(out.got, d->osts,
 				    (size_t)d->count * sizeof(d->osts[0]))))

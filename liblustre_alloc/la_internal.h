@@ -165,6 +165,7 @@ struct la_decision {
 	int err;                    /* negative errno for the API */
 	uint64_t shadow_token;      /* shadow mode: report Lustre's layout under it */
 	uint64_t lease;             /* the lease the layout came from, 0 asked per create */
+	int to_lustre;              /* the mapper left this create to Lustre's allocator */
 	void *lease_slot;           /* its ring slot: la_lease_created() once created */
 	/* composite: osts holds the OST components' lists one after the
 	 * other, comp_count[i] OSTs each; pfl the directory's template */
@@ -270,6 +271,9 @@ struct la_request {
 	 * default (lod_qos.c lod_qos_parse_config(): a zero lmm_stripe_size
 	 * keeps the default), 4 MiB in 2.16+, 1 MiB before */
 	int stripe_size_lustre;
+	/* 1: the stripe count, size or pool came from a hint or the environment,
+	 * not from the directory: a plain create would not give them */
+	int own_layout;
 	uint64_t expected_bytes;
 	uint32_t uid, gid;     /* effective ids of the creating process */
 	int64_t projid;        /* the file's project id to be, -1 unknown */
@@ -316,6 +320,7 @@ struct la_lease_reply {
 	uint64_t id, lease, stripe_size;
 	int version;               /* the reply's v: 1 from a v1 mapper */
 	int ok, err, per_create, retry_ms, lease_ms;
+	int to_lustre;             /* allocator "lustre": create plainly for retry_ms */
 	int nlayouts;
 	int counts[LA_LEASE_ASK_MAX];
 	uint32_t osts[LA_LEASE_ASK_MAX][LA_LEASE_MAX_STRIPES];
@@ -362,6 +367,7 @@ LA_HIDDEN void la_leases_atfork_child(void);
 /* Counters (the stats the record and the tests read). */
 enum { LA_LS_TAKEN, LA_LS_WAITED, LA_LS_ASKED, LA_LS_GRANTED, LA_LS_REFUSED,
        LA_LS_REVOKED, LA_LS_EXPIRED, LA_LS_RELEASES, LA_LS_REFRESHED,
+       LA_LS_TO_LUSTRE,
        LA_LS_N };
 LA_HIDDEN uint64_t la_lease_stat(int which);
 /* The create that took d's leased layout is over: name (the file's last

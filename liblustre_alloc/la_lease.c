@@ -87,7 +87,12 @@ enum { LA_CLS_FREE, LA_CLS_FILLING, LA_CLS_ACTIVE, LA_CLS_EVICTING };
  * The reaper stops at READY and CREATING below the head. */
 enum { LA_SLOT_EMPTY, LA_SLOT_READY, LA_SLOT_CREATING, LA_SLOT_TAKEN,
        LA_SLOT_SKIPPED };
-enum { LA_NOLEASE_NONE, LA_NOLEASE_V1, LA_NOLEASE_LUSTRE };
+/* LUSTRE: a refusal or failure, creates go to Lustre's allocator until the
+ * time is up, then ask and wait again; TO_LUSTRE: the mapper left the class to
+ * Lustre's allocator (the OSTs look alike), kept past its time while a fresh
+ * answer is on its way, so no create waits for it (cleared by a grant). */
+enum { LA_NOLEASE_NONE, LA_NOLEASE_V1, LA_NOLEASE_LUSTRE, LA_NOLEASE_TO_LUSTRE };
+#define LA_TO_LUSTRE_REASON "lustre_allocator"
 
 struct la_slot {
 	atomic_int state;
@@ -214,6 +219,7 @@ static struct la_class *la_class_for(const struct la_request *rq, size_t dirlen)
 		atomic_fetch_add(&k->users, 1);
 		la_key_set(k, rq, dirlen);
 		atomic_store(&k->nolease_until_us, 0.0);
+		atomic_store(&k->nolease_kind, LA_NOLEASE_NONE);
 		atomic_store(&k->state, LA_CLS_ACTIVE);
 		return k;
 	}
@@ -312,9 +318,11 @@ int la_lease_take(const struct la_request *rq, size_t dirlen,
 		if (until > la_now_us()) {
 			int kind = atomic_load(&k->nolease_kind);
 
-			if (kind == LA_NOLEASE_LUSTRE) {
+			if (kind == LA_NOLEASE_LUSTRE ||
+			    kind == LA_NOLEASE_TO_LUSTRE) {
 				memcpy(d->reason, k->nolease_reason,
 				       sizeof(k->nolease_reason));
+				d->to_lustre = kind == LA_NOLEASE_TO_LUSTRE;
 				rc = LA_LEASE_LUSTRE;
 			}
 			goto out;
@@ -326,6 +334,17 @@ int la_lease_take(const struct la_request *rq, size_t dirlen,
 		}
 		if (atomic_load(&la_v2_off))
 			goto out;
+		if (atomic_load(&k->nolease_kind) == LA_NOLEASE_TO_LUSTRE) {
+			/* left to Lustre, and that answer is over: ask again
+			 * in the background; Lustre places this one, as the
+			 * mapper said a moment ago */
+			if (!atomic_exchange(&k->refill, 1))
+				la_helper_wake();
+			strcpy(d->reason, LA_TO_LUSTRE_REASON);
+			d->to_lustre = 1;
+			rc = LA_LEASE_LUSTRE;
+			goto out;
+		}
 		if (la_now_us() >= deadline_us)
 			break;
 		/* empty: ask, and wait for an answer until our deadline (other
@@ -639,6 +658,7 @@ static void la_install(struct la_class *k, const struct la_lease_reply *r,
 		k->use_us = until - now;
 	}
 	atomic_store(&k->lowwater, n / 2 > 1 ? n / 2 : 1);
+	atomic_store(&k->nolease_kind, LA_NOLEASE_NONE); /* the mapper places again */
 	atomic_fetch_add(&la_lease_stats[LA_LS_GRANTED], (uint64_t)n);
 }
 
@@ -710,6 +730,13 @@ static void la_on_lease_reply(const char *buf, size_t len, double now)
 	if (!k)
 		return; /* late: its class gave up on it */
 	if (rc < 0) {
+		if (r.to_lustre) {
+			la_lease_refused(k, LA_NOLEASE_TO_LUSTRE,
+					 LA_TO_LUSTRE_REASON, r.retry_ms ?
+					 r.retry_ms : la_cfg.retry_ms);
+			atomic_fetch_add(&la_lease_stats[LA_LS_TO_LUSTRE], 1);
+			return;
+		}
 		if (r.per_create) {
 			la_lease_refused(k, LA_NOLEASE_V1, "", r.retry_ms ?
 					 r.retry_ms : 2000);

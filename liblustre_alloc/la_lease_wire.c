@@ -159,6 +159,8 @@ int la_parse_lease_reply(const char *buf, size_t len,
 		} else if (la_key_is(k, "retry_ms")) {
 			if (!la_obj_u64(val, &v) && v <= 3600000)
 				r->retry_ms = (int)v;
+		} else if (la_key_is(k, "allocator")) {
+			r->to_lustre = la_key_is(val, "lustre");
 		} else if (la_key_is(k, "per_create")) {
 			r->per_create = val->type == MSGPACK_OBJECT_BOOLEAN &&
 					val->via.boolean;

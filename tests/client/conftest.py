@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,9 +89,21 @@ def wait_for_pong(endpoint: str, proc: subprocess.Popen, deadline_s: float = 30.
     raise RuntimeError(f"mapper at {endpoint} never answered a ping")
 
 
-def start_real_mapper(policy: str | None = None) -> Mapper:
+PLACES_EVERY_CREATE = "[policy.mcmf]\nalike_to_lustre = false\n"
+"""The mapper's configuration for tests of the shim's layouts: on the static cluster's
+alike OSTs the default mcmf would leave leased creates to Lustre's allocator (no layout to
+check); that answer has its own tests (tests/client/test_leases.py)."""
+
+
+def start_real_mapper(policy: str | None = None, config_dir: Path | None = None) -> Mapper:
+    """The real mapper on a free loopback port, placing every create (its configuration,
+    :data:`PLACES_EVERY_CREATE`, written in ``config_dir``, default a new temporary
+    directory)."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
-    cmd = [str(VENV_BIN / "lustre-alloc-mapper"), "--bind", endpoint,
+    config_dir = Path(tempfile.mkdtemp(prefix="la-mapper-")) if config_dir is None else config_dir
+    config = config_dir / "mapper.toml"
+    config.write_text(PLACES_EVERY_CREATE)
+    cmd = [str(VENV_BIN / "lustre-alloc-mapper"), "--bind", endpoint, "--config", str(config),
            "--static-cluster", STATIC_CLUSTER, "--log-level", "warning"]
     if policy:
         cmd += ["--policy", policy]

@@ -244,7 +244,8 @@ def test_concurrent_processes_taking_leases_spread_over_every_ost(tmp_path):
     from ..service.conftest import make_service
     from .conftest import parse_records
 
-    svc = make_service(static_cluster="1x4", policy="mcmf")
+    svc = make_service(static_cluster="1x4", policy="mcmf",
+                       policy_params={"mcmf": {"alike_to_lustre": False}})
     try:
         data, record, env = _shim_env(tmp_path, svc.endpoint)
         code = ("import sys\nfor i in range(6):\n"

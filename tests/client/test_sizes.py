@@ -17,7 +17,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def mcmf():
-    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False)
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False,
+                       policy_params={"mcmf": {"alike_to_lustre": False}})
     yield svc
     svc.stop()
 

@@ -53,7 +53,8 @@ def at_bind(monkeypatch):
 def test_the_first_request_finds_the_decision_state_built_before_the_socket_opened(at_bind,
                                                                                     kind):
     counters, seen = at_bind
-    svc = make_service(static_cluster="8x4", policy="mcmf", plan_process=False)
+    svc = make_service(static_cluster="8x4", policy="mcmf", plan_process=False,
+                       policy_params={"mcmf": {"alike_to_lustre": False}})
     try:
         # built before the bind: speed estimates (the round view, the pricer) and the
         # round-robin arrays of the primary's regime and of the fallback

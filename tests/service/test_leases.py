@@ -22,13 +22,16 @@ from .test_mds_view import fed_by_mds, mds_body
 from tests.support import wait_for
 
 GIB = 1 << 30
+PLACES = {"mcmf": {"alike_to_lustre": False}}
+"""mcmf deciding leases on the static cluster's alike OSTs (by default it leaves them to
+Lustre's allocator: test_alike_osts_leave_a_class_to_lustre_for_one_lifetime)."""
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
 def mcmf():
     # solved in rounds (no plans ahead): every layout's booking is visible at once
-    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False,
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False, policy_params=PLACES,
                        lease_max_layouts=16, lease_peer_quota=40)
     yield svc
     svc.stop()
@@ -84,7 +87,7 @@ def test_grants_are_bounded_per_lease_and_per_client_and_others_are_unaffected(t
     for name in ("mapper", "greedy", "other"):
         generate_keys(keys, name)
         shutil.copy(keys / f"{name}.key", allowed)
-    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False,
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False, policy_params=PLACES,
                        lease_max_layouts=16, lease_peer_quota=40,
                        serve_curve_secret_key=str(keys / "mapper.key_secret"),
                        serve_curve_authorized_keys=str(allowed))
@@ -108,7 +111,8 @@ def test_grants_are_bounded_per_lease_and_per_client_and_others_are_unaffected(t
 
 
 def test_a_client_that_never_returns_holds_nothing_past_one_lifetime():
-    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False, layout_lease_s=0.3)
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False, policy_params=PLACES,
+                       layout_lease_s=0.3)
     try:
         with MapperClient(svc.endpoint, timeout_s=5) as c:
             lease = c.lease(8, "app.1", 2, expected_bytes=GIB, path="/lustre/run")
@@ -125,7 +129,7 @@ def test_a_client_that_never_returns_holds_nothing_past_one_lifetime():
 
 def test_lease_lifetime_is_bounded_by_the_plans_ttl():
     svc = make_service(static_cluster="4x2", policy="mcmf", layout_lease_s=30,
-                       policy_params={"mcmf": {"plan_ttl_s": 0.5}})
+                       policy_params={"mcmf": {"plan_ttl_s": 0.5, "alike_to_lustre": False}})
     try:
         with MapperClient(svc.endpoint, timeout_s=5) as c:
             assert c.lease(2, "app.1", 1).lease_ms == 500

@@ -18,7 +18,8 @@ from lustre_alloc.mapper.state.placement_errors import (AllocationError, Invalid
 __all__ = ["AllocationError", "BatchPolicy", "BooksPlacements", "CreateRequest",
            "InvalidRequestError", "LearnsOstSpeeds", "LearnsSizes", "NoSpaceError",
            "PersistsState", "Placement", "PlacementCheckError", "PlacementPolicy",
-           "PlansAhead", "PreparesDecisions", "QosUnavailable", "ReusesLeasedLists",
+           "LeavesToLustre", "PlansAhead", "PreparesDecisions", "QosUnavailable",
+           "ReusesLeasedLists",
            "SteersLustre", "lease_order",
            "allocate_each", "decide_batch", "prepare_decisions"]
 
@@ -247,6 +248,19 @@ class ReusesLeasedLists(Protocol):
 
     def lease_returned(self, osts: Sequence[int]) -> None:
         """``osts`` was leased and never used (after :meth:`BooksPlacements.unbook`)."""
+        ...
+
+
+@runtime_checkable
+class LeavesToLustre(Protocol):
+    """Says when Lustre's own allocator may place a class of creates itself: the client
+    then creates without an OST list (a plain create: LOD's rotation or QOS, no layout
+    from the mapper, nothing booked). The lease desk asks before it decides a lease
+    (:mod:`lustre_alloc.mapper.service.leases`)."""
+
+    def leaves_to_lustre(self, snapshot: ClusterSnapshot, request: CreateRequest) -> str:
+        """Why Lustre's allocator may place ``request``'s class now ("" when the policy
+        places it)."""
         ...
 
 

@@ -65,15 +65,18 @@ class Lease:
 
 class LeaseRefused(MapperError):
     """The mapper granted no lease: ``per_create`` (ask per create with :meth:`MapperClient.alloc`,
-    shadow mode), ``retry_ms`` (do not ask for this class again for that long), ``revoke``
-    as in :class:`Lease`."""
+    shadow mode), ``retry_ms`` (do not ask for this class again for that long),
+    ``allocator`` (``"lustre"``: create this class's files without an OST list, Lustre's
+    allocator places them, for ``retry_ms``; "" otherwise), ``revoke`` as in
+    :class:`Lease`."""
 
     def __init__(self, err: int, reason: str, per_create: bool, retry_ms: int,
-                 revoke: tuple[int, ...]):
+                 revoke: tuple[int, ...], allocator: str = ""):
         super().__init__(err, reason)
         self.per_create = per_create
         self.retry_ms = retry_ms
         self.revoke = revoke
+        self.allocator = allocator
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +230,7 @@ class MapperClient:
         if not reply.get("ok"):
             raise LeaseRefused(int(reply.get("errno", 0)), str(reply.get("error", "")),
                                bool(reply.get("per_create")), int(reply.get("retry_ms", 0)),
-                               revoke)
+                               revoke, str(reply.get("allocator", "")))
         return Lease(int(reply["lease"]), tuple(tuple(x) for x in reply["layouts"]),
                      int(reply["stripe_size"]), str(reply["policy"]), int(reply["lease_ms"]),
                      int(reply["version"]), revoke)

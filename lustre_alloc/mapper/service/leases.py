@@ -16,6 +16,10 @@ Rules (ours):
   leased list is never older than a planned one could be.
 * Every reply (grant or refusal) names the client's earlier leases that hold an OST that is
   no longer usable (inactive, full, degraded, a straggler, gone) as ``revoke``.
+* While the primary leaves a class to Lustre
+  (:class:`~lustre_alloc.mapper.policies.placement.LeavesToLustre`: mcmf while the OSTs look
+  alike), the answer is a refusal with ``allocator: "lustre"`` and ``retry_ms`` one
+  lifetime: the client creates that class's files plainly meanwhile.
 * In shadow mode a lease is refused with ``per_create``: each file's decision needs its
   own report token, so the class asks per create (v1) and gets shadow replies.
 * What a client never uses comes off the books again: it says how many layouts of a lease
@@ -294,8 +298,16 @@ class LeaseDesk:
 
     def _decide(self, ctx: FsContext, version: int, mode: str, req: Any, peer: str, n: int,
                 lifetime: float, revoke: list[int]) -> bytes:
-        decisions = self.path.decide(ctx, [req.create_request()] * n, [peer] * n, mode,
-                                     leased=True)
+        create = req.create_request()
+        why = ctx.leaves_to_lustre(create)
+        if why:
+            # Lustre's allocator places the class for one lease lifetime: nothing decided,
+            # booked or counted per file; the client asks again when it is over
+            self.metrics.leases.labels("lustre").inc()
+            return wire.encode_lease_error(
+                req.id, errno.EAGAIN, f"{why}: Lustre's allocator places these creates",
+                revoke=revoke, retry_ms=max(1, int(lifetime * 1000)), allocator="lustre")
+        decisions = self.path.decide(ctx, [create] * n, [peer] * n, mode, leased=True)
         placed = [d.result for d in decisions if isinstance(d.result, Placement)]
         if not placed:
             refused = next((d.result for d in decisions

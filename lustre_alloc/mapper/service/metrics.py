@@ -246,13 +246,14 @@ class MapperMetrics:
         self.scope_changes = Counter(PREFIX + "scope_changes", "Reloads that changed the "
                                      "[scope] in force", registry=r)
         self.leases = Counter(PREFIX + "leases", "Layout leases (protocol v2) by event: "
-                              "granted, refused, quota, per_create, released, expired, revoked",
+                              "granted, refused, quota, per_create, lustre (left to Lustre's "
+                              "allocator), released, expired, revoked",
                               ["result"], registry=r)
         self.leased_layouts = Counter(PREFIX + "leased_layouts", "Leased layouts by fate: "
                                       "granted, used, released (returned unused), expired",
                                       ["result"], registry=r)
-        for result in ("granted", "refused", "quota", "per_create", "released", "expired",
-                       "revoked"):
+        for result in ("granted", "refused", "quota", "per_create", "lustre", "released",
+                       "expired", "revoked"):
             self.leases.labels(result)
         for result in ("granted", "used", "released", "expired"):
             self.leased_layouts.labels(result)

@@ -633,17 +633,22 @@ def encode_lease(request_id: int, lease_id: int, layouts: Sequence[Sequence[int]
 
 
 def encode_lease_error(request_id: int, err: int, reason: str, *, revoke: Sequence[int] = (),
-                       per_create: bool = False, retry_ms: int = 0) -> bytes:
+                       per_create: bool = False, retry_ms: int = 0,
+                       allocator: str = "") -> bytes:
     """Reply body of a refused lease: ``{v: 2, id, ok: false, errno, error, revoke}``, with
     ``per_create: true`` when the class must ask per create with v1 ``alloc`` (shadow
-    mode: each file's decision has its own report token) and ``retry_ms`` when the
-    client should not ask for this class again for that long (outside the scope)."""
+    mode: each file's decision has its own report token), ``retry_ms`` when the
+    client should not ask for this class again for that long (outside the scope, or left
+    to Lustre) and ``allocator: "lustre"`` when the mapper leaves the class's creates to
+    Lustre's own allocator for ``retry_ms`` (the OSTs look alike)."""
     body: dict[str, Any] = {"v": LEASE_VERSION, "id": request_id, "ok": False, "errno": err,
                             "error": reason, "revoke": list(revoke)}
     if per_create:
         body["per_create"] = True
     if retry_ms:
         body["retry_ms"] = retry_ms
+    if allocator:
+        body["allocator"] = allocator
     return _pack(body)
 
 
