@@ -258,7 +258,11 @@ def main() -> int:
     result: dict = {"args": vars(args), "lustre": lctl("get_param", "-n", "version").strip(),
                     "mapper": MAPPER, "rows": []}
     with tempfile.TemporaryDirectory() as tmp, \
-            RealLustreStack(out / "stack-create-rpcs", mapper_settings=dict(MAPPER)) as stack:
+            RealLustreStack(out / "stack-create-rpcs", mapper_settings=dict(MAPPER),
+                            # the guest's OSTs are alike: by default leases would be left to
+                            # Lustre's allocator (plain creates); this measures the shim's
+                            # create with the mapper's layout
+                            policy_params={"mcmf": {"alike_to_lustre": False}}) as stack:
         exe = build_anchor(Path(tmp))
         shim_env = dict(plain_env, LD_PRELOAD=str(SHIM), LUSTRE_ALLOC_MAPPER=stack.mapper,
                         LUSTRE_ALLOC_TIMEOUT_MS="2000",

@@ -31,6 +31,7 @@ class RealLustreStack:
             ``[steer.mds_agents]`` names it (steering by ``drain``, what an admin does by
             hand). :meth:`set_steer_mode` switches it by a reload.
         mapper_settings: more ``[mapper]`` keys.
+        policy_params: ``[policy.<name>]`` tables (policy name -> its keys).
     """
     workdir: Path
     fsname: str = "lustre"
@@ -38,6 +39,7 @@ class RealLustreStack:
     interval_s: float = 2.0
     steer: dict | None = None
     mapper_settings: dict = field(default_factory=dict)
+    policy_params: dict = field(default_factory=dict)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -81,6 +83,9 @@ class RealLustreStack:
                  f'state_file = "{w / "state.json"}"', f"metrics_port = {self.metrics_port}",
                  'metrics_addr = "127.0.0.1"'] + [
                      f"{k} = {json.dumps(v)}" for k, v in self.mapper_settings.items()]
+        for name, table in self.policy_params.items():
+            lines += ["", f"[policy.{name}]"] + [f"{k} = {json.dumps(v)}"
+                                                 for k, v in table.items()]
         if self.steer is not None:
             lines += ["", "[steer]", 'action = "drain"'] + [
                 f"{k} = {json.dumps(v)}" for k, v in self.steer.items() if k != "action"]

@@ -40,6 +40,9 @@ class ListResponder:
     osts: Sequence[int] = ()
     asked: list[Asked] = field(default_factory=list)
     endpoint: str = ""
+    to_lustre_ms: int = 0
+    """Above 0: every lease is answered "Lustre's allocator" (``allocator: "lustre"``) for
+    this many ms, as the mapper does while the OSTs look alike."""
 
     def __post_init__(self) -> None:
         self._ctx = zmq.Context()
@@ -68,6 +71,11 @@ class ListResponder:
         with self._lock:
             self.osts = tuple(osts)
 
+    def leave_to_lustre(self, for_ms: int = LEASE_MS) -> None:
+        """Answer the next leases "Lustre's allocator" for ``for_ms`` ms each."""
+        with self._lock:
+            self.to_lustre_ms = for_ms
+
     def _serve(self) -> None:
         while not self._stop.is_set():
             if not self._sock.poll(50):
@@ -83,6 +91,7 @@ class ListResponder:
             return wire.encode_error(exc.request_id, exc.errno, exc.reason)
         with self._lock:
             osts = list(self.osts)
+            to_lustre_ms = self.to_lustre_ms
         if req.op == "ping":
             return wire.encode_pong(req.id, POLICY, "", req.version)
         if req.op == "release":
@@ -100,6 +109,9 @@ class ListResponder:
             return wire.encode_error(req.id, errno.EINVAL, "no create in the request")
         self.asked.append(Asked(req.op, create.path, create.stripe_count, create.stripe_size))
         size = create.stripe_size or (1 << 20)
+        if req.op == "lease" and to_lustre_ms > 0:
+            return wire.encode_lease_error(req.id, errno.EAGAIN, "left to Lustre's allocator",
+                                           retry_ms=to_lustre_ms, allocator="lustre")
         if req.op == "lease":
             return wire.encode_lease(req.id, next(self._leases),
                                            [osts] * req.lease_count, size, POLICY, LEASE_MS,

@@ -18,6 +18,13 @@ the lifetime) before, and the refreshed layouts that expire unused are not booke
 meanwhile. The sizing is the shim's: such a refill asks for the class's rate (one layout
 for a slow class), not twice its last grant.
 
+While the policy leaves a class to Lustre
+(:class:`~lustre_alloc.mapper.policies.placement.LeavesToLustre`: mcmf while the OSTs look
+alike), the class's creates are placed by the gate's fallback, the simulator's Lustre
+allocator, for one lifetime (the lease desk's ``allocator: "lustre"`` answer); after it,
+a create is still Lustre's while the class asks again (the shim asks in the background:
+``la_lease.c``, ``LA_NOLEASE_TO_LUSTRE``), and the answer applies to the next creates.
+
 The sizing and lifetime constants are the shim's and the mapper's
 (``liblustre_alloc/la_lease.c``: ``LA_ASK_MIN``, ``LA_ASK_HORIZON_S``, ``LA_USE_FRACTION``;
 ``la_internal.h``: ``LA_LEASE_ASK_MAX``, ``LA_LEASE_MAX_STRIPES``; the mapper's
@@ -35,7 +42,8 @@ from typing import Sequence
 
 from lustre_alloc.mapper.policies.gate import GatedPolicy
 from lustre_alloc.mapper.policies.placement import (AllocationError, BatchPolicy, BooksPlacements,
-                                       CreateRequest, LearnsSizes, Placement, PlacementPolicy,
+                                       CreateRequest, LearnsSizes, LeavesToLustre, Placement,
+                                       PlacementPolicy,
                                        PlansAhead, ReusesLeasedLists,
                                        allocate_each, decide_batch, lease_order)
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot
@@ -71,6 +79,8 @@ class _Class:
     installed: int = 0              # grants so far (the first asks at least ASK_MIN)
     taken_at_grant: int = 0         # ``taken`` when the last grant came
     checked: frozenset | None = None   # the usable set its layouts were last checked on
+    lustre_until_s: float = -math.inf  # left to Lustre's allocator until then
+    to_lustre: bool = False         # the last answer left it to Lustre (no grant since)
 
 
 class LeasedCreates(BatchPolicy):
@@ -84,7 +94,8 @@ class LeasedCreates(BatchPolicy):
     Attributes:
         stats: ``granted`` / ``taken`` / ``expired`` / ``revoked`` layouts, ``leases``
             asked, ``per_create`` creates asked per create (too wide to lease, or a
-            composite file's components, :meth:`allocate_unleased`).
+            composite file's components, :meth:`allocate_unleased`), ``to_lustre`` creates
+            left to Lustre's allocator.
     """
 
     def __init__(self, policy: PlacementPolicy, lease_s: float = LEASE_S):
@@ -93,6 +104,9 @@ class LeasedCreates(BatchPolicy):
         primary = policy.primary if isinstance(policy, GatedPolicy) else policy
         self._books = primary if isinstance(primary, BooksPlacements) else None
         self._reuses = primary if isinstance(primary, ReusesLeasedLists) else None
+        self._leaves = (primary if isinstance(primary, LeavesToLustre)
+                        and isinstance(policy, GatedPolicy) else None)
+        self._lustre = policy.fallback if isinstance(policy, GatedPolicy) else None
         plans = primary.plans if isinstance(primary, PlansAhead) else None
         self.lifetime_s = lease_s if plans is None else min(lease_s, float(plans.ttl_s))
         self.classes: dict[tuple, _Class] = {}
@@ -101,7 +115,7 @@ class LeasedCreates(BatchPolicy):
         self._usable_version: int | None = None
         self._usable_set: frozenset[int] = frozenset()
         self.stats = {"granted": 0, "taken": 0, "expired": 0, "revoked": 0, "leases": 0,
-                      "per_create": 0}
+                      "per_create": 0, "to_lustre": 0}
 
     def allocate(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
         """The next leased layout of ``request``'s class (refilled first when due).
@@ -120,8 +134,16 @@ class LeasedCreates(BatchPolicy):
         if cls is None:
             cls = self.classes[key] = _Class()
         self._drop_stale(snapshot, cls, now)
+        if now < cls.lustre_until_s:
+            return self._to_lustre(snapshot, request)
+        if cls.to_lustre and not cls.held:
+            # the answer is over: this create is Lustre's while the class asks again
+            self._refill(snapshot, request, cls, now, waiting=False)
+            return self._to_lustre(snapshot, request)
         if len(cls.held) <= cls.last_granted // 2:
             self._refill(snapshot, request, cls, now, waiting=not cls.held)
+            if now < cls.lustre_until_s:
+                return self._to_lustre(snapshot, request)
         if not cls.held:
             raise AllocationError("no layout granted for this class")
         osts, _, _ = cls.held.popleft()
@@ -193,10 +215,23 @@ class LeasedCreates(BatchPolicy):
                 self._reuses.lease_returned(osts)
         cls.held = keep
 
+    def _to_lustre(self, snapshot: ClusterSnapshot, request: CreateRequest) -> Placement:
+        """``request`` placed by Lustre's allocator (the gate's fallback): no list from
+        the policy, nothing booked."""
+        self.stats["to_lustre"] += 1
+        assert self._lustre is not None      # only set with a policy that leaves to Lustre
+        got = self._lustre.allocate(snapshot, request)
+        return Placement(got.osts, self.name, note="lustre allocator")
+
     def _refill(self, snapshot: ClusterSnapshot, request: CreateRequest, cls: _Class,
                 now: float, waiting: bool) -> None:
         want = self._ask_size(cls, now, waiting, USE_FRACTION * self.lifetime_s)
         self.stats["leases"] += 1
+        if self._leaves is not None and self._leaves.leaves_to_lustre(snapshot, request):
+            # the lease desk's allocator "lustre" answer: one lifetime, nothing booked
+            cls.lustre_until_s = now + self.lifetime_s
+            cls.to_lustre = True
+            return
         try:
             results: Sequence = decide_batch(self.policy, snapshot, [request] * want)
         except AllocationError:
@@ -210,6 +245,7 @@ class LeasedCreates(BatchPolicy):
             cls.held.append((tuple(placed.osts), use_by, bps))
             granted += 1
         cls.last_granted = granted
+        cls.to_lustre = False
         cls.installed += 1
         cls.taken_at_grant = cls.taken
         self.stats["granted"] += granted

@@ -282,3 +282,28 @@ def test_an_existing_file_opened_with_o_creat_is_the_applications_own_open(model
     assert f.read_text() == "short" and model.layout(f).osts == before
     assert not calls.exists() or "SETSTRIPE" not in calls.read_text()
     assert not record.exists() or parse_records(record) == []
+
+
+@pytest.mark.parametrize("own_count", [None, 3], ids=["directory-default", "env-count"])
+def test_alike_osts_leave_creates_to_lustres_allocator_with_the_layout_asked(
+        model, tmp_path, own_count):
+    """The default mcmf on alike OSTs answers leases with ``allocator: "lustre"``: the
+    shim creates each file without an OST list, and Lustre's allocator places it (the
+    directory's 2 stripes, or the 3 the environment asks for), skipping the OSTs without
+    precreated objects as LOD does. One lease request per lifetime, not per file."""
+    svc = make_service(static_cluster="8x4", policy="mcmf")
+    record = tmp_path / "record.tsv"
+    extra = {"LUSTRE_ALLOC_STRIPE_COUNT": str(own_count)} if own_count else {}
+    try:
+        env = model.env(shim=True, LUSTRE_ALLOC_MAPPER=svc.endpoint,
+                        LUSTRE_ALLOC_TIMEOUT_MS="5000", LUSTRE_ALLOC_RECORD=str(record),
+                        **extra)
+        files = _python_writes(model, env, 20, 65536)
+        _check(model, files, want_count=own_count or 2)
+        records = parse_records(record)
+        assert len(records) == 20
+        assert {r["reason"] for r in records} == {"lustre_allocator"}
+        assert svc.metrics.leases.labels("granted")._value.get() == 0
+        assert 1 <= svc.metrics.leases.labels("lustre")._value.get() < 20
+    finally:
+        svc.stop()

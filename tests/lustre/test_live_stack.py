@@ -28,7 +28,11 @@ def stack(tmp_path):
     mapper's."""
     s = RealLustreStack(tmp_path / "stack", fsname=FSNAME,
                         mapper_settings={"mds_cpu_limit_percent": 100.0,
-                                         "round_budget_s": 5.0, "stale_after_s": 30.0})
+                                         "round_budget_s": 5.0, "stale_after_s": 30.0},
+                        # the guest's OSTs are alike: by default the mapper would leave the
+                        # creates to Lustre's allocator (tests/lustre/test_shim.py), and
+                        # this test is about its own decisions
+                        policy_params={"mcmf": {"alike_to_lustre": False}})
     try:
         s.start(ready_timeout_s=300, n_osts=N_OSTS)
         yield s

@@ -398,3 +398,34 @@ def test_cp_dd_and_python_write_under_the_shim_with_a_drained_ost_in_the_lists(
     for f in files:
         assert f.read_bytes() == src.read_bytes()
         assert first_osts(layout(f)) and 1 not in first_osts(layout(f))
+
+
+@pytest.mark.parametrize("own_count", [None, 2], ids=["directory-default", "env-count"])
+def test_a_class_left_to_lustre_is_placed_by_lods_allocator_with_the_layout_asked(
+        work, mapper, tmp_path, own_count):
+    """A lease answered ``allocator: "lustre"`` (the default mcmf on alike OSTs): the shim
+    creates plainly (the directory's 1 stripe) or, with the environment's stripe count,
+    with ``SETSTRIPE`` of that count and no start OST (``lmm_stripe_offset`` -1:
+    lod_qos.c lod_qos_parse_config() keeps LOD's choice); LOD's round-robin places the
+    files over every OST, and the record says ``lustre_allocator``."""
+    sh("lfs", "setstripe", "-c", "1", str(work))
+    mapper.leave_to_lustre()
+    extra = {"LUSTRE_ALLOC_STRIPE_COUNT": str(own_count)} if own_count else {}
+    env = shim_env(mapper, tmp_path / "rec", LUSTRE_ALLOC_LEASE="1", **extra)
+    code = ("for i in range(8):\n"
+            "    fd = os.open(f'{DIR}/f{i}', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)\n"
+            "    os.write(fd, b'x' * 65536)\n    os.close(fd)\n")
+    python(f"DIR = {str(work)!r}\n" + code, env)
+    got = [first_osts(layout(work / f"f{i}")) for i in range(8)]
+    recs = [r for r in read_records(tmp_path / "rec")]
+    want = own_count or 1
+    used = {o for osts in got for o in osts}
+    rule("a create with no OST list (plain, or SETSTRIPE with offset -1) is placed by LOD",
+         "lod_qos.c lod_qos_parse_config(), lod_alloc_rr()",
+         "lustre_model.c: offset -1 -> the model's allocator",
+         f"stripes per file {sorted({len(g) for g in got})}, OSTs used {sorted(used)}",
+         all(len(g) == want for g in got) and len(used) > 1)
+    assert all(len(g) == want for g in got), got
+    assert len(used) > 1, got
+    assert len(recs) == 8 and {r["reason"] for r in recs} == {"lustre_allocator"}, recs[:2]
+    assert [a.op for a in mapper.asked] == ["lease"], mapper.asked

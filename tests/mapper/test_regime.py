@@ -342,3 +342,16 @@ def test_mcmf_leaves_lustres_rr_for_an_ost_slow_by_more_than_a_step_below_the_sl
     assert all(p.note == "regime round_robin" for p in off)
     assert sum(39 in p.osts for p in off) == 2          # 80 stripes over 40 OSTs
     assert sum(39 in p.osts for p in on) < 2
+
+
+def test_alike_osts_are_left_to_lustres_allocator_a_slow_one_is_not():
+    """``leaves_to_lustre`` (what the lease desk asks): alike OSTs, the round-robin regime,
+    Lustre's own allocator may place the class; OSTs at a fifth of the others' rate, the
+    flow's, not Lustre's; with ``alike_to_lustre`` or ``regime`` off, never."""
+    req = CreateRequest(jobid="a", stripe_count=2, stripe_size=MIB, expected_bytes=64 * MIB)
+    even = _snapshot([MIB / 500e6] * 8)
+    slow = _snapshot([MIB / 500e6] * 6 + [5 * MIB / 500e6] * 2)
+    assert McmfPolicy().leaves_to_lustre(even, req) == "regime round_robin"
+    assert McmfPolicy().leaves_to_lustre(slow, req) == ""
+    assert McmfPolicy(alike_to_lustre=False).leaves_to_lustre(even, req) == ""
+    assert McmfPolicy(regime=False).leaves_to_lustre(even, req) == ""

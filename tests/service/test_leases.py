@@ -298,3 +298,24 @@ def test_round_robin_leases_held_at_once_start_apart_and_one_alone_keeps_the_ord
     # the flow's lists come cheapest first: never rotated
     flow = [Placement((i,), "mcmf") for i in range(4)]
     assert book.add("p", "", create, flow, version=1).layouts[0] == (0,)
+
+
+def test_alike_osts_leave_a_class_to_lustre_for_one_lifetime():
+    """The default mcmf on alike OSTs: the lease is refused with ``allocator: "lustre"``
+    for one lifetime (the client creates plainly meanwhile); nothing is decided or
+    booked, and the answer is counted. Per-create requests still get layouts."""
+    svc = make_service(static_cluster="4x2", policy="mcmf", plan_ahead=False,
+                       layout_lease_s=1.5)
+    try:
+        with MapperClient(svc.endpoint, timeout_s=5) as c:
+            with pytest.raises(LeaseRefused) as left:
+                c.lease(8, "app.1", 2, expected_bytes=GIB, path="/lustre/run")
+            assert left.value.allocator == "lustre" and left.value.retry_ms == 1500
+            assert left.value.errno == errno.EAGAIN and "round_robin" in left.value.reason
+            assert left.value.per_create is False
+            assert sum(_load(svc).values()) == 0
+            assert len(c.alloc("app.1", 2).osts) == 2
+        assert svc.metrics.leases.labels("lustre")._value.get() == 1
+        assert svc.metrics.leases.labels("granted")._value.get() == 0
+    finally:
+        svc.stop()

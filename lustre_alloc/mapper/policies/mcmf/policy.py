@@ -23,7 +23,9 @@ One round (:meth:`McmfPolicy.allocate_batch`):
 3. The rest form one request round (:class:`~lustre_alloc.mapper.policies.mcmf.request_round.RequestRound`).
 
 While load is uniform and space within the band (``regime``), Lustre's round-robin answers
-instead; the chain still learns and the stripes still count as pending. The policy does
+instead; the chain still learns and the stripes still count as pending. A leased class is
+then left to Lustre's own allocator (``alike_to_lustre``, :meth:`McmfPolicy.leaves_to_lustre`):
+its creates get no list at all. The policy does
 not gate itself on MDS CPU: :class:`lustre_alloc.mapper.policies.gate.GatedPolicy` does (``needs_gate``),
 in the simulator and in the service alike.
 """
