@@ -18,9 +18,9 @@ the lifetime) before, and the refreshed layouts that expire unused are not booke
 meanwhile. The sizing is the shim's: such a refill asks for the class's rate (one layout
 for a slow class), not twice its last grant.
 
-While the policy leaves a class to Lustre
-(:class:`~lustre_alloc.mapper.policies.placement.LeavesToLustre`: mcmf while the OSTs look
-alike), the class's creates are placed by the gate's fallback, the simulator's Lustre
+While the gated policy leaves a class to Lustre
+(:meth:`~lustre_alloc.mapper.policies.gate.GatedPolicy.leaves_to_lustre`: mcmf while the
+OSTs look alike and Lustre's allocator would place round-robin), the class's creates are placed by the gate's fallback, the simulator's Lustre
 allocator, for one lifetime (the lease desk's ``allocator: "lustre"`` answer); after it,
 a create is still Lustre's while the class asks again (the shim asks in the background:
 ``la_lease.c``, ``LA_NOLEASE_TO_LUSTRE``), and the answer applies to the next creates.
@@ -104,8 +104,8 @@ class LeasedCreates(BatchPolicy):
         primary = policy.primary if isinstance(policy, GatedPolicy) else policy
         self._books = primary if isinstance(primary, BooksPlacements) else None
         self._reuses = primary if isinstance(primary, ReusesLeasedLists) else None
-        self._leaves = (primary if isinstance(primary, LeavesToLustre)
-                        and isinstance(policy, GatedPolicy) else None)
+        self._leaves = (policy if isinstance(policy, GatedPolicy)
+                        and isinstance(primary, LeavesToLustre) else None)
         self._lustre = policy.fallback if isinstance(policy, GatedPolicy) else None
         plans = primary.plans if isinstance(primary, PlansAhead) else None
         self.lifetime_s = lease_s if plans is None else min(lease_s, float(plans.ttl_s))

@@ -355,3 +355,21 @@ def test_alike_osts_are_left_to_lustres_allocator_a_slow_one_is_not():
     assert McmfPolicy().leaves_to_lustre(slow, req) == ""
     assert McmfPolicy(alike_to_lustre=False).leaves_to_lustre(even, req) == ""
     assert McmfPolicy(regime=False).leaves_to_lustre(even, req) == ""
+
+
+def test_the_gate_leaves_to_lustre_only_where_lod_would_place_round_robin():
+    """Where free space is uneven beyond ``qos_threshold_rr`` LOD weighs by it (QOS) and
+    would pile new files on the emptiest OST; the regime's round-robin does not, so the
+    gate keeps those creates (lod_qos.c ``lod_qos_calc_ppo``, LQ_SAME_SPACE)."""
+    from lustre_alloc.mapper.policies.gate import GatedPolicy
+    from lustre_alloc.mapper.policies.lustre_qos import LustreQos
+    req = CreateRequest(jobid="a", stripe_count=1, stripe_size=MIB)
+    even = _snapshot([MIB / 500e6] * 8)
+    uneven = _snapshot([MIB / 500e6] * 8)
+    uneven.osts[3] = replace(uneven.osts[3], kbytes_avail=KB // 4)    # 1/2 of the others'
+    gate = GatedPolicy(McmfPolicy(), LustreQos())
+    assert gate.leaves_to_lustre(even, req) == "regime round_robin"
+    assert gate.leaves_to_lustre(uneven, req) == ""
+    # an admin's qos_threshold_rr of 60% makes that space even enough for LOD's rotation
+    assert GatedPolicy(McmfPolicy(), LustreQos(qos_threshold_rr_pct=60)).leaves_to_lustre(
+        uneven, req) == "regime round_robin"

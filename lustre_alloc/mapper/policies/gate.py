@@ -27,8 +27,9 @@ from typing import Callable, Sequence
 
 from lustre_alloc.mapper.state.cluster_state import ClusterSnapshot
 from lustre_alloc.mapper.state.ost_health import stale_servers
+from lustre_alloc.mapper.policies.lustre_qos import LustreQos
 from lustre_alloc.mapper.policies.placement import (AllocationError, BatchPolicy, CreateRequest, LearnsSizes,
-                                       Placement,
+                                       LeavesToLustre, Placement,
                                        PlacementPolicy, allocate_each, decide_batch,
                                        prepare_decisions)
 
@@ -42,6 +43,10 @@ BUDGET_REST_S = 1.0
 """First rest of a primary over budget, seconds (ours; doubles while trials stay slow)."""
 BUDGET_REST_MAX_S = 10.0
 """Longest rest, seconds."""
+
+_DEFAULT_LOD = LustreQos()
+"""Lustre's allocator with its default tunables: whose round-robin test applies when the
+fallback is not Lustre's QOS allocator."""
 
 FALLBACK_REASONS = ("mds_cpu", "stale", "budget", "error", "check")
 """Why the fallback decided; ``check`` is set by the service when its last-line check
@@ -121,6 +126,22 @@ class GatedPolicy(BatchPolicy):
             self._rest_s = min(2 * self._rest_s, BUDGET_REST_MAX_S)
         else:
             self._rest_s = self.budget_rest_s
+
+    def leaves_to_lustre(self, snapshot: ClusterSnapshot, request: CreateRequest) -> str:
+        """The primary's :meth:`~lustre_alloc.mapper.policies.placement.LeavesToLustre.leaves_to_lustre`
+        when Lustre's allocator would place round-robin on ``snapshot`` (its free space
+        within ``qos_threshold_rr``: the fallback's when it is Lustre's QOS allocator,
+        else Lustre's default 17%), "" otherwise. Where free space is uneven LOD weighs
+        by it (QOS) and piles new files on the emptiest OSTs, which the primary's
+        round-robin regime does not: measured in the simulator, leaving such creates to
+        Lustre cost qos-high-fill 153% and expansion-25pct 55% of the phase mean
+        (docs/history.md, "Leaving creates to Lustre where free space is uneven")."""
+        primary = self.primary
+        if not isinstance(primary, LeavesToLustre):
+            return ""
+        why = primary.leaves_to_lustre(snapshot, request)
+        lod = self.fallback if isinstance(self.fallback, LustreQos) else _DEFAULT_LOD
+        return why if why and lod.places_round_robin(snapshot) else ""
 
     def learn_sizes(self, jobid: str, sizes: Sequence[int]) -> int:
         """The primary's :meth:`~lustre_alloc.mapper.policies.placement.LearnsSizes.learn_sizes` (0 when

@@ -66,6 +66,19 @@ def free_space_within_rr_band(ba_min: int, ba_max: int, threshold_rr: int) -> bo
     return ((ba_max * (256 - threshold_rr)) >> 8) < ba_min
 
 
+def places_round_robin(snapshot: ClusterSnapshot, threshold_rr: int) -> bool:
+    """Whether LOD would decline QOS and place round-robin on ``snapshot`` (the test of
+    :meth:`LustreQos._calc_penalties`, without its penalty updates): fewer than 2 active
+    OSTs, no active OST with space, or the free space of the active OSTs within
+    ``threshold_rr`` (stored units, :func:`pct_to_stored`) by
+    :func:`free_space_within_rr_band` (lod_qos.c ``lod_qos_calc_ppo``, LQ_SAME_SPACE)."""
+    bas = [(o.kbytes_avail * 1024) >> 8 for o in snapshot.osts if o.active]
+    spaced = [ba for ba in bas if ba > 0]
+    if len(bas) < 2 or not spaced:
+        return True
+    return free_space_within_rr_band(min(spaced), max(spaced), threshold_rr)
+
+
 def stored_to_pct(stored: int) -> int:
     """1/256 units -> the percent ``lctl get_param`` shows: ``(stored*100 + 255) >> 8``."""
     return (stored * 100 + 255) >> QOS_SCALE_SHIFT
@@ -189,6 +202,11 @@ class LustreQos:
             self._read_space(snapshot, int(snapshot.time_s))
         except QosUnavailable:
             pass                # balanced or too few OSTs: the first create goes to RR
+
+    def places_round_robin(self, snapshot: ClusterSnapshot) -> bool:
+        """Whether this allocator would place ``snapshot``'s creates round-robin
+        (:func:`places_round_robin` with its ``qos_threshold_rr``)."""
+        return places_round_robin(snapshot, self.threshold_rr)
 
     def penalties(self) -> dict[str, dict]:
         """Current penalty state, for tests and diagnostics (units: bytes >> 8)."""

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence, cast
 from lustre_alloc.mapper.policies import registry
 from lustre_alloc.mapper.policies.gate import GatedPolicy
 from lustre_alloc.mapper.policies.placement import (BooksPlacements, CreateRequest, InvalidRequestError,
-                                       LeavesToLustre, ReusesLeasedLists,
+                                       ReusesLeasedLists,
                                        PlacementCheckError, PlansAhead)
 from lustre_alloc.mapper.policies.registry import PolicyParamError, UnknownPolicyError
 from lustre_alloc.mapper.service.config import MapperConfig
@@ -173,13 +173,10 @@ class FsContext:
             primary.unbook(osts, create.bytes_per_stripe(len(osts)))
 
     def leaves_to_lustre(self, create: CreateRequest) -> str:
-        """Why Lustre's own allocator may place ``create``'s class now, by the primary
-        (:class:`~lustre_alloc.mapper.policies.placement.LeavesToLustre`) on the current
-        state; "" when the primary places it (or cannot leave anything to Lustre)."""
-        primary = self.gate.primary
-        if not isinstance(primary, LeavesToLustre):
-            return ""
-        return primary.leaves_to_lustre(self.store.current(), create)
+        """Why Lustre's own allocator may place ``create``'s class now, on the current
+        state (:meth:`lustre_alloc.mapper.policies.gate.GatedPolicy.leaves_to_lustre`);
+        "" when the mapper places it."""
+        return self.gate.leaves_to_lustre(self.store.current(), create)
 
     def lease_returned(self, create: CreateRequest, osts: Sequence[int]) -> None:
         """Un-book ``osts``, a leased list never used (:meth:`unbook`), and give it back to

@@ -84,7 +84,7 @@ class McmfPolicy(BatchPolicy):
         self.stats: dict[str, int] = {"rounds": 0, "predicted_hits": 0, "predicted_misses": 0,
                                       "predicted_dropped": 0, "clipped": 0,
                                       "stragglers_excluded": 0, "regime_rr_requests": 0,
-                                      "sized_by_job_stats": 0, "left_to_lustre": 0}
+                                      "sized_by_job_stats": 0}
         self.views = RoundViews(p, self.cost_model, space, lambda k: self._count(k, 1))
         self.markov_config = MarkovConfig(**(p.markov or {}))
         self.predictor = MarkovPredictor(self.markov_config)
@@ -255,15 +255,16 @@ class McmfPolicy(BatchPolicy):
     def leaves_to_lustre(self, snapshot: ClusterSnapshot, request: CreateRequest) -> str:
         """``"regime round_robin"`` while the regime finds the OSTs alike and
         ``alike_to_lustre`` is on: Lustre's own rotation is what the regime would emulate,
-        so a leased class's creates are left to it (no list, nothing booked: the load shows
-        in the next samples); "" otherwise. Nothing is learned from such a class's lease
+        so a leased class's creates may be left to it (no list, nothing booked: the load
+        shows in the next samples; the gate adds that Lustre must be placing round-robin,
+        :meth:`lustre_alloc.mapper.policies.gate.GatedPolicy.leaves_to_lustre`); ""
+        otherwise. Nothing is learned from such a class's lease
         requests: they say how many layouts a client wants, not what its files hold."""
         if not (self.params.regime and self.params.alike_to_lustre):
             return ""
         regime = self.views.view(snapshot).regime
         if regime is None or regime.mode != ROUND_ROBIN:
             return ""
-        self.stats["left_to_lustre"] += 1
         return "regime round_robin"
 
     def prepare(self, snapshot: ClusterSnapshot) -> None:
