@@ -255,6 +255,7 @@ class LiveStack:
         policy: the mapper's primary policy.
         curve: CURVE on the broker (collectors and mapper get authorised keys).
         mapper_settings: more ``[mapper]`` keys (e.g. ``round_budget_s``).
+        policy_params: ``[policy.<name>]`` tables (policy name -> its keys).
         heartbeat_s: broker heartbeat period, s.
         log_level: of every process.
         steer: ``[steer]`` keys for the mapper; when given, every collector also
@@ -269,6 +270,7 @@ class LiveStack:
     policy: str = "mcmf"
     curve: bool = False
     mapper_settings: dict[str, Any] = field(default_factory=dict)
+    policy_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     heartbeat_s: float = 0.2
     log_level: str = "info"
     endpoints: Endpoints = field(default_factory=Endpoints.allocate)
@@ -350,6 +352,9 @@ class LiveStack:
                       f"{json.dumps(MDS_NAME)} = {json.dumps(self.agent_endpoints[MDS_NAME])}"]
         if self.scope is not None:
             lines += ["", "[scope]"] + [f"{k} = {json.dumps(v)}" for k, v in self.scope.items()]
+        for name, table in self.policy_params.items():
+            lines += ["", f"[policy.{name}]"] + [f"{k} = {json.dumps(v)}"
+                                                 for k, v in table.items()]
         path.write_text("\n".join(lines) + "\n")
         return path
 

@@ -18,7 +18,7 @@ LEASE_S = 2.0       # the mapper's default layout_lease_s: a leased layout is us
 
 
 def test_mapper_kill9_no_create_fails_fallback_then_restored(live):
-    lv = live()
+    lv = live(policy_params={"mcmf": {"alike_to_lustre": False}})   # the mapper's own layouts
     stack = lv.stack
     files, period = 360, 0.025          # 9 s of creates
     proc = lv.writer("app", files, period, timeout_ms=TIMEOUT_MS)
