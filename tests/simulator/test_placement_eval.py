@@ -61,8 +61,13 @@ def test_variant_parameters_and_leases_reach_the_policy(pe):
     row = pe.run_variant("paper-32ost", 600, "lease", "mcmf+lease", {"regime": False},
                          seed_offset=1)
     assert row["lease_stats"]["taken"] > 0 and row["policy_stats"]["rounds"] > 0
+    # by default the regime's alike OSTs are left to Lustre's allocator; without that,
+    # the regime's own round-robin answers
     default = pe.run_variant("paper-32ost", 600, "lease", "mcmf+lease", {}, seed_offset=1)
-    assert default["policy_stats"]["regime_rr_requests"] > 0
+    assert default["lease_stats"]["to_lustre"] > 0
+    own = pe.run_variant("paper-32ost", 600, "lease", "mcmf+lease", {"alike_to_lustre": False},
+                         seed_offset=1)
+    assert own["policy_stats"]["regime_rr_requests"] > 0 and own["lease_stats"]["to_lustre"] == 0
     assert row["seed"] == load_scenario("paper-32ost").seed + 1
     plain = pe.run_variant("paper-32ost", 600, "rr", "round_robin", {})
     assert plain["lease_stats"] == {} and plain["policy_stats"] == {}
