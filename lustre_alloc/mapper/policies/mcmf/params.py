@@ -71,8 +71,9 @@ class McmfParams:
             estimated rates within 2x between median and p10), the flow otherwise. On by
             default: the flow's greedy optimum over 5 s-old samples lost 3-11% of job I/O
             time to RR's rotation in worlds where the OSTs are alike (docs/placement.md).
-        alike_to_lustre: with ``regime``, while the OSTs look alike a leased class's
-            creates are left to Lustre's own allocator (the lease desk answers
+        alike_to_lustre: with ``regime``, while the OSTs look alike (and LOD would place
+            round-robin: the gate's test) a leased class's creates are left to Lustre's
+            own allocator (the lease desk answers
             ``allocator: "lustre"``; the shim creates plainly): LOD's own rotation, a
             create that costs the MDS what a plain one does, and no layout decided per
             file. Creates asked per create (v1) still get the regime's round-robin list.
@@ -148,8 +149,8 @@ class McmfParams:
         source="the flow lost 3-11% of job I/O time to round-robin where the OSTs were alike "
                "(docs/placement.md)")
     alike_to_lustre: bool = setting(True, unit="true/false", doc=(
-        "while the OSTs look alike, leased creates are left to Lustre's own allocator (a "
-        "plain create)"),
+        "while the OSTs look alike and LOD would place round-robin, leased creates are left "
+        "to Lustre's own allocator (a plain create)"),
         source="the control on Lustre 2.17.0 (docs/lustre-vm.md, \"Placement with a slow "
                "OST\")")
     regime_params: dict[str, float | bool] | None = None
