@@ -20,10 +20,11 @@ for a slow class), not twice its last grant.
 
 While the gated policy leaves a class to Lustre
 (:meth:`~lustre_alloc.mapper.policies.gate.GatedPolicy.leaves_to_lustre`: mcmf while the
-OSTs look alike and Lustre's allocator would place round-robin), the class's creates are placed by the gate's fallback, the simulator's Lustre
-allocator, for one lifetime (the lease desk's ``allocator: "lustre"`` answer); after it,
-a create is still Lustre's while the class asks again (the shim asks in the background:
-``la_lease.c``, ``LA_NOLEASE_TO_LUSTRE``), and the answer applies to the next creates.
+OSTs look alike and Lustre's allocator would place round-robin), the class's creates are
+placed by the gate's fallback, the simulator's Lustre allocator, for one lifetime (the
+lease desk's ``allocator: "lustre"`` answer); after it, a create is still Lustre's while
+the class asks again (the shim asks in the background: ``la_lease.c``,
+``LA_NOLEASE_TO_LUSTRE``), and the answer applies to the next creates.
 
 The sizing and lifetime constants are the shim's and the mapper's
 (``liblustre_alloc/la_lease.c``: ``LA_ASK_MIN``, ``LA_ASK_HORIZON_S``, ``LA_USE_FRACTION``;
